@@ -1,0 +1,519 @@
+"""Crawl configuration: one typed, frozen object read once at the edge (CLI, Airflow, scripts).
+
+Precedence, lowest first (DESIGN §9): the defaults declared below < ``CRAWL/crawl.toml`` (or
+``--config FILE``) < ``BATCHCRAWL_SECTION__KEY`` environment variables < ``--set section.key=value``
+< explicit CLI flags. ``configs/default.toml`` lists every setting with its comment and unit; a test
+checks it agrees with the defaults here, which are the one source of truth.
+
+Units are in the names: ``_s`` seconds, ``_bytes`` bytes. Unknown keys and bad values raise
+:class:`~batchcrawl.errors.ConfigError` naming the key, its origin (file and line when known) and
+what was expected.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import json
+import os
+import re
+import tomllib
+import typing
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from batchcrawl.errors import ConfigError
+
+ENV_PREFIX = "BATCHCRAWL_"
+
+#: Addresses a crawler must not reach unless explicitly allowed: loopback, RFC 1918, link-local
+#: (including cloud metadata 169.254.169.254), CGNAT (RFC 6598), multicast, unspecified, reserved,
+#: and their IPv6 counterparts (ULA, link-local, loopback, multicast, IPv4-mapped, NAT64 well-known).
+DEFAULT_DENY_NETWORKS = (
+    "0.0.0.0/8",
+    "10.0.0.0/8",
+    "100.64.0.0/10",
+    "127.0.0.0/8",
+    "169.254.0.0/16",
+    "172.16.0.0/12",
+    "192.0.0.0/24",
+    "192.168.0.0/16",
+    "198.18.0.0/15",
+    "224.0.0.0/4",
+    "240.0.0.0/4",
+    "::/128",
+    "::1/128",
+    "::ffff:0:0/96",
+    "64:ff9b::/96",
+    "fc00::/7",
+    "fe80::/10",
+    "ff00::/8",
+)
+
+
+@dataclass(frozen=True)
+class CrawlSection:
+    """``[crawl]``: identity of the crawler and of the crawl."""
+
+    name: str = ""
+    """Crawl name used in exports; empty means the crawl directory's base name."""
+    user_agent: str = "batchcrawl/0.1 (+https://github.com/batchcrawl/batchcrawl)"
+    """User-Agent header sent with every request."""
+    robots_agent: str = "batchcrawl"
+    """Product token matched against robots.txt ``User-agent`` lines (RFC 9309 §2.2.1)."""
+    keep_generations: int = 5
+    """Committed generations kept by ``gc`` (time travel); older files are removed. At least 1."""
+
+
+@dataclass(frozen=True)
+class NetworkSection:
+    """``[network]``: name resolution and the address policy (checked after resolving, before
+    connecting)."""
+
+    resolve: dict[str, str] = field(default_factory=dict)
+    """Host pattern -> IP address, consulted before DNS. ``"*.test" = "127.0.0.1"`` matches any
+    subdomain of ``test``; an exact name matches only itself."""
+    system_dns: bool = True
+    """Ask the system resolver for names not in ``resolve``. Tests and demos set false: then only
+    names in ``resolve`` resolve, and no DNS server is ever asked."""
+    dns_ttl_s: float = 3600.0
+    """How long a resolved address is cached per host, in seconds."""
+    allow_networks: list[str] = field(default_factory=list)
+    """CIDRs. If non-empty, only addresses inside one of them may be contacted; an address inside one
+    of them is allowed even when ``deny_networks`` also covers it."""
+    deny_networks: list[str] = field(default_factory=lambda: list(DEFAULT_DENY_NETWORKS))
+    """CIDRs never contacted (unless also in ``allow_networks``). Default: loopback, private,
+    link-local, CGNAT, multicast, unspecified, reserved and metadata ranges."""
+
+
+@dataclass(frozen=True)
+class PolitenessSection:
+    """``[politeness]``: delays between requests (BUbiNG §4.2; Heritrix politeness bounds)."""
+
+    host_delay_s: float = 2.0
+    """Least time between the end of one request to a host and the start of the next, seconds."""
+    ip_delay_s: float = 1.0
+    """Least time between two requests to one IP address (any host on it), seconds."""
+    max_crawl_delay_s: float = 30.0
+    """robots.txt ``Crawl-delay`` is honoured up to this many seconds; it never lowers the host
+    delay below ``host_delay_s``."""
+    adaptive_delay_factor: float = 1.0
+    """The host delay is at least this factor times the host's last download time (0 disables)."""
+
+
+@dataclass(frozen=True)
+class RobotsSection:
+    """``[robots]``: robots.txt fetching and caching (RFC 9309)."""
+
+    cache_ttl_s: float = 86400.0
+    """A fetched robots.txt is reused for at most this long, seconds (RFC 9309 §2.4: 24 h)."""
+    max_bytes: int = 512000
+    """Bytes of robots.txt parsed; RFC 9309 §2.5 requires at least 500 KiB."""
+    max_redirects: int = 5
+    """Redirect hops followed when fetching robots.txt (RFC 9309 §2.3.1.2)."""
+    retry_after_s: float = 300.0
+    """After a 5xx or a network failure the host is treated as fully disallowed and robots.txt is
+    fetched again after this many seconds."""
+
+
+@dataclass(frozen=True)
+class FrontierSection:
+    """``[frontier]``: the DRUM-bucketed URL table (IRLbot DRUM; Nutch CrawlDb)."""
+
+    buckets: int = 64
+    """Number of DRUM buckets K, fixed at ``init``; a URL's bucket is ``url_key % K``."""
+    max_retries: int = 3
+    """Transient fetch errors retried this many times before a URL becomes ``gone``."""
+    retry_backoff_s: float = 3600.0
+    """Backoff before the first retry, seconds; doubled at each further retry."""
+    drum_batch_bytes: int = 64_000_000
+    """Memory budget of one bucket merge, in bytes: larger buckets are streamed by row group."""
+
+
+@dataclass(frozen=True)
+class GenerateSection:
+    """``[generate]``: building the fetch lists (Nutch ``generate.max.count``; IRLbot budgets)."""
+
+    max_urls_per_round: int = 1_000_000
+    """Most URLs put on all fetch lists of one round together."""
+    max_urls_per_host: int = 1000
+    """Most URLs of one host per round."""
+    max_urls_per_domain: int = 5000
+    """Most URLs of one pay-level domain per round."""
+    partition_by: str = "host"
+    """What the shard ring hashes: ``host``, ``domain`` (pay-level domain) or ``ip``."""
+
+
+@dataclass(frozen=True)
+class FetchSection:
+    """``[fetch]``: the host-sharded fetch workers."""
+
+    shards: int = 2
+    """Number of fetch shards (one fetch worker each), placed on a consistent-hash ring."""
+    ring_vnodes: int = 100
+    """Virtual nodes per shard on the ring (Karger et al.)."""
+    threads: int = 16
+    """Fetch threads per worker (blocking I/O, as BUbiNG argues)."""
+    connect_timeout_s: float = 10.0
+    """TCP connect timeout, seconds."""
+    read_timeout_s: float = 30.0
+    """Longest wait for the next bytes of a response, seconds."""
+    total_timeout_s: float = 60.0
+    """Longest whole fetch (connect to last byte), seconds."""
+    max_body_bytes: int = 10_485_760
+    """Cap on the decoded body; longer bodies are cut here and flagged truncated."""
+    time_limit_s: float = 3600.0
+    """Longest fetch phase of one round, seconds; what is left stays queued for the next round."""
+    warc_rotate_bytes: int = 1_000_000_000
+    """A WARC file is closed and a new one started past this many bytes."""
+    url_cache_size: int = 100_000
+    """Recently seen url keys remembered per worker, so repeated menu links are sent once
+    (BUbiNG's URL cache)."""
+
+
+@dataclass(frozen=True)
+class FiltersSection:
+    """``[filters]``: the scope chain; each filter answers ALLOW, REJECT or ABSTAIN."""
+
+    default: str = "allow"
+    """Answer when every filter abstains: ``allow`` or ``reject``."""
+    seed_scope: str = "domain"
+    """Keep to the seeds' ``host``s, their pay-level ``domain``s, or ``none`` (no seed scope)."""
+    external_hops: int = 0
+    """Links may leave the seed scope by this many hops."""
+    allow_hosts: list[str] = field(default_factory=list)
+    """Host patterns always in scope (``*.example.org`` matches subdomains)."""
+    deny_hosts: list[str] = field(default_factory=list)
+    """Host patterns never fetched."""
+    allow_domains: list[str] = field(default_factory=list)
+    """Pay-level domains always in scope."""
+    deny_domains: list[str] = field(default_factory=list)
+    """Pay-level domains never fetched."""
+    allow_regex: list[str] = field(default_factory=list)
+    """Regular expressions (Python ``re``) over the canonical URL: a match allows."""
+    deny_regex: list[str] = field(default_factory=list)
+    """Regular expressions over the canonical URL: a match rejects."""
+    max_depth: int = 20
+    """Links more than this many hops from a seed are rejected (``filtered:max_depth``)."""
+    max_url_length: int = 2048
+    """Longer canonical URLs are rejected, characters."""
+    max_repeated_segments: int = 3
+    """A path repeating one segment more often than this is rejected (spider traps)."""
+    max_query_params: int = 20
+    """URLs with more query parameters are rejected."""
+    deny_extensions: list[str] = field(
+        default_factory=lambda: [
+            "7z", "avi", "bin", "bmp", "bz2", "dmg", "exe", "flv", "gif", "gz", "ico", "iso",
+            "jar", "jpeg", "jpg", "mkv", "mov", "mp3", "mp4", "mpeg", "msi", "ogg", "png", "rar",
+            "svg", "tar", "tgz", "tif", "tiff", "wav", "webm", "webp", "wmv", "woff", "woff2",
+            "xz", "zip",
+        ]
+    )
+    """Path extensions (lowercase, no dot) rejected before fetching."""
+
+
+@dataclass(frozen=True)
+class RoundSection:
+    """``[round]``: how ``batchcrawl round`` runs its Dask graph."""
+
+    workers: int = 2
+    """Worker processes of the embedded ``LocalCluster``."""
+    threads_per_worker: int = 2
+    """Threads per Dask worker process of the embedded cluster (fetch threads are separate)."""
+    scheduler: str = ""
+    """Address of an existing Dask scheduler (``tcp://host:8786``); empty starts a LocalCluster."""
+
+
+@dataclass(frozen=True)
+class Config:
+    """The whole configuration: one frozen section object per TOML table."""
+
+    crawl: CrawlSection = field(default_factory=CrawlSection)
+    network: NetworkSection = field(default_factory=NetworkSection)
+    politeness: PolitenessSection = field(default_factory=PolitenessSection)
+    robots: RobotsSection = field(default_factory=RobotsSection)
+    frontier: FrontierSection = field(default_factory=FrontierSection)
+    generate: GenerateSection = field(default_factory=GenerateSection)
+    fetch: FetchSection = field(default_factory=FetchSection)
+    filters: FiltersSection = field(default_factory=FiltersSection)
+    round: RoundSection = field(default_factory=RoundSection)
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        """Plain nested dict (TOML/JSON-serializable)."""
+        return dataclasses.asdict(self)
+
+    def replace(self, **overrides: Mapping[str, Any]) -> Config:
+        """A copy with ``{section: {key: value}}`` overrides applied and validated."""
+        return _merge(self, [(dict(overrides), "replace()")])
+
+
+SECTIONS: dict[str, type] = {f.name: f.default_factory().__class__ for f in dataclasses.fields(Config)}
+
+_CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("filters", "default"): ("allow", "reject"),
+    ("filters", "seed_scope"): ("host", "domain", "none"),
+    ("generate", "partition_by"): ("host", "domain", "ip"),
+}
+_POSITIVE = {
+    ("frontier", "buckets"), ("fetch", "shards"), ("fetch", "threads"), ("fetch", "ring_vnodes"),
+    ("crawl", "keep_generations"), ("round", "workers"), ("round", "threads_per_worker"),
+    ("robots", "max_bytes"), ("fetch", "max_body_bytes"), ("fetch", "warc_rotate_bytes"),
+    ("frontier", "drum_batch_bytes"),
+}
+
+
+def _field_types(section: str) -> dict[str, Any]:
+    return typing.get_type_hints(SECTIONS[section])
+
+
+def _origin_line(path: str, text: str, section: str, key: str) -> str:
+    """Best-effort ``file:line`` of ``key`` inside ``[section]`` of a TOML text."""
+    current = None
+    for lineno, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        m = re.match(r"^\[([^\]]+)\]", stripped)
+        if m:
+            current = m.group(1).strip()
+            continue
+        if current == section and re.match(rf"^{re.escape(key)}\s*=", stripped):
+            return f"{path}:{lineno}"
+    return path
+
+
+def _coerce(section: str, key: str, value: Any, origin: str, from_string: bool) -> Any:
+    """Check ``value`` against the declared type of ``section.key``; strings from the environment or
+    ``--set`` are parsed as TOML values first (falling back to a bare string)."""
+    hint = _field_types(section)[key]
+    if from_string and isinstance(value, str):
+        try:
+            value = tomllib.loads(f"v = {value}")["v"]
+        except tomllib.TOMLDecodeError:
+            pass
+    where = f"{section}.{key} (from {origin})"
+    base = typing.get_origin(hint) or hint
+    if base is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where}: expected true or false, got {value!r}")
+    elif base is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{where}: expected an integer, got {value!r}")
+    elif base is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"{where}: expected a number of seconds or a ratio, got {value!r}")
+        value = float(value)
+        if value < 0:
+            raise ConfigError(f"{where}: expected a value >= 0, got {value!r}")
+    elif base is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{where}: expected a string, got {value!r}")
+    elif base is list:
+        if isinstance(value, str) and from_string:
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{where}: expected a list of strings, got {value!r}")
+        value = list(value)
+    elif base is dict:
+        if isinstance(value, str) and from_string:
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError:
+                pass
+        if not isinstance(value, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+        ):
+            raise ConfigError(f"{where}: expected a table of strings, got {value!r}")
+        value = dict(value)
+    else:  # pragma: no cover - every declared type is handled above
+        raise TypeError(f"unsupported config type {hint!r}")
+    _check_value(section, key, value, where)
+    return value
+
+
+def _check_value(section: str, key: str, value: Any, where: str) -> None:
+    choices = _CHOICES.get((section, key))
+    if choices and value not in choices:
+        raise ConfigError(f"{where}: expected one of {', '.join(choices)}, got {value!r}")
+    if (section, key) in _POSITIVE and value < 1:
+        raise ConfigError(f"{where}: expected a positive integer, got {value!r}")
+    if isinstance(value, int) and not isinstance(value, bool) and value < 0:
+        raise ConfigError(f"{where}: expected a value >= 0, got {value!r}")
+    if section == "network" and key in ("allow_networks", "deny_networks"):
+        for cidr in value:
+            try:
+                ipaddress.ip_network(cidr, strict=False)
+            except ValueError as exc:
+                raise ConfigError(f"{where}: {cidr!r} is not a CIDR network ({exc})") from None
+    if section == "network" and key == "resolve":
+        for pattern, addr in value.items():
+            try:
+                ipaddress.ip_address(addr)
+            except ValueError:
+                raise ConfigError(
+                    f"{where}: {pattern!r} must map to an IP address, got {addr!r}"
+                ) from None
+    if section == "filters" and key in ("allow_regex", "deny_regex"):
+        for pattern in value:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ConfigError(f"{where}: bad regular expression {pattern!r}: {exc}") from None
+
+
+Layer = tuple[Mapping[str, Any], str]
+
+
+def _merge(base: Config, layers: Iterable[tuple[Mapping[str, Any], str]], *,
+           texts: Mapping[str, str] | None = None, from_string: bool = False) -> Config:
+    sections = {name: dataclasses.asdict(getattr(base, name)) for name in SECTIONS}
+    for data, origin in layers:
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"{origin}: expected a table of sections, got {data!r}")
+        for section, values in data.items():
+            if section not in SECTIONS:
+                raise ConfigError(
+                    f"{origin}: unknown section [{section}]; known sections: {', '.join(SECTIONS)}"
+                )
+            if not isinstance(values, Mapping):
+                raise ConfigError(f"{origin}: [{section}] must be a table, got {values!r}")
+            known = _field_types(section)
+            for key, value in values.items():
+                where = origin
+                if texts and origin in texts:
+                    where = _origin_line(origin, texts[origin], section, key)
+                if key not in known:
+                    raise ConfigError(
+                        f"{section}.{key} (from {where}): unknown key; keys of [{section}]: "
+                        f"{', '.join(known)}"
+                    )
+                sections[section][key] = _coerce(section, key, value, where, from_string)
+    return Config(**{name: SECTIONS[name](**vals) for name, vals in sections.items()})
+
+
+def parse_toml(text: str, origin: str) -> dict[str, Any]:
+    """Parse TOML ``text``; syntax errors become :class:`ConfigError` naming ``origin`` and line."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{origin}: not valid TOML: {exc}") from None
+
+
+def env_overrides(environ: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    """``BATCHCRAWL_SECTION__KEY=value`` variables as ``{section: {key: value}}`` (lower-cased).
+
+    Variables with the prefix but no ``__`` raise :class:`ConfigError` (a typo must not pass
+    silently). ``BATCHCRAWL_CONFIG`` is reserved for the CLI and ignored here.
+    """
+    out: dict[str, dict[str, str]] = {}
+    for name, value in environ.items():
+        if not name.startswith(ENV_PREFIX) or name == ENV_PREFIX + "CONFIG":
+            continue
+        rest = name[len(ENV_PREFIX):].lower()
+        if "__" not in rest:
+            raise ConfigError(
+                f"environment variable {name}: expected {ENV_PREFIX}SECTION__KEY "
+                f"(two underscores between section and key)"
+            )
+        section, key = rest.split("__", 1)
+        out.setdefault(section, {})[key] = value
+    return out
+
+
+def set_overrides(pairs: Iterable[str]) -> dict[str, dict[str, str]]:
+    """``--set section.key=value`` strings as ``{section: {key: value}}``.
+
+    Raises :class:`ConfigError` for a pair without ``=`` or without a ``section.`` prefix.
+    """
+    out: dict[str, dict[str, str]] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        section, dot, key = name.strip().partition(".")
+        if not sep or not dot or not section or not key:
+            raise ConfigError(f"--set {pair!r}: expected section.key=value, e.g. fetch.shards=4")
+        out.setdefault(section, {})[key.strip()] = value.strip()
+    return out
+
+
+def load_config(
+    *,
+    files: Iterable[tuple[str, str]] = (),
+    environ: Mapping[str, str] | None = None,
+    sets: Iterable[str] = (),
+    flags: Mapping[str, Mapping[str, Any]] | None = None,
+) -> Config:
+    """Build the :class:`Config` from its layers, lowest precedence first.
+
+    Parameters
+    ----------
+    files
+        ``(origin, toml_text)`` pairs, e.g. ``("CRAWL/crawl.toml", text)``; later files win.
+    environ
+        Environment (``os.environ`` by default); ``BATCHCRAWL_SECTION__KEY`` variables apply.
+    sets
+        ``--set section.key=value`` strings.
+    flags
+        Explicit CLI flags as ``{section: {key: value}}``; already typed.
+
+    Raises
+    ------
+    ConfigError
+        Unknown section or key, wrong type, value out of range; the message names the origin.
+    """
+    files = list(files)
+    texts = dict(files)
+    layers: list[tuple[Mapping[str, Any], str, bool]] = [
+        (parse_toml(text, origin), origin, False) for origin, text in files
+    ]
+    env = os.environ if environ is None else environ
+    for section, values in env_overrides(env).items():
+        for key, value in values.items():
+            var = f"{ENV_PREFIX}{section.upper()}__{key.upper()}"
+            layers.append(({section: {key: value}}, f"environment variable {var}", True))
+    for section, values in set_overrides(sets).items():
+        for key, value in values.items():
+            layers.append(({section: {key: value}}, f"--set {section}.{key}", True))
+    if flags:
+        layers.append(({s: dict(v) for s, v in flags.items() if v}, "command-line flag", False))
+    cfg = Config()
+    for data, origin, from_string in layers:
+        cfg = _merge(cfg, [(data, origin)], texts=texts, from_string=from_string)
+    return cfg
+
+
+def to_toml(cfg: Config) -> str:
+    """Serialize a config as TOML (used to write ``CRAWL/crawl.toml`` at init)."""
+    lines: list[str] = []
+    for section, values in cfg.to_dict().items():
+        lines.append(f"[{section}]")
+        for key, value in values.items():
+            lines.append(f"{key} = {_toml_value(value)}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{json.dumps(k)} = {_toml_value(v)}" for k, v in value.items()) + " }"
+    raise TypeError(f"cannot write {value!r} as TOML")
+
+
+def loopback_test_config(**overrides: Mapping[str, Any]) -> Config:
+    """A config for tests, demos and benchmarks: only ``*.test`` names resolve (to 127.0.0.1), no DNS
+    server is asked, and only 127.0.0.0/8 may be contacted (DESIGN §10)."""
+    base = Config().replace(
+        network={
+            "resolve": {"*.test": "127.0.0.1"},
+            "system_dns": False,
+            "allow_networks": ["127.0.0.0/8"],
+        }
+    )
+    return base.replace(**overrides) if overrides else base
+

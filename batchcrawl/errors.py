@@ -1,0 +1,79 @@
+"""The exception hierarchy of batchcrawl.
+
+Every error the library raises on purpose derives from :class:`BatchcrawlError`, so a caller can catch
+one type. Errors caused by bad input (a config value, a URL, a crawl directory that is not one) also
+derive from :class:`ValueError`, like ``requests.exceptions.InvalidURL``; their messages name the file,
+line, key or URL and say how to fix it.
+
+Each class carries ``exit_code``: the process exit status the CLI uses for it (documented in the README).
+"""
+
+from __future__ import annotations
+
+
+class BatchcrawlError(Exception):
+    """Root of all batchcrawl errors. ``exit_code`` is the CLI exit status (default 1)."""
+
+    exit_code = 1
+
+
+class ConfigError(BatchcrawlError, ValueError):
+    """A configuration key is unknown or its value is invalid (exit code 2).
+
+    The message names the key, where the value came from (file and line, environment variable, or
+    ``--set``) and what was expected.
+    """
+
+    exit_code = 2
+
+
+class InvalidURL(BatchcrawlError, ValueError):
+    """A URL cannot be parsed or canonicalized (not http/https, no host, bad characters)."""
+
+    exit_code = 2
+
+
+class CrawlDirError(BatchcrawlError, ValueError):
+    """A crawl directory is missing, not a crawl, already exists, or its manifests are malformed
+    (exit code 3)."""
+
+    exit_code = 3
+
+
+class SchemaError(BatchcrawlError, ValueError):
+    """A table written to the crawl directory does not match its schema in ``storage/schema.sql``."""
+
+    exit_code = 3
+
+
+class LockedError(BatchcrawlError):
+    """Another live writer holds the crawl's lock (exit code 4). The message names its owner."""
+
+    exit_code = 4
+
+
+class CommitConflict(BatchcrawlError):
+    """The next generation's manifest was published by someone else first (exit code 4)."""
+
+    exit_code = 4
+
+
+class NothingDue(BatchcrawlError):
+    """The frontier has no URL due for fetching: the round has nothing to do (exit code 75).
+
+    Not a failure: Airflow's task maps it to a skip.
+    """
+
+    exit_code = 75
+
+
+class SQLError(BatchcrawlError, ValueError):
+    """A query passed to ``batchcrawl sql`` failed or tried to write (exit code 2)."""
+
+    exit_code = 2
+
+
+class NotAvailable(BatchcrawlError):
+    """A command that exists in the interface but is not built yet (exit code 69)."""
+
+    exit_code = 69

@@ -1,0 +1,103 @@
+-- batchcrawl table schemas: the one definition of every table in a crawl directory (DESIGN §3).
+-- Arrow schemas are derived from this file at run time (batchcrawl/schemas.py); every writer validates
+-- against them. Times are UTC. url_key is the unsigned 64-bit murmur3 of the canonical URL.
+
+-- frontier/gen=G/bucket=BBB.parquet: one row per known URL (Nutch's CrawlDb), sorted by url_key.
+CREATE TABLE frontier (
+    url_key          UBIGINT   NOT NULL, -- mmh3 64-bit of the canonical url
+    url              VARCHAR   NOT NULL, -- canonical URL (batchcrawl.urls.canonicalize)
+    host             VARCHAR   NOT NULL, -- lower-case host (punycode), without port
+    domain           VARCHAR   NOT NULL, -- pay-level domain (Public Suffix List)
+    depth            INTEGER   NOT NULL, -- link hops from a seed (seeds: 0)
+    hops_out         INTEGER   NOT NULL, -- consecutive hops outside the seed scope
+    status           VARCHAR   NOT NULL, -- queued, fetched, redirect, gone, error, robots_denied, filtered, refused
+    reason           VARCHAR,            -- why: 'max_depth' for filtered, '404' for gone, 'timeout' for error ...
+    discovered_round INTEGER   NOT NULL, -- round in which the URL was first seen (0 = injected)
+    discovered_seq   BIGINT    NOT NULL, -- order of discovery inside that round: breadth-first order
+    source_url_key   UBIGINT,            -- page (or redirect) that first linked here; NULL for seeds
+    fetch_time       TIMESTAMP_MS,       -- last fetch attempt
+    fetch_status     SMALLINT,           -- last HTTP status; NULL when no response
+    content_digest   VARCHAR,            -- 'sha1:BASE32' of the last payload
+    retries          INTEGER   NOT NULL, -- transient failures since the last success
+    next_fetch_time  TIMESTAMP_MS,       -- not due before this time (retry backoff); NULL = due now
+    lease_round      INTEGER,            -- round holding the URL on a fetch list; NULL = not leased
+    lease_shard      INTEGER             -- shard holding the lease
+);
+
+-- hosts/gen=G/shard=SS.parquet: per-host state carried across rounds (the workbench's persisted form).
+CREATE TABLE hosts (
+    host              VARCHAR   NOT NULL,
+    shard             INTEGER   NOT NULL,
+    ip                VARCHAR,            -- last resolved address
+    next_fetch_time   TIMESTAMP_MS,       -- politeness clock: no request to this host before this time
+    host_delay_s      DOUBLE    NOT NULL, -- effective delay (config floor, Crawl-delay, adaptive)
+    robots_status     SMALLINT,           -- HTTP status of the last robots.txt fetch; NULL = network failure
+    robots_txt        VARCHAR,            -- body parsed (capped at robots.max_bytes)
+    robots_fetch_time TIMESTAMP_MS,
+    robots_expires    TIMESTAMP_MS,       -- cache entry not used after this time
+    crawl_delay_s     DOUBLE,             -- Crawl-delay for our agent, if any
+    sitemaps          VARCHAR[],          -- Sitemap lines of robots.txt
+    pages_fetched     BIGINT    NOT NULL, -- cumulative fetch attempts that got a response
+    errors            BIGINT    NOT NULL  -- cumulative failed attempts
+);
+
+-- fetchlists/round=R/shard=SS.parquet: what generate handed to one shard, per host in breadth-first order.
+CREATE TABLE fetchlists (
+    round            INTEGER  NOT NULL,
+    shard            INTEGER  NOT NULL,
+    url_key          UBIGINT  NOT NULL,
+    url              VARCHAR  NOT NULL,
+    host             VARCHAR  NOT NULL,
+    domain           VARCHAR  NOT NULL,
+    depth            INTEGER  NOT NULL,
+    hops_out         INTEGER  NOT NULL,
+    discovered_round INTEGER  NOT NULL,
+    discovered_seq   BIGINT   NOT NULL,
+    retries          INTEGER  NOT NULL
+);
+
+-- fetched/round=R/shard=SS.parquet: one row per fetch attempt. Column names follow Common Crawl's
+-- cc-index-table where the meaning is the same.
+CREATE TABLE fetched (
+    url_key                    UBIGINT  NOT NULL,
+    url                        VARCHAR  NOT NULL,
+    url_host_name              VARCHAR  NOT NULL,
+    url_host_registered_domain VARCHAR  NOT NULL,
+    fetch_time                 TIMESTAMP_MS NOT NULL, -- start of the request
+    fetch_status               SMALLINT,              -- HTTP status; NULL when no response
+    outcome                    VARCHAR  NOT NULL,     -- batchcrawl.records.Outcome value
+    error                      VARCHAR,               -- 'timeout', 'connect', 'reset', 'body_short', ...
+    fetch_redirect             VARCHAR,               -- Location target (canonical) of a 3xx
+    content_digest             VARCHAR,               -- 'sha1:BASE32' of the payload, as in WARC
+    content_mime_type          VARCHAR,               -- Content-Type without parameters
+    content_charset            VARCHAR,               -- charset used to decode the page
+    content_length             BIGINT,                -- payload bytes stored
+    content_truncated          VARCHAR,               -- NULL, 'length' or 'time' (cc-index meaning)
+    fetch_ip                   VARCHAR,               -- address connected to
+    download_s                 DOUBLE,                -- request start to last byte, seconds
+    depth                      INTEGER  NOT NULL,
+    round                      INTEGER  NOT NULL,
+    shard                      INTEGER  NOT NULL,
+    warc_filename              VARCHAR,               -- relative to the crawl directory
+    warc_record_offset         BIGINT,
+    warc_record_length         BIGINT,
+    robots_noindex             BOOLEAN,
+    robots_nofollow            BOOLEAN
+);
+
+-- links/round=R/shard=SS.parquet: outlinks (and redirect targets) found in a round, in discovery order.
+CREATE TABLE links (
+    round          INTEGER NOT NULL,
+    shard          INTEGER NOT NULL,
+    seq            BIGINT  NOT NULL, -- discovery order inside (round, shard)
+    src_url_key    UBIGINT NOT NULL,
+    dst_url_key    UBIGINT NOT NULL,
+    dst_url        VARCHAR NOT NULL, -- canonical
+    dst_host       VARCHAR NOT NULL,
+    dst_domain     VARCHAR NOT NULL,
+    depth          INTEGER NOT NULL, -- depth of dst through this link (src depth + 1)
+    hops_out       INTEGER NOT NULL, -- hops outside the seed scope through this link
+    tag            VARCHAR NOT NULL, -- a, area, link, frame, iframe, meta_refresh, redirect
+    nofollow       BOOLEAN NOT NULL, -- rel=nofollow or robots meta nofollow (not crawled)
+    filter_reason  VARCHAR           -- NULL: in scope; else the filter that rejected it
+);
