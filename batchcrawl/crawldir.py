@@ -1,0 +1,378 @@
+"""The crawl directory and its committed generations (DESIGN §3).
+
+A crawl directory is any fsspec URL (a local path by default, ``s3://bucket/crawl`` the same way)::
+
+    CRAWL/crawl.toml                       config written at init
+    CRAWL/_commits/000007.json             manifest of generation 7; the highest is current
+    CRAWL/frontier/gen=7/bucket=042.parquet ...
+
+A step writes only *new* files, then commits by publishing the next manifest, which lists every file
+of every table with its row count. Publishing is atomic and exclusive: a hard link from a temp file
+locally, an ``If-None-Match: *`` put on object stores (Delta Lake's commit protocol, simplified).
+Readers only ever read files named by a committed manifest, so a step that dies leaves orphans that
+nobody reads, and rerunning it is safe. A manifest may point at files written by older generations
+(an unchanged DRUM bucket is not rewritten).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import posixpath
+import re
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import fsspec
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from batchcrawl import schemas
+from batchcrawl.errors import CommitConflict, CrawlDirError
+
+CONFIG_FILE = "crawl.toml"
+COMMITS_DIR = "_commits"
+FORMAT_VERSION = 1
+_COMMIT_RE = re.compile(r"^(\d{6,})\.json$")
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """One data file of a table: ``path`` relative to the crawl root, ``rows`` its row count."""
+
+    path: str
+    rows: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "rows": self.rows}
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """One committed generation.
+
+    Attributes
+    ----------
+    generation
+        Number of this generation (0 is written by ``init``).
+    round
+        Number of the last crawl round committed at or before this generation (0: none yet).
+    buckets
+        DRUM bucket count K, fixed at init.
+    tables
+        Table name -> its files. ``frontier`` has one entry per bucket, in bucket order; ``hosts`` one
+        per shard; ``fetchlists``, ``fetched`` and ``links`` accumulate the files of every round.
+    summary
+        What made this generation (``{"step": "round", ...}``): the round's JSON summary.
+    created
+        ISO 8601 UTC time of the commit.
+    """
+
+    generation: int
+    round: int
+    buckets: int
+    tables: Mapping[str, tuple[FileEntry, ...]]
+    summary: Mapping[str, Any] = field(default_factory=dict)
+    created: str = ""
+    parent: int | None = None
+
+    def files(self, table: str) -> list[str]:
+        """Paths (relative to the crawl root) of ``table``'s files."""
+        return [e.path for e in self.tables.get(table, ())]
+
+    def rows(self, table: str) -> int:
+        """Total rows of ``table`` in this generation."""
+        return sum(e.rows for e in self.tables.get(table, ()))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT_VERSION,
+            "generation": self.generation,
+            "parent": self.parent,
+            "round": self.round,
+            "buckets": self.buckets,
+            "created": self.created,
+            "summary": dict(self.summary),
+            "tables": {t: [e.to_json() for e in es] for t, es in self.tables.items()},
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], origin: str) -> Manifest:
+        """Parse a manifest; raises :class:`CrawlDirError` naming ``origin`` if it is malformed."""
+        try:
+            if data.get("format") != FORMAT_VERSION:
+                raise ValueError(f"unsupported manifest format {data.get('format')!r}")
+            tables = {
+                str(t): tuple(FileEntry(str(e["path"]), int(e["rows"])) for e in es)
+                for t, es in data["tables"].items()
+            }
+            return cls(
+                generation=int(data["generation"]),
+                round=int(data["round"]),
+                buckets=int(data["buckets"]),
+                tables=tables,
+                summary=dict(data.get("summary") or {}),
+                created=str(data.get("created", "")),
+                parent=None if data.get("parent") is None else int(data["parent"]),
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise CrawlDirError(f"{origin}: malformed manifest ({exc})") from None
+
+
+def utcnow_iso() -> str:
+    """Current UTC time as ISO 8601 with milliseconds and ``Z``."""
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class CrawlDir:
+    """A crawl directory on any fsspec filesystem.
+
+    Parameters
+    ----------
+    url
+        Local path or fsspec URL (``s3://bucket/crawls/news``).
+    storage_options
+        Passed to fsspec (credentials come from the usual fsspec/boto settings, not from here).
+
+    Use :meth:`create` for a new crawl and :meth:`open` for an existing one.
+    """
+
+    def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None):
+        self.url = str(url)
+        self.fs, root = fsspec.core.url_to_fs(self.url, **dict(storage_options or {}))
+        self.root = root.rstrip("/") or root
+        self.local = "file" in _protocols(self.fs)
+
+    # -- paths -------------------------------------------------------------------------------
+    def path(self, rel: str) -> str:
+        """Filesystem path of ``rel`` (relative to the crawl root)."""
+        return posixpath.join(self.root, rel)
+
+    def full_url(self, rel: str) -> str:
+        """``rel`` as a URL other tools can open (``s3://...`` or an absolute local path)."""
+        return self.fs.unstrip_protocol(self.path(rel)) if not self.local else self.path(rel)
+
+    # -- creation ----------------------------------------------------------------------------
+    @classmethod
+    def create(
+        cls, url: str, config_text: str, buckets: int,
+        storage_options: Mapping[str, Any] | None = None,
+    ) -> CrawlDir:
+        """Create a new crawl: write ``crawl.toml`` and commit generation 0 (empty frontier).
+
+        Raises
+        ------
+        CrawlDirError
+            ``url`` already holds a crawl (never overwritten) or a file that is not a directory.
+        """
+        crawl = cls(url, storage_options)
+        if crawl.fs.exists(crawl.path(CONFIG_FILE)) or crawl.fs.exists(crawl.path(COMMITS_DIR)):
+            raise CrawlDirError(f"{url}: a crawl already exists here; choose another directory")
+        if crawl.fs.exists(crawl.root) and crawl.fs.isfile(crawl.root):
+            raise CrawlDirError(f"{url}: is a file, not a directory")
+        crawl.fs.makedirs(crawl.path(COMMITS_DIR), exist_ok=True)
+        crawl.fs.pipe_file(crawl.path(CONFIG_FILE), config_text.encode("utf-8"))
+        genesis = Manifest(
+            generation=0, round=0, buckets=buckets,
+            tables={t: () for t in schemas.TABLES},
+            summary={"step": "init"}, created=utcnow_iso(), parent=None,
+        )
+        crawl._publish(genesis)
+        return crawl
+
+    @classmethod
+    def open(cls, url: str, storage_options: Mapping[str, Any] | None = None) -> CrawlDir:
+        """Open an existing crawl.
+
+        Raises
+        ------
+        CrawlDirError
+            No crawl at ``url`` (no ``crawl.toml`` or no committed generation).
+        """
+        crawl = cls(url, storage_options)
+        if not crawl.fs.exists(crawl.path(CONFIG_FILE)):
+            raise CrawlDirError(
+                f"{url}: not a crawl directory (no {CONFIG_FILE}); create one with "
+                f"`batchcrawl init {url}`"
+            )
+        if not crawl.generations():
+            raise CrawlDirError(f"{url}: no committed generation in {COMMITS_DIR}/")
+        return crawl
+
+    def config_text(self) -> str:
+        """Text of ``crawl.toml``."""
+        return self.fs.cat_file(self.path(CONFIG_FILE)).decode("utf-8")
+
+    # -- generations -------------------------------------------------------------------------
+    def generations(self) -> list[int]:
+        """Committed generation numbers, ascending."""
+        try:
+            names = self.fs.ls(self.path(COMMITS_DIR), detail=False)
+        except FileNotFoundError:
+            return []
+        gens = []
+        for name in names:
+            m = _COMMIT_RE.match(posixpath.basename(name.rstrip("/")))
+            if m:
+                gens.append(int(m.group(1)))
+        return sorted(gens)
+
+    def manifest(self, generation: int | None = None) -> Manifest:
+        """The manifest of ``generation`` (default: the current, i.e. highest, generation).
+
+        Raises
+        ------
+        CrawlDirError
+            The generation does not exist or its manifest is malformed.
+        """
+        if generation is None:
+            gens = self.generations()
+            if not gens:
+                raise CrawlDirError(f"{self.url}: no committed generation")
+            generation = gens[-1]
+        rel = _commit_name(generation)
+        try:
+            raw = self.fs.cat_file(self.path(rel))
+        except FileNotFoundError:
+            raise CrawlDirError(
+                f"{self.url}: generation {generation} does not exist (have {self.generations()})"
+            ) from None
+        try:
+            data = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise CrawlDirError(f"{self.path(rel)}: not valid JSON ({exc})") from None
+        return Manifest.from_json(data, self.path(rel))
+
+    def commit(
+        self,
+        parent: Manifest,
+        tables: Mapping[str, Iterable[FileEntry]],
+        summary: Mapping[str, Any],
+        *,
+        round: int | None = None,
+    ) -> Manifest:
+        """Publish generation ``parent.generation + 1``.
+
+        Parameters
+        ----------
+        parent
+            The generation this step read; the commit fails if another was published since.
+        tables
+            The *complete* file listing of each table that changed; tables not named keep the
+            parent's files.
+        summary
+            JSON-serializable description of the step (the round summary).
+        round
+            Round number committed by this generation (default: the parent's).
+
+        Raises
+        ------
+        CommitConflict
+            The generation was already published (another writer got there first).
+        """
+        merged = dict(parent.tables)
+        for name, entries in tables.items():
+            if name not in schemas.TABLES:
+                raise CrawlDirError(f"commit: unknown table {name!r}")
+            merged[name] = tuple(entries)
+        manifest = Manifest(
+            generation=parent.generation + 1,
+            round=parent.round if round is None else round,
+            buckets=parent.buckets,
+            tables=merged,
+            summary=dict(summary),
+            created=utcnow_iso(),
+            parent=parent.generation,
+        )
+        self._publish(manifest)
+        return manifest
+
+    def _publish(self, manifest: Manifest) -> None:
+        rel = _commit_name(manifest.generation)
+        data = (json.dumps(manifest.to_json(), indent=1, sort_keys=True) + "\n").encode("utf-8")
+        final = self.path(rel)
+        if self.local:
+            tmp = f"{final}.tmp-{uuid.uuid4().hex}"
+            with open(tmp, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            try:
+                os.link(tmp, final)  # atomic and exclusive: fails if the generation exists
+            except FileExistsError:
+                raise CommitConflict(
+                    f"{final}: generation {manifest.generation} was committed by another writer"
+                ) from None
+            finally:
+                os.unlink(tmp)
+            _fsync_dir(os.path.dirname(final))
+        else:
+            try:
+                self.fs.pipe_file(final, data, mode="create")
+            except FileExistsError:
+                raise CommitConflict(
+                    f"{final}: generation {manifest.generation} was committed by another writer"
+                ) from None
+
+    # -- table files -------------------------------------------------------------------------
+    def write_table(self, table: str, rel: str, data: pa.Table | dict | list) -> FileEntry:
+        """Validate ``data`` against ``table``'s schema and write it as Parquet at ``rel``.
+
+        Writes go to a temporary name first and are renamed into place (locally), so a file at
+        ``rel`` is always whole. Raises :class:`~batchcrawl.errors.SchemaError` on a schema mismatch.
+        """
+        arrow = schemas.conform(table, data)
+        final = self.path(rel)
+        self.fs.makedirs(posixpath.dirname(final), exist_ok=True)
+        if self.local:
+            tmp = f"{final}.tmp-{uuid.uuid4().hex}"
+            pq.write_table(arrow, tmp, compression="zstd")
+            os.replace(tmp, final)
+        else:
+            with self.fs.open(final, "wb") as fh:
+                pq.write_table(arrow, fh, compression="zstd")
+        return FileEntry(rel, arrow.num_rows)
+
+    def read_table(
+        self, table: str, entries: Iterable[FileEntry | str], columns: list[str] | None = None
+    ) -> pa.Table:
+        """Read and concatenate the given files of ``table`` (empty table if none)."""
+        parts = []
+        for entry in entries:
+            rel = entry.path if isinstance(entry, FileEntry) else entry
+            with self.fs.open(self.path(rel), "rb") as fh:
+                parts.append(pq.read_table(fh, columns=columns))
+        if not parts:
+            target = schemas.schema(table)
+            return target.empty_table() if columns is None else pa.schema(
+                [target.field(c) for c in columns]
+            ).empty_table()
+        return pa.concat_tables(parts, promote_options="default")
+
+    def read_current(self, table: str, columns: list[str] | None = None,
+                     generation: int | None = None) -> pa.Table:
+        """All rows of ``table`` in ``generation`` (default current)."""
+        return self.read_table(table, self.manifest(generation).tables.get(table, ()), columns)
+
+
+def _commit_name(generation: int) -> str:
+    return f"{COMMITS_DIR}/{generation:06d}.json"
+
+
+def _protocols(fs: fsspec.AbstractFileSystem) -> tuple[str, ...]:
+    proto = fs.protocol
+    return (proto,) if isinstance(proto, str) else tuple(proto)
+
+
+def _fsync_dir(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

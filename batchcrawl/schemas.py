@@ -1,0 +1,116 @@
+"""Arrow schemas of the crawl tables, derived at run time from the one definition in
+``storage/schema.sql`` (DuckDB DDL), and validation of tables before they are written.
+
+DuckDB itself reads the DDL (so the SQL views and the Parquet files can never disagree on types);
+nullability comes from ``duckdb_columns()``.
+"""
+
+from __future__ import annotations
+
+import functools
+from importlib import resources
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from batchcrawl.errors import SchemaError
+
+TABLES = ("frontier", "hosts", "fetchlists", "fetched", "links")
+
+
+def storage_dir() -> Path:
+    """The ``storage/`` folder: packaged as ``batchcrawl/_storage`` in a wheel, or the repository's
+    top-level ``storage/`` in a source checkout."""
+    packaged = resources.files("batchcrawl") / "_storage"
+    if packaged.is_dir():
+        return Path(str(packaged))
+    return Path(__file__).resolve().parent.parent / "storage"
+
+
+@functools.cache
+def schema_sql() -> str:
+    """Text of ``storage/schema.sql``."""
+    return (storage_dir() / "schema.sql").read_text(encoding="utf-8")
+
+
+@functools.cache
+def _schemas() -> dict[str, pa.Schema]:
+    con = duckdb.connect(":memory:")
+    try:
+        con.execute(schema_sql())
+        out: dict[str, pa.Schema] = {}
+        for table in TABLES:
+            arrow = con.sql(f"SELECT * FROM {table} LIMIT 0").to_arrow_table().schema
+            nullable = dict(
+                con.execute(
+                    "SELECT column_name, is_nullable FROM duckdb_columns() WHERE table_name = ?",
+                    [table],
+                ).fetchall()
+            )
+            out[table] = pa.schema(
+                [pa.field(f.name, f.type, nullable=bool(nullable[f.name])) for f in arrow]
+            )
+        return out
+    finally:
+        con.close()
+
+
+def schema(table: str) -> pa.Schema:
+    """Arrow schema of ``table`` (one of :data:`TABLES`).
+
+    Raises
+    ------
+    SchemaError
+        ``table`` is not a crawl table.
+    """
+    try:
+        return _schemas()[table]
+    except KeyError:
+        raise SchemaError(f"unknown table {table!r}; tables are {', '.join(TABLES)}") from None
+
+
+def empty(table: str) -> pa.Table:
+    """A zero-row table with the schema of ``table``."""
+    return schema(table).empty_table()
+
+
+def conform(table: str, data: pa.Table | dict[str, list] | list[dict]) -> pa.Table:
+    """Return ``data`` as an Arrow table with exactly the schema of ``table``.
+
+    Columns are reordered and safely cast (e.g. int64 to uint64, timestamp units); missing nullable
+    columns are filled with nulls.
+
+    Raises
+    ------
+    SchemaError
+        A column is unknown, a non-nullable column is missing or holds nulls, or a value cannot be
+        cast safely. The message names the table and the column.
+    """
+    target = schema(table)
+    if isinstance(data, list):
+        data = pa.Table.from_pylist(data) if data else target.empty_table()
+    elif isinstance(data, dict):
+        data = pa.table(data) if data else target.empty_table()
+    extra = set(data.column_names) - set(target.names)
+    if extra:
+        raise SchemaError(f"table {table}: unknown column(s) {sorted(extra)}")
+    columns = []
+    for f in target:
+        if f.name in data.column_names:
+            col = data.column(f.name)
+            if col.type != f.type:
+                try:
+                    col = col.cast(f.type, safe=True)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                    raise SchemaError(
+                        f"table {table}: column {f.name} has type {col.type}, expected {f.type}: {exc}"
+                    ) from None
+        elif f.nullable:
+            col = pa.nulls(data.num_rows, type=f.type)
+        else:
+            raise SchemaError(f"table {table}: required column {f.name} is missing")
+        if not f.nullable and col.null_count:
+            raise SchemaError(f"table {table}: column {f.name} must not contain nulls")
+        columns.append(col)
+    return pa.Table.from_arrays(columns, schema=target)
