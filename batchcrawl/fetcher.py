@@ -1,0 +1,530 @@
+"""HTTP fetching for the fetch threads: one GET, observed raw enough for WARC (DESIGN §6).
+
+The fetcher connects to the address *we* resolved and the :class:`~batchcrawl.resolver.AddressPolicy`
+accepted — never letting an HTTP library resolve the name itself — and sends ``Host: name[:port]``.
+It keeps idle keep-alive connections per ``(scheme, host, port)`` (urllib3's connection class, the
+HTTP stack beneath requests), follows no redirects (a 3xx is returned: the crawl turns its target
+into a new frontier entry), and bounds every fetch three ways: a connect timeout, a read timeout on
+each ``recv``, and a whole-fetch deadline enforced by one watchdog thread per :class:`Fetcher` that
+shuts the socket down when a fetch overruns — a trickling server cannot hold a thread.
+
+The body is read raw (content-encoded) and decoded incrementally here (gzip, deflate in both its
+zlib and raw forms, br), so ``max_body_bytes`` caps the *decoded* size and a decompression bomb
+stops at the cap (``truncated="length"``). Fetch threads are blocking, as BUbiNG argues (§4.3).
+"""
+
+from __future__ import annotations
+
+import heapq
+import http.client
+import socket
+import threading
+import time
+import zlib
+from collections import OrderedDict
+from collections.abc import Mapping
+from urllib.parse import urlsplit
+
+import brotli
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.exceptions import (
+    ConnectTimeoutError,
+    DecodeError,
+    HTTPError,
+    NewConnectionError,
+    ReadTimeoutError,
+)
+from urllib3.util import is_connection_dropped
+
+from batchcrawl.config import CrawlSection, FetchSection
+from batchcrawl.errors import InvalidURL
+from batchcrawl.records import FetchResult
+from batchcrawl.resolver import AddressPolicy, DNSError, Resolver
+
+#: Bytes asked for per read of the response body.
+READ_CHUNK_BYTES = 65536
+#: Idle keep-alive connections kept per (scheme, host, port), and in all.
+MAX_IDLE_PER_HOST = 2
+MAX_IDLE_TOTAL = 256
+
+ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+ACCEPT_ENCODING = "gzip, deflate, br"
+
+
+# -- content decoding ------------------------------------------------------------------------------
+
+
+class _ZlibDecoder:
+    """gzip (possibly several members) or deflate; ``deflate`` picks zlib or raw from the first
+    two bytes (RFC 1950 header check), since servers send both under that name."""
+
+    __slots__ = ("_d", "_gzip", "_pending")
+
+    def __init__(self, gzip: bool) -> None:
+        self._gzip = gzip
+        self._d = zlib.decompressobj(16 + zlib.MAX_WBITS) if gzip else None
+        self._pending = b""
+
+    def feed(self, data: bytes, limit: int) -> bytes:
+        if self._d is None:
+            data = self._pending + data
+            if len(data) < 2:
+                self._pending = data
+                return b""
+            self._pending = b""
+            zlib_header = (data[0] & 0x0F) == 8 and ((data[0] << 8) | data[1]) % 31 == 0
+            self._d = zlib.decompressobj(zlib.MAX_WBITS if zlib_header else -zlib.MAX_WBITS)
+        out = self._d.decompress(data, limit)
+        while self._gzip and self._d.eof and self._d.unused_data and len(out) < limit:
+            rest = self._d.unused_data
+            self._d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            out += self._d.decompress(rest, limit - len(out))
+        return out
+
+    def flush(self) -> bytes:
+        if self._d is None:
+            return b"" if not self._pending else zlib.decompress(self._pending, -zlib.MAX_WBITS)
+        return self._d.flush()
+
+
+class _BrotliDecoder:
+    __slots__ = ("_d",)
+
+    def __init__(self) -> None:
+        self._d = brotli.Decompressor()
+
+    def feed(self, data: bytes, limit: int) -> bytes:
+        out = self._d.process(data, output_buffer_limit=limit)
+        while len(out) < limit and not self._d.can_accept_more_data():
+            more = self._d.process(b"", output_buffer_limit=limit - len(out))
+            if not more:
+                break
+            out += more
+        return out
+
+    def flush(self) -> bytes:
+        return b""
+
+
+class _ChainDecoder:
+    """Several content codings, applied in the order listed, so decoded in reverse."""
+
+    __slots__ = ("_stages",)
+
+    def __init__(self, stages: list) -> None:
+        self._stages = stages
+
+    def feed(self, data: bytes, limit: int) -> bytes:
+        for stage in self._stages:
+            data = stage.feed(data, limit)
+        return data
+
+    def flush(self) -> bytes:
+        data = b""
+        for stage in self._stages:
+            data = stage.feed(data, 1 << 62) + stage.flush() if data else stage.flush()
+        return data
+
+
+def make_decoder(content_encoding: str | None):
+    """Incremental decoder for a ``Content-Encoding`` value, or None for identity.
+
+    The decoder has ``feed(data, limit) -> bytes`` (at most about ``limit`` bytes out per call)
+    and ``flush() -> bytes``.
+
+    Raises
+    ------
+    ValueError
+        An encoding other than gzip, x-gzip, deflate, br, identity.
+    """
+    if not content_encoding:
+        return None
+    names = [n.strip().lower() for n in content_encoding.split(",") if n.strip()]
+    stages = []
+    for name in reversed(names):
+        if name in ("gzip", "x-gzip"):
+            stages.append(_ZlibDecoder(gzip=True))
+        elif name == "deflate":
+            stages.append(_ZlibDecoder(gzip=False))
+        elif name == "br":
+            stages.append(_BrotliDecoder())
+        elif name != "identity":
+            raise ValueError(f"Content-Encoding {content_encoding!r}: cannot decode {name!r}")
+    if not stages:
+        return None
+    return stages[0] if len(stages) == 1 else _ChainDecoder(stages)
+
+
+# -- whole-fetch deadlines ---------------------------------------------------------------------------
+
+
+class _Timer:
+    __slots__ = ("deadline", "sock", "fired", "done")
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+        self.sock: socket.socket | None = None
+        self.fired = False
+        self.done = False
+
+    def __lt__(self, other: _Timer) -> bool:
+        return self.deadline < other.deadline
+
+
+class _Watchdog:
+    """One thread that shuts down the socket of every fetch past its deadline."""
+
+    def __init__(self) -> None:
+        self._cv = threading.Condition()
+        self._heap: list[_Timer] = []
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def arm(self, deadline: float) -> _Timer:
+        timer = _Timer(deadline)
+        with self._cv:
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="batchcrawl-fetch-watchdog", daemon=True
+                )
+                self._thread.start()
+            heapq.heappush(self._heap, timer)
+            if self._heap[0] is timer:
+                self._cv.notify()
+        return timer
+
+    def attach(self, timer: _Timer, sock: socket.socket | None) -> None:
+        """Let the watchdog shut ``sock`` down; if the deadline has passed already, do it now."""
+        with self._cv:
+            timer.sock = sock
+            if timer.fired and sock is not None:
+                _shutdown(sock)
+
+    def disarm(self, timer: _Timer) -> None:
+        """After this returns the watchdog never touches the timer's socket again."""
+        with self._cv:
+            timer.done = True
+
+    def close(self) -> None:
+        with self._cv:
+            self._closed = True
+            self._cv.notify()
+
+    def _run(self) -> None:
+        with self._cv:
+            while not self._closed:
+                while self._heap and self._heap[0].done:
+                    heapq.heappop(self._heap)
+                if not self._heap:
+                    self._cv.wait()
+                    continue
+                wait = self._heap[0].deadline - time.monotonic()
+                if wait > 0:
+                    self._cv.wait(wait)
+                    continue
+                timer = heapq.heappop(self._heap)
+                timer.fired = True
+                if timer.sock is not None:
+                    _shutdown(timer.sock)
+
+
+def _shutdown(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
+# -- the fetcher ---------------------------------------------------------------------------------------
+
+
+class _Stale(Exception):
+    """A reused keep-alive connection failed before any response byte: retry on a new one."""
+
+
+class Fetcher:
+    """Fetch URLs over HTTP/1.1 with keep-alive, to addresses the policy accepts.
+
+    Parameters
+    ----------
+    fetch
+        ``[fetch]`` section: ``connect_timeout_s``, ``read_timeout_s``, ``total_timeout_s``
+        (seconds) and ``max_body_bytes`` (bytes of *decoded* body kept).
+    crawl
+        ``[crawl]`` section: ``user_agent`` is sent with every request.
+    resolver, policy
+        Name resolution (:class:`~batchcrawl.resolver.Resolver`) and the address policy
+        (:class:`~batchcrawl.resolver.AddressPolicy`), consulted before any connection.
+
+    Thread-safe: any number of fetch threads may call :meth:`fetch` at once. Call :meth:`close`
+    (or use as a context manager) to close idle connections and stop the watchdog thread.
+    """
+
+    def __init__(
+        self,
+        fetch: FetchSection,
+        crawl: CrawlSection,
+        resolver: Resolver,
+        policy: AddressPolicy,
+    ) -> None:
+        self._connect_s = min(fetch.connect_timeout_s, fetch.total_timeout_s)
+        self._read_s = fetch.read_timeout_s
+        self._total_s = fetch.total_timeout_s
+        self._cap = fetch.max_body_bytes
+        self._resolver = resolver
+        self._policy = policy
+        self._base_headers = (
+            ("User-Agent", crawl.user_agent),
+            ("Accept", ACCEPT),
+            ("Accept-Encoding", ACCEPT_ENCODING),
+            ("Connection", "keep-alive"),
+        )
+        self._idle: OrderedDict[tuple[str, str, int, str], list[HTTPConnection]] = OrderedDict()
+        self._idle_count = 0
+        self._lock = threading.Lock()
+        self._watchdog = _Watchdog()
+
+    # -- connection reuse --------------------------------------------------------------------------
+
+    def _take(self, key: tuple[str, str, int, str]) -> HTTPConnection | None:
+        while True:
+            with self._lock:
+                conns = self._idle.get(key)
+                if not conns:
+                    return None
+                conn = conns.pop()
+                self._idle_count -= 1
+            if not is_connection_dropped(conn):
+                return conn
+            conn.close()
+
+    def _give(self, key: tuple[str, str, int, str], conn: HTTPConnection) -> None:
+        evicted: list[HTTPConnection] = []
+        with self._lock:
+            conns = self._idle.setdefault(key, [])
+            self._idle.move_to_end(key)
+            if len(conns) >= MAX_IDLE_PER_HOST:
+                evicted.append(conns.pop(0))
+                self._idle_count -= 1
+            conns.append(conn)
+            self._idle_count += 1
+            while self._idle_count > MAX_IDLE_TOTAL:
+                old_key, old = next(iter(self._idle.items()))
+                evicted.append(old.pop(0))
+                self._idle_count -= 1
+                if not old:
+                    del self._idle[old_key]
+        for c in evicted:
+            c.close()
+
+    def _new_conn(self, scheme: str, host: str, ip: str, port: int) -> HTTPConnection:
+        if scheme == "https":
+            return HTTPSConnection(
+                ip, port, timeout=self._connect_s, server_hostname=host, assert_hostname=host
+            )
+        return HTTPConnection(ip, port, timeout=self._connect_s)
+
+    def close(self) -> None:
+        """Close idle connections and stop the watchdog. The fetcher must not be used after."""
+        with self._lock:
+            conns = [c for cs in self._idle.values() for c in cs]
+            self._idle.clear()
+            self._idle_count = 0
+        for c in conns:
+            c.close()
+        self._watchdog.close()
+
+    def __enter__(self) -> Fetcher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- one fetch -------------------------------------------------------------------------------------
+
+    def fetch(self, url: str, *, extra_headers: Mapping[str, str] | None = None) -> FetchResult:
+        """GET ``url`` once (no redirects followed) and report what happened.
+
+        Parameters
+        ----------
+        url
+            Absolute ``http``/``https`` URL, normally canonical; sent with its path and query as
+            given.
+        extra_headers
+            Headers added to (or replacing, by name) the defaults: ``User-Agent``, ``Accept``,
+            ``Accept-Encoding: gzip, deflate, br``, ``Connection: keep-alive``. ``Host`` is always
+            the URL's host (and port if given).
+
+        Returns
+        -------
+        FetchResult
+            Never raises for network trouble: ``error`` is ``dns``, ``refused`` (policy; no socket
+            was opened), ``connect``, ``timeout`` (connect, or a read stalled ``read_timeout_s``),
+            ``reset``, ``bad_response``, ``body_short`` (fewer bytes than Content-Length or a cut
+            chunked body; the body is not complete) or ``decode``. ``truncated`` is ``"length"``
+            when the decoded body reached ``max_body_bytes`` and ``"time"`` when the whole-fetch
+            deadline cut the body (what arrived is kept).
+
+        Raises
+        ------
+        InvalidURL
+            ``url`` is not absolute http(s) with a host.
+        """
+        started = time.time()
+        try:
+            parts = urlsplit(url)
+            scheme, host, port = parts.scheme, parts.hostname, parts.port
+        except ValueError as exc:
+            raise InvalidURL(f"cannot fetch {url!r}: {exc}") from None
+        if scheme not in ("http", "https") or not host:
+            raise InvalidURL(f"cannot fetch {url!r}: expected an absolute http(s) URL with a host")
+        if port is None:
+            port = 443 if scheme == "https" else 80
+        result = FetchResult(url=url, started=started)
+        try:
+            ip = self._resolver.resolve(host)
+        except DNSError:
+            result.error = "dns"
+            result.finished = time.time()
+            return result
+        if self._policy.check(ip) is not None:
+            result.error = "refused"
+            result.finished = time.time()
+            return result
+
+        target = parts.path or "/"
+        if parts.query or url.endswith("?"):
+            target += "?" + parts.query
+        headers = {"Host": parts.netloc.rpartition("@")[2]}
+        headers.update(self._base_headers)
+        if extra_headers:
+            for name, value in extra_headers.items():
+                for have in [h for h in headers if h.lower() == name.lower()]:
+                    del headers[have]
+                headers[name] = value
+        result.request_line = f"GET {target} HTTP/1.1"
+        result.request_headers = list(headers.items())
+        result.ip = ip
+
+        key = (scheme, host, port, ip)
+        deadline = time.monotonic() + self._total_s
+        conn = self._take(key)
+        try:
+            if conn is not None:
+                try:
+                    self._exchange(result, conn, key, target, headers, deadline, reused=True)
+                    return result
+                except _Stale:
+                    result.status = result.reason = result.http_version = None
+                    result.response_headers = []
+            conn = self._new_conn(scheme, host, ip, port)
+            self._exchange(result, conn, key, target, headers, deadline, reused=False)
+            return result
+        finally:
+            result.finished = time.time()
+
+    def _exchange(
+        self,
+        result: FetchResult,
+        conn: HTTPConnection,
+        key: tuple[str, str, int, str],
+        target: str,
+        headers: dict[str, str],
+        deadline: float,
+        reused: bool,
+    ) -> None:
+        """Send the request on ``conn``, read the response into ``result``; give ``conn`` back
+        to the idle pool only when the response was read completely and may be reused."""
+        timer = self._watchdog.arm(deadline)
+        keep = False
+        resp = None
+        try:
+            if conn.sock is None:
+                conn.timeout = self._connect_s
+                conn.connect()
+            self._watchdog.attach(timer, conn.sock)
+            conn.timeout = self._read_s
+            conn.sock.settimeout(self._read_s)
+            try:
+                conn.request(
+                    "GET", target, headers=headers, preload_content=False, decode_content=False
+                )
+                resp = conn.getresponse()
+            except (http.client.RemoteDisconnected, ConnectionError) as exc:
+                if reused and not timer.fired:
+                    raise _Stale from exc
+                raise
+            result.status = resp.status
+            result.reason = resp.reason
+            result.http_version = "HTTP/1.0" if resp.version == 10 else "HTTP/1.1"
+            result.response_headers = list(resp.headers.iteritems())
+            keep = self._read_body(result, resp, timer)
+        except _Stale:
+            raise
+        except NewConnectionError:
+            result.error = "timeout" if timer.fired else "connect"
+        except (ConnectTimeoutError, ReadTimeoutError, TimeoutError):
+            result.error = "timeout"
+        except ConnectionError:
+            result.error = "timeout" if timer.fired else "reset"
+        except (http.client.HTTPException, HTTPError, OSError):
+            result.error = "timeout" if timer.fired else "bad_response"
+        finally:
+            self._watchdog.disarm(timer)
+            if keep and not timer.fired and conn.sock is not None:
+                self._give(key, conn)
+            else:
+                if resp is not None:
+                    resp.close()
+                conn.close()
+
+    def _read_body(self, result: FetchResult, resp, timer: _Timer) -> bool:
+        """Fill ``raw_body``/``body``/``truncated``/``error``; True if ``conn`` is reusable."""
+        cap = self._cap
+        try:
+            decoder = make_decoder(resp.headers.get("Content-Encoding"))
+        except ValueError:
+            decoder = None
+            result.error = "decode"
+        raw: list[bytes] = []
+        out: list[bytes] = []
+        size = 0
+        complete = False
+        try:
+            while True:
+                chunk = resp.read1(READ_CHUNK_BYTES, decode_content=False)
+                if not chunk:
+                    complete = True
+                    if decoder is not None:
+                        tail = decoder.flush()
+                        if size + len(tail) > cap:
+                            tail = tail[: cap - size]
+                            result.truncated = "length"
+                        out.append(tail)
+                    break
+                raw.append(chunk)
+                piece = decoder.feed(chunk, cap - size + 1) if decoder is not None else chunk
+                if size + len(piece) > cap:
+                    out.append(piece[: cap - size])
+                    size = cap
+                    result.truncated = "length"
+                    break
+                out.append(piece)
+                size += len(piece)
+        except (zlib.error, brotli.error, DecodeError):
+            result.error = "decode"
+        except (HTTPError, http.client.HTTPException, OSError) as exc:
+            if timer.fired:
+                result.truncated = "time"
+            elif isinstance(exc, ReadTimeoutError | TimeoutError):
+                result.error = "timeout"
+            else:
+                result.error = "body_short"
+        result.raw_body = b"".join(raw)
+        if result.error == "decode":
+            result.body = b""
+        elif decoder is None and size == len(result.raw_body):
+            result.body = result.raw_body
+        else:
+            result.body = b"".join(out)
+        return complete and result.error is None and not result.truncated

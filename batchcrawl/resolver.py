@@ -1,0 +1,214 @@
+"""Name resolution and the address policy, applied after resolving and before connecting.
+
+A fetch worker resolves each host once and caches the address (IRLbot and BUbiNG both keep a DNS
+cache per crawler; DESIGN §6). The ``[network] resolve`` override map answers first — it is how
+tests, demos and private deployments name hosts without a DNS server (``*.test = 127.0.0.1``) —
+then, only if ``system_dns`` is true, the system resolver. The :class:`AddressPolicy` then decides
+whether the address may be contacted at all (no loopback, private, link-local or cloud-metadata
+addresses by default: the server-side request forgery guard every public crawler needs).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import threading
+import time
+from collections.abc import Callable
+
+from batchcrawl.config import NetworkSection
+from batchcrawl.errors import BatchcrawlError, ConfigError
+
+#: Seconds an unresolvable name is remembered (never longer than ``dns_ttl_s``).
+NEGATIVE_TTL_S = 60.0
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+class DNSError(BatchcrawlError):
+    """A host name does not resolve (not in the override map and, if asked, not in DNS).
+
+    ``host`` holds the name. Fetches turn it into ``error="dns"`` / ``Outcome.DNS_ERROR``.
+    """
+
+    def __init__(self, host: str, detail: str) -> None:
+        super().__init__(f"host {host!r} does not resolve: {detail}")
+        self.host = host
+
+
+def _normalize_host(host: str) -> str:
+    host = host.strip().lower().rstrip(".")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return host
+
+
+class Resolver:
+    """Resolve host names to one IP address string, with a per-host TTL cache.
+
+    Parameters
+    ----------
+    network
+        ``[network]`` section: ``resolve`` patterns, ``system_dns`` and ``dns_ttl_s`` are used.
+    clock
+        Monotonic clock in seconds (injected for tests).
+    getaddrinfo
+        The system lookup, ``socket.getaddrinfo`` by default; only ever called when
+        ``network.system_dns`` is true.
+
+    Pattern rules: ``"*.test"`` matches every name *ending in* ``.test`` (any depth of subdomain)
+    but not ``test`` itself — a wildcard stands for at least one label, as in TLS certificates and
+    DNS wildcards (RFC 4592). An exact name matches only itself; an exact match wins over any
+    wildcard, and a longer wildcard suffix wins over a shorter one. ``"*"`` alone matches every
+    name. IP literals (``127.0.0.1``, ``[::1]``) resolve to themselves without any lookup.
+
+    Raises
+    ------
+    ConfigError
+        A pattern with ``*`` anywhere but as the whole first label.
+    """
+
+    def __init__(
+        self,
+        network: NetworkSection,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        getaddrinfo: Callable[..., list] = socket.getaddrinfo,
+    ) -> None:
+        self._exact: dict[str, str] = {}
+        self._suffixes: list[tuple[str, str]] = []  # (".test", ip), longest first
+        self._catch_all: str | None = None
+        for pattern, ip in network.resolve.items():
+            name = _normalize_host(pattern)
+            if name == "*":
+                self._catch_all = ip
+            elif name.startswith("*.") and "*" not in name[2:]:
+                self._suffixes.append((name[1:], ip))
+            elif "*" in name:
+                raise ConfigError(
+                    f"network.resolve: pattern {pattern!r} is not supported; write an exact name "
+                    f"or '*.' followed by a domain (e.g. '*.test')"
+                )
+            else:
+                self._exact[name] = ip
+        self._suffixes.sort(key=lambda s: -len(s[0]))
+        self._system_dns = network.system_dns
+        self._ttl_s = network.dns_ttl_s
+        self._negative_ttl_s = min(NEGATIVE_TTL_S, network.dns_ttl_s)
+        self._clock = clock
+        self._getaddrinfo = getaddrinfo
+        self._cache: dict[str, tuple[str | None, float, str]] = {}
+        self._lock = threading.Lock()
+
+    def lookup_override(self, host: str) -> str | None:
+        """The address the override map gives ``host`` (normalized: lower-case, no final dot),
+        or None when no pattern matches. Never asks DNS."""
+        name = _normalize_host(host)
+        ip = self._exact.get(name)
+        if ip is not None:
+            return ip
+        for suffix, ip in self._suffixes:
+            if name.endswith(suffix) and len(name) > len(suffix):
+                return ip
+        return self._catch_all
+
+    def resolve(self, host: str) -> str:
+        """One IP address (string) for ``host``.
+
+        Parameters
+        ----------
+        host
+            Host name as in a URL (case and a trailing dot are ignored), or an IP literal.
+
+        Returns
+        -------
+        str
+            The address to connect to, e.g. ``"127.0.0.1"`` or ``"2001:db8::1"``.
+
+        Raises
+        ------
+        DNSError
+            The name matches no override pattern and either ``system_dns`` is false or the
+            system resolver fails. Failures are cached for ``min(60 s, dns_ttl_s)``.
+        """
+        name = _normalize_host(host)
+        now = self._clock()
+        with self._lock:
+            hit = self._cache.get(name)
+        if hit is not None and hit[1] > now:
+            if hit[0] is None:
+                raise DNSError(name, hit[2] + " (cached)")
+            return hit[0]
+        ip, detail = self._resolve_uncached(name)
+        ttl = self._ttl_s if ip is not None else self._negative_ttl_s
+        with self._lock:
+            self._cache[name] = (ip, now + ttl, detail)
+        if ip is None:
+            raise DNSError(name, detail)
+        return ip
+
+    def _resolve_uncached(self, name: str) -> tuple[str | None, str]:
+        try:
+            return str(ipaddress.ip_address(name)), "literal"
+        except ValueError:
+            pass
+        ip = self.lookup_override(name)
+        if ip is not None:
+            return ip, "override"
+        if not self._system_dns:
+            return None, "not in network.resolve and network.system_dns is false"
+        try:
+            infos = self._getaddrinfo(name, None, type=socket.SOCK_STREAM)
+        except (OSError, UnicodeError) as exc:
+            return None, f"system resolver: {exc}"
+        for _family, _type, _proto, _canon, sockaddr in infos:
+            return str(sockaddr[0]), "dns"
+        return None, "system resolver returned no address"
+
+    def forget(self, host: str) -> None:
+        """Drop ``host`` from the cache (the next :meth:`resolve` looks it up again)."""
+        with self._lock:
+            self._cache.pop(_normalize_host(host), None)
+
+
+class AddressPolicy:
+    """Which resolved addresses may be contacted (checked after DNS, before connecting).
+
+    Parameters
+    ----------
+    network
+        ``[network]`` section: ``allow_networks`` and ``deny_networks`` (CIDR strings).
+
+    Rules, in order: an address inside ``allow_networks`` is allowed (even when a deny network
+    covers it); if ``allow_networks`` is non-empty, every other address is refused; otherwise an
+    address inside ``deny_networks`` is refused and the rest allowed. IPv4-mapped IPv6 addresses
+    (``::ffff:127.0.0.1``) are unmapped first, so they cannot smuggle an IPv4 address past the
+    IPv4 rules. Anything that is not an IP address is refused (fail closed).
+    """
+
+    def __init__(self, network: NetworkSection) -> None:
+        self._allow = [ipaddress.ip_network(c, strict=False) for c in network.allow_networks]
+        self._deny = [ipaddress.ip_network(c, strict=False) for c in network.deny_networks]
+
+    def check(self, ip: str | IPAddress) -> str | None:
+        """None when ``ip`` may be contacted, else the reason it is refused (a short sentence
+        naming the network that decided)."""
+        try:
+            addr = ip if not isinstance(ip, str) else ipaddress.ip_address(ip.strip("[]"))
+        except ValueError:
+            return f"{ip!r} is not an IP address"
+        if addr.version == 6 and addr.ipv4_mapped is not None:
+            addr = addr.ipv4_mapped
+        for net in self._allow:
+            if addr.version == net.version and addr in net:
+                return None
+        if self._allow:
+            return f"{addr} is outside network.allow_networks"
+        for net in self._deny:
+            if addr.version == net.version and addr in net:
+                return f"{addr} is inside denied network {net}"
+        return None
+
+    def allowed(self, ip: str | IPAddress) -> bool:
+        """True when :meth:`check` finds no reason to refuse ``ip``."""
+        return self.check(ip) is None
