@@ -1,0 +1,704 @@
+"""The scope filters: which URLs the crawl may fetch, and why the others are dropped.
+
+A :class:`FilterChain` is an ordered list of small filters. Each answers :class:`Decision`
+``ALLOW``, ``REJECT`` or ``ABSTAIN`` for one :class:`Candidate` (canonical URL, host, pay-level
+domain, depth, hops out of the seed scope). The **first answer that is not ABSTAIN wins**; when every
+filter abstains the configured default (``filters.default``) applies. Each filter is named for the
+one decision it makes, as Heritrix's ``DecideRule`` classes are (``TooManyHopsDecideRule``,
+``PathologicalPathDecideRule``, ...), and carries a ``reason``: a short stable name stored in the
+frontier as ``status = 'filtered'``, ``reason = <reason>`` and counted (``filtered:<reason>``).
+
+Order built by :meth:`FilterChain.from_config`
+----------------------------------------------
+1. Hard limits, REJECT-only (nothing overrides them, not even an allow list):
+   ``url_length`` (:class:`RejectLongUrls`), ``max_depth`` (:class:`RejectTooDeep`),
+   ``extension`` (:class:`RejectExtensions`), ``repeated_segments``
+   (:class:`RejectRepeatedSegments`), ``query_params`` (:class:`RejectManyQueryParams`); cheapest
+   first. When several apply, the first one in this order is the reason reported.
+2. Deny lists, REJECT-only: ``deny_host`` (:class:`RejectHosts`), ``deny_domain``
+   (:class:`RejectDomains`), ``deny_regex`` (:class:`RejectMatching`). A deny rule therefore always
+   wins over any allow rule and over the seed scope.
+3. Allow lists, ALLOW-only: :class:`AllowHosts`, :class:`AllowDomains`, :class:`AllowMatching`.
+   They widen the scope beyond the seeds; they do not reset the hop count.
+4. The seed scope (:class:`KeepToSeedScope`, only when ``filters.seed_scope`` is ``host`` or
+   ``domain``): ALLOW when ``hops_out <= external_hops``, else REJECT with ``out_of_scope``. It
+   never abstains, so with a seed scope the default is never reached; the default matters only with
+   ``seed_scope = "none"`` (then ``default = "reject"`` plus allow lists is a pure allow-list crawl).
+5. The default: ALLOW, or REJECT with reason ``default_reject``.
+
+A filter whose list is empty is not put in the chain at all, so an unused feature costs nothing.
+Host and domain decisions are memoized per host/domain (bounded dicts); regular expressions run only
+when configured. A chain of the default config checks a URL in a few microseconds.
+
+Hops out of the seed scope
+--------------------------
+``hops_out`` counts consecutive links outside the seed scope (Heritrix's "transitive" hops; Nutch's
+``db.ignore.external.links`` with a tolerance): :meth:`FilterChain.hops_out` gives 0 for a host (mode
+``host``) or pay-level domain (mode ``domain``) of a seed, ``parent + 1`` otherwise, and always 0
+with ``seed_scope = "none"``. A seed is in scope by definition (hops 0). The chain trusts the
+``hops_out`` it is given (stored in the frontier), so ``check`` at generate needs no seed list;
+:meth:`FilterChain.hops_out` does.
+
+Patterns
+--------
+Host and domain patterns are an exact name (``example.org``: only that name), ``*.example.org``
+(every name ending in ``.example.org``, at any depth, but not ``example.org`` itself: a wildcard
+stands for at least one label, as in ``network.resolve``, TLS certificates and RFC 4592), or ``*``
+(every name). Patterns are normalized like hosts (lower case, IDN to punycode, no trailing dot).
+Regular expressions are Python ``re`` patterns searched (``re.search``, anywhere) in the canonical
+URL, as Nutch's ``regex-urlfilter`` does.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from batchcrawl.config import FiltersSection
+from batchcrawl.errors import ConfigError, InvalidURL
+from batchcrawl.urls import canonicalize, domain_of, host_of
+
+__all__ = [
+    "REASONS",
+    "AllowDomains",
+    "AllowHosts",
+    "AllowMatching",
+    "Candidate",
+    "Decision",
+    "Filter",
+    "FilterChain",
+    "HostPatterns",
+    "KeepToSeedScope",
+    "RejectDomains",
+    "RejectExtensions",
+    "RejectHosts",
+    "RejectLongUrls",
+    "RejectManyQueryParams",
+    "RejectMatching",
+    "RejectRepeatedSegments",
+    "RejectTooDeep",
+]
+
+#: Every reason a chain built by :meth:`FilterChain.from_config` can return (counter names).
+REASONS = (
+    "url_length",
+    "max_depth",
+    "extension",
+    "repeated_segments",
+    "query_params",
+    "deny_host",
+    "deny_domain",
+    "deny_regex",
+    "out_of_scope",
+    "default_reject",
+)
+
+_MEMO_LIMIT = 1 << 16  # entries of a per-host memo before it is cleared
+
+
+class Decision(enum.Enum):
+    """A filter's answer for one URL."""
+
+    ALLOW = "allow"
+    REJECT = "reject"
+    ABSTAIN = "abstain"
+
+
+@dataclass(slots=True)
+class Candidate:
+    """One URL as the filters see it. Treat as immutable.
+
+    Attributes
+    ----------
+    url : str
+        Canonical URL (:func:`batchcrawl.urls.canonicalize`).
+    host : str
+        Its host, :func:`batchcrawl.urls.host_of` (lower case, punycode, IPv6 in brackets).
+    domain : str
+        Its pay-level domain, :func:`batchcrawl.urls.domain_of`.
+    depth : int
+        Link hops from a seed (seeds: 0).
+    hops_out : int
+        Consecutive hops outside the seed scope (:meth:`FilterChain.hops_out`; seeds: 0).
+    """
+
+    url: str
+    host: str
+    domain: str
+    depth: int
+    hops_out: int
+
+
+class Filter(Protocol):
+    """What a chain needs of a filter: ``decide`` and the ``reason`` reported on REJECT."""
+
+    reason: str
+
+    def decide(self, c: Candidate) -> Decision: ...
+
+
+# --- 1. hard limits (REJECT-only) ---------------------------------------------------------------
+
+
+class RejectLongUrls:
+    """REJECT a canonical URL longer than ``max_chars`` characters (``filters.max_url_length``).
+
+    Parameters
+    ----------
+    max_chars : int
+        Longest URL allowed, characters (>= 0).
+    """
+
+    reason = "url_length"
+
+    def __init__(self, max_chars: int) -> None:
+        self.max_chars = _non_negative("filters.max_url_length", max_chars)
+
+    def decide(self, c: Candidate) -> Decision:
+        """REJECT if ``len(c.url) > max_chars``, else ABSTAIN."""
+        return Decision.REJECT if len(c.url) > self.max_chars else Decision.ABSTAIN
+
+
+class RejectExtensions:
+    """REJECT a URL whose last path segment ends in a listed extension (``filters.deny_extensions``).
+
+    The extension is what follows the last ``.`` of the last path segment, with any ``;params``
+    removed, compared case-insensitively (``/a/Photo.JPG;v=2`` has ``jpg``). The query is not looked
+    at (``/img?f=a.png`` has no extension), as in Nutch's ``suffix-urlfilter``.
+
+    Parameters
+    ----------
+    extensions : iterable of str
+        Extensions without the dot (a leading dot is tolerated), any case.
+    """
+
+    reason = "extension"
+
+    def __init__(self, extensions: Iterable[str]) -> None:
+        exts = set()
+        for ext in extensions:
+            e = ext.strip().lower().lstrip(".")
+            if not e or "/" in e:
+                raise ConfigError(
+                    f"filters.deny_extensions: {ext!r} is not an extension; write e.g. 'jpg'"
+                )
+            exts.add(e)
+        self.extensions = frozenset(exts)
+
+    def decide(self, c: Candidate) -> Decision:
+        """REJECT if the last path segment's extension is listed, else ABSTAIN."""
+        url = c.url
+        end = url.find("?")
+        if end < 0:
+            end = len(url)
+        slash = url.rfind("/", 0, end)  # a canonical URL always has a path
+        semi = url.find(";", slash, end)
+        if semi >= 0:
+            end = semi
+        dot = url.rfind(".", slash, end)
+        if dot < 0:
+            return Decision.ABSTAIN
+        return (
+            Decision.REJECT if url[dot + 1 : end].lower() in self.extensions else Decision.ABSTAIN
+        )
+
+
+class RejectRepeatedSegments:
+    """REJECT a path in which one segment occurs more than ``max_repeats`` times (spider traps such
+    as ``/a/b/a/b/a/b/a/b``; Heritrix ``PathologicalPathDecideRule``, Nutch's repeated-segment regex).
+
+    Empty segments (from ``//`` or a trailing ``/``) are not counted; segments are compared as
+    written (case-sensitive, escapes as in the canonical URL).
+
+    Parameters
+    ----------
+    max_repeats : int
+        Most occurrences of one segment allowed (>= 0; ``filters.max_repeated_segments``).
+    """
+
+    reason = "repeated_segments"
+
+    def __init__(self, max_repeats: int) -> None:
+        self.max_repeats = _non_negative("filters.max_repeated_segments", max_repeats)
+
+    def decide(self, c: Candidate) -> Decision:
+        """REJECT if some non-empty segment occurs more than ``max_repeats`` times, else ABSTAIN."""
+        url = c.url
+        limit = self.max_repeats
+        end = url.find("?")
+        if end < 0:
+            end = len(url)
+        # ``scheme://host/p1/p2``: the path has ``count("/") - 2`` slashes, one per segment.
+        if url.count("/", 0, end) - 2 <= limit:
+            return Decision.ABSTAIN
+        segments = url[:end].split("/")[3:]
+        # A segment occurring k times adds k - 1 to the duplicates; k > limit needs >= limit.
+        if len(segments) - len(set(segments)) < limit:
+            return Decision.ABSTAIN
+        counts: dict[str, int] = {}
+        for segment in segments:
+            if segment:
+                n = counts.get(segment, 0) + 1
+                if n > limit:
+                    return Decision.REJECT
+                counts[segment] = n
+        return Decision.ABSTAIN
+
+
+class RejectManyQueryParams:
+    """REJECT a URL with more than ``max_params`` query parameters (``filters.max_query_params``).
+
+    Parameters are the non-empty ``&``-separated pieces of the query (``?a=1&&b`` has two).
+
+    Parameters
+    ----------
+    max_params : int
+        Most parameters allowed (>= 0).
+    """
+
+    reason = "query_params"
+
+    def __init__(self, max_params: int) -> None:
+        self.max_params = _non_negative("filters.max_query_params", max_params)
+
+    def decide(self, c: Candidate) -> Decision:
+        """REJECT if the query has more than ``max_params`` non-empty parameters, else ABSTAIN."""
+        url = c.url
+        q = url.find("?")
+        if q < 0 or url.count("&", q) + 1 <= self.max_params:
+            return Decision.ABSTAIN
+        n = sum(1 for piece in url[q + 1 :].split("&") if piece)
+        return Decision.REJECT if n > self.max_params else Decision.ABSTAIN
+
+
+class RejectTooDeep:
+    """REJECT a URL more than ``max_depth`` link hops from a seed (``filters.max_depth``; Heritrix
+    ``TooManyHopsDecideRule``).
+
+    Parameters
+    ----------
+    max_depth : int
+        Deepest depth allowed (>= 0; seeds have depth 0).
+    """
+
+    reason = "max_depth"
+
+    def __init__(self, max_depth: int) -> None:
+        self.max_depth = _non_negative("filters.max_depth", max_depth)
+
+    def decide(self, c: Candidate) -> Decision:
+        """REJECT if ``c.depth > max_depth``, else ABSTAIN."""
+        return Decision.REJECT if c.depth > self.max_depth else Decision.ABSTAIN
+
+
+# --- 2./3. host, domain and regex lists -----------------------------------------------------------
+
+
+def _normalize_pattern(pattern: str, key: str) -> str:
+    """A host pattern normalized like a host: ``*``, ``*.name`` or ``name`` (punycode, lower case)."""
+    p = pattern.strip()
+    if p == "*":
+        return p
+    wildcard = p.startswith("*.")
+    name = p[2:] if wildcard else p
+    bad = not name or "*" in name or any(ch in name for ch in "/?#@ ")
+    if not bad and ":" in name and not (name.startswith("[") and name.endswith("]")):
+        bad = True  # a port, or an IPv6 address without brackets
+    if not bad:
+        try:
+            canonical = canonicalize(f"http://{name}/")
+        except InvalidURL:
+            bad = True
+        else:
+            name = host_of(canonical)
+            bad = canonical != f"http://{name}/"
+    if bad:
+        raise ConfigError(
+            f"{key}: {pattern!r} is not a host pattern; write a name ('example.org'), a wildcard "
+            f"for its subdomains ('*.example.org') or '*'"
+        )
+    return "*." + name if wildcard else name
+
+
+class HostPatterns:
+    """A set of host (or domain) patterns, matched in O(labels) with a per-name memo.
+
+    Parameters
+    ----------
+    patterns : iterable of str
+        ``name``, ``*.name`` or ``*`` (see the module docstring).
+    key : str
+        Config key named in error messages, e.g. ``"filters.deny_hosts"``.
+
+    Raises
+    ------
+    ConfigError
+        A pattern with ``*`` other than as the whole first label, a port, a path or bad characters.
+    """
+
+    def __init__(self, patterns: Iterable[str], key: str) -> None:
+        self.patterns = tuple(_normalize_pattern(p, key) for p in patterns)
+        self._all = "*" in self.patterns
+        self._exact = frozenset(p for p in self.patterns if not p.startswith("*"))
+        self._suffixes = frozenset(p[2:] for p in self.patterns if p.startswith("*."))
+        self._memo: dict[str, bool] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.patterns)
+
+    def matches(self, name: str) -> bool:
+        """True if ``name`` (a host as :func:`batchcrawl.urls.host_of` gives it) matches a pattern."""
+        hit = self._memo.get(name)
+        if hit is None:
+            hit = self._match(name)
+            if len(self._memo) >= _MEMO_LIMIT:
+                self._memo.clear()
+            self._memo[name] = hit
+        return hit
+
+    def _match(self, name: str) -> bool:
+        if self._all or name in self._exact:
+            return True
+        if not self._suffixes or name.startswith("["):
+            return False
+        dot = name.find(".")
+        while dot >= 0:
+            if name[dot + 1 :] in self._suffixes:
+                return True
+            dot = name.find(".", dot + 1)
+        return False
+
+
+class RejectHosts:
+    """REJECT a URL whose host matches a pattern (``filters.deny_hosts``).
+
+    Parameters
+    ----------
+    patterns : iterable of str
+        Host patterns (``name``, ``*.name``, ``*``).
+    """
+
+    reason = "deny_host"
+
+    def __init__(self, patterns: Iterable[str]) -> None:
+        self.patterns = HostPatterns(patterns, "filters.deny_hosts")
+
+    def decide(self, c: Candidate) -> Decision:
+        """REJECT if ``c.host`` matches, else ABSTAIN."""
+        return Decision.REJECT if self.patterns.matches(c.host) else Decision.ABSTAIN
+
+
+class RejectDomains:
+    """REJECT a URL whose pay-level domain matches a pattern (``filters.deny_domains``).
+
+    Parameters
+    ----------
+    patterns : iterable of str
+        Domain patterns (``example.org``; ``*.github.io`` matches every ``x.github.io`` domain).
+    """
+
+    reason = "deny_domain"
+
+    def __init__(self, patterns: Iterable[str]) -> None:
+        self.patterns = HostPatterns(patterns, "filters.deny_domains")
+
+    def decide(self, c: Candidate) -> Decision:
+        """REJECT if ``c.domain`` matches, else ABSTAIN."""
+        return Decision.REJECT if self.patterns.matches(c.domain) else Decision.ABSTAIN
+
+
+def _compile_all(patterns: Iterable[str], key: str) -> tuple[re.Pattern[str], ...]:
+    out = []
+    for p in patterns:
+        try:
+            out.append(re.compile(p))
+        except re.error as exc:
+            raise ConfigError(f"{key}: bad regular expression {p!r}: {exc}") from None
+    return tuple(out)
+
+
+class RejectMatching:
+    """REJECT a URL in which one of the regular expressions is found (``filters.deny_regex``).
+
+    Parameters
+    ----------
+    patterns : iterable of str
+        Python ``re`` patterns, searched anywhere in the canonical URL.
+    """
+
+    reason = "deny_regex"
+
+    def __init__(self, patterns: Iterable[str]) -> None:
+        self.regexes = _compile_all(patterns, "filters.deny_regex")
+
+    def decide(self, c: Candidate) -> Decision:
+        """REJECT if some pattern is found in ``c.url``, else ABSTAIN."""
+        url = c.url
+        for rx in self.regexes:
+            if rx.search(url):
+                return Decision.REJECT
+        return Decision.ABSTAIN
+
+
+class AllowHosts:
+    """ALLOW a URL whose host matches a pattern (``filters.allow_hosts``).
+
+    Parameters
+    ----------
+    patterns : iterable of str
+        Host patterns (``name``, ``*.name``, ``*``).
+    """
+
+    reason = "allow_host"
+
+    def __init__(self, patterns: Iterable[str]) -> None:
+        self.patterns = HostPatterns(patterns, "filters.allow_hosts")
+
+    def decide(self, c: Candidate) -> Decision:
+        """ALLOW if ``c.host`` matches, else ABSTAIN."""
+        return Decision.ALLOW if self.patterns.matches(c.host) else Decision.ABSTAIN
+
+
+class AllowDomains:
+    """ALLOW a URL whose pay-level domain matches a pattern (``filters.allow_domains``).
+
+    Parameters
+    ----------
+    patterns : iterable of str
+        Domain patterns.
+    """
+
+    reason = "allow_domain"
+
+    def __init__(self, patterns: Iterable[str]) -> None:
+        self.patterns = HostPatterns(patterns, "filters.allow_domains")
+
+    def decide(self, c: Candidate) -> Decision:
+        """ALLOW if ``c.domain`` matches, else ABSTAIN."""
+        return Decision.ALLOW if self.patterns.matches(c.domain) else Decision.ABSTAIN
+
+
+class AllowMatching:
+    """ALLOW a URL in which one of the regular expressions is found (``filters.allow_regex``).
+
+    Parameters
+    ----------
+    patterns : iterable of str
+        Python ``re`` patterns, searched anywhere in the canonical URL.
+    """
+
+    reason = "allow_regex"
+
+    def __init__(self, patterns: Iterable[str]) -> None:
+        self.regexes = _compile_all(patterns, "filters.allow_regex")
+
+    def decide(self, c: Candidate) -> Decision:
+        """ALLOW if some pattern is found in ``c.url``, else ABSTAIN."""
+        url = c.url
+        for rx in self.regexes:
+            if rx.search(url):
+                return Decision.ALLOW
+        return Decision.ABSTAIN
+
+
+# --- 4. seed scope ------------------------------------------------------------------------------
+
+
+class KeepToSeedScope:
+    """Keep the crawl to its seeds' scope plus ``external_hops`` links out (Heritrix
+    ``TransclusionDecideRule`` / Nutch ``db.ignore.external.links``).
+
+    Answers ALLOW when ``c.hops_out <= external_hops`` and REJECT (``out_of_scope``) otherwise; it
+    never abstains. ``c.hops_out`` comes from :meth:`FilterChain.hops_out`.
+
+    Parameters
+    ----------
+    external_hops : int
+        Hops outside the seed scope tolerated (>= 0; ``filters.external_hops``).
+    """
+
+    reason = "out_of_scope"
+
+    def __init__(self, external_hops: int) -> None:
+        self.external_hops = _non_negative("filters.external_hops", external_hops)
+
+    def decide(self, c: Candidate) -> Decision:
+        """ALLOW within ``external_hops`` of the seed scope, else REJECT."""
+        return Decision.ALLOW if c.hops_out <= self.external_hops else Decision.REJECT
+
+
+# --- the chain ----------------------------------------------------------------------------------
+
+
+class FilterChain:
+    """An ordered chain of filters: the first non-ABSTAIN answer wins, else ``default``.
+
+    Parameters
+    ----------
+    filters : sequence of Filter
+        Objects with ``decide(Candidate) -> Decision`` and a ``reason`` str, in order.
+    default : Decision
+        ALLOW or REJECT: the answer when every filter abstains (REJECT reports ``default_reject``).
+    seed_scope : str
+        ``"host"``, ``"domain"`` or ``"none"``: what :meth:`hops_out` compares with the seeds.
+    seed_hosts, seed_domains : iterable of str
+        Hosts (``host_of``) and pay-level domains (``domain_of``) of the seeds. In ``domain`` mode
+        the domains of ``seed_hosts`` are in scope too.
+
+    Raises
+    ------
+    ConfigError
+        ``default`` is ABSTAIN, or ``seed_scope`` is unknown.
+    """
+
+    def __init__(
+        self,
+        filters: Sequence[Filter],
+        default: Decision,
+        *,
+        seed_scope: str = "none",
+        seed_hosts: Iterable[str] = (),
+        seed_domains: Iterable[str] = (),
+    ) -> None:
+        if default is Decision.ABSTAIN or not isinstance(default, Decision):
+            raise ConfigError(f"filters.default: expected allow or reject, got {default!r}")
+        if seed_scope not in ("host", "domain", "none"):
+            raise ConfigError(
+                f"filters.seed_scope: expected one of host, domain, none, got {seed_scope!r}"
+            )
+        self.filters = tuple(filters)
+        self.default = default
+        self.seed_scope = seed_scope
+        hosts = frozenset(seed_hosts)
+        if seed_scope == "host":
+            self._scope = hosts
+        elif seed_scope == "domain":
+            self._scope = frozenset(seed_domains) | {domain_of(h) for h in hosts if h}
+        else:
+            self._scope = frozenset()
+        self._default_reason = None if default is Decision.ALLOW else "default_reject"
+        self._decides = tuple((f.decide, f.reason) for f in self.filters)
+
+    @classmethod
+    def from_config(
+        cls,
+        filters: FiltersSection,
+        seed_hosts: Iterable[str] = (),
+        seed_domains: Iterable[str] = (),
+    ) -> FilterChain:
+        """The chain described by the ``[filters]`` section, in the order of the module docstring.
+
+        Parameters
+        ----------
+        filters : FiltersSection
+            The ``[filters]`` section of the crawl's config.
+        seed_hosts, seed_domains : iterable of str
+            The seeds' hosts and pay-level domains (needed by :meth:`hops_out`, not by
+            :meth:`check`).
+
+        Raises
+        ------
+        ConfigError
+            A bad pattern, regular expression, extension, choice or negative limit.
+        """
+        if filters.default not in ("allow", "reject"):
+            raise ConfigError(f"filters.default: expected allow or reject, got {filters.default!r}")
+        chain: list[Filter] = [
+            RejectLongUrls(filters.max_url_length),
+            RejectTooDeep(filters.max_depth),
+        ]
+        if filters.deny_extensions:
+            chain.append(RejectExtensions(filters.deny_extensions))
+        chain.append(RejectRepeatedSegments(filters.max_repeated_segments))
+        chain.append(RejectManyQueryParams(filters.max_query_params))
+        for patterns, make in (
+            (filters.deny_hosts, RejectHosts),
+            (filters.deny_domains, RejectDomains),
+            (filters.deny_regex, RejectMatching),
+            (filters.allow_hosts, AllowHosts),
+            (filters.allow_domains, AllowDomains),
+            (filters.allow_regex, AllowMatching),
+        ):
+            if patterns:
+                chain.append(make(patterns))
+        if filters.seed_scope != "none":
+            chain.append(KeepToSeedScope(filters.external_hops))
+        return cls(
+            chain,
+            Decision.ALLOW if filters.default == "allow" else Decision.REJECT,
+            seed_scope=filters.seed_scope,
+            seed_hosts=seed_hosts,
+            seed_domains=seed_domains,
+        )
+
+    def decide(self, c: Candidate) -> tuple[Decision, str | None]:
+        """``(decision, reason)`` for one candidate: ``reason`` names the filter that rejected it
+        (``"default_reject"`` for the default), None when allowed. Never ABSTAIN."""
+        for decide, reason in self._decides:
+            d = decide(c)
+            if d is Decision.ABSTAIN:
+                continue
+            return (d, None) if d is Decision.ALLOW else (d, reason)
+        return self.default, self._default_reason
+
+    def check(self, url: str, host: str, domain: str, depth: int, hops_out: int) -> str | None:
+        """None if the URL is in scope, else the reason it is not (``filtered:<reason>``).
+
+        Parameters
+        ----------
+        url : str
+            Canonical URL.
+        host, domain : str
+            Its host and pay-level domain (``batchcrawl.urls.host_of`` / ``domain_of``).
+        depth : int
+            Link hops from a seed (seeds: 0).
+        hops_out : int
+            Hops outside the seed scope, from :meth:`hops_out` (seeds: 0).
+        """
+        c = Candidate(url, host, domain, depth, hops_out)
+        for decide, reason in self._decides:
+            d = decide(c)
+            if d is not Decision.ABSTAIN:
+                return None if d is Decision.ALLOW else reason
+        return self._default_reason
+
+    def in_seed_scope(self, host: str, domain: str) -> bool:
+        """True if ``host`` (mode ``host``) or ``domain`` (mode ``domain``) belongs to a seed;
+        always True with ``seed_scope = "none"``."""
+        if self.seed_scope == "domain":
+            return domain in self._scope
+        if self.seed_scope == "host":
+            return host in self._scope
+        return True
+
+    def hops_out(self, host: str, domain: str, parent_hops_out: int) -> int:
+        """Hops out of the seed scope of a link to ``host`` found on a page ``parent_hops_out``
+        hops out: 0 inside the scope (or with ``seed_scope = "none"``), ``parent_hops_out + 1``
+        otherwise.
+
+        Raises
+        ------
+        ConfigError
+            The chain has a seed scope but was built without seeds (every link would be out of
+            scope): pass ``seed_hosts``/``seed_domains``, or set ``filters.seed_scope = "none"``.
+        """
+        if self.seed_scope == "none":
+            return 0
+        if not self._scope:
+            raise ConfigError(
+                f"filters.seed_scope is {self.seed_scope!r} but the filter chain has no seed "
+                f"{self.seed_scope}s; build it with seed_hosts=/seed_domains=, or set "
+                f"filters.seed_scope = 'none'"
+            )
+        if self.in_seed_scope(host, domain):
+            return 0
+        return parent_hops_out + 1
+
+
+def _non_negative(key: str, value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(f"{key}: expected an integer >= 0, got {value!r}")
+    return value
