@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import os
 import posixpath
 import re
@@ -37,6 +38,7 @@ CONFIG_FILE = "crawl.toml"
 COMMITS_DIR = "_commits"
 FORMAT_VERSION = 1
 _COMMIT_RE = re.compile(r"^(\d{6,})\.json$")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -158,7 +160,10 @@ class CrawlDir:
     # -- creation ----------------------------------------------------------------------------
     @classmethod
     def create(
-        cls, url: str, config_text: str, buckets: int,
+        cls,
+        url: str,
+        config_text: str,
+        buckets: int,
         storage_options: Mapping[str, Any] | None = None,
     ) -> CrawlDir:
         """Create a new crawl: write ``crawl.toml`` and commit generation 0 (empty frontier).
@@ -176,11 +181,16 @@ class CrawlDir:
         crawl.fs.makedirs(crawl.path(COMMITS_DIR), exist_ok=True)
         crawl.fs.pipe_file(crawl.path(CONFIG_FILE), config_text.encode("utf-8"))
         genesis = Manifest(
-            generation=0, round=0, buckets=buckets,
+            generation=0,
+            round=0,
+            buckets=buckets,
             tables={t: () for t in schemas.TABLES},
-            summary={"step": "init"}, created=utcnow_iso(), parent=None,
+            summary={"step": "init"},
+            created=utcnow_iso(),
+            parent=None,
         )
         crawl._publish(genesis)
+        crawl._after_publish(genesis)
         return crawl
 
     @classmethod
@@ -288,7 +298,20 @@ class CrawlDir:
             parent=parent.generation,
         )
         self._publish(manifest)
+        self._after_publish(manifest)
         return manifest
+
+    def _after_publish(self, manifest: Manifest) -> None:
+        """Refresh ``crawl.duckdb`` (local crawls). The manifest is the truth: a failure here is
+        logged, never raised, and the next commit writes the file again."""
+        import duckdb
+
+        from batchcrawl import sql  # lazy: sql imports this module
+
+        try:
+            sql.refresh_duckdb(self, manifest)
+        except (OSError, duckdb.Error) as exc:
+            log.warning("%s: could not refresh %s: %s", self.url, sql.DUCKDB_FILE, exc)
 
     def _publish(self, manifest: Manifest) -> None:
         rel = _commit_name(manifest.generation)
@@ -347,13 +370,16 @@ class CrawlDir:
                 parts.append(pq.read_table(fh, columns=columns))
         if not parts:
             target = schemas.schema(table)
-            return target.empty_table() if columns is None else pa.schema(
-                [target.field(c) for c in columns]
-            ).empty_table()
+            return (
+                target.empty_table()
+                if columns is None
+                else pa.schema([target.field(c) for c in columns]).empty_table()
+            )
         return pa.concat_tables(parts, promote_options="default")
 
-    def read_current(self, table: str, columns: list[str] | None = None,
-                     generation: int | None = None) -> pa.Table:
+    def read_current(
+        self, table: str, columns: list[str] | None = None, generation: int | None = None
+    ) -> pa.Table:
         """All rows of ``table`` in ``generation`` (default current)."""
         return self.read_table(table, self.manifest(generation).tables.get(table, ()), columns)
 

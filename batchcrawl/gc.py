@@ -1,0 +1,162 @@
+"""Garbage collection of a crawl directory: keep the last N generations, delete the rest (DESIGN §3).
+
+A file is kept exactly when a kept manifest references it: directly (a table file) or, for WARC
+files, through the ``warc_filename`` column of a kept generation's ``fetched`` table. Everything else
+under the data folders goes: files of generations no longer kept, orphans of rounds that died before
+committing, and ``*.tmp-*`` leftovers of interrupted writes once older than a safety age (a write in
+progress has a young temp file). Like Nutch's ``current``/``old`` CrawlDb swap, but N deep.
+
+Call it while holding the :class:`~batchcrawl.lock.WriterLock`: an uncommitted round's files are
+orphans until its commit, and ``gc`` would delete them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import posixpath
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow.compute as pc
+
+from batchcrawl.crawldir import COMMITS_DIR, CrawlDir, _commit_name
+from batchcrawl.errors import ConfigError
+
+DATA_DIRS = ("frontier", "hosts", "fetchlists", "fetched", "links", "warc")
+TMP_MARKER = ".tmp-"
+log = logging.getLogger(__name__)
+
+
+def referenced_files(crawl: CrawlDir, generations: list[int]) -> set[str]:
+    """Paths (relative to the crawl root) referenced by the manifests of ``generations``: every
+    table file, and every WARC file named in their ``fetched`` tables."""
+    keep: set[str] = set()
+    fetched: set[str] = set()
+    for gen in generations:
+        manifest = crawl.manifest(gen)
+        for table in manifest.tables:
+            keep.update(manifest.files(table))
+        fetched.update(manifest.files("fetched"))
+    for rel in sorted(fetched):
+        column = crawl.read_table("fetched", [rel], columns=["warc_filename"]).column(0)
+        for name in pc.unique(column.drop_null()).to_pylist():
+            keep.add(posixpath.normpath(name))
+    return keep
+
+
+def gc(
+    crawl: CrawlDir,
+    keep: int,
+    *,
+    tmp_min_age_s: float = 3600.0,
+    clock: Callable[[], float] = time.time,
+    dry_run: bool = False,
+) -> dict[str, Any]:
+    """Keep the last ``keep`` generations of ``crawl`` and delete everything they do not reference.
+
+    Parameters
+    ----------
+    crawl
+        The crawl directory; the caller holds its writer lock.
+    keep
+        Generations kept, at least 1 (config ``crawl.keep_generations``).
+    tmp_min_age_s
+        ``*.tmp-*`` files younger than this many seconds are left alone (a write may be running).
+    clock
+        Wall clock, seconds since the epoch, compared with file modification times.
+    dry_run
+        Count what would be deleted without deleting.
+
+    Returns
+    -------
+    dict
+        ``kept_generations`` (list), ``deleted_manifests``, ``deleted_files``, ``deleted_bytes``,
+        ``kept_files``, ``dry_run``.
+
+    Raises
+    ------
+    ConfigError
+        ``keep`` < 1.
+    """
+    if keep < 1:
+        raise ConfigError(f"gc: keep must be at least 1 generation, got {keep}")
+    gens = crawl.generations()
+    kept, dropped = gens[-keep:], gens[:-keep]
+    referenced = referenced_files(crawl, kept)
+    now = clock()
+    stats = {"deleted_manifests": 0, "deleted_files": 0, "deleted_bytes": 0, "kept_files": 0}
+
+    def delete(path: str, size: int) -> None:
+        if not dry_run:
+            try:
+                crawl.fs.rm_file(path)
+            except FileNotFoundError:
+                return
+        stats["deleted_files"] += 1
+        stats["deleted_bytes"] += int(size or 0)
+
+    # Manifests first: once a generation's manifest is gone nobody reads its files.
+    for gen in dropped:
+        if not dry_run:
+            crawl.fs.rm_file(crawl.path(_commit_name(gen)))
+        stats["deleted_manifests"] += 1
+    for folder in (*DATA_DIRS, COMMITS_DIR):
+        for path, info in _walk(crawl, folder):
+            rel = posixpath.relpath(path, crawl.root)
+            if TMP_MARKER in posixpath.basename(rel):
+                if now - _mtime(info) >= tmp_min_age_s:
+                    delete(path, info.get("size", 0))
+            elif folder != COMMITS_DIR and rel not in referenced:
+                delete(path, info.get("size", 0))
+            else:
+                stats["kept_files"] += 1
+    for path, info in _walk(crawl, ""):  # crawl.duckdb.tmp-* and _lock.json.tmp-* at the root
+        name = posixpath.basename(path)
+        if TMP_MARKER in name and now - _mtime(info) >= tmp_min_age_s:
+            delete(path, info.get("size", 0))
+    if crawl.local and not dry_run:
+        for folder in DATA_DIRS:
+            _remove_empty_dirs(crawl.path(folder))
+    log.info("gc %s: kept generations %s, %s", crawl.url, kept, stats)
+    return {"kept_generations": kept, **stats, "dry_run": dry_run}
+
+
+def _walk(crawl: CrawlDir, folder: str):
+    base = crawl.path(folder) if folder else crawl.root
+    if folder:
+        try:
+            found = crawl.fs.find(base, detail=True)
+        except FileNotFoundError:
+            return []
+        return sorted(found.items())
+    try:
+        listing = crawl.fs.ls(base, detail=True)
+    except FileNotFoundError:
+        return []
+    return sorted((i["name"], i) for i in listing if i.get("type") == "file")
+
+
+def _mtime(info: dict[str, Any]) -> float:
+    """Modification time of a listing entry, seconds since the epoch (local ``mtime``, S3
+    ``LastModified``); unknown times count as old."""
+    for key in ("mtime", "LastModified", "last_modified", "created"):
+        value = info.get(key)
+        if value is None:
+            continue
+        if hasattr(value, "timestamp"):
+            return float(value.timestamp())
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            continue
+    return 0.0
+
+
+def _remove_empty_dirs(root: str) -> None:
+    if not os.path.isdir(root):
+        return
+    for dirpath, _dirnames, _filenames in os.walk(root, topdown=False):
+        if dirpath != root and not os.listdir(dirpath):
+            os.rmdir(dirpath)

@@ -1,0 +1,305 @@
+"""The single-writer lock of a crawl directory (DESIGN §3 "One writer").
+
+``CRAWL/_lock.json`` names its holder (owner, host, pid, start time, last heartbeat, a random
+token). It is published exclusively, with the same trick as a manifest commit: a hard link from a
+temp file locally (fails if the name exists), a create-only put (``If-None-Match: *``) on object
+stores. A background thread refreshes the heartbeat. A lock whose holder is gone -- a dead pid on this
+host, or no heartbeat for ``stale_after_s`` seconds -- is taken over with a logged warning (Nutch and
+Hadoop keep such lock files beside the CrawlDb; the heartbeat is what lets a crashed holder's lock
+expire instead of needing a manual ``rm``).
+
+Object stores have no atomic rename, so a takeover there deletes the stale lock and then creates
+ours; two processes taking over the same stale lock at the same moment are resolved by the
+create-only put (one of them gets :class:`LockedError`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from batchcrawl.crawldir import CrawlDir
+from batchcrawl.errors import CrawlDirError, LockedError
+
+LOCK_FILE = "_lock.json"
+log = logging.getLogger(__name__)
+
+
+def _pid_alive(pid: int) -> bool:
+    """True if process ``pid`` exists on this host (signal 0 probes without signalling)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by another user
+        return True
+    return True
+
+
+class WriterLock:
+    """Exclusive writer lock of a crawl directory, as a context manager.
+
+    Parameters
+    ----------
+    crawl
+        The crawl directory (local or object store).
+    owner
+        Free text naming the holder in error messages (default ``"user@host pid N"``), e.g.
+        ``"batchcrawl round"``.
+    heartbeat_s
+        Seconds between heartbeat refreshes by the background thread.
+    stale_after_s
+        A lock whose heartbeat is older than this many seconds is stale and may be taken over.
+    clock
+        Wall clock in seconds since the epoch (``time.time``); heartbeats and staleness use it.
+
+    Raises
+    ------
+    LockedError
+        On ``acquire``/``__enter__``: another live writer holds the lock; the message names it.
+
+    Examples
+    --------
+    >>> with WriterLock(crawl, owner="batchcrawl round"):  # doctest: +SKIP
+    ...     crawl.commit(...)
+    """
+
+    def __init__(
+        self,
+        crawl: CrawlDir,
+        owner: str | None = None,
+        heartbeat_s: float = 10.0,
+        stale_after_s: float = 60.0,
+        clock: Callable[[], float] = time.time,
+    ):
+        self.crawl = crawl
+        self.host = socket.gethostname()
+        self.pid = os.getpid()
+        self.owner = owner or f"{os.environ.get('USER', 'unknown')}@{self.host} pid {self.pid}"
+        self.heartbeat_s = float(heartbeat_s)
+        self.stale_after_s = float(stale_after_s)
+        self.clock = clock
+        self.token = uuid.uuid4().hex
+        self.started: float | None = None
+        self.lost = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._path = crawl.path(LOCK_FILE)
+
+    # -- the lock record ---------------------------------------------------------------------
+    def _record(self) -> dict[str, Any]:
+        return {
+            "owner": self.owner,
+            "host": self.host,
+            "pid": self.pid,
+            "started": self.started,
+            "heartbeat": self.clock(),
+            "token": self.token,
+        }
+
+    def read(self) -> dict[str, Any] | None:
+        """The current lock record, or None when the crawl is not locked."""
+        try:
+            raw = self.crawl.fs.cat_file(self._path)
+        except FileNotFoundError:
+            return None
+        try:
+            data = json.loads(raw)
+            if not isinstance(data, dict):
+                raise ValueError("not an object")
+            return data
+        except ValueError:
+            # A torn or foreign file: treat as a lock without heartbeat (stale).
+            return {"owner": "unknown (unreadable lock file)", "heartbeat": None, "token": None}
+
+    def stale_reason(self, record: dict[str, Any]) -> str | None:
+        """Why ``record`` is stale (``"dead pid 123 on host h"``, ``"no heartbeat for 75 s"``), or
+        None if its holder is presumed alive."""
+        if record.get("host") == self.host and isinstance(record.get("pid"), int):
+            if not _pid_alive(record["pid"]):
+                return f"process {record['pid']} on {self.host} is gone"
+        beat = record.get("heartbeat")
+        if not isinstance(beat, int | float):
+            return "it has no heartbeat"
+        age = self.clock() - beat
+        if age > self.stale_after_s:
+            return f"no heartbeat for {age:.0f} s (stale after {self.stale_after_s:.0f} s)"
+        return None
+
+    # -- publishing --------------------------------------------------------------------------
+    def _create(self, data: bytes) -> bool:
+        """Create the lock file exclusively; False if it already exists."""
+        fs = self.crawl.fs
+        if self.crawl.local:
+            os.makedirs(os.path.dirname(self._path), exist_ok=True)
+            tmp = f"{self._path}.tmp-{uuid.uuid4().hex}"
+            with open(tmp, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            try:
+                os.link(tmp, self._path)
+            except FileExistsError:
+                return False
+            finally:
+                os.unlink(tmp)
+            return True
+        try:
+            fs.pipe_file(self._path, data, mode="create")
+        except FileExistsError:
+            return False
+        return True
+
+    def _remove_stale(self, record: dict[str, Any]) -> bool:
+        """Remove the lock file if it still holds ``record``; False if it changed meanwhile."""
+        if self.crawl.local:
+            aside = f"{self._path}.stale-{uuid.uuid4().hex}"
+            try:
+                os.rename(self._path, aside)
+            except FileNotFoundError:
+                return True  # someone else removed it; try to create ours
+            try:
+                with open(aside, "rb") as fh:
+                    moved = json.loads(fh.read())
+            except ValueError:
+                moved = {"token": None}
+            if moved.get("token") != record.get("token"):
+                # We moved a fresh lock taken by a third process: put it back.
+                try:
+                    os.link(aside, self._path)
+                except FileExistsError:
+                    pass
+                os.unlink(aside)
+                return False
+            os.unlink(aside)
+            return True
+        current = self.read()
+        if current is not None and current.get("token") != record.get("token"):
+            return False
+        try:
+            self.crawl.fs.rm_file(self._path)
+        except FileNotFoundError:
+            pass
+        return True
+
+    def acquire(self) -> WriterLock:
+        """Take the lock (taking over a stale one) and start the heartbeat thread.
+
+        Raises
+        ------
+        LockedError
+            A live writer holds the lock.
+        """
+        if self._thread is not None:
+            raise CrawlDirError(f"{self.crawl.url}: this WriterLock is already held")
+        self.started = self.clock()
+        for _ in range(3):
+            if self._create(self._dump()):
+                break
+            record = self.read()
+            if record is None:
+                continue  # released meanwhile
+            reason = self.stale_reason(record)
+            if reason is None:
+                raise LockedError(_locked_message(self.crawl.url, record, self.clock()))
+            log.warning(
+                "%s: taking over the writer lock of %s: %s",
+                self.crawl.url,
+                record.get("owner"),
+                reason,
+            )
+            self._remove_stale(record)
+        else:
+            record = self.read() or {"owner": "unknown"}
+            raise LockedError(_locked_message(self.crawl.url, record, self.clock()))
+        self.lost = False
+        self._stop.clear()
+        self._thread = threading.Thread(
+            target=self._beat_loop, name=f"lock-heartbeat {self.crawl.url}", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def _dump(self) -> bytes:
+        return (json.dumps(self._record(), sort_keys=True) + "\n").encode("utf-8")
+
+    # -- heartbeat ---------------------------------------------------------------------------
+    def beat(self) -> bool:
+        """Refresh the heartbeat now; returns False (and sets :attr:`lost`) if the lock is no
+        longer ours (it was taken over as stale)."""
+        record = self.read()
+        if record is None or record.get("token") != self.token:
+            if not self.lost:
+                log.error(
+                    "%s: the writer lock was taken over by %s",
+                    self.crawl.url,
+                    (record or {}).get("owner", "nobody"),
+                )
+            self.lost = True
+            return False
+        data = self._dump()
+        if self.crawl.local:
+            tmp = f"{self._path}.tmp-{uuid.uuid4().hex}"
+            with open(tmp, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, self._path)
+        else:
+            self.crawl.fs.pipe_file(self._path, data)
+        return True
+
+    def _beat_loop(self) -> None:
+        while not self._stop.wait(self.heartbeat_s):
+            try:
+                if not self.beat():
+                    return
+            except OSError as exc:  # a transient store error: try again at the next beat
+                log.warning("%s: lock heartbeat failed: %s", self.crawl.url, exc)
+
+    def check(self) -> None:
+        """Raise :class:`LockedError` if the lock was lost (call before committing)."""
+        if self.lost or not self.beat():
+            raise LockedError(
+                f"{self.crawl.url}: the writer lock was taken over by another process; "
+                "this writer must stop"
+            )
+
+    # -- release -----------------------------------------------------------------------------
+    def release(self) -> None:
+        """Stop the heartbeat and remove the lock file if it is still ours."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        record = self.read()
+        if record is not None and record.get("token") == self.token:
+            try:
+                self.crawl.fs.rm_file(self._path)
+            except FileNotFoundError:
+                pass
+
+    def __enter__(self) -> WriterLock:
+        return self.acquire()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.release()
+
+
+def _locked_message(url: str, record: dict[str, Any], now: float) -> str:
+    beat = record.get("heartbeat")
+    age = f", last heartbeat {now - beat:.0f} s ago" if isinstance(beat, int | float) else ""
+    where = ""
+    if record.get("host") or record.get("pid"):
+        where = f" (host {record.get('host')}, pid {record.get('pid')}{age})"
+    return (
+        f"{url}: locked by {record.get('owner')}{where}; wait for it to finish, or remove "
+        f"{LOCK_FILE} if you are sure it is dead"
+    )

@@ -1,0 +1,240 @@
+"""Read-only DuckDB SQL over one committed generation of a crawl (DESIGN §9).
+
+:func:`connect` opens an in-memory DuckDB with one view per crawl table (``frontier``, ``hosts``,
+``fetchlists``, ``fetched``, ``links``) over exactly the files the generation's manifest names
+(never a folder listing, so orphans of failed rounds are never read). An empty table becomes an empty
+view typed from ``storage/schema.sql``. :func:`query` runs one read-only statement and returns Arrow;
+named queries are the ``.sql`` files in ``storage/queries/`` (Common Crawl keeps its index queries as
+files the same way).
+
+:func:`refresh_duckdb` writes ``CRAWL/crawl.duckdb`` with the same views over absolute paths, so
+``duckdb CRAWL/crawl.duckdb`` works without batchcrawl. Only local crawls get one: a remote crawl
+(``s3://...``) skips it, since a DuckDB file cannot be updated in place on an object store; use
+``batchcrawl sql`` there.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import uuid
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from batchcrawl import schemas
+from batchcrawl.crawldir import CrawlDir, Manifest
+from batchcrawl.errors import SQLError
+
+DUCKDB_FILE = "crawl.duckdb"
+log = logging.getLogger(__name__)
+
+#: Statement types a query may have (DuckDB's parser decides, not a regex).
+_ALLOWED = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
+#: PRAGMAs that only show things.
+_SHOW_PRAGMAS = {
+    "show_tables",
+    "show_tables_expanded",
+    "table_info",
+    "show",
+    "version",
+    "database_size",
+    "storage_info",
+    "functions",
+    "platform",
+    "collations",
+    "database_list",
+    "metadata_info",
+}
+
+
+@functools.cache
+def _empty_selects() -> dict[str, str]:
+    """``SELECT CAST(NULL AS type) AS col, ... WHERE false`` per table, typed by schema.sql."""
+    con = duckdb.connect(":memory:")
+    try:
+        con.execute(schemas.schema_sql())
+        out = {}
+        for table in schemas.TABLES:
+            cols = con.execute(
+                "SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = ? "
+                "ORDER BY column_index",
+                [table],
+            ).fetchall()
+            body = ", ".join(f"CAST(NULL AS {typ}) AS {_ident(name)}" for name, typ in cols)
+            out[table] = f"SELECT {body} WHERE false"
+        return out
+    finally:
+        con.close()
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def view_sql(crawl: CrawlDir, manifest: Manifest, table: str) -> str:
+    """``CREATE OR REPLACE VIEW`` statement of ``table`` over the files of ``manifest``."""
+    files = [crawl.full_url(rel) for rel in manifest.files(table)]
+    if files:
+        listing = ", ".join(_literal(f) for f in files)
+        body = f"SELECT * FROM read_parquet([{listing}])"
+    else:
+        body = _empty_selects()[table]
+    return f"CREATE OR REPLACE VIEW {table} AS {body}"
+
+
+def _create_views(con: duckdb.DuckDBPyConnection, crawl: CrawlDir, manifest: Manifest) -> None:
+    for table in schemas.TABLES:
+        con.execute(view_sql(crawl, manifest, table))
+
+
+def connect(crawl: CrawlDir, generation: int | None = None) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with the crawl's views over ``generation`` (default current).
+
+    For a local crawl the connection is then locked down: file access is limited to the
+    generation's own files (``allowed_paths`` with ``enable_external_access = false``) and the
+    configuration is locked, so a statement cannot read other files, attach databases or install
+    extensions. A remote crawl registers the crawl's fsspec filesystem with DuckDB instead (its
+    access is limited by :func:`check_read_only` only).
+
+    Raises
+    ------
+    CrawlDirError
+        ``generation`` does not exist.
+    """
+    manifest = crawl.manifest(generation)
+    con = duckdb.connect(":memory:")
+    if not crawl.local:
+        con.register_filesystem(crawl.fs)
+    _create_views(con, crawl, manifest)
+    if crawl.local:
+        paths = [crawl.full_url(rel) for t in schemas.TABLES for rel in manifest.files(t)]
+        con.execute("SET allowed_paths = " + "[" + ", ".join(_literal(p) for p in paths) + "]")
+        con.execute("SET enable_external_access = false")
+        con.execute("SET lock_configuration = true")
+    return con
+
+
+def check_read_only(sql: str) -> list[str]:
+    """Split ``sql`` into statements and check each only reads.
+
+    Allowed: ``SELECT`` (with ``WITH``, ``FROM``-first, ``VALUES``, ``DESCRIBE``, ``SHOW``,
+    ``SUMMARIZE``), ``EXPLAIN`` and the showing PRAGMAs (``PRAGMA show_tables``...). Refused:
+    anything that writes, copies, attaches, installs/loads, sets, creates, or calls.
+
+    Returns
+    -------
+    list[str]
+        The statements' texts.
+
+    Raises
+    ------
+    SQLError
+        The text does not parse, is empty, or a statement is not read-only.
+    """
+    try:
+        statements = duckdb.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise SQLError(f"query does not parse: {exc}") from None
+    if not statements:
+        raise SQLError("empty query: give one SELECT statement")
+    for st in statements:
+        if st.type in _ALLOWED:
+            continue
+        if st.type == duckdb.StatementType.PRAGMA:
+            name = st.query.strip().split(None, 1)[1] if len(st.query.split()) > 1 else ""
+            name = name.split("(")[0].split("=")[0].strip().rstrip(";").strip().lower()
+            if name in _SHOW_PRAGMAS:
+                continue
+        kind = str(st.type).rsplit(".", 1)[-1]
+        raise SQLError(
+            f"refused {kind} statement {st.query.strip()[:60]!r}: batchcrawl sql is read-only "
+            "(SELECT, WITH, EXPLAIN, DESCRIBE, SHOW only)"
+        )
+    return [st.query for st in statements]
+
+
+def query(crawl: CrawlDir, sql: str, generation: int | None = None) -> pa.Table:
+    """Run read-only ``sql`` over ``generation`` (default current) and return the last statement's
+    result as an Arrow table.
+
+    Raises
+    ------
+    SQLError
+        The statement is refused (see :func:`check_read_only`) or fails in DuckDB.
+    CrawlDirError
+        ``generation`` does not exist.
+    """
+    statements = check_read_only(sql)
+    con = connect(crawl, generation)
+    try:
+        result = None
+        for text in statements:
+            result = con.sql(text)
+        if result is None:
+            return pa.table({})
+        return result.to_arrow_table()
+    except duckdb.Error as exc:
+        raise SQLError(f"query failed: {exc}") from None
+    finally:
+        con.close()
+
+
+def queries_dir() -> Path:
+    """Folder of the named queries (``storage/queries``)."""
+    return schemas.storage_dir() / "queries"
+
+
+def named_queries() -> list[str]:
+    """Names of the named queries (file names without ``.sql``), sorted."""
+    return sorted(p.stem for p in queries_dir().glob("*.sql"))
+
+
+def named_query(name: str) -> str:
+    """Text of named query ``name`` (``storage/queries/NAME.sql``).
+
+    Raises
+    ------
+    SQLError
+        No such query; the message lists the names there are.
+    """
+    path = queries_dir() / f"{name}.sql"
+    if not name or "/" in name or not path.is_file():
+        raise SQLError(f"no named query {name!r}; named queries: {', '.join(named_queries())}")
+    return path.read_text(encoding="utf-8")
+
+
+def refresh_duckdb(crawl: CrawlDir, manifest: Manifest) -> str | None:
+    """Write ``CRAWL/crawl.duckdb`` with views over ``manifest``'s files (absolute paths).
+
+    Written to a temp file and renamed into place, so a reader opening it sees the old or the new
+    views, never a half-written file. Remote crawls are skipped (returns None).
+
+    Returns
+    -------
+    str or None
+        Path of the DuckDB file written.
+    """
+    if not crawl.local:
+        return None
+    final = crawl.path(DUCKDB_FILE)
+    tmp = f"{final}.tmp-{uuid.uuid4().hex}"
+    try:
+        con = duckdb.connect(tmp)
+        try:
+            _create_views(con, crawl, manifest)
+            con.execute("CHECKPOINT")
+        finally:
+            con.close()
+        os.replace(tmp, final)
+    finally:
+        for leftover in (tmp, tmp + ".wal"):
+            if os.path.exists(leftover):
+                os.unlink(leftover)
+    return final

@@ -1,0 +1,83 @@
+"""What a crawl holds: URLs by status, hosts, depths, fetch outcomes, rounds (like Nutch's
+``readdb -stats``). The numbers come from the named queries in ``storage/queries`` run over one
+generation, and the per-round figures from the manifests' summaries.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from batchcrawl import sql
+from batchcrawl.crawldir import CrawlDir
+
+#: Summary keys of a round's manifest copied into the ``rounds`` list when present.
+ROUND_SUMMARY_KEYS = ("pages", "fetched", "errors", "new_urls", "elapsed_s", "time_limit_hit")
+
+
+def crawl_status(crawl: CrawlDir, generation: int | None = None) -> dict[str, Any]:
+    """Statistics of ``crawl`` at ``generation`` (default current).
+
+    Returns
+    -------
+    dict
+        JSON-serializable::
+
+            {"crawl": url, "generation": 7, "round": 3, "buckets": 64, "created": iso,
+             "urls": {"total": n, "by_status": {"queued": n, ...}},
+             "hosts": {"total": n, "domains": n},
+             "depth": {"0": n, "1": n, ...},
+             "fetched": {"attempts": n, "by_outcome": {"ok": n, ...}},
+             "generations": [{"generation": g, "round": r, "step": ..., "created": iso,
+                              "pages": n, "elapsed_s": s, ...}, ...]}
+
+        ``generations`` lists every committed generation up to the one shown, oldest first, with
+        the summary keys of :data:`ROUND_SUMMARY_KEYS` its step recorded.
+
+    Raises
+    ------
+    CrawlDirError
+        ``generation`` does not exist.
+    """
+    manifest = crawl.manifest(generation)
+    con = sql.connect(crawl, manifest.generation)
+    try:
+        by_status = dict(con.execute(sql.named_query("status-counts")).fetchall())
+        depth = {
+            str(d): n
+            for d, n, _fetched in con.execute(sql.named_query("depth-histogram")).fetchall()
+        }
+        hosts, domains = con.execute(
+            "SELECT count(DISTINCT host), count(DISTINCT domain) FROM frontier"
+        ).fetchone()
+        by_outcome = dict(
+            con.execute(
+                "SELECT outcome, count(*) AS n FROM fetched GROUP BY outcome ORDER BY n DESC, outcome"
+            ).fetchall()
+        )
+    finally:
+        con.close()
+    generations = []
+    for gen in crawl.generations():
+        if gen > manifest.generation:
+            break
+        m = manifest if gen == manifest.generation else crawl.manifest(gen)
+        row = {
+            "generation": m.generation,
+            "round": m.round,
+            "step": m.summary.get("step"),
+            "created": m.created,
+        }
+        row.update({k: m.summary[k] for k in ROUND_SUMMARY_KEYS if k in m.summary})
+        generations.append(row)
+    return {
+        "crawl": crawl.url,
+        "generation": manifest.generation,
+        "round": manifest.round,
+        "buckets": manifest.buckets,
+        "created": manifest.created,
+        "urls": {"total": sum(by_status.values()), "by_status": by_status},
+        "hosts": {"total": hosts, "domains": domains},
+        "depth": depth,
+        "fetched": {"attempts": sum(by_outcome.values()), "by_outcome": by_outcome},
+        "generations": generations,
+    }
