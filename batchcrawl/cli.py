@@ -1,0 +1,424 @@
+"""The ``batchcrawl`` command line (DESIGN §9): a thin layer over the library.
+
+Every command takes ``--set section.key=value`` (repeatable). Configuration precedence, lowest
+first: defaults < ``CRAWL/crawl.toml`` (``--config FILE`` at ``init``) < ``BATCHCRAWL_SECTION__KEY``
+environment variables < ``--set`` < explicit flags (``--workers``, ``--keep`` ...). Logs go to
+stderr (``-v`` INFO, ``-vv`` DEBUG); results go to stdout (JSON where a program reads them).
+
+Exit codes
+----------
+==== =================================================================================
+code meaning
+==== =================================================================================
+0    success
+1    failure (an error during the step; see stderr)
+2    bad input: config key or value, URL, SQL statement, command-line usage
+3    crawl directory error: missing, not a crawl, already exists, malformed manifest or schema
+4    locked: another writer holds the crawl's lock, or committed first
+69   not available: the command exists but is not built yet
+75   nothing due: the frontier has no URL to fetch (Airflow maps it to a skip)
+==== =================================================================================
+
+Errors derived from :class:`~batchcrawl.errors.BatchcrawlError` print one line
+``batchcrawl: error: MESSAGE`` on stderr and exit with their ``exit_code``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import sys
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import click
+
+from batchcrawl import __version__
+from batchcrawl.config import Config, load_config, to_toml
+from batchcrawl.crawldir import CONFIG_FILE, CrawlDir
+from batchcrawl.errors import BatchcrawlError, ConfigError, NotAvailable
+
+log = logging.getLogger("batchcrawl")
+
+
+# -- configuration ---------------------------------------------------------------------------
+def load_crawl_config(
+    crawl: CrawlDir,
+    sets: Iterable[str] = (),
+    flags: Mapping[str, Mapping[str, Any]] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Config:
+    """The effective config of ``crawl``: its ``crawl.toml`` (errors name it as ``FILE:LINE``) <
+    ``BATCHCRAWL_*`` variables of ``environ`` (default ``os.environ``) < ``sets`` < ``flags``.
+
+    Raises
+    ------
+    ConfigError
+        A bad key or value in any layer; the message names its origin.
+    """
+    origin = crawl.full_url(CONFIG_FILE)
+    return load_config(
+        files=[(origin, crawl.config_text())],
+        environ=os.environ if environ is None else environ,
+        sets=sets,
+        flags={
+            s: {k: v for k, v in kv.items() if v is not None} for s, kv in (flags or {}).items()
+        },
+    )
+
+
+# -- plumbing --------------------------------------------------------------------------------
+class _Group(click.Group):
+    """Maps :class:`BatchcrawlError` to one stderr line and its exit code."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BatchcrawlError as exc:
+            log.debug("error details", exc_info=True)
+            click.echo(f"batchcrawl: error: {exc}", err=True)
+            ctx.exit(exc.exit_code)
+
+
+def _sets(f):
+    return click.option(
+        "--set",
+        "sets",
+        multiple=True,
+        metavar="SECTION.KEY=VALUE",
+        help="Override a config setting (repeatable), e.g. --set fetch.shards=4.",
+    )(f)
+
+
+def _crawl_arg(f):
+    return click.argument("crawl_url", metavar="CRAWL")(f)
+
+
+def _echo_json(data: Any) -> None:
+    click.echo(json.dumps(data, sort_keys=False, default=str))
+
+
+def _open(crawl_url: str) -> CrawlDir:
+    return CrawlDir.open(crawl_url)
+
+
+def _lock(crawl: CrawlDir, command: str):
+    from batchcrawl.lock import WriterLock
+
+    return WriterLock(crawl, owner=f"batchcrawl {command} (pid {os.getpid()})")
+
+
+def _inject(crawl: CrawlDir, cfg: Config, stream: io.TextIOBase, source: str) -> dict:
+    from batchcrawl.inject import inject  # lazy: pulls in URL handling
+
+    with _lock(crawl, "inject"):
+        return inject(crawl, cfg, (line.rstrip("\r\n") for line in stream), source=source)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-v", "--verbose", count=True, help="Log more to stderr (-v INFO, -vv DEBUG).")
+@click.version_option(__version__, prog_name="batchcrawl")
+def main(verbose: int) -> None:
+    """batchcrawl: a batch-cycle web crawler on Dask and Parquet."""
+    level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger("batchcrawl")
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    root.propagate = False
+
+
+# -- init / inject ---------------------------------------------------------------------------
+@main.command()
+@_crawl_arg
+@click.option("--seeds", type=click.File("r", encoding="utf-8"), help="Seed URLs, one a line.")
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(exists=True, dir_okay=False),
+    envvar="BATCHCRAWL_CONFIG",
+    help="TOML config to start from (default: the built-in defaults).",
+)
+@_sets
+def init(crawl_url: str, seeds: io.TextIOBase | None, config_file: str | None, sets) -> None:
+    """Create the crawl CRAWL (never overwrites one) and optionally inject seeds.
+
+    Writes CRAWL/crawl.toml with the effective configuration; the bucket count
+    (frontier.buckets) is fixed from then on. Prints a JSON summary.
+    """
+    files = []
+    if config_file:
+        with open(config_file, encoding="utf-8") as fh:
+            files.append((config_file, fh.read()))
+    cfg = load_config(files=files, environ=os.environ, sets=sets)
+    crawl = CrawlDir.create(crawl_url, to_toml(cfg), buckets=cfg.frontier.buckets)
+    out: dict[str, Any] = {"crawl": crawl.url, "generation": 0, "buckets": cfg.frontier.buckets}
+    if seeds is not None:
+        out["inject"] = _inject(crawl, cfg, seeds, source=seeds.name)
+    _echo_json(out)
+
+
+@main.command()
+@_crawl_arg
+@click.argument("seeds", type=click.File("r", encoding="utf-8"), metavar="FILE|-")
+@_sets
+def inject(crawl_url: str, seeds: io.TextIOBase, sets) -> None:
+    """Add the seed URLs of FILE (one a line; - reads stdin) to CRAWL. Prints a JSON summary."""
+    crawl = _open(crawl_url)
+    cfg = load_crawl_config(crawl, sets)
+    _echo_json(_inject(crawl, cfg, seeds, source=seeds.name))
+
+
+# -- inspection ------------------------------------------------------------------------------
+@main.command("sql")
+@_crawl_arg
+@click.argument("statement", required=False, metavar='"SELECT ..."')
+@click.option(
+    "--query", "query_name", metavar="NAME", help="Run a named query from storage/queries."
+)
+@click.option("--list", "list_queries", is_flag=True, help="List the named queries and exit.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "csv", "json"]),
+    default="table",
+    show_default=True,
+)
+@click.option("--generation", type=int, help="Query this committed generation (default current).")
+@_sets
+def sql_command(crawl_url, statement, query_name, list_queries, fmt, generation, sets) -> None:
+    """Run a read-only SQL statement over the views frontier, hosts, fetchlists, fetched, links."""
+    from batchcrawl import sql
+
+    if list_queries:
+        for name in sql.named_queries():
+            click.echo(name)
+        return
+    if (statement is None) == (query_name is None):
+        raise click.UsageError('give either a statement ("SELECT ...") or --query NAME')
+    crawl = _open(crawl_url)
+    load_crawl_config(crawl, sets)  # validates the layers; SQL needs no setting yet
+    text = statement if statement is not None else sql.named_query(query_name)
+    _print_table(sql.query(crawl, text, generation), fmt)
+
+
+def _print_table(table, fmt: str) -> None:
+    if fmt == "json":
+        click.echo(json.dumps(table.to_pylist(), default=str, indent=None))
+    elif fmt == "csv":
+        import pyarrow.csv as pacsv
+
+        buf = io.BytesIO()
+        pacsv.write_csv(table, buf)
+        click.echo(buf.getvalue().decode("utf-8"), nl=False)
+    else:
+        _render(
+            _rows_table(None, table.column_names, [list(r.values()) for r in table.to_pylist()])
+        )
+
+
+def _rows_table(title: str | None, columns: list[str], rows: Iterable[Iterable[Any]]):
+    from rich.table import Table
+
+    out = Table(title=title, title_justify="left")
+    for name in columns:
+        out.add_column(name)
+    for row in rows:
+        out.add_row(*("" if v is None else str(v) for v in row))
+    return out
+
+
+def _render(*tables) -> None:
+    from rich.console import Console
+
+    console = Console(file=click.get_text_stream("stdout"), soft_wrap=False)
+    for t in tables:
+        console.print(t)
+
+
+def _status_tables(st: dict[str, Any]) -> list:
+    overview = _rows_table(
+        f"crawl {st['crawl']}",
+        ["", "value"],
+        [
+            ["generation", st["generation"]],
+            ["round", st["round"]],
+            ["committed", st["created"]],
+            ["buckets", st["buckets"]],
+            ["urls", st["urls"]["total"]],
+            ["hosts", st["hosts"]["total"]],
+            ["domains", st["hosts"]["domains"]],
+            ["fetch attempts", st["fetched"]["attempts"]],
+        ],
+    )
+    total = st["urls"]["total"] or 1
+    by_status = _rows_table(
+        "URLs by status",
+        ["status", "urls", "share"],
+        [[k, v, f"{100 * v / total:.1f}%"] for k, v in st["urls"]["by_status"].items()],
+    )
+    depth = _rows_table("URLs by depth", ["depth", "urls"], st["depth"].items())
+    outcomes = _rows_table(
+        "fetch attempts by outcome", ["outcome", "attempts"], st["fetched"]["by_outcome"].items()
+    )
+    keys = ["generation", "round", "step", "created"]
+    extra = sorted({k for g in st["generations"] for k in g} - set(keys))
+    gens = _rows_table(
+        "generations", keys + extra, [[g.get(k) for k in keys + extra] for g in st["generations"]]
+    )
+    return [overview, by_status, depth, outcomes, gens]
+
+
+@main.command()
+@_crawl_arg
+@click.option(
+    "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
+)
+@click.option("--generation", type=int, help="Show this committed generation (default current).")
+@_sets
+def status(crawl_url: str, fmt: str, generation: int | None, sets) -> None:
+    """URLs by status, hosts, depths, fetch outcomes and rounds of CRAWL (like Nutch readdb -stats)."""
+    from batchcrawl.status import crawl_status
+
+    crawl = _open(crawl_url)
+    load_crawl_config(crawl, sets)
+    result = crawl_status(crawl, generation)
+    if fmt == "json":
+        _echo_json(result)
+    else:
+        _render(*_status_tables(result))
+
+
+@main.command()
+@_crawl_arg
+@click.option(
+    "--keep", type=click.IntRange(min=1), help="Generations to keep [crawl.keep_generations]."
+)
+@click.option("--dry-run", is_flag=True, help="Count what would be deleted; delete nothing.")
+@_sets
+def gc(crawl_url: str, keep: int | None, dry_run: bool, sets) -> None:
+    """Delete generations older than the last N and every file they alone used. Prints JSON."""
+    from batchcrawl.gc import gc as run_gc
+
+    crawl = _open(crawl_url)
+    cfg = load_crawl_config(crawl, sets, flags={"crawl": {"keep_generations": keep}})
+    with _lock(crawl, "gc"):
+        _echo_json(run_gc(crawl, cfg.crawl.keep_generations, dry_run=dry_run))
+
+
+# -- not built yet ---------------------------------------------------------------------------
+def _round_flags(scheduler, workers, time_limit, max_pages) -> dict[str, dict[str, Any]]:
+    return {
+        "round": {"scheduler": scheduler, "workers": workers},
+        "fetch": {"time_limit_s": time_limit},
+        "generate": {"max_urls_per_round": max_pages},
+    }
+
+
+def _round_options(f):
+    f = click.option(
+        "--max-pages",
+        type=click.IntRange(min=1),
+        help="Most URLs fetched in one round [generate.max_urls_per_round].",
+    )(f)
+    f = click.option(
+        "--time-limit",
+        type=click.FloatRange(min=0),
+        help="Longest fetch phase, seconds [fetch.time_limit_s].",
+    )(f)
+    f = click.option(
+        "--workers",
+        type=click.IntRange(min=1),
+        help="Worker processes of the embedded LocalCluster [round.workers].",
+    )(f)
+    f = click.option(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="Run on an existing Dask scheduler, e.g. tcp://host:8786 [round.scheduler].",
+    )(f)
+    return f
+
+
+def _not_available(what: str) -> NotAvailable:
+    return NotAvailable(f"`batchcrawl {what}` is not available yet")
+
+
+@main.command("round")
+@_crawl_arg
+@_round_options
+@_sets
+def round_command(crawl_url, scheduler, workers, time_limit, max_pages, sets) -> None:
+    """Run one round (generate, fetch, update, commit); print its JSON summary.
+
+    Exits 75 when no URL is due.
+    """
+    crawl = _open(crawl_url)
+    load_crawl_config(crawl, sets, _round_flags(scheduler, workers, time_limit, max_pages))
+    raise _not_available("round")
+
+
+@main.command("crawl")
+@_crawl_arg
+@click.option("--rounds", type=click.IntRange(min=1), help="Stop after this many rounds.")
+@click.option("--stream", is_flag=True, help="Keep the fetch workers running (streaming mode).")
+@_round_options
+@_sets
+def crawl_command(crawl_url, rounds, stream, scheduler, workers, time_limit, max_pages, sets):
+    """Run rounds until nothing is due (or --rounds N), or stream with --stream."""
+    crawl = _open(crawl_url)
+    load_crawl_config(crawl, sets, _round_flags(scheduler, workers, time_limit, max_pages))
+    raise _not_available("crawl")
+
+
+@main.command()
+@_crawl_arg
+@click.argument("dest")
+@click.option("--rounds", "rounds_range", metavar="A..B", help="Rounds to export (default all).")
+@click.option(
+    "--tables",
+    default="fetched",
+    show_default=True,
+    help="Comma-separated tables to export (with warc: the WARC files).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["parquet", "warc", "cdxj"]),
+    default="parquet",
+    show_default=True,
+)
+@_sets
+def export(crawl_url, dest, rounds_range, tables, fmt, sets) -> None:
+    """Copy what was fetched to DEST (a path or fsspec URL) as Parquet, WARC or CDXJ."""
+    if rounds_range is not None:
+        _parse_rounds(rounds_range)
+    crawl = _open(crawl_url)
+    load_crawl_config(crawl, sets)
+    raise _not_available("export")
+
+
+def _parse_rounds(text: str) -> tuple[int, int]:
+    """``"3..7"`` -> (3, 7); a single ``"4"`` -> (4, 4)."""
+    a, sep, b = text.partition("..")
+    try:
+        lo, hi = int(a), int(b if sep else a)
+    except ValueError:
+        raise ConfigError(f"--rounds {text!r}: expected A..B, e.g. 3..7") from None
+    if lo < 0 or hi < lo:
+        raise ConfigError(f"--rounds {text!r}: expected 0 <= A <= B")
+    return lo, hi
+
+
+@main.command()
+@click.argument("crawl_url", metavar="CRAWL", required=False)
+@_sets
+def demo(crawl_url, sets) -> None:
+    """Crawl a local multi-host test web on loopback and show the result."""
+    raise _not_available("demo")
+
+
+if __name__ == "__main__":
+    main()
