@@ -159,6 +159,7 @@ class _Server(ThreadingHTTPServer):
         self.log = RequestLog()
         self.stopping = threading.Event()
         self.conn_ids = itertools.count(1)
+        self.accepted = 0
         self.open_sockets: set[socket.socket] = set()
         self.sockets_lock = threading.Lock()
         super().__init__(address, _Handler)
@@ -176,7 +177,9 @@ class _Handler(BaseHTTPRequestHandler):
     def setup(self) -> None:
         super().setup()
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.conn_id = next(self.server.conn_ids)
+        with self.server.sockets_lock:
+            self.conn_id = next(self.server.conn_ids)
+            self.server.accepted = self.conn_id
         with self.server.sockets_lock:
             self.server.open_sockets.add(self.connection)
 
@@ -360,6 +363,14 @@ class MultiHostServer:
     def base_url(self, host_name: str) -> str:
         """``http://HOST_NAME:PORT`` for a virtual host (no trailing slash)."""
         return f"http://{host_name}:{self.port}"
+
+    @property
+    def connections(self) -> int:
+        """TCP connections accepted (and handed to a handler) so far."""
+        if self._server is None:
+            return 0
+        with self._server.sockets_lock:
+            return self._server.accepted
 
     @property
     def log(self) -> RequestLog:

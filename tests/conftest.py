@@ -1,0 +1,58 @@
+"""Shared pytest fixtures.
+
+* ``web`` — one loopback :class:`~batchcrawl.webserver.MultiHostServer` for the whole session. Its
+  ``web.app`` is a :class:`~batchcrawl.webserver.RoutingApp`: register content with
+  ``web.app.add(host, path, Response(...))``; unregistered paths fall back to the misbehaving
+  routes of :class:`~batchcrawl.webserver.MisbehavingApp`. Tests share the server, so each test
+  should use its own host names (``host_name`` gives a fresh one).
+* ``test_config`` — :func:`batchcrawl.config.loopback_test_config` with small delays and timeouts:
+  only ``*.test`` resolves (to 127.0.0.1), no DNS is asked, only 127.0.0.0/8 may be contacted.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from batchcrawl.config import Config, loopback_test_config
+from batchcrawl.webserver import MisbehavingApp, MultiHostServer, RoutingApp
+
+#: ../shared/testdata beside the repository (never copied into it).
+TESTDATA = Path(__file__).resolve().parents[1].parent / "shared" / "testdata"
+
+_host_numbers = itertools.count(1)
+
+
+@pytest.fixture(scope="session")
+def web() -> Iterator[MultiHostServer]:
+    """A started MultiHostServer (session-wide) whose ``app`` is a RoutingApp over
+    MisbehavingApp."""
+    server = MultiHostServer(RoutingApp(fallback=MisbehavingApp()))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def host_name(request: pytest.FixtureRequest) -> str:
+    """A host name under ``.test`` no other test uses, e.g. ``t17.test``."""
+    return f"t{next(_host_numbers)}.test"
+
+
+@pytest.fixture
+def test_config() -> Config:
+    """Loopback-only config with test-sized delays and timeouts (seconds)."""
+    return loopback_test_config(
+        politeness={"host_delay_s": 0.05, "ip_delay_s": 0.0, "max_crawl_delay_s": 1.0},
+        fetch={
+            "connect_timeout_s": 2.0,
+            "read_timeout_s": 2.0,
+            "total_timeout_s": 5.0,
+            "max_body_bytes": 1_000_000,
+            "threads": 4,
+        },
+        robots={"retry_after_s": 60.0},
+    )
