@@ -308,12 +308,27 @@ def _send(h: _Handler, resp: Response, send_body: bool) -> None:
 
 @lru_cache(maxsize=1)
 def gzip_bomb(size_bytes: int = GZIP_BOMB_BYTES) -> bytes:
-    """A gzip member of ``size_bytes`` zero bytes (about 1000:1 compressed; built once)."""
-    c = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
-    block = b"\0" * (1024 * 1024)
-    parts = [c.compress(block) for _ in range(size_bytes // len(block))]
-    parts.append(c.flush())
-    return b"".join(parts)
+    """A one-member gzip of ``size_bytes`` zero bytes (about 1000:1; built once, in ~0.1 s).
+
+    Each MiB is deflated once and its (identical) compressed block repeated: after a full flush
+    the compressor state is reset, so the concatenation is one valid deflate stream.
+    """
+    mib = 1024 * 1024
+    c = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+    block = c.compress(b"\0" * mib) + c.flush(zlib.Z_FULL_FLUSH)
+    end = c.flush(zlib.Z_FINISH)
+    blocks, rest = divmod(size_bytes, mib)
+    if rest:  # a fresh compressor may continue the stream after a full flush
+        c_rest = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+        end = c_rest.compress(b"\0" * rest) + c_rest.flush(zlib.Z_FINISH)
+    crc = 0
+    zero_mib = b"\0" * mib
+    for _ in range(blocks):
+        crc = zlib.crc32(zero_mib, crc)
+    crc = zlib.crc32(b"\0" * rest, crc)
+    header = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff"
+    trailer = struct.pack("<II", crc, size_bytes & 0xFFFFFFFF)
+    return header + block * blocks + end + trailer
 
 
 class MultiHostServer:
