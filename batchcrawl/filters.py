@@ -26,6 +26,13 @@ Order built by :meth:`FilterChain.from_config`
    ``seed_scope = "none"`` (then ``default = "reject"`` plus allow lists is a pure allow-list crawl).
 5. The default: ALLOW, or REJECT with reason ``default_reject``.
 
+Where it runs
+-------------
+One chain, built once per process from the config, is applied at ``inject`` (seeds), in the fetch
+worker on every discovered outlink and redirect target (hence the speed budget), and at
+``generate`` (so a changed config takes effect on URLs already in the frontier). Rejected URLs
+keep their row with ``status = 'filtered'`` and the reason.
+
 A filter whose list is empty is not put in the chain at all, so an unused feature costs nothing.
 Host and domain decisions are memoized per host/domain (bounded dicts); regular expressions run only
 when configured. A chain of the default config checks a URL in a few microseconds.
@@ -35,7 +42,9 @@ Hops out of the seed scope
 ``hops_out`` counts consecutive links outside the seed scope (Heritrix's "transitive" hops; Nutch's
 ``db.ignore.external.links`` with a tolerance): :meth:`FilterChain.hops_out` gives 0 for a host (mode
 ``host``) or pay-level domain (mode ``domain``) of a seed, ``parent + 1`` otherwise, and always 0
-with ``seed_scope = "none"``. A seed is in scope by definition (hops 0). The chain trusts the
+with ``seed_scope = "none"``. A seed is in the seed scope by definition (hops 0), but the hard
+limits and deny lists still apply to it (a seed named by a deny rule is stored as filtered). The
+chain trusts the
 ``hops_out`` it is given (stored in the frontier), so ``check`` at generate needs no seed list;
 :meth:`FilterChain.hops_out` does.
 
@@ -44,7 +53,8 @@ Patterns
 Host and domain patterns are an exact name (``example.org``: only that name), ``*.example.org``
 (every name ending in ``.example.org``, at any depth, but not ``example.org`` itself: a wildcard
 stands for at least one label, as in ``network.resolve``, TLS certificates and RFC 4592), or ``*``
-(every name). Patterns are normalized like hosts (lower case, IDN to punycode, no trailing dot).
+(every name). Patterns are normalized like hosts (lower case, IDN to punycode, no trailing dot);
+a wildcard over an IP address (``*.0.0.1``), a port or a path is a :class:`ConfigError`.
 Regular expressions are Python ``re`` patterns searched (``re.search``, anywhere) in the canonical
 URL, as Nutch's ``regex-urlfilter`` does.
 """
@@ -97,6 +107,7 @@ REASONS = (
 )
 
 _MEMO_LIMIT = 1 << 16  # entries of a per-host memo before it is cleared
+_IPV4 = re.compile(r"[0-9]{1,3}(?:\.[0-9]{1,3}){3}")
 
 
 class Decision(enum.Enum):
@@ -315,6 +326,8 @@ def _normalize_pattern(pattern: str, key: str) -> str:
         else:
             name = host_of(canonical)
             bad = canonical != f"http://{name}/"
+            if wildcard and (name.startswith("[") or _IPV4.fullmatch(name)):
+                bad = True  # an address has no subdomains
     if bad:
         raise ConfigError(
             f"{key}: {pattern!r} is not a host pattern; write a name ('example.org'), a wildcard "
