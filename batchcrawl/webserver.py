@@ -462,7 +462,7 @@ ROBOTS_VARIANTS = {
     "robots-404": "404 Not Found",
     "robots-403": "403 Forbidden",
     "robots-redirect": "3 hops of 301 to robots-target, which disallows /private",
-    "robots-cross": "302 to robots-disallow (another host)",
+    "robots-cross": "302 to robots-disallow on the same suffix and port (another host)",
     "robots-loop": "302 to itself forever",
     "robots-slow": "answers after ?delay= or 5 s",
     "robots-reset": "TCP reset",
@@ -490,7 +490,7 @@ class MisbehavingApp:
         size = int(q.get("size", 20_000))
         route = parts.path
         if route == "/robots.txt":
-            return self.robots(host, q)
+            return self.robots(host, q, headers)
         text = _text(size)
         if route == "/page":
             return _html(
@@ -542,7 +542,9 @@ class MisbehavingApp:
             )
         return _html("<h1>not found</h1>", 404)
 
-    def robots(self, host: str, q: Mapping[str, str]) -> Response:
+    def robots(
+        self, host: str, q: Mapping[str, str], headers: Mapping[str, str] | None = None
+    ) -> Response:
         """robots.txt for ``host`` (by its first label, see :data:`ROBOTS_VARIANTS`)."""
         label = host.split(".", 1)[0]
         plain = [("Content-Type", "text/plain")]
@@ -559,7 +561,9 @@ class MisbehavingApp:
             return Response(200, plain, b"User-agent: *\nDisallow: /private\n")
         if label == "robots-cross":
             suffix = host.split(".", 1)[1] if "." in host else "test"
-            return Response(302, [("Location", f"//robots-disallow.{suffix}/robots.txt")])
+            port = (headers or {}).get("Host", "").rpartition(":")[2]
+            authority = f"robots-disallow.{suffix}" + (f":{port}" if port.isdigit() else "")
+            return Response(302, [("Location", f"http://{authority}/robots.txt")])
         if label == "robots-loop":
             return Response(302, [("Location", "/robots.txt")])
         if label == "robots-slow":
