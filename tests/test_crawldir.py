@@ -1,0 +1,253 @@
+"""The crawl directory: commits, conflicts, crash safety under SIGKILL, crawl.duckdb, and gc."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+from crawl_helpers import PAUSE_POINTS, commit_step, fetched_row, frontier_row, put, small_crawl
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from batchcrawl import schemas
+from batchcrawl.crawldir import CrawlDir
+from batchcrawl.errors import CommitConflict, CrawlDirError, SchemaError
+from batchcrawl.gc import gc
+
+HELPER = Path(__file__).resolve().parent / "crawl_helpers.py"
+
+
+def all_files(root: str) -> set[str]:
+    return {os.path.relpath(os.path.join(d, f), root) for d, _, fs in os.walk(root) for f in fs}
+
+
+def assert_generation_complete(crawl: CrawlDir, generation: int | None = None) -> None:
+    """Every file of the generation exists and reads, and the row counts match the manifest."""
+    manifest = crawl.manifest(generation)
+    for table in schemas.TABLES:
+        data = crawl.read_current(table, generation=manifest.generation)
+        assert data.num_rows == manifest.rows(table), table
+        assert data.schema == schemas.schema(table)
+
+
+# -- basics ----------------------------------------------------------------------------------
+def test_create_commit_and_time_travel(tmp_path):
+    crawl = CrawlDir.create(str(tmp_path / "c"), "[crawl]\n", buckets=2)
+    g0 = crawl.manifest()
+    assert (g0.generation, g0.round, g0.buckets) == (0, 0, 2)
+    entry = crawl.write_table(
+        "frontier", "frontier/gen=1/bucket=000.parquet", [frontier_row(i) for i in range(3)]
+    )
+    g1 = crawl.commit(g0, {"frontier": [entry]}, {"step": "inject"})
+    assert crawl.generations() == [0, 1]
+    assert CrawlDir.open(crawl.url).manifest().generation == 1
+    assert crawl.read_current("frontier").num_rows == 3
+    assert crawl.read_current("frontier", generation=0).num_rows == 0
+    assert g1.parent == 0 and g1.files("frontier") == ["frontier/gen=1/bucket=000.parquet"]
+
+
+def test_create_refuses_existing_crawl_and_open_refuses_non_crawl(tmp_path):
+    CrawlDir.create(str(tmp_path / "c"), "", buckets=1)
+    with pytest.raises(CrawlDirError, match="already exists"):
+        CrawlDir.create(str(tmp_path / "c"), "", buckets=1)
+    with pytest.raises(CrawlDirError, match="not a crawl directory.*batchcrawl init"):
+        CrawlDir.open(str(tmp_path / "nothing"))
+
+
+def test_second_commit_on_same_parent_conflicts(tmp_path):
+    crawl = CrawlDir.create(str(tmp_path / "c"), "", buckets=1)
+    parent = crawl.manifest()
+    crawl.commit(parent, {}, {"step": "a"})
+    with pytest.raises(CommitConflict, match="generation 1"):
+        crawl.commit(parent, {}, {"step": "b"})
+    assert crawl.manifest().summary["step"] == "a"
+
+
+def test_write_table_validates_schema(tmp_path):
+    crawl = CrawlDir.create(str(tmp_path / "c"), "", buckets=1)
+    with pytest.raises(SchemaError, match="frontier.*url"):
+        crawl.write_table("frontier", "frontier/x.parquet", [{"url_key": 1}])
+
+
+def test_commit_refreshes_crawl_duckdb_usable_on_its_own(tmp_path):
+    crawl = small_crawl(tmp_path / "c")
+    db = crawl.path("crawl.duckdb")
+    # a fresh interpreter that does not import batchcrawl
+    code = (
+        "import duckdb, sys; con = duckdb.connect(sys.argv[1], read_only=True);"
+        "print(con.sql('SELECT count(*) FROM frontier').fetchall()[0][0],"
+        " con.sql('SELECT count(*) FROM fetched').fetchall()[0][0],"
+        " con.sql('SELECT count(*) FROM links').fetchall()[0][0])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, db], capture_output=True, text=True, check=True, cwd=tmp_path
+    )
+    assert out.stdout.split() == ["6", "5", "0"]
+    parent = crawl.manifest()
+    crawl.commit(parent, {"fetched": []}, {"step": "x"})
+    con = duckdb.connect(db, read_only=True)
+    assert con.sql("SELECT count(*) FROM fetched").fetchall() == [(0,)]
+    con.close()
+    assert not [f for f in all_files(crawl.root) if ".tmp-" in f]
+
+
+# -- crash safety ----------------------------------------------------------------------------
+@pytest.mark.parametrize("point", PAUSE_POINTS)
+def test_sigkill_during_commit_leaves_previous_generation_whole(tmp_path, point):
+    path = str(tmp_path / "c")
+    crawl = CrawlDir.create(path, "", buckets=1)
+    parent = crawl.manifest()
+    for _ in range(2):
+        parent = commit_step(crawl, parent, n=3 + parent.generation)
+    before = parent.generation
+    proc = subprocess.Popen(
+        [sys.executable, str(HELPER), path, "1", point],
+        stdout=subprocess.PIPE,
+        stdin=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout.readline().strip() == f"PAUSED {point}"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        proc.stdout.close()
+        proc.stdin.close()
+    assert proc.returncode == -signal.SIGKILL
+
+    crawl = CrawlDir.open(path)
+    published = point in ("linked", "duckdb")
+    assert crawl.manifest().generation == before + (1 if published else 0)
+    for gen in crawl.generations():
+        assert_generation_complete(crawl, gen)
+    con = duckdb.connect(crawl.path("crawl.duckdb"), read_only=True)  # old or new, never torn
+    assert con.sql("SELECT count(*) FROM frontier").fetchall()[0][0] in (
+        crawl.manifest(before).rows("frontier"),
+        crawl.manifest().rows("frontier"),
+    )
+    con.close()
+
+    # the next run succeeds, and gc clears what the killed one left
+    parent = crawl.manifest()
+    for _ in range(2):
+        parent = commit_step(crawl, parent, n=3 + parent.generation)
+    assert crawl.generations()[-1] == before + (3 if published else 2)
+    assert_generation_complete(crawl)
+    gc(crawl, keep=1, tmp_min_age_s=0)
+    left = all_files(crawl.root)
+    assert not [f for f in left if ".tmp-" in f]
+    assert_generation_complete(crawl)
+
+
+def test_helper_runs_clean_commits(tmp_path):
+    """Control for the crash test: the same helper without a pause point commits and exits 0."""
+    path = str(tmp_path / "c")
+    out = subprocess.run(
+        [sys.executable, str(HELPER), path, "3"], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "DONE 3"
+    assert_generation_complete(CrawlDir.open(path))
+
+
+# -- gc --------------------------------------------------------------------------------------
+def test_gc_keeps_referenced_files_of_older_generations(tmp_path):
+    crawl = small_crawl(tmp_path / "c", buckets=2)
+    g1 = crawl.manifest()
+    # generation 2 rewrites bucket 0 only; bucket 1 (written at gen 1) stays referenced
+    new0 = crawl.write_table("frontier", "frontier/gen=2/bucket=000.parquet", [frontier_row(0)])
+    g2 = crawl.commit(g1, {"frontier": [new0, g1.tables["frontier"][1]]}, {"step": "round"})
+    # an orphan of a round that died, and an old temp leftover
+    crawl.write_table("fetched", "fetched/round=9/shard=00.parquet", [fetched_row(1)])
+    put(crawl, "warc/round=9/shard=00-00000.warc.gz", b"orphan")
+    put(crawl, "frontier/gen=3/bucket=000.parquet.tmp-abc", b"partial")
+
+    result = gc(crawl, keep=1, tmp_min_age_s=0)
+    files = all_files(crawl.root)
+    assert "frontier/gen=1/bucket=001.parquet" in files  # still referenced by gen 2
+    assert "frontier/gen=1/bucket=000.parquet" not in files  # only gen 1 used it
+    assert "warc/round=1/shard=00-00000.warc.gz" in files  # named by gen 2's fetched rows
+    assert "fetched/round=9/shard=00.parquet" not in files
+    assert "warc/round=9/shard=00-00000.warc.gz" not in files
+    assert "frontier/gen=3/bucket=000.parquet.tmp-abc" not in files
+    assert "_commits/000001.json" not in files and "_commits/000002.json" in files
+    assert result["kept_generations"] == [g2.generation]
+    assert result["deleted_manifests"] == 2 and result["deleted_files"] == 4
+    assert_generation_complete(crawl)
+
+
+def test_gc_spares_young_temp_files_and_dry_run_deletes_nothing(tmp_path):
+    crawl = small_crawl(tmp_path / "c")
+    put(crawl, "frontier/gen=5/bucket=000.parquet.tmp-young", b"being written")
+    before = all_files(crawl.root)
+    dry = gc(crawl, keep=1, dry_run=True, tmp_min_age_s=0)
+    assert all_files(crawl.root) == before and dry["deleted_files"] == 1
+    gc(crawl, keep=1, tmp_min_age_s=3600)
+    assert "frontier/gen=5/bucket=000.parquet.tmp-young" in all_files(crawl.root)
+
+
+def test_gc_refuses_keep_zero(tmp_path):
+    crawl = small_crawl(tmp_path / "c")
+    with pytest.raises(ValueError, match="at least 1"):
+        gc(crawl, keep=0)
+
+
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    steps=st.lists(st.tuples(st.booleans(), st.booleans(), st.booleans()), min_size=1, max_size=6),
+    keep=st.integers(1, 4),
+)
+def test_gc_invariant_kept_generations_whole_and_nothing_unreferenced(
+    tmp_path_factory, steps, keep
+):
+    """For any history of commits (each rewriting bucket 0 and/or bucket 1 and/or adding a fetched
+    file with a WARC, or leaving an orphan), after gc every kept generation reads completely and
+    every remaining data file is referenced by a kept generation."""
+    crawl = CrawlDir.create(str(tmp_path_factory.mktemp("g") / "c"), "", buckets=2)
+    parent = crawl.manifest()
+    buckets = [
+        crawl.write_table("frontier", f"frontier/gen=0/bucket={b:03d}.parquet", [frontier_row(b)])
+        for b in range(2)
+    ]
+    for g, (rewrite0, rewrite1, fetch) in enumerate(steps, start=1):
+        for b, rewrite in enumerate((rewrite0, rewrite1)):
+            if rewrite:
+                buckets[b] = crawl.write_table(
+                    "frontier", f"frontier/gen={g}/bucket={b:03d}.parquet", [frontier_row(b)]
+                )
+        tables = {"frontier": list(buckets)}
+        if fetch:
+            warc = f"warc/round={g}/shard=00-00000.warc.gz"
+            put(crawl, warc, b"W")
+            new = crawl.write_table(
+                "fetched", f"fetched/round={g}/shard=00.parquet", [fetched_row(g, warc=warc)]
+            )
+            tables["fetched"] = [*parent.tables["fetched"], new]
+        else:  # an orphan: written, never committed
+            crawl.write_table("links", f"links/round={g}/shard=00.parquet", [])
+        parent = crawl.commit(parent, tables, {"step": "round"})
+    gc(crawl, keep=keep, tmp_min_age_s=0)
+    kept = crawl.generations()
+    assert kept == list(range(len(steps) + 1))[-keep:]
+    referenced = set()
+    for gen in kept:
+        assert_generation_complete(crawl, gen)
+        m = crawl.manifest(gen)
+        for table in schemas.TABLES:
+            referenced.update(m.files(table))
+        for rel in m.files("fetched"):
+            referenced.update(
+                crawl.read_table("fetched", [rel]).column("warc_filename").to_pylist()
+            )
+    data = {
+        f
+        for f in all_files(crawl.root)
+        if f.split("/")[0] in ("frontier", "hosts", "fetchlists", "fetched", "links", "warc")
+    }
+    assert data == referenced
