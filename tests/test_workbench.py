@@ -1,0 +1,768 @@
+"""Tests of the BUbiNG workbench (batchcrawl.workbench) on a fake clock.
+
+The core is a hypothesis state machine that drives a workbench with random adds, clock advances,
+acquires, pops, requeues, crawl-delay changes, releases, host removals, drains, prunes and
+snapshot/restore round trips, and checks every step against an independent model
+(:class:`PolitenessModel`): host delay and IP delay between fetches, one fetch per host and per IP at
+a time, per-host FIFO order, no item lost or duplicated, and no starvation (if something is ready,
+``acquire`` returns it). Control tests run the same checker against deliberately broken workbenches
+and require it to fail.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import deque
+
+import pytest
+from hypothesis import Phase, given, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+import batchcrawl.workbench as workbench_mod
+from batchcrawl.config import PolitenessSection
+from batchcrawl.errors import BatchcrawlError
+from batchcrawl.workbench import HostState, Workbench, WorkbenchError
+
+# The checker keeps its own reference: control tests replace the module's function, not this one.
+reference_delay = workbench_mod.host_delay
+host_delay = workbench_mod.host_delay
+
+
+class FakeClock:
+    """A clock the test moves by hand."""
+
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+# ----------------------------------------------------------------------------- host_delay
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "expected"),
+    [
+        ({"host_delay_s": 2.0}, 2.0),
+        ({"host_delay_s": 2.0, "crawl_delay_s": 10.0}, 10.0),  # Crawl-delay raises the delay
+        ({"host_delay_s": 2.0, "crawl_delay_s": 100.0, "max_crawl_delay_s": 30.0}, 30.0),  # capped
+        ({"host_delay_s": 2.0, "crawl_delay_s": 0.5}, 2.0),  # never below our floor
+        (
+            {"host_delay_s": 2.0, "crawl_delay_s": 60.0, "max_crawl_delay_s": 1.0},
+            2.0,
+        ),  # cap < floor
+        ({"host_delay_s": 1.0, "adaptive_delay_factor": 3.0, "last_download_s": 2.0}, 6.0),
+        ({"host_delay_s": 1.0, "adaptive_delay_factor": 0.0, "last_download_s": 50.0}, 1.0),
+        ({"host_delay_s": 1.0, "adaptive_delay_factor": 2.0, "last_download_s": None}, 1.0),
+        (
+            {
+                "host_delay_s": 1.0,
+                "crawl_delay_s": 4.0,
+                "adaptive_delay_factor": 1.0,
+                "last_download_s": 3.0,
+            },
+            4.0,
+        ),
+    ],
+)
+def test_host_delay_bounds(kwargs, expected):
+    assert host_delay(**kwargs) == expected
+
+
+@given(
+    floor=st.floats(0, 100),
+    crawl=st.none() | st.floats(0, 1000),
+    cap=st.floats(0, 100),
+    factor=st.floats(0, 10),
+    last=st.none() | st.floats(0, 100),
+)
+def test_host_delay_properties(floor, crawl, cap, factor, last):
+    d = host_delay(
+        host_delay_s=floor,
+        crawl_delay_s=crawl,
+        max_crawl_delay_s=cap,
+        adaptive_delay_factor=factor,
+        last_download_s=last,
+    )
+    assert d >= floor
+    assert d <= max(floor, cap, factor * (last or 0.0))
+    if crawl is not None:
+        assert d >= min(crawl, cap)
+        # a larger Crawl-delay never lowers the delay
+        bigger = host_delay(
+            host_delay_s=floor,
+            crawl_delay_s=crawl + 1.0,
+            max_crawl_delay_s=cap,
+            adaptive_delay_factor=factor,
+            last_download_s=last,
+        )
+        assert bigger >= d
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"host_delay_s": -1.0},
+        {"host_delay_s": float("nan")},
+        {"host_delay_s": 1.0, "crawl_delay_s": -5.0},
+        {"host_delay_s": 1.0, "last_download_s": -0.1},
+        {"host_delay_s": 1.0, "adaptive_delay_factor": -1.0},
+    ],
+)
+def test_host_delay_rejects_bad_input(kwargs):
+    with pytest.raises(WorkbenchError) as err:
+        host_delay(**kwargs)
+    assert isinstance(err.value, ValueError) and isinstance(err.value, BatchcrawlError)
+
+
+# ----------------------------------------------------------------------------- the model
+
+
+class PolitenessModel:
+    """What a correct workbench does, kept independently of its heaps.
+
+    Every ``check_*`` method raises AssertionError on a violation.
+    """
+
+    def __init__(self, *, host_delay_s, ip_delay_s, max_crawl_delay_s, adaptive_delay_factor):
+        self.host_delay_s = host_delay_s
+        self.ip_delay_s = ip_delay_s
+        self.max_crawl_delay_s = max_crawl_delay_s
+        self.adaptive_delay_factor = adaptive_delay_factor
+        self.items: dict[str, deque] = {}  # host -> expected FIFO
+        self.ip_of: dict[str, str] = {}
+        self.not_before: dict[str, float] = {}  # from add(next_allowed=...) / creation time
+        self.last_release: dict[str, tuple[float, float]] = {}  # host -> (end time, its delay)
+        self.ip_release: dict[str, float] = {}  # ip -> end time of its last fetch
+        self.crawl_delay: dict[str, float | None] = {}
+        self.last_download: dict[str, float | None] = {}
+        self.held: set[str] = set()
+        self.held_ips: set[str] = set()
+
+    # -- bookkeeping
+    def add(self, host, ip, items, next_allowed, now):
+        if host not in self.items:
+            self.items[host] = deque()
+            self.ip_of[host] = ip
+            self.not_before[host] = now if next_allowed is None else next_allowed
+            self.crawl_delay[host] = None
+            self.last_download[host] = None
+        elif next_allowed is not None:
+            self.not_before[host] = max(self.not_before[host], next_allowed)
+        self.items[host].extend(items)
+
+    def host_ready_at(self, host) -> float:
+        t = self.not_before[host]
+        if host in self.last_release:
+            end, delay = self.last_release[host]
+            t = max(t, end + delay)
+        return t
+
+    def ip_ready_at(self, ip) -> float:
+        return self.ip_release[ip] + self.ip_delay_s if ip in self.ip_release else -math.inf
+
+    def candidates(self):
+        """Hosts with items whose host and IP are not held: (host, time it becomes ready)."""
+        for host, q in self.items.items():
+            ip = self.ip_of[host]
+            if q and host not in self.held and ip not in self.held_ips:
+                yield host, max(self.host_ready_at(host), self.ip_ready_at(ip))
+
+    def ready_hosts(self, now):
+        return {h for h, t in self.candidates() if t <= now}
+
+    def wait(self, now) -> float:
+        times = [t for _, t in self.candidates()]
+        return max(0.0, min(times) - now) if times else math.inf
+
+    def total(self) -> int:
+        return sum(len(q) for q in self.items.values())
+
+    # -- checks
+    def check_acquire(self, result, now):
+        vs, wait = result
+        if vs is None:
+            ready = self.ready_hosts(now)
+            assert not ready, f"acquire() returned None (wait {wait}) while {ready} are ready"
+            expected = self.wait(now)
+            assert wait > 0, f"acquire() returned None with wait {wait}"
+            assert wait == expected or math.isclose(wait, expected, rel_tol=1e-9), (
+                f"acquire() said wait {wait}, the next host is ready in {expected}"
+            )
+            return
+        host = vs.host
+        ip = self.ip_of[host]
+        assert wait == 0.0
+        assert vs.ip == ip, f"{host} moved from {ip} to {vs.ip}"
+        assert host not in self.held, f"{host} handed out while already held"
+        assert ip not in self.held_ips, f"IP {ip} handed out while one of its hosts is held"
+        assert self.items[host], f"{host} handed out with no items"
+        assert now >= self.not_before[host], (
+            f"{host} fetched at {now} before its restored next-allowed time {self.not_before[host]}"
+        )
+        if host in self.last_release:
+            end, delay = self.last_release[host]
+            assert now >= end + delay, (
+                f"{host} fetched {now - end:.3f}s after its previous fetch ended; delay is {delay}"
+            )
+        if ip in self.ip_release:
+            assert now >= self.ip_release[ip] + self.ip_delay_s, (
+                f"IP {ip} fetched {now - self.ip_release[ip]:.3f}s after its previous fetch "
+                f"ended; IP delay is {self.ip_delay_s}"
+            )
+        self.held.add(host)
+        self.held_ips.add(ip)
+
+    def check_pop(self, host, item):
+        expected = self.items[host].popleft()
+        assert item == expected, f"{host}: popped {item!r}, FIFO order says {expected!r}"
+
+    def push_front(self, host, item):
+        self.items[host].appendleft(item)
+
+    def release(self, host, download_s, now):
+        self.held.discard(host)
+        self.held_ips.discard(self.ip_of[host])
+        if download_s is None:
+            return
+        self.last_download[host] = download_s
+        delay = reference_delay(
+            host_delay_s=self.host_delay_s,
+            crawl_delay_s=self.crawl_delay[host],
+            max_crawl_delay_s=self.max_crawl_delay_s,
+            adaptive_delay_factor=self.adaptive_delay_factor,
+            last_download_s=download_s,
+        )
+        self.last_release[host] = (now, delay)
+        self.ip_release[self.ip_of[host]] = now
+
+    def forget_idle(self, now) -> int:
+        gone = [
+            h
+            for h, q in self.items.items()
+            if not q and h not in self.held and self.host_ready_at(h) <= now
+        ]
+        for h in gone:
+            for d in (self.items, self.ip_of, self.not_before, self.last_release):
+                d.pop(h, None)
+            self.crawl_delay.pop(h)
+            self.last_download.pop(h)
+        return len(gone)
+
+
+# ----------------------------------------------------------------------------- state machine
+
+HOSTS = [f"h{i}.test" for i in range(7)]
+IPS = ["10.0.0.1", "10.0.0.2", "10.0.0.3"]
+CONFIG = {
+    "host_delay_s": 2.0,
+    "ip_delay_s": 1.0,
+    "max_crawl_delay_s": 5.0,
+    "adaptive_delay_factor": 1.5,
+}
+seconds = st.sampled_from([0.0, 0.5, 1.0, 2.0, 3.0]) | st.floats(0, 8, allow_nan=False)
+
+
+class WorkbenchMachine(RuleBasedStateMachine):
+    """Random operation sequences against a workbench, each step checked by the model."""
+
+    workbench_config = CONFIG  # what the workbench is built with
+    model_config = CONFIG  # what the checker expects
+
+    def __init__(self):
+        super().__init__()
+        self.clock = FakeClock()
+        self.wb = self.make_workbench()
+        self.model = PolitenessModel(**self.model_config)
+        self.held: list = []  # acquired visit states
+        self.popped: dict[str, list] = {}  # host -> items popped while held (for requeue)
+        self.next_item = 0
+
+    def make_workbench(self):
+        return Workbench(self.clock, **self.workbench_config)
+
+    @rule(
+        host=st.sampled_from(HOSTS),
+        ip=st.sampled_from(IPS),
+        n=st.integers(0, 4),
+        restored=st.none() | st.floats(-3, 8, allow_nan=False),
+    )
+    def add(self, host, ip, n, restored):
+        items = [(host, self.next_item + i) for i in range(n)]
+        self.next_item += n
+        next_allowed = None if restored is None else self.clock.now + restored
+        self.wb.add(host, ip, items, next_allowed=next_allowed)
+        self.model.add(host, ip, items, next_allowed, self.clock.now)
+
+    @rule(dt=seconds)
+    def advance(self, dt):
+        self.clock.now += dt
+
+    @rule()
+    def advance_to_next_ready(self):
+        wait = self.model.wait(self.clock.now)
+        if math.isfinite(wait):
+            self.clock.now += wait
+
+    @rule()
+    def acquire(self):
+        result = self.wb.acquire()
+        self.model.check_acquire(result, self.clock.now)
+        if result[0] is not None:
+            self.held.append(result[0])
+            self.popped[result[0].host] = []
+
+    @precondition(lambda self: self.held)
+    @rule(data=st.data(), k=st.integers(1, 3))
+    def pop(self, data, k):
+        vs = data.draw(st.sampled_from(self.held))
+        for _ in range(k):
+            if not vs.queue:
+                with pytest.raises(IndexError):
+                    vs.pop()
+                break
+            item = vs.pop()
+            self.model.check_pop(vs.host, item)
+            self.popped[vs.host].append(item)
+
+    @precondition(lambda self: any(self.popped.get(vs.host) for vs in self.held))
+    @rule(data=st.data())
+    def requeue(self, data):
+        vs = data.draw(st.sampled_from([vs for vs in self.held if self.popped[vs.host]]))
+        item = self.popped[vs.host].pop()
+        vs.push_front(item)
+        self.model.push_front(vs.host, item)
+
+    @precondition(lambda self: self.held)
+    @rule(data=st.data(), delay=st.none() | st.floats(0, 8, allow_nan=False))
+    def set_crawl_delay(self, data, delay):
+        vs = data.draw(st.sampled_from(self.held))
+        vs.set_crawl_delay(delay)
+        self.model.crawl_delay[vs.host] = delay
+
+    @precondition(lambda self: self.held)
+    @rule(data=st.data(), download=st.none() | seconds)
+    def release(self, data, download):
+        vs = data.draw(st.sampled_from(self.held))
+        self.held.remove(vs)
+        self.wb.release(vs, download)
+        self.model.release(vs.host, download, self.clock.now)
+
+    @rule(host=st.sampled_from(HOSTS))
+    def remove_host(self, host):
+        dropped = self.wb.remove_host(host)
+        expected = list(self.model.items.get(host, ()))
+        assert dropped == expected
+        if host in self.model.items:
+            self.model.items[host].clear()
+
+    @precondition(lambda self: self.model.total() > 12)
+    @rule()
+    def drain(self):
+        drained = dict(self.wb.drain())
+        expected = {h: list(q) for h, q in self.model.items.items() if q}
+        assert drained == expected
+        for q in self.model.items.values():
+            q.clear()
+
+    @rule()
+    def prune_idle(self):
+        forgot, expected = self.wb.prune_idle(), self.model.forget_idle(self.clock.now)
+        assert forgot == expected, f"prune_idle forgot {forgot} hosts, the delays say {expected}"
+
+    @precondition(lambda self: not self.held)
+    @rule()
+    def snapshot_restore(self):
+        """Round end and restart: persist, convert to wall time and back, reload."""
+        states = self.wb.snapshot()
+        assert {s.host: list(s.items) for s in states} == {
+            h: list(q) for h, q in self.model.items.items()
+        }
+        wall_offset = 1.7e9 - self.clock.now
+        stored = [s.shifted(wall_offset) for s in states]
+        restored = [s.shifted(-wall_offset) for s in stored]
+        for s in restored:  # the conversion may round by an ulp of the wall time, no more
+            expected = self.model.host_ready_at(s.host)
+            assert abs(s.next_allowed - expected) <= 1e-6, (
+                f"snapshot: {s.host} next-allowed {s.next_allowed}, the delays say {expected}"
+            )
+        fresh = self.make_workbench()
+        fresh.restore(restored)
+        self.wb = fresh
+        # The restored times replace the history; IP next-allowed times are not persisted
+        # (documented), host times are.
+        for s in restored:
+            self.model.not_before[s.host] = s.next_allowed
+            self.model.last_release.pop(s.host, None)
+        self.model.ip_release.clear()
+
+    @invariant()
+    def counts_agree(self):
+        assert len(self.wb) == self.model.total(), "items lost or duplicated"
+        assert self.wb.host_count == len(self.model.items)
+        ready_ips = {self.model.ip_of[h] for h in self.model.ready_hosts(self.clock.now)}
+        assert self.wb.ready_count == len(ready_ips), (
+            f"ready_count is {self.wb.ready_count}, but the delays say IPs {ready_ips} are ready"
+        )
+
+
+WorkbenchMachine.TestCase.settings = settings(
+    max_examples=150, stateful_step_count=40, deadline=None
+)
+TestWorkbenchStateful = WorkbenchMachine.TestCase
+
+
+# ----------------------------------------------------------------------------- control tests
+
+# Any of the checker's politeness or starvation messages: a broken workbench may show first in its
+# wait, its ready count or its snapshot rather than in a fetch.
+CHECKER_MESSAGES = (
+    "after its previous fetch ended|IP delay|the delays say|the next host is ready in|are ready"
+)
+CONTROL_SETTINGS = settings(
+    max_examples=500, stateful_step_count=40, deadline=None, phases=[Phase.generate], database=None
+)
+
+
+def test_control_checker_catches_zero_host_delay(monkeypatch):
+    """A workbench whose release sets no host delay must be caught by the same checker."""
+    monkeypatch.setattr(workbench_mod, "host_delay", lambda **kwargs: 0.0)
+    with pytest.raises(AssertionError, match=CHECKER_MESSAGES):
+        run_state_machine_as_test(WorkbenchMachine, settings=CONTROL_SETTINGS)
+
+
+def test_control_checker_catches_missing_ip_delay():
+    """A workbench built without the IP delay the crawl asked for must be caught."""
+
+    class NoIPDelay(WorkbenchMachine):
+        workbench_config = {**CONFIG, "ip_delay_s": 0.0}
+
+    with pytest.raises(AssertionError, match=CHECKER_MESSAGES):
+        run_state_machine_as_test(NoIPDelay, settings=CONTROL_SETTINGS)
+
+
+def test_control_checker_catches_starvation():
+    """A workbench that sometimes answers 'nothing ready' while something is must be caught."""
+
+    class Starving(Workbench):
+        calls = 0  # per instance once incremented: each example starts afresh
+
+        def acquire(self):
+            self.calls += 1
+            vs, wait = super().acquire()
+            if vs is not None and self.calls % 3 == 0:
+                self.release(vs, None)
+                return None, 1.0
+            return vs, wait
+
+    class StarvingMachine(WorkbenchMachine):
+        def make_workbench(self):
+            return Starving(self.clock, **self.workbench_config)
+
+    with pytest.raises(AssertionError, match=CHECKER_MESSAGES):
+        run_state_machine_as_test(StarvingMachine, settings=CONTROL_SETTINGS)
+
+
+def test_control_checker_catches_broken_exclusivity():
+    """Handing out a second host of a held IP (no IP exclusivity) is caught deterministically."""
+    clock = FakeClock()
+    wb = Workbench(clock, **CONFIG)
+    model = PolitenessModel(**CONFIG)
+    for host in ("a.test", "b.test"):
+        wb.add(host, "10.0.0.9", [(host, 0)])
+        model.add(host, "10.0.0.9", [(host, 0)], None, clock.now)
+    first, _ = wb.acquire()
+    model.check_acquire((first, 0.0), clock.now)
+    other = wb._hosts["b.test"]  # what a broken workbench would hand out now
+    with pytest.raises(AssertionError, match="handed out while one of its hosts is held"):
+        model.check_acquire((other, 0.0), clock.now)
+    assert wb.acquire() == (None, math.inf)  # the real one does not
+
+
+# ----------------------------------------------------------------------------- unit tests
+
+
+def make(clock=None, **kw):
+    return Workbench(clock or FakeClock(), **{**CONFIG, **kw})
+
+
+def test_order_by_next_allowed_then_first_in():
+    clock = FakeClock(0.0)
+    wb = make(clock, ip_delay_s=0.0)
+    wb.add("late.test", "10.0.0.1", ["l"], next_allowed=5.0)
+    wb.add("a.test", "10.0.0.2", ["a"])
+    wb.add("b.test", "10.0.0.3", ["b"])
+    got = []
+    while True:
+        vs, wait = wb.acquire()
+        if vs is None:
+            if math.isinf(wait):
+                break
+            clock.now += wait
+            continue
+        got.append(vs.pop())
+        wb.release(vs, 0.0)
+    assert got == ["a", "b", "l"]
+
+
+def test_delay_counts_from_release_and_uses_crawl_delay():
+    clock = FakeClock(0.0)
+    wb = make(clock)
+    wb.add("a.test", "10.0.0.1", [1, 2, 3])
+    vs, _ = wb.acquire()
+    vs.pop()
+    vs.set_crawl_delay(4.0)
+    clock.now = 10.0  # a long fetch: the delay counts from here, not from the acquire
+    wb.release(vs, download_s=1.0)
+    assert vs.next_allowed == 14.0 and vs.delay_s == 4.0
+    assert wb.acquire() == (None, 4.0)
+    clock.now = 14.0
+    vs, wait = wb.acquire()
+    assert vs is not None and wait == 0.0
+    vs.set_crawl_delay(100.0)  # capped at max_crawl_delay_s
+    wb.release(vs, download_s=0.0)
+    assert vs.next_allowed == 14.0 + CONFIG["max_crawl_delay_s"]
+
+
+def test_adaptive_delay_from_download_time():
+    clock = FakeClock(0.0)
+    wb = make(clock)
+    wb.add("slow.test", "10.0.0.1", [1, 2])
+    vs, _ = wb.acquire()
+    vs.pop()
+    wb.release(vs, download_s=4.0)
+    assert vs.next_allowed == CONFIG["adaptive_delay_factor"] * 4.0
+
+
+def test_release_without_request_keeps_times():
+    clock = FakeClock(0.0)
+    wb = make(clock)
+    wb.add("a.test", "10.0.0.1", [1, 2])
+    wb.add("b.test", "10.0.0.1", [3])
+    vs, _ = wb.acquire()
+    wb.release(vs, None)
+    vs2, _ = wb.acquire()
+    assert vs2 is not None  # the IP is free again at once
+    wb.release(vs2, None)
+
+
+def test_one_ip_one_fetch_and_release_rules():
+    wb = make()
+    wb.add("a.test", "10.0.0.1", [1])
+    wb.add("b.test", "10.0.0.1", [2])
+    vs, _ = wb.acquire()
+    assert wb.acquire() == (None, math.inf)  # b's IP is held
+    assert wb.ready_count == 0
+    wb.release(vs, 0.1)
+    with pytest.raises(WorkbenchError, match="not held"):
+        wb.release(vs, 0.1)
+    other = make()
+    other.add("a.test", "10.0.0.1", [1])
+    vs_other, _ = other.acquire()
+    with pytest.raises(WorkbenchError, match="not held"):
+        wb.release(vs_other, 0.1)
+    with pytest.raises(WorkbenchError):
+        wb.release(vs_other, -1.0)
+
+
+def test_queue_changes_only_while_held():
+    wb = make()
+    wb.add("a.test", "10.0.0.1", [1, 2])
+    vs, _ = wb.acquire()
+    wb.release(vs, 0.0)
+    with pytest.raises(WorkbenchError, match="acquired"):
+        vs.pop()
+    with pytest.raises(WorkbenchError, match="acquired"):
+        vs.push_front(0)
+    with pytest.raises(WorkbenchError):
+        vs.set_crawl_delay(-1.0)
+
+
+def test_add_needs_ip_for_new_host_and_hosts_keep_their_ip():
+    wb = make()
+    with pytest.raises(WorkbenchError, match="IP address") as err:
+        wb.add("new.test", None, [1])
+    assert isinstance(err.value, ValueError)
+    wb.add("a.test", "10.0.0.1", [1])
+    wb.add("a.test", "10.0.0.2", [2])
+    assert [s.ip for s in wb.snapshot()] == ["10.0.0.1"]
+    wb.add("a.test", None, [3])
+    assert len(wb) == 3 and wb.host_count == 1
+
+
+def test_next_allowed_for_known_host_only_moves_later():
+    clock = FakeClock(0.0)
+    wb = make(clock)
+    wb.add("a.test", "10.0.0.1", [1], next_allowed=5.0)
+    wb.add("a.test", "10.0.0.1", [2], next_allowed=3.0)
+    assert wb.acquire() == (None, 5.0)
+    wb.add("a.test", "10.0.0.1", [], next_allowed=8.0)  # re-keys a queued visit state
+    assert wb.acquire() == (None, 8.0)
+
+
+def test_remove_host_drops_items_keeps_politeness():
+    clock = FakeClock(0.0)
+    wb = make(clock)
+    wb.add("a.test", "10.0.0.1", [1, 2, 3])
+    wb.add("b.test", "10.0.0.2", [4])
+    vs, _ = wb.acquire()
+    assert vs.host == "a.test"
+    vs.pop()
+    assert wb.remove_host("a.test") == [2, 3]  # held: its thread keeps it
+    wb.release(vs, 0.0)
+    assert wb.remove_host("b.test") == [4]  # queued
+    assert wb.remove_host("unknown.test") == []
+    assert len(wb) == 0 and wb.host_count == 2
+    wb.add("a.test", None, [5])
+    assert wb.acquire() == (None, CONFIG["host_delay_s"])
+
+
+def test_drain_and_prune_idle():
+    clock = FakeClock(0.0)
+    wb = make(clock)
+    wb.add("a.test", "10.0.0.1", [1, 2])
+    wb.add("b.test", "10.0.0.2", [3])
+    wb.add("c.test", "10.0.0.3", [])
+    vs, _ = wb.acquire()
+    vs.pop()
+    wb.release(vs, 0.0)
+    assert wb.drain() == [("a.test", [2]), ("b.test", [3])]
+    assert len(wb) == 0 and wb.acquire() == (None, math.inf)
+    assert wb.prune_idle() == 2  # b and c; a waits until t=2
+    clock.now = 2.0
+    assert wb.prune_idle() == 1
+    assert wb.host_count == 0 and wb._ips == {}
+
+
+def test_snapshot_restore_round_trip_with_wall_clock():
+    clock = FakeClock(100.0)
+    wb = make(clock)
+    wb.add("a.test", "10.0.0.1", ["a1", "a2", "a3"])
+    wb.add("b.test", "10.0.0.2", ["b1"], next_allowed=150.0)
+    vs, _ = wb.acquire()
+    vs.pop()
+    vs.set_crawl_delay(3.0)
+    wb.release(vs, 0.5)
+    states = wb.snapshot()
+    assert states[0] == HostState("a.test", "10.0.0.1", 103.0, 3.0, 0.5, 3.0, ("a2", "a3"))
+    wall = [s.shifted(1.7e9 - 100.0) for s in states]  # what goes into the hosts table
+    later = FakeClock(5.0)  # a new process: another monotonic origin
+    wb2 = make(later)
+    wb2.restore([s.shifted(5.0 - (1.7e9 + 1.0)) for s in wall])  # read back one second later
+    # 3 s of delay were left at save time, 1 s passed: 2 s left on the new clock
+    assert wb2.snapshot()[0].next_allowed == pytest.approx(7.0)
+    assert [(s.host, s.items, s.crawl_delay_s) for s in wb2.snapshot()] == [
+        ("a.test", ("a2", "a3"), 3.0),
+        ("b.test", ("b1",), None),
+    ]
+    assert wb2.acquire() == (None, pytest.approx(2.0))
+
+
+def test_from_config():
+    wb = Workbench.from_config(PolitenessSection(host_delay_s=3.0, ip_delay_s=0.5))
+    assert (wb.host_delay_s, wb.ip_delay_s, wb.adaptive_delay_factor) == (3.0, 0.5, 1.0)
+    with pytest.raises(WorkbenchError, match="ip_delay_s"):
+        Workbench(ip_delay_s=-1.0)
+
+
+def test_acquire_wait_timeout_stop_and_wake_on_add():
+    wb = make(FakeClock(0.0))
+    assert wb.acquire_wait(0.0) is None
+    stop = threading.Event()
+    stop.set()
+    wb.add("a.test", "10.0.0.1", [1])
+    assert wb.acquire_wait(10.0, stop) is None  # stopped before looking
+    wb.remove_host("a.test")
+
+    got = []
+    t = threading.Thread(target=lambda: got.append(wb.acquire_wait(30.0)))
+    t.start()
+    wb.add("b.test", "10.0.0.2", [2])  # wakes the waiter (or is found at once)
+    t.join(30.0)
+    assert not t.is_alive() and got and got[0].host == "b.test"
+
+
+# ----------------------------------------------------------------------------- threads
+
+
+class TickingClock:
+    """A thread-safe fake clock that moves forward a fixed step at every reading."""
+
+    def __init__(self, step: float) -> None:
+        self.step = step
+        self.now = 0.0
+        self.lock = threading.Lock()
+
+    def __call__(self) -> float:
+        with self.lock:
+            self.now += self.step
+            return self.now
+
+
+def test_threads_exclusive_fifo_nothing_lost():
+    """Real fetch threads and a producer on a ticking fake clock: never two threads on one host or
+    one IP, each host's items in FIFO order, every item fetched exactly once."""
+    hosts = [f"t{i}.test" for i in range(30)]
+    ip_of = {h: f"10.1.0.{i % 6}" for i, h in enumerate(hosts)}
+    per_host = 12
+    total = len(hosts) * per_host
+    wb = Workbench(TickingClock(0.001), host_delay_s=0.004, ip_delay_s=0.002)
+    check = threading.Lock()
+    busy_hosts: set[str] = set()
+    busy_ips: set[str] = set()
+    fetched: dict[str, list[int]] = {h: [] for h in hosts}
+    errors: list[str] = []
+    done = threading.Event()
+    stop = threading.Event()
+
+    def producer():
+        for start in range(0, per_host, 3):  # items arrive in batches while threads fetch
+            for h in hosts:
+                wb.add(h, ip_of[h], [(h, i) for i in range(start, start + 3)])
+
+    def fetcher():
+        while not stop.is_set():
+            vs = wb.acquire_wait(5.0, stop)
+            if vs is None:
+                continue
+            with check:
+                if vs.host in busy_hosts or vs.ip in busy_ips:
+                    errors.append(f"{vs.host} / {vs.ip} handed to two threads")
+                busy_hosts.add(vs.host)
+                busy_ips.add(vs.ip)
+            for _ in range(2):
+                if not vs.queue:
+                    break
+                host, i = vs.pop()
+                with check:
+                    fetched[host].append(i)
+                    if sum(map(len, fetched.values())) == total:
+                        done.set()
+            with check:
+                busy_hosts.discard(vs.host)
+                busy_ips.discard(vs.ip)
+            wb.release(vs, 0.001)
+
+    threads = [threading.Thread(target=fetcher) for _ in range(6)]
+    threads.append(threading.Thread(target=producer))
+    for t in threads:
+        t.start()
+    finished = done.wait(60.0)
+    stop.set()
+    wb.wakeup()
+    for t in threads:
+        t.join(30.0)
+    assert finished, f"only {sum(map(len, fetched.values()))} of {total} items fetched"
+    assert not any(t.is_alive() for t in threads)
+    assert errors == []
+    assert all(fetched[h] == list(range(per_host)) for h in hosts)
+    assert len(wb) == 0
