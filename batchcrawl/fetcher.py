@@ -74,6 +74,8 @@ class _ZlibDecoder:
             self._pending = b""
             zlib_header = (data[0] & 0x0F) == 8 and ((data[0] << 8) | data[1]) % 31 == 0
             self._d = zlib.decompressobj(zlib.MAX_WBITS if zlib_header else -zlib.MAX_WBITS)
+        if self._d.unconsumed_tail:  # left over when the previous call hit its limit
+            data = self._d.unconsumed_tail + data
         out = self._d.decompress(data, limit)
         while self._gzip and self._d.eof and self._d.unused_data and len(out) < limit:
             rest = self._d.unused_data
