@@ -1,0 +1,248 @@
+"""Read-only DuckDB SQL over committed generations, the named queries, and remote (S3) crawls."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from crawl_helpers import fetched_row, frontier_row, small_crawl
+
+from batchcrawl import schemas, sql
+from batchcrawl.crawldir import CrawlDir
+from batchcrawl.errors import CrawlDirError, SQLError
+
+
+@pytest.fixture
+def crawl(tmp_path) -> CrawlDir:
+    return small_crawl(tmp_path / "c")
+
+
+def rows(crawl, text, generation=None):
+    return sql.query(crawl, text, generation).to_pylist()
+
+
+# -- views -----------------------------------------------------------------------------------
+def test_views_cover_exactly_the_manifest_files_of_a_generation(crawl):
+    assert rows(crawl, "SELECT count(*) AS n FROM frontier") == [{"n": 6}]
+    assert rows(crawl, "SELECT count(*) AS n FROM frontier", generation=0) == [{"n": 0}]
+    # an orphan (written, never committed) is invisible
+    crawl.write_table("frontier", "frontier/gen=2/bucket=000.parquet", [frontier_row(99)])
+    crawl.write_table("fetched", "fetched/round=2/shard=00.parquet", [fetched_row(99)])
+    assert rows(crawl, "SELECT count(*) AS n FROM frontier") == [{"n": 6}]
+    assert rows(crawl, "SELECT count(*) AS n FROM fetched") == [{"n": 5}]
+
+
+@pytest.mark.parametrize("table", schemas.TABLES)
+def test_empty_views_are_typed_from_schema_sql(tmp_path, table):
+    crawl = CrawlDir.create(str(tmp_path / "c"), "", buckets=1)
+    result = sql.query(crawl, f"SELECT * FROM {table}")
+    assert result.num_rows == 0
+    assert result.schema.names == schemas.schema(table).names
+    assert result.schema.types == schemas.schema(table).types
+
+
+def test_unknown_generation_is_a_crawl_dir_error(crawl):
+    with pytest.raises(CrawlDirError, match="generation 7 does not exist"):
+        sql.query(crawl, "SELECT 1", generation=7)
+
+
+# -- read-only -------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "SELECT url FROM frontier WHERE status = 'queued'",
+        "WITH q AS (SELECT * FROM frontier) SELECT count(*) FROM q",
+        "FROM fetched LIMIT 1",
+        "DESCRIBE frontier",
+        "SHOW TABLES",
+        "SUMMARIZE fetched",
+        "EXPLAIN SELECT * FROM links",
+        "PRAGMA show_tables",
+        "VALUES (1, 2)",
+        "SELECT 1;",
+    ],
+)
+def test_reading_statements_run(crawl, statement):
+    sql.query(crawl, statement)
+
+
+@pytest.mark.parametrize(
+    ("statement", "kind"),
+    [
+        ("COPY frontier TO 'out.csv'", "COPY"),
+        ("CREATE TABLE t AS SELECT * FROM frontier", "CREATE"),
+        ("INSERT INTO frontier SELECT * FROM frontier", "INSERT"),
+        ("DELETE FROM frontier", "DELETE"),
+        ("UPDATE frontier SET depth = 0", "UPDATE"),
+        ("DROP VIEW frontier", "DROP"),
+        ("ATTACH 'other.duckdb'", "ATTACH"),
+        ("INSTALL httpfs", "LOAD"),
+        ("LOAD httpfs", "LOAD"),
+        ("SET threads = 1", "SET"),
+        ("PRAGMA enable_profiling", "PRAGMA"),
+        ("EXPORT DATABASE 'dump'", "EXPORT"),
+        ("CALL pragma_version()", "CALL"),
+        ("SELECT 1; DROP VIEW frontier", "DROP"),
+    ],
+)
+def test_writing_statements_are_refused(crawl, statement, kind, tmp_path):
+    with pytest.raises(SQLError, match=f"refused {kind} statement.*read-only") as info:
+        sql.query(crawl, statement)
+    assert info.value.exit_code == 2
+    assert rows(crawl, "SELECT count(*) AS n FROM frontier") == [{"n": 6}]
+
+
+def test_connection_cannot_read_files_outside_the_generation(crawl, tmp_path):
+    secret = tmp_path / "secret.csv"
+    secret.write_text("a\n1\n")
+    with pytest.raises(SQLError, match="Permission|disabled"):
+        sql.query(crawl, f"SELECT * FROM read_csv('{secret}')")
+    con = sql.connect(crawl)
+    with pytest.raises(Exception, match="lock|configuration"):
+        con.execute("SET enable_external_access = true")
+    con.close()
+
+
+def test_bad_sql_is_an_sql_error_naming_the_problem(crawl):
+    with pytest.raises(SQLError, match="does not parse"):
+        sql.query(crawl, "SELEC 1")
+    with pytest.raises(SQLError, match="no_such_column"):
+        sql.query(crawl, "SELECT no_such_column FROM frontier")
+    with pytest.raises(SQLError, match="empty query"):
+        sql.query(crawl, "  ")
+
+
+# -- named queries ---------------------------------------------------------------------------
+def test_named_queries_are_all_covered():
+    assert set(sql.named_queries()) == set(NAMED_EXPECTED)
+
+
+NAMED_EXPECTED = {
+    "status-counts": [
+        {"status": "fetched", "urls": 3},
+        {"status": "error", "urls": 1},
+        {"status": "gone", "urls": 1},
+        {"status": "queued", "urls": 1},
+    ],
+    "status-by-host": [
+        {
+            "host": "a.test",
+            "urls": 4,
+            "queued": 1,
+            "fetched": 2,
+            "redirect": 0,
+            "gone": 1,
+            "error": 0,
+            "robots_denied": 0,
+            "filtered": 0,
+            "refused": 0,
+        },
+        {
+            "host": "b.test",
+            "urls": 2,
+            "queued": 0,
+            "fetched": 1,
+            "redirect": 0,
+            "gone": 0,
+            "error": 1,
+            "robots_denied": 0,
+            "filtered": 0,
+            "refused": 0,
+        },
+    ],
+    "top-hosts": [
+        {"host": "a.test", "attempts": 3, "ok": 2, "failed": 1, "content_bytes": 200},
+        {"host": "b.test", "attempts": 2, "ok": 1, "failed": 1, "content_bytes": 100},
+    ],
+    "depth-histogram": [
+        {"depth": 0, "urls": 1, "fetched": 1},
+        {"depth": 1, "urls": 1, "fetched": 1},
+        {"depth": 2, "urls": 4, "fetched": 1},
+    ],
+    "fetch-errors": [
+        {
+            "outcome": "gone",
+            "fetch_status": 404,
+            "error": None,
+            "attempts": 1,
+            "example_url": "http://a.test/p2",
+        },
+        {
+            "outcome": "network_error",
+            "fetch_status": None,
+            "error": "timeout",
+            "attempts": 1,
+            "example_url": "http://b.test/p4",
+        },
+    ],
+    "rounds": [
+        {
+            "round": 1,
+            "attempts": 5,
+            "ok": 3,
+            "failed": 2,
+            "hosts": 2,
+            "content_bytes": 300,
+            "first_fetch": dt.datetime(2024, 1, 1, 12, 0, 0),
+            "last_fetch": dt.datetime(2024, 1, 1, 12, 0, 6),
+            "span_s": 6.0,
+        },
+    ],
+}
+
+
+@pytest.mark.parametrize("name", sorted(NAMED_EXPECTED))
+def test_named_query_on_a_real_small_crawl(crawl, name):
+    assert rows(crawl, sql.named_query(name)) == NAMED_EXPECTED[name]
+
+
+@pytest.mark.parametrize("name", sorted(NAMED_EXPECTED))
+def test_named_query_runs_on_an_empty_crawl(tmp_path, name):
+    crawl = CrawlDir.create(str(tmp_path / "c"), "", buckets=1)
+    assert rows(crawl, sql.named_query(name)) == []
+
+
+def test_unknown_named_query_lists_the_known_ones():
+    with pytest.raises(SQLError, match="no named query 'nope'.*status-counts"):
+        sql.named_query("nope")
+    with pytest.raises(SQLError):
+        sql.named_query("../schema")
+
+
+# -- remote crawl dirs -----------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def s3_options():
+    pytest.importorskip("s3fs")
+    moto_server = pytest.importorskip("moto.server")
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    options = {"endpoint_url": f"http://{host}:{port}", "key": "test", "secret": "test"}
+    import s3fs
+
+    s3fs.S3FileSystem(**options).mkdir("crawls")
+    yield options
+    server.stop()
+
+
+def test_s3_crawl_commits_queries_locks_and_collects(s3_options):
+    from batchcrawl.errors import LockedError
+    from batchcrawl.gc import gc
+    from batchcrawl.lock import WriterLock
+
+    crawl = CrawlDir.create("s3://crawls/news", "", buckets=1, storage_options=s3_options)
+    g0 = crawl.manifest()
+    entry = crawl.write_table(
+        "frontier", "frontier/gen=1/bucket=000.parquet", [frontier_row(i) for i in range(4)]
+    )
+    crawl.commit(g0, {"frontier": [entry]}, {"step": "inject"})
+    assert rows(crawl, "SELECT count(*) AS n FROM frontier") == [{"n": 4}]
+    assert rows(crawl, "SELECT count(*) AS n FROM frontier", generation=0) == [{"n": 0}]
+    assert not crawl.fs.exists(crawl.path(sql.DUCKDB_FILE))  # remote crawls skip crawl.duckdb
+    with WriterLock(crawl, owner="s3 writer"):
+        with pytest.raises(LockedError, match="s3 writer"):
+            WriterLock(crawl).acquire()
+        result = gc(crawl, keep=1)
+    assert result["deleted_manifests"] == 1 and crawl.generations() == [1]
+    assert not crawl.fs.exists(crawl.path("_lock.json"))
+    assert rows(crawl, "SELECT count(*) AS n FROM frontier") == [{"n": 4}]

@@ -1,0 +1,53 @@
+"""crawl_status: URLs by status, hosts, depths, outcomes and per-generation summaries."""
+
+from __future__ import annotations
+
+import json
+
+from crawl_helpers import frontier_row, small_crawl
+
+from batchcrawl.crawldir import CrawlDir
+from batchcrawl.status import crawl_status
+
+
+def test_status_of_a_small_crawl(tmp_path):
+    crawl = small_crawl(tmp_path / "c")
+    st = crawl_status(crawl)
+    assert (st["generation"], st["round"], st["buckets"]) == (1, 1, 2)
+    assert st["urls"] == {
+        "total": 6,
+        "by_status": {"fetched": 3, "error": 1, "gone": 1, "queued": 1},
+    }
+    assert st["hosts"] == {"total": 2, "domains": 2}
+    assert st["depth"] == {"0": 1, "1": 1, "2": 4}
+    assert st["fetched"] == {
+        "attempts": 5,
+        "by_outcome": {"ok": 3, "gone": 1, "network_error": 1},
+    }
+    gens = st["generations"]
+    assert [(g["generation"], g["round"], g["step"]) for g in gens] == [
+        (0, 0, "init"),
+        (1, 1, "round"),
+    ]
+    assert gens[1]["pages"] == 5 and gens[1]["elapsed_s"] == 6.5
+    json.dumps(st)  # serializable as is
+
+
+def test_status_of_an_older_generation_and_of_a_new_crawl(tmp_path):
+    crawl = small_crawl(tmp_path / "c")
+    crawl.commit(
+        crawl.manifest(),
+        {
+            "frontier": [
+                crawl.write_table("frontier", "frontier/gen=2/b.parquet", [frontier_row(1)])
+            ]
+        },
+        {"step": "inject"},
+    )
+    assert crawl_status(crawl)["urls"]["total"] == 1
+    old = crawl_status(crawl, generation=1)
+    assert old["urls"]["total"] == 6 and len(old["generations"]) == 2
+    empty = crawl_status(CrawlDir.create(str(tmp_path / "e"), "", buckets=4))
+    assert empty["urls"] == {"total": 0, "by_status": {}}
+    assert empty["depth"] == {} and empty["fetched"]["attempts"] == 0
+    assert empty["hosts"] == {"total": 0, "domains": 0}
