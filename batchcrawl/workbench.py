@@ -19,7 +19,8 @@ Choices documented here once:
   No other thread can fetch from that host or from any other host on that IP meanwhile (BUbiNG's
   "workbench entry" is likewise held with its visit state).
 * **Hosts keep their IP.** The IP given when a host is first added stays with it; later ``ip``
-  arguments for that host are ignored. To move a host, drain it, :meth:`Workbench.prune_idle`, add.
+  arguments for that host are ignored. To move a host: :meth:`Workbench.remove_host`, then
+  :meth:`Workbench.prune_idle` once its delay has passed, then add it again with the new IP.
 * **Idle hosts are kept.** A visit state whose FIFO runs empty stays known (``host_count``,
   :meth:`Workbench.snapshot`) so its next-allowed time holds for items added later and can be
   persisted at round end; :meth:`Workbench.prune_idle` forgets those whose delay has passed.
