@@ -23,11 +23,12 @@ import pyarrow.parquet as pq
 
 from batchcrawl import schemas
 from batchcrawl.crawldir import CrawlDir, FileEntry, Manifest
-from batchcrawl.errors import CrawlDirError
+from batchcrawl.errors import BatchcrawlError, CrawlDirError
 from batchcrawl.records import UrlStatus
 
 __all__ = [
     "DUE_STATUSES",
+    "FrontierError",
     "UrlStatus",
     "bucket_entries",
     "bucket_path",
@@ -39,6 +40,14 @@ __all__ = [
     "seed_scope",
     "write_bucket",
 ]
+
+
+class FrontierError(BatchcrawlError, ValueError):
+    """Rows handed to a frontier step are invalid (e.g. a links ``seq`` out of range); the
+    message names the column and the allowed range."""
+
+    exit_code = 3
+
 
 #: Statuses a URL may be fetched in (when not leased and its ``next_fetch_time`` has passed).
 DUE_STATUSES = (UrlStatus.QUEUED.value, UrlStatus.ERROR.value)

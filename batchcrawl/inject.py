@@ -1,0 +1,197 @@
+"""Inject: add seed URLs to the frontier (Nutch's ``inject``; DESIGN §4).
+
+Seeds are read one per line; blank lines and lines starting with ``#`` are skipped. Each seed is
+canonicalized (:func:`batchcrawl.urls.canonicalize`); a line that is not a URL is reported with its
+number and reason, counted, and never stops the rest. Duplicates collapse to their first line.
+Seeds get depth 0, ``hops_out`` 0, ``discovered_round`` 0 and ``discovered_seq`` = the line number
+plus the highest seed sequence already in the crawl (so a later inject file sorts after the
+earlier ones), which is breadth-first order by line. Seeds the filter chain rejects are stored as
+``filtered`` with the reason, so they are counted and queryable.
+
+Injecting into an existing crawl only adds new URLs (DRUM check+update, IRLbot §5.1): a known URL
+keeps its state. The step commits one generation. The caller (the CLI) holds the writer lock.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+
+import numpy as np
+import pyarrow as pa
+
+from batchcrawl import drum, urls
+from batchcrawl.config import Config
+from batchcrawl.crawldir import CrawlDir
+from batchcrawl.errors import InvalidURL
+from batchcrawl.filters import FilterChain
+from batchcrawl.frontier import (
+    bucket_entries,
+    bucket_path,
+    iter_buckets,
+    new_rows,
+    seed_scope,
+    write_bucket,
+)
+from batchcrawl.records import UrlStatus
+
+__all__ = ["MAX_BAD_LINES_LISTED", "inject", "parse_seed_lines"]
+
+#: At most this many bad lines are listed (with number and reason) in the summary.
+MAX_BAD_LINES_LISTED = 100
+
+
+def parse_seed_lines(
+    lines: Iterable[str],
+) -> tuple[list[tuple[int, str]], list[dict], Counter]:
+    """Canonical seeds of a seed file, in line order, duplicates removed.
+
+    Returns
+    -------
+    (seeds, bad, counts)
+        ``seeds``: ``(line_number, canonical_url)`` of the first line of each URL; ``bad``: every
+        bad line as ``{"line": n, "reason": str}``; ``counts``: ``lines``, ``skipped`` (blank or
+        comment), ``duplicates``.
+    """
+    seeds: list[tuple[int, str]] = []
+    seen: set[str] = set()
+    bad: list[dict] = []
+    counts: Counter = Counter()
+    for lineno, raw in enumerate(lines, 1):
+        counts["lines"] += 1
+        text = raw.strip()
+        if not text or text.startswith("#"):
+            counts["skipped"] += 1
+            continue
+        if any(ch.isspace() for ch in text):
+            bad.append({"line": lineno, "reason": "contains whitespace; put one URL per line"})
+            continue
+        try:
+            canonical = urls.canonicalize(text)
+        except InvalidURL as exc:
+            bad.append({"line": lineno, "reason": str(exc)})
+            continue
+        if canonical in seen:
+            counts["duplicates"] += 1
+            continue
+        seen.add(canonical)
+        seeds.append((lineno, canonical))
+    return seeds, bad, counts
+
+
+def inject(crawl: CrawlDir, cfg: Config, lines: Iterable[str], *, source: str = "seeds") -> dict:
+    """Add the seeds in ``lines`` to the crawl's frontier and commit a generation.
+
+    Parameters
+    ----------
+    crawl : CrawlDir
+        An existing crawl (its current generation is the parent).
+    cfg : Config
+        Uses ``[filters]`` (seed filtering) and ``frontier.drum_batch_bytes``.
+    lines : iterable of str
+        The seed file's lines (one URL per line; ``#`` comments and blank lines allowed).
+    source : str
+        Name of the seed source, recorded in the summary (a file name).
+
+    Returns
+    -------
+    dict
+        The committed summary: ``lines`` = ``skipped + bad_lines + duplicates + seeds_known +
+        seeds_new``; ``seeds_new`` = ``queued + sum(filtered.values())``; ``bad_line_list`` lists
+        the first :data:`MAX_BAD_LINES_LISTED` bad lines ``{line, reason}``; ``generation``.
+
+    Raises
+    ------
+    CommitConflict
+        Another writer committed meanwhile (take the lock first).
+    """
+    manifest = crawl.manifest()
+    seeds, bad, counts = parse_seed_lines(lines)
+    hosts = [urls.host_of(u) for _, u in seeds]
+    domains = [urls.domain_of(h) for h in hosts]
+    seed_hosts, seed_domains = seed_scope(crawl, manifest)
+    chain = FilterChain.from_config(
+        cfg.filters, seed_hosts | set(hosts), seed_domains | set(domains)
+    )
+    reasons = [
+        chain.check(u, h, d, 0, 0) for (_, u), h, d in zip(seeds, hosts, domains, strict=True)
+    ]
+    offset = _max_seed_seq(crawl, manifest) + 1
+    rows = new_rows(
+        url_key=urls.url_keys(u for _, u in seeds),
+        url=[u for _, u in seeds],
+        host=hosts,
+        domain=domains,
+        depth=0,
+        hops_out=0,
+        discovered_round=0,
+        discovered_seq=np.array([offset + n for n, _ in seeds], dtype=np.int64),
+        status=[UrlStatus.QUEUED.value if r is None else UrlStatus.FILTERED.value for r in reasons],
+        reason=reasons,
+        source_url_key=None,
+    )
+    entries = bucket_entries(manifest)
+    parts = drum.partition_by_bucket(rows, manifest.buckets)
+    gen = manifest.generation + 1
+    new_count: Counter = Counter()
+    out = []
+    for b, entry in enumerate(entries):
+        part = parts.get(b)
+        if part is None and entry is not None:
+            out.append(entry)
+            continue
+        src = None if entry is None else drum.BucketFile(crawl.fs, crawl.path(entry.path))
+        chunks: list[pa.Table] = []
+        if part is None:
+            is_new = np.zeros(0, dtype=bool)
+            chunks.append(rows.schema.empty_table())
+        else:
+            _, is_new = drum.check_update(
+                src,
+                part,
+                budget_bytes=cfg.frontier.drum_batch_bytes,
+                sink=chunks.append,
+                schema=rows.schema,
+            )
+            added = part.filter(pa.array(is_new))
+            for why in added.column("reason").to_pylist():
+                new_count["queued" if why is None else f"filtered:{why}"] += 1
+            new_count["known"] += int((~is_new).sum())
+        out.append(
+            write_bucket(
+                crawl,
+                bucket_path(gen, b),
+                chunks,
+                row_group_bytes=cfg.frontier.drum_batch_bytes // 4,
+            )
+        )
+    seeds_new = sum(n for k, n in new_count.items() if k != "known")
+    summary = {
+        "step": "inject",
+        "source": source,
+        "lines": counts["lines"],
+        "skipped": counts["skipped"],
+        "bad_lines": len(bad),
+        "bad_line_list": bad[:MAX_BAD_LINES_LISTED],
+        "duplicates": counts["duplicates"],
+        "seeds_known": new_count["known"],
+        "seeds_new": seeds_new,
+        "queued": new_count["queued"],
+        "filtered": {
+            k.split(":", 1)[1]: n for k, n in sorted(new_count.items()) if k.startswith("filtered:")
+        },
+        "frontier_rows": sum(e.rows for e in out),
+    }
+    committed = crawl.commit(manifest, {"frontier": out}, summary)
+    return {**summary, "generation": committed.generation}
+
+
+def _max_seed_seq(crawl: CrawlDir, manifest) -> int:
+    """Highest ``discovered_seq`` of round 0 in the crawl, or 0."""
+    best = 0
+    for _, t in iter_buckets(crawl, manifest, ["discovered_round", "discovered_seq"]):
+        if t.num_rows:
+            mask = t.column("discovered_round").to_numpy() == 0
+            if mask.any():
+                best = max(best, int(t.column("discovered_seq").to_numpy()[mask].max()))
+    return best

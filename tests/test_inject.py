@@ -1,0 +1,92 @@
+"""inject: seeds into a new or existing crawl, bad lines, duplicates, filtered seeds."""
+
+from __future__ import annotations
+
+import pytest
+
+from batchcrawl.config import Config, to_toml
+from batchcrawl.crawldir import CrawlDir
+from batchcrawl.frontier import bucket_entries, read_bucket, seed_scope
+from batchcrawl.inject import MAX_BAD_LINES_LISTED, inject
+
+
+def make_crawl(tmp_path, buckets: int = 4, **overrides) -> tuple[CrawlDir, Config]:
+    cfg = Config().replace(frontier={"buckets": buckets}, **overrides)
+    return CrawlDir.create(str(tmp_path / "crawl"), to_toml(cfg), buckets), cfg
+
+
+def frontier_rows(crawl: CrawlDir) -> dict[str, dict]:
+    rows = crawl.read_current("frontier").to_pylist()
+    return {r["url"]: r for r in rows}
+
+
+SEEDS = """# my seeds
+http://a.test/
+
+HTTP://A.test:80/#frag
+https://b.test/x
+ftp://nope.test/
+http://a.test/two words
+https://c.test/big.zip
+"""
+
+
+def test_inject_new_crawl(tmp_path):
+    crawl, cfg = make_crawl(tmp_path)
+    s = inject(crawl, cfg, SEEDS.splitlines(), source="seeds.txt")
+    assert s["lines"] == 8
+    assert (
+        s["lines"]
+        == s["skipped"] + s["bad_lines"] + s["duplicates"] + s["seeds_known"] + s["seeds_new"]
+    )
+    assert s["seeds_new"] == s["queued"] + sum(s["filtered"].values())
+    assert (s["skipped"], s["bad_lines"], s["duplicates"], s["seeds_new"]) == (2, 2, 1, 3)
+    assert [b["line"] for b in s["bad_line_list"]] == [6, 7]
+    assert s["filtered"] == {"extension": 1}
+    m = crawl.manifest()
+    assert m.generation == 1 and m.summary["step"] == "inject"
+    assert len(bucket_entries(m)) == 4
+    rows = frontier_rows(crawl)
+    assert set(rows) == {"http://a.test/", "https://b.test/x", "https://c.test/big.zip"}
+    a, b = rows["http://a.test/"], rows["https://b.test/x"]
+    assert (a["depth"], a["discovered_round"], a["status"], a["source_url_key"]) == (
+        0,
+        0,
+        "queued",
+        None,
+    )
+    assert a["discovered_seq"] < b["discovered_seq"]  # line order
+    assert rows["https://c.test/big.zip"]["status"] == "filtered"
+    assert rows["https://c.test/big.zip"]["reason"] == "extension"
+    for b_, entry in enumerate(bucket_entries(m)):  # each bucket sorted by key, in its bucket
+        keys = read_bucket(crawl, entry).column("url_key").to_pylist()
+        assert keys == sorted(keys) and all(k % 4 == b_ for k in keys)
+    assert seed_scope(crawl, m) == ({"a.test", "b.test", "c.test"}, {"a.test", "b.test", "c.test"})
+
+
+def test_inject_existing_keeps_known_state(tmp_path):
+    crawl, cfg = make_crawl(tmp_path)
+    inject(crawl, cfg, ["http://a.test/", "http://b.test/"])
+    before = frontier_rows(crawl)
+    s = inject(crawl, cfg, ["http://b.test/", "http://d.test/"], source="more")
+    assert (s["seeds_known"], s["seeds_new"]) == (1, 1)
+    after = frontier_rows(crawl)
+    assert after["http://b.test/"] == before["http://b.test/"]
+    assert after["http://d.test/"]["discovered_seq"] > before["http://b.test/"]["discovered_seq"]
+    assert crawl.manifest().rows("frontier") == 3
+
+
+def test_bad_lines_never_stop_and_are_capped(tmp_path):
+    crawl, cfg = make_crawl(tmp_path, buckets=2)
+    lines = ["not a url at all"] * 150 + ["mailto:x@y.test"] * 10 + ["http://ok.test/"]
+    s = inject(crawl, cfg, lines)
+    assert s["bad_lines"] == 160
+    assert len(s["bad_line_list"]) == MAX_BAD_LINES_LISTED
+    assert s["seeds_new"] == 1
+
+
+@pytest.mark.parametrize("scope", ["host", "domain"])
+def test_seed_scope_includes_new_seeds(tmp_path, scope):
+    crawl, cfg = make_crawl(tmp_path, filters={"seed_scope": scope})
+    s = inject(crawl, cfg, ["http://x.a.test/", "http://y.b.test/"])
+    assert s["queued"] == 2 and s["filtered"] == {}
