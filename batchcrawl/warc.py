@@ -1,0 +1,491 @@
+"""WARC 1.1 output of the fetch workers (ISO 28500:2017), written with warcio.
+
+One :class:`WarcWriter` per fetch worker writes ``{prefix}-{serial:05d}.warc.gz`` files into a
+directory of an fsspec filesystem (``warc/round=7/shard=03-00000.warc.gz``, DESIGN §3). Each file
+starts with a ``warcinfo`` record; each fetch that got an HTTP response adds
+
+* a ``request`` record (the request line and header lines as sent),
+* a ``response`` record -- or, for a known duplicate, a ``revisit`` record with the WARC 1.1
+  ``identical-payload-digest`` profile (HTTP headers only; WARC 1.1 §6.7.2),
+* optionally a ``metadata`` record (``application/warc-fields``) with ``fetchTimeMs`` and one
+  ``outlink:`` line per outlink.
+
+The records of one fetch share ``WARC-Date`` (the request start, with microseconds: WARC 1.1 §5.4
+allows fractional seconds) and ``WARC-IP-Address``, and point at each other with
+``WARC-Concurrent-To``. Every record is its own gzip member (WARC 1.1 Annex D.2), so the ``(filename,
+offset, length)`` returned for the response record -- Common Crawl's ``warc_filename``,
+``warc_record_offset`` and ``warc_record_length`` -- can be read alone with a range request.
+
+Transfer encoding. :attr:`~batchcrawl.records.FetchResult.raw_body` is already de-chunked
+(content-encoding kept), and WARC-Payload-Digest is computed over exactly that (WARC 1.1 §5.9:
+"payload ... with any transfer-encoding removed"). The HTTP header block written must then not claim
+``Transfer-Encoding: chunked``, or readers would try to de-chunk the stored bytes. We follow Common
+Crawl's practice: ``Transfer-Encoding`` is renamed ``X-Crawler-Transfer-Encoding``, a
+``Content-Length`` that does not match the stored body is renamed ``X-Crawler-Content-Length``, and a
+``Content-Length`` of the stored body is appended. Headers that already agree are written unchanged.
+Header values are written back as Latin-1, which reproduces the bytes ``http.client``/urllib3
+decoded.
+
+Truncation (WARC 1.1 §5.13): ``WARC-Truncated`` is ``length`` or ``time`` from
+``FetchResult.truncated``; a response whose body read failed part-way (``error`` ``reset`` or
+``body_short``) is stored with ``disconnect`` (``timeout`` with ``time``).
+
+Files are written in place, not under a temporary name: a rename is a copy on object stores. This is
+safe because readers find WARC files only through the ``fetched`` rows of a committed round; the
+file of a round that died is an orphan that ``gc`` removes (DESIGN §3). Since records are separate
+gzip members, a partial file is still readable up to its last complete record.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import time
+import uuid
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+from warcio.archiveiterator import ArchiveIterator
+from warcio.recordbuilder import RecordBuilder
+from warcio.recordloader import ArcWarcRecord
+from warcio.statusandheaders import StatusAndHeaders
+from warcio.warcwriter import WARCWriter
+
+from batchcrawl.errors import BatchcrawlError
+from batchcrawl.records import FetchResult
+
+WARC_VERSION = "WARC/1.1"
+REVISIT_PROFILE = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
+CONFORMS_TO = "https://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/"
+_TRUNCATED_BY_ERROR = {"reset": "disconnect", "body_short": "disconnect", "timeout": "time"}
+
+
+class WarcError(BatchcrawlError):
+    """A WARC file cannot be written or a record cannot be read back at the given location."""
+
+
+class WarcSettingError(WarcError, ValueError):
+    """A :class:`WarcWriter` argument is out of range (the message names it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class WarcLocation:
+    """Where a record is: ``filename`` (directory/name as given to the filesystem), ``offset`` and
+    ``length`` in bytes of its gzip member (cc-index ``warc_record_offset``/``_length``)."""
+
+    filename: str
+    offset: int
+    length: int
+
+
+def payload_digest(raw_body: bytes) -> str:
+    """``"sha1:" + BASE32(SHA-1(raw_body))``: the WARC-Payload-Digest of a body (WARC 1.1 §5.9).
+
+    Used as ``content_digest`` in the frontier and the ``fetched`` table, and to spot duplicates
+    that become ``revisit`` records.
+    """
+    return "sha1:" + base64.b32encode(hashlib.sha1(raw_body).digest()).decode("ascii")
+
+
+def make_record_id() -> str:
+    """A new ``<urn:uuid:...>`` WARC-Record-ID (WARC 1.1 §5.2)."""
+    return f"<urn:uuid:{uuid.uuid4()}>"
+
+
+def warc_date(epoch_s: float) -> str:
+    """WARC-Date for a time in seconds since the epoch, UTC with microseconds (WARC 1.1 §5.4)."""
+    return datetime.fromtimestamp(epoch_s, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class _Latin1Headers(StatusAndHeaders):
+    """HTTP headers serialized as Latin-1 (the bytes http.client decoded), falling back to warcio's
+    RFC 8187 percent-encoding for characters outside Latin-1."""
+
+    def compute_headers_buffer(self, header_filter=None):
+        try:
+            self.headers_buff = self.to_str(header_filter).encode("latin-1") + b"\r\n"
+        except UnicodeEncodeError:
+            super().compute_headers_buffer(header_filter)
+
+
+def stored_response_headers(result: FetchResult) -> list[tuple[str, str]]:
+    """Response header lines as written to the WARC record, consistent with the stored body.
+
+    ``Transfer-Encoding`` becomes ``X-Crawler-Transfer-Encoding``; a ``Content-Length`` that differs
+    from ``len(result.raw_body)`` (chunked, truncated) becomes ``X-Crawler-Content-Length`` and the
+    stored length is appended (Common Crawl's practice; see the module docstring).
+    """
+    stored = str(len(result.raw_body))
+    out: list[tuple[str, str]] = []
+    have_length = False
+    for name, value in result.response_headers:
+        lname = name.lower()
+        if lname == "transfer-encoding":
+            out.append(("X-Crawler-Transfer-Encoding", value))
+        elif lname == "content-length":
+            if value.strip() == stored and not have_length:
+                have_length = True
+                out.append((name, value))
+            else:
+                out.append(("X-Crawler-Content-Length", value))
+        else:
+            out.append((name, value))
+    if not have_length:
+        out.append(("Content-Length", stored))
+    return out
+
+
+def _request_line(result: FetchResult) -> str:
+    if result.request_line:
+        return result.request_line
+    parts = urlsplit(result.url)
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    return f"GET {target} {result.http_version or 'HTTP/1.1'}"
+
+
+def _truncated(result: FetchResult) -> str | None:
+    if result.truncated:
+        return result.truncated
+    return _TRUNCATED_BY_ERROR.get(result.error or "")
+
+
+@dataclass
+class _OpenFile:
+    name: str
+    handle: Any
+    size: int = 0
+    records: int = 0
+    warcinfo_id: str = ""
+
+
+class WarcWriter:
+    """Writes fetches as WARC 1.1 records, one gzip member per record, rotating files by size.
+
+    Parameters
+    ----------
+    fs
+        An fsspec filesystem (local, ``memory://``, s3 ...). Pass a ``DirFileSystem`` rooted at the
+        crawl directory to get file names relative to it.
+    directory
+        Directory inside ``fs`` (e.g. ``"warc/round=7"``); created if missing.
+    prefix
+        File name prefix; files are ``{prefix}-{serial:05d}.warc.gz`` with serial 0, 1, 2 ...
+    rotate_bytes
+        A file is closed, and the next fetch starts a new one, once it holds at least this many
+        bytes (compressed). The records of one fetch always stay in one file.
+    software
+        Value of the ``software`` field of each ``warcinfo`` record, e.g. ``"batchcrawl/0.1"``.
+    clock
+        Seconds since the epoch, for the ``warcinfo`` WARC-Date and for fetches without a start
+        time. Default ``time.time``.
+    record_id_maker
+        Returns a new WARC-Record-ID including the angle brackets. Default random UUID URNs.
+    warcinfo_fields
+        Extra ``warcinfo`` fields (``operator``, ``isPartOf``, ``robots`` ...), written in order.
+    first_serial
+        Serial of the first file (to continue a sequence after a restart).
+    compress_level
+        zlib level of each record's gzip member (1 fastest .. 9 smallest; default 6, as gzip).
+
+    Raises
+    ------
+    WarcSettingError
+        ``rotate_bytes`` < 1, ``compress_level`` outside 0..9, an empty ``prefix`` or one with ``/``.
+    """
+
+    def __init__(
+        self,
+        fs: Any,
+        directory: str,
+        prefix: str,
+        rotate_bytes: int,
+        software: str,
+        *,
+        clock: Callable[[], float] = time.time,
+        record_id_maker: Callable[[], str] = make_record_id,
+        warcinfo_fields: dict[str, str] | None = None,
+        first_serial: int = 0,
+        compress_level: int = 6,
+    ) -> None:
+        if rotate_bytes < 1:
+            raise WarcSettingError(
+                f"rotate_bytes={rotate_bytes!r}: expected a positive number of bytes"
+            )
+        if not 0 <= compress_level <= 9:
+            raise WarcSettingError(
+                f"compress_level={compress_level!r}: expected 0 (none) to 9 (smallest)"
+            )
+        if not prefix or "/" in prefix:
+            raise WarcSettingError(
+                f"prefix={prefix!r}: expected a non-empty file name prefix without '/'"
+            )
+        self.fs = fs
+        self.directory = directory.rstrip("/")
+        self.prefix = prefix
+        self.rotate_bytes = rotate_bytes
+        self.software = software
+        self.clock = clock
+        self.record_id_maker = record_id_maker
+        self.warcinfo_fields = dict(warcinfo_fields or {})
+        self._serial = first_serial
+        self._file: _OpenFile | None = None
+        self.compress_level = compress_level
+        self._writer = WARCWriter(None, gzip=False, warc_version=WARC_VERSION)
+        self.files: list[str] = []
+        """Paths of the files opened so far, in order."""
+        self.records_written = 0
+        """Number of WARC records written (all types, all files)."""
+
+    # -- context manager ----------------------------------------------------------------------
+    def __enter__(self) -> WarcWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the current file (if any). Further writes open the next serial."""
+        if self._file is not None:
+            try:
+                self._file.handle.close()
+            finally:
+                self._file = None
+
+    # -- writing ------------------------------------------------------------------------------
+    def write_fetch(
+        self,
+        result: FetchResult,
+        *,
+        outlinks: list[str] | None = None,
+        revisit_of: tuple[str, str] | None = None,
+    ) -> WarcLocation | None:
+        """Write the records of one fetch and return where its response (or revisit) record is.
+
+        Parameters
+        ----------
+        result
+            The fetch; ``result.url`` (canonical) becomes WARC-Target-URI, ``result.started`` the
+            WARC-Date.
+        outlinks
+            If given (even empty), a ``metadata`` record lists them, one ``outlink:`` field each.
+        revisit_of
+            ``(target_uri, warc_date)`` of the earlier capture with the same payload digest: a
+            ``revisit`` record (identical-payload-digest profile, HTTP headers only) is written
+            instead of a ``response``.
+
+        Returns
+        -------
+        WarcLocation or None
+            None, and nothing written, when the fetch got no HTTP response (``status`` is None:
+            network error, DNS failure, refused address, robots).
+        """
+        if result.status is None:
+            return None
+        if self._file is None:
+            self._open_next()
+        f = self._file
+        date = warc_date(result.started if result.started > 0 else self.clock())
+        req_id, resp_id = self.record_id_maker(), self.record_id_maker()
+        digest = payload_digest(result.raw_body)
+        common = [("WARC-Date", date), ("WARC-Target-URI", result.url)]
+        if f.warcinfo_id:
+            common.append(("WARC-Warcinfo-ID", f.warcinfo_id))
+        if result.ip:
+            common.append(("WARC-IP-Address", result.ip))
+        buf = io.BytesIO()
+
+        request = self._record(
+            "request",
+            [("WARC-Record-ID", req_id), *common, ("WARC-Concurrent-To", resp_id)],
+            _Latin1Headers(
+                _request_line(result), list(result.request_headers), is_http_request=True
+            ),
+            b"",
+        )
+        self._write(buf, request)
+
+        statusline = f"{result.status} {result.reason or ''}".rstrip()
+        http = _Latin1Headers(
+            statusline, stored_response_headers(result), protocol=result.http_version or "HTTP/1.1"
+        )
+        resp_headers = [("WARC-Record-ID", resp_id), *common, ("WARC-Concurrent-To", req_id)]
+        if revisit_of is not None:
+            refers_uri, refers_date = revisit_of
+            resp_headers += [
+                ("WARC-Profile", REVISIT_PROFILE),
+                ("WARC-Refers-To-Target-URI", refers_uri),
+                ("WARC-Refers-To-Date", refers_date),
+                ("WARC-Payload-Digest", digest),
+            ]
+            response = self._record("revisit", resp_headers, http, b"")
+        else:
+            truncated = _truncated(result)
+            if truncated:
+                resp_headers.append(("WARC-Truncated", truncated))
+            resp_headers.append(("WARC-Payload-Digest", digest))
+            response = self._record("response", resp_headers, http, result.raw_body)
+        resp_offset = buf.tell()
+        self._write(buf, response)
+        resp_length = buf.tell() - resp_offset
+
+        if outlinks is not None:
+            fields = [f"fetchTimeMs: {round(result.download_s * 1000)}"]
+            fields += [f"outlink: {link}" for link in outlinks]
+            body = ("\r\n".join(fields) + "\r\n").encode("utf-8")
+            meta_headers = [
+                ("WARC-Record-ID", self.record_id_maker()),
+                *common,
+                ("WARC-Concurrent-To", resp_id),
+            ]
+            self._write(buf, self._record("metadata", meta_headers, None, body))
+
+        data = buf.getvalue()
+        location = WarcLocation(f.name, f.size + resp_offset, resp_length)
+        self._append(data, 3 if outlinks is not None else 2)
+        if f.size >= self.rotate_bytes:
+            self.close()
+        return location
+
+    # -- internals ----------------------------------------------------------------------------
+    def _record(
+        self,
+        rec_type: str,
+        warc_headers: list[tuple[str, str]],
+        http_headers: StatusAndHeaders | None,
+        payload: bytes,
+    ):
+        headers = StatusAndHeaders("", [("WARC-Type", rec_type), *warc_headers], WARC_VERSION)
+        if rec_type in ("metadata", "warcinfo"):
+            content_type = "application/warc-fields"
+        else:
+            content_type = RecordBuilder.WARC_RECORDS[rec_type]
+        # Built directly rather than with create_warc_record(), which constructs a record loader
+        # per call to sniff HTTP headers we already have.
+        record = ArcWarcRecord(
+            "warc", rec_type, headers, io.BytesIO(payload), http_headers, content_type, len(payload)
+        )
+        record.payload_length = len(payload)
+        self._writer.ensure_digest(record, block=False, payload=True)
+        return record
+
+    def _write(self, buf: io.BytesIO, record) -> None:
+        raw = io.BytesIO()
+        self._writer._write_warc_record(raw, record)
+        gz = zlib.compressobj(self.compress_level, zlib.DEFLATED, 31)  # 31: gzip container
+        buf.write(gz.compress(raw.getbuffer()))
+        buf.write(gz.flush())
+
+    def _append(self, data: bytes, n_records: int) -> None:
+        f = self._file
+        try:
+            f.handle.write(data)
+        except OSError as exc:
+            raise WarcError(f"{f.name}: cannot write WARC records: {exc}") from exc
+        f.size += len(data)
+        f.records += n_records
+        self.records_written += n_records
+
+    def _open_next(self) -> None:
+        name = f"{self.prefix}-{self._serial:05d}.warc.gz"
+        path = f"{self.directory}/{name}" if self.directory else name
+        self._serial += 1
+        try:
+            if self.directory:
+                self.fs.makedirs(self.directory, exist_ok=True)
+            handle = self.fs.open(path, "wb")
+        except OSError as exc:
+            raise WarcError(f"{path}: cannot create WARC file: {exc}") from exc
+        self._file = _OpenFile(path, handle)
+        self.files.append(path)
+        info_id = self.record_id_maker()
+        fields = {
+            "software": self.software,
+            "format": "WARC File Format 1.1",
+            "conformsTo": CONFORMS_TO,
+            **self.warcinfo_fields,
+        }
+        body = "".join(f"{k}: {v}\r\n" for k, v in fields.items() if v).encode("utf-8")
+        headers = [
+            ("WARC-Record-ID", info_id),
+            ("WARC-Filename", name),
+            ("WARC-Date", warc_date(self.clock())),
+        ]
+        buf = io.BytesIO()
+        self._write(buf, self._record("warcinfo", headers, None, body))
+        self._append(buf.getvalue(), 1)
+        self._file.warcinfo_id = info_id
+
+
+# --- reading ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class StoredRecord:
+    """One record read back from a WARC file (for tests, tools and ``batchcrawl export``).
+
+    ``payload`` is the record's payload as stored (after the HTTP headers for HTTP records; content-
+    and transfer-encoding *not* removed).
+    """
+
+    rec_type: str
+    target_uri: str | None
+    rec_headers: list[tuple[str, str]]
+    http_status: int | None
+    http_headers: list[tuple[str, str]] = field(default_factory=list)
+    payload: bytes = b""
+    digests_ok: bool | None = None
+
+
+def read_record(
+    fs: Any, filename: str, offset: int, length: int | None = None, *, arc: bool = False
+) -> StoredRecord:
+    """Read exactly one record at ``offset`` (bytes) of ``filename`` in ``fs``.
+
+    ``length``, if given, limits the read to that many bytes (one gzip member, as a range request
+    would); the record's block and payload digests are checked (``digests_ok``: True, False, or None
+    when the record carries none or its block is cut short). ``arc=True`` also accepts a legacy ARC
+    record (converted by warcio); otherwise only WARC records are accepted, so that junk is never
+    mistaken for an ARC header line.
+
+    Raises
+    ------
+    WarcError
+        No complete, parsable WARC record at that location.
+    """
+    try:
+        with fs.open(filename, "rb") as fh:
+            fh.seek(offset)
+            data = fh.read(length) if length is not None else fh.read()
+    except OSError as exc:
+        raise WarcError(f"{filename}: cannot read at offset {offset}: {exc}") from exc
+    try:
+        it = ArchiveIterator(io.BytesIO(data), check_digests=True, arc2warc=arc)
+        record = next(iter(it))
+        if record.format != "warc" and not (arc and record.format.startswith("arc")):
+            raise WarcError(
+                f"{filename}: no WARC record at offset {offset} (found {record.format})"
+            )
+        payload = record.raw_stream.read()
+        status = record.http_headers.get_statuscode() if record.http_headers else None
+        if record.rec_type == "request":
+            status = None
+        return StoredRecord(
+            rec_type=record.rec_type,
+            target_uri=record.rec_headers.get_header("WARC-Target-URI"),
+            rec_headers=list(record.rec_headers.headers),
+            http_status=int(status) if status and status.isdigit() else None,
+            http_headers=list(record.http_headers.headers) if record.http_headers else [],
+            payload=payload,
+            digests_ok=record.digest_checker.passed,
+        )
+    except WarcError:
+        raise
+    except StopIteration:
+        raise WarcError(f"{filename}: no WARC record at offset {offset}") from None
+    except Exception as exc:  # warcio raises a variety of parse errors
+        raise WarcError(f"{filename}: bad WARC record at offset {offset}: {exc}".strip()) from exc
