@@ -1,0 +1,551 @@
+"""Update: merge a round's fetch results and discovered links into the frontier (Nutch's
+``updatedb``; IRLbot's DRUM check+update, §5.1; DESIGN §4).
+
+Each bucket is merged with its share of the round's facts in one sequential pass
+(:mod:`batchcrawl.drum`), independently of the other buckets, so the round graph runs one task per
+bucket: :func:`partition_by_bucket` the ``fetched`` and ``links`` rows, then :func:`update_bucket`
+each bucket. :func:`update` is the in-process driver (tests, small crawls, the benchmark).
+
+Status transitions
+------------------
+:func:`next_status` is the whole state machine, a small pure function tested over every
+(status, outcome) pair; :func:`apply_outcomes` applies it vectorized (once per distinct input).
+The outcome of the attempt decides; the previous status matters only through ``retries``:
+
+==================  ==========================  ==============================  ===============
+outcome             new status                  reason                          retries
+==================  ==========================  ==============================  ===============
+ok                  fetched                     None                            0
+truncated           fetched                     ``truncated``                   0
+not_modified        fetched                     ``not_modified``                0
+redirect            redirect                    HTTP status (``301``)           0
+gone (404, 410)     gone                        HTTP status (``404``)           0
+http_error (4xx)    gone                        HTTP status (``403``)           0
+server_error        error, or gone after        detail (``503``, ``timeout``,   +1
+network_error       ``max_retries``             ``dns``); ``max_retries:``
+dns_error                                       prefix when gone
+robots_unavailable  queued, or gone after       ``robots_unavailable``          +1
+                    ``max_retries``
+robots_denied       robots_denied               None                            unchanged
+refused             refused                     detail                          unchanged
+not_fetched         queued                      None                            unchanged
+==================  ==========================  ==============================  ===============
+
+``detail`` is the HTTP status when there was a response, else the ``error`` kind, else the outcome.
+An ``error`` URL is due again ``retry_backoff_s * 2**(retries-1)`` seconds after ``now``; a
+``robots_unavailable`` one after ``robots.retry_after_s``. Every other transition clears
+``next_fetch_time``. The lease of every URL touched, and every lease of this round or an earlier
+one, is cleared.
+
+Conflicts, resolved deterministically
+-------------------------------------
+* Several fetch attempts of one URL in a round: the one with the latest ``fetch_time`` wins; on a
+  tie, the later row in input order (shards in order). The others count as ``superseded``.
+* A fetch result for a URL the frontier does not know is dropped and counted (``unknown``).
+* Several links to one new URL: the smallest ``(round, discovered_seq)`` wins, where
+  ``discovered_seq = shard << 40 | seq`` (``seq`` < 2**40 per shard and round): the order links
+  were found in, shard by shard, which restores breadth-first order across rounds (DESIGN §4).
+* A link to a known URL changes nothing (a known URL keeps its depth and state; counted
+  ``known``). A ``nofollow`` link is not crawled: dropped and counted (``nofollow``).
+* A new URL from a link with ``filter_reason`` is stored as ``filtered`` with that reason; a
+  redirect target (tag ``redirect``) is a new URL like any other, with ``source_url_key`` = the
+  redirecting page (every new URL records the page that first linked to it).
+* URLs re-filtered at generate (``refiltered``) become ``filtered`` with the given reason.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from batchcrawl import drum, schemas
+from batchcrawl.config import Config
+from batchcrawl.crawldir import CrawlDir, FileEntry, Manifest
+from batchcrawl.drum import BucketSource, partition_by_bucket
+from batchcrawl.frontier import (
+    FrontierError,
+    bucket_entries,
+    bucket_path,
+    epoch_ms,
+    new_rows,
+    write_bucket,
+)
+from batchcrawl.records import Outcome, UrlStatus
+
+__all__ = [
+    "SEQ_BITS",
+    "apply_outcomes",
+    "discovered_seq",
+    "next_status",
+    "partition_by_bucket",
+    "update",
+    "update_bucket",
+]
+
+#: ``discovered_seq = shard << SEQ_BITS | seq`` for links found by a fetch shard.
+SEQ_BITS = 40
+
+_RETRIED = {Outcome.SERVER_ERROR, Outcome.NETWORK_ERROR, Outcome.DNS_ERROR}
+
+
+def next_status(
+    status: str, outcome: str, retries: int, max_retries: int, *, detail: str | None = None
+) -> tuple[str, str | None, int]:
+    """The frontier state of a URL after one fetch attempt (table in the module docstring).
+
+    Parameters
+    ----------
+    status : str
+        Current :class:`~batchcrawl.records.UrlStatus` value.
+    outcome : str
+        :class:`~batchcrawl.records.Outcome` value of the attempt.
+    retries : int
+        Transient failures since the last success, before this attempt.
+    max_retries : int
+        ``frontier.max_retries``: failures tolerated before the URL becomes ``gone``.
+    detail : str or None
+        HTTP status or error kind of the attempt, used as the reason (``"404"``, ``"timeout"``).
+
+    Returns
+    -------
+    (status, reason, retries) : (str, str or None, int)
+
+    Raises
+    ------
+    ValueError
+        ``status`` or ``outcome`` is not a known value.
+    """
+    UrlStatus(status)  # validates
+    o = Outcome(outcome)
+    if o in (Outcome.OK, Outcome.TRUNCATED, Outcome.NOT_MODIFIED):
+        reason = None if o is Outcome.OK else o.value
+        return UrlStatus.FETCHED.value, reason, 0
+    if o is Outcome.REDIRECT:
+        return UrlStatus.REDIRECT.value, detail, 0
+    if o in (Outcome.GONE, Outcome.HTTP_ERROR):
+        return UrlStatus.GONE.value, detail or o.value, 0
+    if o in _RETRIED or o is Outcome.ROBOTS_UNAVAILABLE:
+        why = o.value if o is Outcome.ROBOTS_UNAVAILABLE else (detail or o.value)
+        retries += 1
+        if retries > max_retries:
+            return UrlStatus.GONE.value, f"max_retries:{why}", retries
+        if o is Outcome.ROBOTS_UNAVAILABLE:
+            return UrlStatus.QUEUED.value, why, retries
+        return UrlStatus.ERROR.value, why, retries
+    if o is Outcome.ROBOTS_DENIED:
+        return UrlStatus.ROBOTS_DENIED.value, None, retries
+    if o is Outcome.REFUSED:
+        return UrlStatus.REFUSED.value, detail or o.value, retries
+    assert o is Outcome.NOT_FETCHED
+    return UrlStatus.QUEUED.value, None, retries
+
+
+def _codes(arr: pa.Array) -> tuple[np.ndarray, list]:
+    enc = (
+        pc.dictionary_encode(pc.fill_null(arr, "")).combine_chunks()
+        if isinstance(arr, pa.ChunkedArray)
+        else pc.dictionary_encode(pc.fill_null(arr, ""))
+    )
+    return np.asarray(enc.indices.to_numpy(), dtype=np.int64), enc.dictionary.to_pylist()
+
+
+def apply_outcomes(
+    status: pa.Array, outcome: pa.Array, retries: pa.Array, detail: pa.Array, max_retries: int
+) -> tuple[pa.Array, pa.Array, pa.Array]:
+    """:func:`next_status` over arrays of equal length n, calling it once per distinct input.
+
+    Returns
+    -------
+    (status, reason, retries) : (string, string, int32) Arrow arrays of length n
+    """
+    n = len(status)
+    if n == 0:
+        return pa.array([], pa.string()), pa.array([], pa.string()), pa.array([], pa.int32())
+    s_idx, s_vals = _codes(status)
+    o_idx, o_vals = _codes(outcome)
+    d_idx, d_vals = _codes(detail)
+    r = np.asarray(pc.fill_null(retries, 0).to_numpy(zero_copy_only=False), dtype=np.int64)
+    code = ((s_idx * len(o_vals) + o_idx) * len(d_vals) + d_idx) * (int(r.max()) + 1) + r
+    uniq, first, inv = np.unique(code, return_index=True, return_inverse=True)
+    out_s, out_r, out_n = [], [], []
+    for i in first:
+        st, why, nr = next_status(
+            s_vals[s_idx[i]],
+            o_vals[o_idx[i]],
+            int(r[i]),
+            max_retries,
+            detail=d_vals[d_idx[i]] or None,
+        )
+        out_s.append(st)
+        out_r.append(why)
+        out_n.append(nr)
+    take = pa.array(inv.reshape(-1))
+    return (
+        pa.array(out_s, pa.string()).take(take),
+        pa.array(out_r, pa.string()).take(take),
+        pa.array(out_n, pa.int32()).take(take),
+    )
+
+
+def discovered_seq(shard: np.ndarray, seq: np.ndarray) -> np.ndarray:
+    """``shard << 40 | seq`` as int64 (breadth-first order of links across shards).
+
+    Raises
+    ------
+    FrontierError
+        A ``seq`` is negative or >= 2**40, or a shard is negative or >= 2**23.
+    """
+    shard = np.asarray(shard, dtype=np.int64)
+    seq = np.asarray(seq, dtype=np.int64)
+    if len(seq) and (seq.min() < 0 or seq.max() >= 1 << SEQ_BITS):
+        raise FrontierError(
+            f"links.seq must be in [0, 2**{SEQ_BITS}); got {seq.min()}..{seq.max()}"
+        )
+    if len(shard) and (shard.min() < 0 or shard.max() >= 1 << (63 - SEQ_BITS)):
+        raise FrontierError(f"links.shard must be in [0, 2**23); got {shard.min()}..{shard.max()}")
+    return (shard << SEQ_BITS) | seq
+
+
+def _np(col) -> np.ndarray:
+    return np.asarray(col.to_numpy() if isinstance(col, pa.ChunkedArray) else col.to_numpy())
+
+
+def _fetch_batch(fetched: pa.Table) -> drum.SortedBatch:
+    """Fetch facts with the winner of each URL first (latest fetch_time, then later row)."""
+    ft = _np(fetched.column("fetch_time").cast(pa.int64()))
+    idx = np.arange(fetched.num_rows)
+    order = np.lexsort((-idx, -ft))  # latest time first; on a tie the later row first
+    return drum.SortedBatch(fetched.take(pa.array(order)))
+
+
+def _link_batch(links: pa.Table, counts: Counter) -> drum.SortedBatch:
+    """New-URL candidates from links: nofollow dropped, smallest (round, seq) first per URL."""
+    counts["links_in"] += links.num_rows
+    follow = pc.invert(links.column("nofollow"))
+    counts["links_nofollow"] += links.num_rows - (pc.sum(follow).as_py() or 0)
+    links = links.filter(follow)
+    dseq = discovered_seq(_np(links.column("shard")), _np(links.column("seq")))
+    rnd = _np(links.column("round")).astype(np.int64)
+    order = np.lexsort((dseq, rnd))
+    links = links.take(pa.array(order))
+    dseq = dseq[order]
+    sb = drum.SortedBatch(
+        links.rename_columns(["url_key" if n == "dst_url_key" else n for n in links.column_names])
+    )
+    counts["links_duplicate"] += sb.n - len(sb.keys)
+    t = sb.table
+    fr = pc.fill_null(t.column("filter_reason"), "")
+    filtered = pc.not_equal(fr, "")
+    sb.table = new_rows(
+        url_key=t.column("url_key"),
+        url=t.column("dst_url"),
+        host=t.column("dst_host"),
+        domain=t.column("dst_domain"),
+        depth=t.column("depth"),
+        hops_out=t.column("hops_out"),
+        discovered_round=t.column("round"),
+        discovered_seq=pa.array(dseq[sb.rows]),
+        status=pc.if_else(filtered, UrlStatus.FILTERED.value, UrlStatus.QUEUED.value),
+        reason=pc.if_else(filtered, fr, pa.scalar(None, pa.string())),
+        source_url_key=t.column("src_url_key"),
+    )
+    return sb
+
+
+def _ms_col(values_ms: np.ndarray, mask: np.ndarray) -> pa.Array:
+    return pa.array(values_ms, pa.int64(), mask=~mask).cast(pa.timestamp("ms"))
+
+
+def _fetch_combine(cfg: Config, now_ms: int, counts: Counter):
+    def combine(old: pa.Table, got: pa.Table) -> pa.Table:
+        detail = pc.coalesce(
+            pc.cast(got.column("fetch_status"), pa.string()),
+            got.column("error"),
+            got.column("outcome"),
+        )
+        status, reason, retries = apply_outcomes(
+            old.column("status"),
+            got.column("outcome"),
+            old.column("retries"),
+            detail,
+            cfg.frontier.max_retries,
+        )
+        st = np.asarray(status.to_numpy(zero_copy_only=False), dtype=object)
+        outc = np.asarray(got.column("outcome").to_numpy(zero_copy_only=False), dtype=object)
+        nr = _np(retries).astype(np.int64)
+        is_err = st == UrlStatus.ERROR.value
+        is_robots = (st == UrlStatus.QUEUED.value) & (outc == Outcome.ROBOTS_UNAVAILABLE.value)
+        backoff_ms = cfg.frontier.retry_backoff_s * 1000.0 * np.exp2(np.maximum(nr - 1, 0))
+        nxt = np.where(is_err, now_ms + backoff_ms, now_ms + cfg.robots.retry_after_s * 1000.0)
+        for s, n in Counter(st.tolist()).items():
+            counts[f"status:{s}"] += n
+        n = old.num_rows
+        values = {
+            "status": status,
+            "reason": reason,
+            "retries": retries,
+            "fetch_time": got.column("fetch_time"),
+            "fetch_status": got.column("fetch_status"),
+            "content_digest": pc.coalesce(
+                got.column("content_digest"), old.column("content_digest")
+            ),
+            "next_fetch_time": _ms_col(nxt.astype(np.int64), is_err | is_robots),
+            "lease_round": pa.nulls(n, pa.int32()),
+            "lease_shard": pa.nulls(n, pa.int32()),
+        }
+        return _with(old, values)
+
+    return combine
+
+
+def _with(old: pa.Table, values: Mapping[str, pa.Array]) -> pa.Table:
+    cols = [
+        values[f.name].cast(f.type) if f.name in values else old.column(f.name) for f in old.schema
+    ]
+    return pa.Table.from_arrays(cols, schema=old.schema)
+
+
+def _refilter_combine(old: pa.Table, got: pa.Table) -> pa.Table:
+    n = old.num_rows
+    return _with(
+        old,
+        {
+            "status": pa.array([UrlStatus.FILTERED.value] * n, pa.string()),
+            "reason": got.column("reason"),
+            "lease_round": pa.nulls(n, pa.int32()),
+            "lease_shard": pa.nulls(n, pa.int32()),
+        },
+    )
+
+
+def _clear_leases(chunk: pa.Table, round: int, counts: Counter) -> pa.Table:
+    lr = chunk.column("lease_round")
+    if lr.null_count == chunk.num_rows:
+        return chunk
+    ended = pc.fill_null(pc.less_equal(lr, round), False)
+    n = pc.sum(ended).as_py() or 0
+    if not n:
+        return chunk
+    counts["leases_cleared"] += n
+    none = pa.scalar(None, pa.int32())
+    return _with(
+        chunk,
+        {
+            "lease_round": pc.if_else(ended, none, lr),
+            "lease_shard": pc.if_else(ended, none, chunk.column("lease_shard")),
+        },
+    )
+
+
+def iter_update_bucket(
+    old: BucketSource,
+    fetched: pa.Table | None,
+    links: pa.Table | None,
+    *,
+    round: int,
+    cfg: Config,
+    now: dt.datetime | float,
+    refiltered: pa.Table | None = None,
+    counts: Counter | None = None,
+) -> Iterator[pa.Table]:
+    """The merged chunks of one bucket, in key order (streamed: see :func:`update_bucket`)."""
+    counts = Counter() if counts is None else counts
+    now_ms = epoch_ms(now)
+    fb = _fetch_batch(fetched) if fetched is not None and fetched.num_rows else None
+    if fb is not None:
+        counts["fetched_in"] += fb.n
+        counts["fetched_superseded"] += fb.n - len(fb.keys)
+    lb = _link_batch(links, counts) if links is not None and links.num_rows else None
+    rb = drum.SortedBatch(refiltered) if refiltered is not None and refiltered.num_rows else None
+    combine = _fetch_combine(cfg, now_ms, counts)
+    for lo, hi, chunk in drum.iter_chunks(
+        old, budget_bytes=cfg.frontier.drum_batch_bytes, schema=schemas.schema("frontier")
+    ):
+        counts["rows_old"] += chunk.num_rows
+        if rb is not None:
+            s, e = rb.range(lo, hi)
+            chunk, known, _ = drum.merge_chunk(
+                chunk, rb, s, e, combine=_refilter_combine, insert=False
+            )
+            counts["refiltered"] += int(known.sum())
+        if fb is not None:
+            s, e = fb.range(lo, hi)
+            chunk, known, _ = drum.merge_chunk(chunk, fb, s, e, combine=combine, insert=False)
+            counts["fetched_applied"] += int(known.sum())
+            counts["fetched_unknown"] += int((~known).sum())
+        if lb is not None:
+            s, e = lb.range(lo, hi)
+            chunk, known, inserted = drum.merge_chunk(chunk, lb, s, e, insert=True, apply=False)
+            counts["links_known"] += int(known.sum())
+            if inserted.any():
+                new = lb.table.slice(s, e - s).filter(pa.array(inserted))
+                for (st, why), n in Counter(
+                    zip(
+                        new.column("status").to_pylist(),
+                        new.column("reason").to_pylist(),
+                        strict=True,
+                    )
+                ).items():
+                    counts[
+                        f"links_new_{st}" if st != "filtered" else f"links_new_filtered:{why}"
+                    ] += n
+        chunk = _clear_leases(chunk, round, counts)
+        counts["rows_new"] += chunk.num_rows
+        yield chunk
+
+
+def update_bucket(
+    old: BucketSource,
+    fetched: pa.Table | None,
+    links: pa.Table | None,
+    *,
+    round: int,
+    cfg: Config,
+    now: dt.datetime | float,
+    refiltered: pa.Table | None = None,
+) -> tuple[pa.Table, Counter]:
+    """Merge one bucket with its share of the round's facts (DRUM, one sequential pass).
+
+    Parameters
+    ----------
+    old : pyarrow.Table, drum.BucketFile or None
+        The bucket's current rows, sorted by ``url_key`` (None: empty bucket). A file larger than
+        ``frontier.drum_batch_bytes`` is streamed by row group.
+    fetched : pyarrow.Table or None
+        This bucket's ``fetched`` rows (schema ``fetched``), any order.
+    links : pyarrow.Table or None
+        This bucket's ``links`` rows (by ``dst_url_key``), any order.
+    round : int
+        The round being updated; leases of this round and earlier ones are cleared.
+    cfg : Config
+        Uses ``frontier.max_retries``, ``retry_backoff_s``, ``drum_batch_bytes`` and
+        ``robots.retry_after_s``.
+    now : datetime or float
+        Wall clock (UTC) used for ``next_fetch_time`` of retries, epoch seconds or datetime.
+    refiltered : pyarrow.Table or None
+        ``(url_key, reason)`` of URLs the filters rejected at generate.
+
+    Returns
+    -------
+    (table, counts)
+        The new bucket sorted by ``url_key`` and the counters (see :func:`update`).
+    """
+    counts: Counter = Counter()
+    parts = list(
+        iter_update_bucket(
+            old, fetched, links, round=round, cfg=cfg, now=now, refiltered=refiltered, counts=counts
+        )
+    )
+    return pa.concat_tables(parts), counts
+
+
+def _has_leases(crawl: CrawlDir, entry: FileEntry | None) -> bool:
+    if entry is None or entry.rows == 0:
+        return False
+    t = crawl.read_table("frontier", [entry], columns=["lease_round"])
+    return t.column("lease_round").null_count < t.num_rows
+
+
+def update(
+    crawl: CrawlDir,
+    manifest: Manifest,
+    round: int,
+    fetched_rows: pa.Table | None,
+    link_rows: pa.Table | None,
+    cfg: Config,
+    now: dt.datetime | float,
+    *,
+    refiltered: pa.Table | None = None,
+    workers: int = 1,
+) -> tuple[list[FileEntry], dict]:
+    """Run :func:`update_bucket` over every bucket in this process and write the new buckets.
+
+    Buckets with no facts and no lease keep their file. New files are written as
+    ``frontier/gen={manifest.generation + 1}/bucket=BBB.parquet``; nothing is committed (the
+    caller commits the returned entries with the rest of the round).
+
+    Parameters
+    ----------
+    crawl, manifest
+        The crawl and the generation whose frontier is updated.
+    round : int
+        The round whose facts these are.
+    fetched_rows, link_rows : pyarrow.Table or None
+        The round's ``fetched`` and ``links`` rows.
+    cfg, now, refiltered
+        As in :func:`update_bucket`.
+    workers : int
+        Buckets merged in parallel threads (Arrow and numpy release the GIL).
+
+    Returns
+    -------
+    (entries, summary)
+        One :class:`FileEntry` per bucket in bucket order; the summary counts ``fetched``
+        (``in = applied + superseded + unknown``), ``links``
+        (``in = nofollow + duplicate + known + new_*``), the new statuses of fetched URLs,
+        ``leases_cleared``, and the frontier rows before and after.
+    """
+    k = manifest.buckets
+    entries = bucket_entries(manifest)
+    fparts = partition_by_bucket(fetched_rows, k) if fetched_rows is not None else {}
+    lparts = partition_by_bucket(link_rows, k, "dst_url_key") if link_rows is not None else {}
+    rparts = partition_by_bucket(refiltered, k) if refiltered is not None else {}
+    gen = manifest.generation + 1
+
+    def one(b: int) -> tuple[FileEntry, Counter, bool]:
+        entry = entries[b]
+        idle = b not in fparts and b not in lparts and b not in rparts
+        if idle and entry is not None and not _has_leases(crawl, entry):
+            return entry, Counter(rows_old=entry.rows, rows_new=entry.rows), False
+        src = None if entry is None else drum.BucketFile(crawl.fs, crawl.path(entry.path))
+        counts: Counter = Counter()
+        chunks = iter_update_bucket(
+            src,
+            fparts.get(b),
+            lparts.get(b),
+            round=round,
+            cfg=cfg,
+            now=now,
+            refiltered=rparts.get(b),
+            counts=counts,
+        )
+        new = write_bucket(
+            crawl, bucket_path(gen, b), chunks, row_group_bytes=cfg.frontier.drum_batch_bytes // 4
+        )
+        return new, counts, True
+
+    if workers > 1:
+        with ThreadPoolExecutor(workers) as pool:
+            results = list(pool.map(one, range(k)))
+    else:
+        results = [one(b) for b in range(k)]
+    total: Counter = Counter()
+    for _, c, _ in results:
+        total.update(c)
+    rewritten = sum(1 for r in results if r[2])
+    summary = {
+        "step": "update",
+        "round": round,
+        "buckets_rewritten": rewritten,
+        "buckets_kept": k - rewritten,
+        "frontier_rows_before": total["rows_old"],
+        "frontier_rows_after": total["rows_new"],
+        "fetched": {
+            x[len("fetched_") :]: n for x, n in sorted(total.items()) if x.startswith("fetched_")
+        },
+        "links": {
+            x[len("links_") :]: n for x, n in sorted(total.items()) if x.startswith("links_")
+        },
+        "status": {
+            x[len("status:") :]: n for x, n in sorted(total.items()) if x.startswith("status:")
+        },
+        "refiltered": total["refiltered"],
+        "leases_cleared": total["leases_cleared"],
+    }
+    return [r[0] for r in results], summary

@@ -1,0 +1,317 @@
+"""update: status transitions over every (status, outcome) pair, and merging a round's fetch
+results and links into the frontier (rows in = rows out + dropped, counted)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from batchcrawl import schemas
+from batchcrawl.config import Config, to_toml
+from batchcrawl.crawldir import CrawlDir
+from batchcrawl.frontier import FrontierError, bucket_entries, new_rows
+from batchcrawl.inject import inject
+from batchcrawl.records import Outcome, UrlStatus
+from batchcrawl.update import apply_outcomes, next_status, update, update_bucket
+from batchcrawl.urls import domain_of, host_of, url_key
+
+NOW = dt.datetime(2024, 5, 1, 12, 0, tzinfo=dt.UTC)
+NOW_MS = int(NOW.timestamp() * 1000)
+
+# outcome -> (status, reason given detail "D", retries rule) written out independently of the code.
+EXPECTED = {
+    Outcome.OK: ("fetched", None, "reset"),
+    Outcome.TRUNCATED: ("fetched", "truncated", "reset"),
+    Outcome.NOT_MODIFIED: ("fetched", "not_modified", "reset"),
+    Outcome.REDIRECT: ("redirect", "D", "reset"),
+    Outcome.GONE: ("gone", "D", "reset"),
+    Outcome.HTTP_ERROR: ("gone", "D", "reset"),
+    Outcome.SERVER_ERROR: ("error", "D", "inc"),
+    Outcome.NETWORK_ERROR: ("error", "D", "inc"),
+    Outcome.DNS_ERROR: ("error", "D", "inc"),
+    Outcome.ROBOTS_UNAVAILABLE: ("queued", "robots_unavailable", "inc"),
+    Outcome.ROBOTS_DENIED: ("robots_denied", None, "keep"),
+    Outcome.REFUSED: ("refused", "D", "keep"),
+    Outcome.NOT_FETCHED: ("queued", None, "keep"),
+}
+
+
+@pytest.mark.parametrize("status", list(UrlStatus))
+@pytest.mark.parametrize("outcome", list(Outcome))
+def test_next_status_every_pair(status, outcome):
+    assert set(EXPECTED) == set(Outcome)
+    want_status, want_reason, rule = EXPECTED[outcome]
+    for retries in (0, 1, 3):
+        got = next_status(status.value, outcome.value, retries, 3, detail="D")
+        if rule == "inc" and retries + 1 > 3:
+            why = "robots_unavailable" if outcome is Outcome.ROBOTS_UNAVAILABLE else "D"
+            assert got == ("gone", f"max_retries:{why}", retries + 1)
+        else:
+            want_retries = {"reset": 0, "inc": retries + 1, "keep": retries}[rule]
+            assert got == (want_status, want_reason, want_retries)
+
+
+def test_next_status_rejects_unknown_values():
+    with pytest.raises(ValueError):
+        next_status("queued", "exploded", 0, 3)
+    with pytest.raises(ValueError):
+        next_status("lost", "ok", 0, 3)
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(list(UrlStatus)),
+            st.sampled_from(list(Outcome)),
+            st.integers(0, 5),
+            st.sampled_from([None, "404", "timeout"]),
+        ),
+        max_size=40,
+    )
+)
+def test_apply_outcomes_is_next_status_vectorized(rows):
+    s, o, r, d = (list(c) for c in zip(*rows, strict=True)) if rows else ([], [], [], [])
+    got = apply_outcomes(
+        pa.array(s, pa.string()),
+        pa.array(o, pa.string()),
+        pa.array(r, pa.int32()),
+        pa.array(d, pa.string()),
+        2,
+    )
+    want = [next_status(*row[:3], 2, detail=row[3]) for row in rows]
+    assert list(zip(*(a.to_pylist() for a in got), strict=True)) == want
+
+
+def table(name: str, rows: list[dict]) -> pa.Table:
+    schema = schemas.schema(name)
+    return pa.Table.from_pylist(rows, schema=schema) if rows else schema.empty_table()
+
+
+def fetched_row(url: str, outcome: str, *, status=None, error=None, t=0, digest=None) -> dict:
+    host = host_of(url)
+    return {
+        "url_key": url_key(url),
+        "url": url,
+        "url_host_name": host,
+        "url_host_registered_domain": domain_of(host),
+        "fetch_time": NOW + dt.timedelta(seconds=t),
+        "fetch_status": status,
+        "outcome": outcome,
+        "error": error,
+        "content_digest": digest,
+        "depth": 0,
+        "round": 1,
+        "shard": 0,
+    }
+
+
+def link_row(
+    src: str, dst: str, *, shard=0, seq=0, rnd=1, tag="a", nofollow=False, reason=None, depth=1
+) -> dict:
+    host = host_of(dst)
+    return {
+        "round": rnd,
+        "shard": shard,
+        "seq": seq,
+        "src_url_key": url_key(src),
+        "dst_url_key": url_key(dst),
+        "dst_url": dst,
+        "dst_host": host,
+        "dst_domain": domain_of(host),
+        "depth": depth,
+        "hops_out": 0,
+        "tag": tag,
+        "nofollow": nofollow,
+        "filter_reason": reason,
+    }
+
+
+@pytest.fixture
+def crawl(tmp_path):
+    cfg = Config().replace(
+        frontier={"buckets": 4, "max_retries": 2, "retry_backoff_s": 10.0},
+        robots={"retry_after_s": 60.0},
+    )
+    c = CrawlDir.create(str(tmp_path / "c"), to_toml(cfg), 4)
+    inject(c, cfg, [f"http://s{i}.test/" for i in range(8)])
+    return c, cfg
+
+
+def rows_by_url(crawl: CrawlDir, entries) -> dict[str, dict]:
+    return {r["url"]: r for r in crawl.read_table("frontier", entries).to_pylist()}
+
+
+def test_update_round(crawl):
+    c, cfg = crawl
+    m = c.manifest()
+    fetched = table(
+        "fetched",
+        [
+            fetched_row("http://s0.test/", "ok", status=200, digest="sha1:AAA"),
+            fetched_row("http://s1.test/", "gone", status=404),
+            fetched_row("http://s2.test/", "network_error", error="timeout", t=1),
+            fetched_row("http://s2.test/", "ok", status=200, t=0),  # earlier attempt: superseded
+            fetched_row("http://s3.test/", "not_fetched"),
+            fetched_row("http://s4.test/", "robots_unavailable"),
+            fetched_row("http://s5.test/", "redirect", status=301),
+            fetched_row("http://unknown.test/", "ok", status=200),
+        ],
+    )
+    links = table(
+        "links",
+        [
+            link_row("http://s0.test/", "http://s0.test/a", shard=1, seq=5),
+            link_row(
+                "http://s1.test/", "http://s0.test/a", shard=0, seq=9
+            ),  # smaller (0<<40|9): wins
+            link_row("http://s0.test/", "http://s1.test/", seq=1),  # known
+            link_row("http://s0.test/", "http://s0.test/nf", seq=2, nofollow=True),
+            link_row("http://s0.test/", "http://out.test/", seq=3, reason="out_of_scope"),
+            link_row("http://s5.test/", "http://s5.test/new", seq=4, tag="redirect", depth=0),
+        ],
+    )
+    entries, s = update(c, m, 1, fetched, links, cfg, NOW)
+    assert len(entries) == 4
+    f, lk = s["fetched"], s["links"]
+    assert f["in"] == 8 and f["in"] == f["applied"] + f["superseded"] + f["unknown"]
+    assert (f["superseded"], f["unknown"]) == (1, 1)
+    assert lk["in"] == 6
+    assert (
+        lk["in"]
+        == lk["nofollow"]
+        + lk["duplicate"]
+        + lk["known"]
+        + lk["new_queued"]
+        + lk["new_filtered:out_of_scope"]
+    )
+    assert s["frontier_rows_after"] == s["frontier_rows_before"] + 3
+    rows = rows_by_url(c, entries)
+    assert len(rows) == 11
+    s0, s1, s2 = rows["http://s0.test/"], rows["http://s1.test/"], rows["http://s2.test/"]
+    assert (s0["status"], s0["fetch_status"], s0["content_digest"]) == ("fetched", 200, "sha1:AAA")
+    assert (s1["status"], s1["reason"]) == ("gone", "404")
+    assert (s2["status"], s2["reason"], s2["retries"]) == ("error", "timeout", 1)
+    assert s2["next_fetch_time"] == (NOW + dt.timedelta(seconds=10)).replace(tzinfo=None)
+    assert rows["http://s3.test/"]["status"] == "queued"
+    assert rows["http://s3.test/"]["retries"] == 0
+    s4 = rows["http://s4.test/"]
+    assert (s4["status"], s4["retries"]) == ("queued", 1)
+    assert s4["next_fetch_time"] == (NOW + dt.timedelta(seconds=60)).replace(tzinfo=None)
+    assert rows["http://s5.test/"]["status"] == "redirect"
+    a = rows["http://s0.test/a"]
+    assert (a["discovered_round"], a["discovered_seq"], a["depth"]) == (1, 9, 1)
+    assert a["source_url_key"] == url_key("http://s1.test/")
+    assert rows["http://out.test/"]["status"] == "filtered"
+    assert rows["http://out.test/"]["reason"] == "out_of_scope"
+    red = rows["http://s5.test/new"]
+    assert red["source_url_key"] == url_key("http://s5.test/") and red["status"] == "queued"
+    assert "http://s0.test/nf" not in rows
+
+
+def test_backoff_doubles_then_gone(crawl):
+    c, cfg = crawl
+    m = c.manifest()
+    url = "http://s6.test/"
+    for attempt, want in enumerate([("error", 10), ("error", 20), ("gone", None)], 1):
+        fetched = table("fetched", [fetched_row(url, "server_error", status=503)])
+        entries, _ = update(c, m, attempt, fetched, None, cfg, NOW)
+        m = c.commit(m, {"frontier": entries}, {"step": "test"}, round=attempt)
+        row = rows_by_url(c, entries)[url]
+        assert row["status"] == want[0]
+        if want[1] is None:
+            assert row["next_fetch_time"] is None and row["reason"] == "max_retries:503"
+        else:
+            assert row["next_fetch_time"] == (NOW + dt.timedelta(seconds=want[1])).replace(
+                tzinfo=None
+            )
+
+
+def test_idle_buckets_keep_their_file(crawl):
+    c, cfg = crawl
+    m = c.manifest()
+    url = "http://s0.test/"
+    fetched = table("fetched", [fetched_row(url, "ok", status=200)])
+    entries, s = update(c, m, 1, fetched, None, cfg, NOW)
+    old = bucket_entries(m)
+    changed = [b for b in range(4) if entries[b] != old[b]]
+    assert changed == [url_key(url) % 4]
+    assert s["buckets_rewritten"] == 1
+
+
+def lease_table(n: int, lease_round: int | None) -> pa.Table:
+    urls = [f"http://l.test/{i}" for i in range(n)]
+    t = new_rows(
+        url_key=np.array([url_key(u) for u in urls], np.uint64),
+        url=urls,
+        host=["l.test"] * n,
+        domain=["l.test"] * n,
+        depth=1,
+        hops_out=0,
+        discovered_round=1,
+        discovered_seq=np.arange(n),
+    )
+    t = t.set_column(
+        t.schema.get_field_index("lease_round"),
+        "lease_round",
+        pa.array([lease_round] * n, pa.int32()),
+    )
+    t = t.set_column(
+        t.schema.get_field_index("lease_shard"),
+        "lease_shard",
+        pa.array([0 if lease_round is not None else None] * n, pa.int32()),
+    )
+    return t.sort_by("url_key")
+
+
+def test_leases_of_this_round_are_cleared():
+    cfg = Config()
+    t = lease_table(5, 3)
+    out, counts = update_bucket(t, None, None, round=3, cfg=cfg, now=NOW)
+    assert out.column("lease_round").null_count == 5 and counts["leases_cleared"] == 5
+    out, counts = update_bucket(lease_table(5, 4), None, None, round=3, cfg=cfg, now=NOW)
+    assert out.column("lease_round").to_pylist() == [4] * 5  # a later round's lease stays
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    n_old=st.integers(0, 300),
+    picks=st.lists(st.integers(0, 400), max_size=80),
+    budget=st.sampled_from([2_000, 64_000_000]),
+)
+def test_streamed_bucket_equals_in_memory(tmp_path_factory, n_old, picks, budget):
+    """A bucket bigger than drum_batch_bytes is merged by row group with the same result."""
+    from fsspec.implementations.local import LocalFileSystem
+
+    from batchcrawl.drum import BucketFile
+    from batchcrawl.frontier import write_bucket
+
+    tmp = tmp_path_factory.mktemp("u")
+    cfg = Config().replace(frontier={"drum_batch_bytes": budget})
+    old = lease_table(n_old, None)
+    c = CrawlDir(str(tmp))
+    write_bucket(c, "b.parquet", old, row_group_bytes=max(1, budget // 4))
+    links = table(
+        "links",
+        [link_row("http://l.test/0", f"http://l.test/{p}", seq=i) for i, p in enumerate(picks)],
+    )
+    src = BucketFile(LocalFileSystem(), str(tmp / "b.parquet"))
+    got, counts = update_bucket(src, None, links, round=2, cfg=cfg, now=NOW)
+    want, _ = update_bucket(old, None, links, round=2, cfg=Config(), now=NOW)
+    assert got.equals(want)
+    assert counts["rows_new"] == n_old + counts["links_new_queued"]
+    assert (
+        counts["links_in"]
+        == counts["links_duplicate"] + counts["links_known"] + counts["links_new_queued"]
+    )
+
+
+def test_link_seq_out_of_range():
+    links = table("links", [link_row("http://a.test/", "http://b.test/", seq=1 << 40)])
+    with pytest.raises(FrontierError, match="seq"):
+        update_bucket(None, None, links, round=1, cfg=Config(), now=NOW)
