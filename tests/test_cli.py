@@ -1,0 +1,246 @@
+"""The batchcrawl CLI: commands, output formats, config layers, and exit codes."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from crawl_helpers import small_crawl
+
+from batchcrawl.cli import main
+from batchcrawl.config import Config, load_config
+from batchcrawl.crawldir import CrawlDir
+from batchcrawl.lock import LOCK_FILE, WriterLock
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run(*args, env=None, input=None):
+    return CliRunner().invoke(main, [str(a) for a in args], env=env or {}, input=input)
+
+
+@pytest.fixture
+def crawl(tmp_path) -> CrawlDir:
+    return small_crawl(tmp_path / "c")
+
+
+# -- init ------------------------------------------------------------------------------------
+def test_init_writes_effective_config_and_refuses_to_overwrite(tmp_path):
+    target = tmp_path / "new"
+    result = run(
+        "init", target, "--set", "frontier.buckets=8", env={"BATCHCRAWL_FETCH__SHARDS": "3"}
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == {"crawl": str(target), "generation": 0, "buckets": 8}
+    written = (target / "crawl.toml").read_text()
+    cfg = load_config(files=[("crawl.toml", written)], environ={})
+    assert cfg == Config().replace(frontier={"buckets": 8}, fetch={"shards": 3})
+    assert CrawlDir.open(str(target)).manifest().buckets == 8
+
+    again = run("init", target)
+    assert again.exit_code == 3
+    assert "already exists" in again.stderr
+    assert (target / "crawl.toml").read_text() == written
+
+
+def test_init_from_config_file_and_its_errors_name_file_and_line(tmp_path):
+    good = tmp_path / "good.toml"
+    good.write_text("[frontier]\nbuckets = 16\n")
+    result = run("init", tmp_path / "a", "--config", good)
+    assert result.exit_code == 0, result.output
+    assert tomllib.loads((tmp_path / "a" / "crawl.toml").read_text())["frontier"]["buckets"] == 16
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[crawl]\nname = 'x'\n[fetch]\nthreads = -1\n")
+    result = run("init", tmp_path / "b", "--config", bad)
+    assert result.exit_code == 2
+    assert f"{bad}:4" in result.stderr and "fetch.threads" in result.stderr
+    assert not (tmp_path / "b").exists()
+
+
+# -- sql -------------------------------------------------------------------------------------
+def test_sql_formats(crawl):
+    q = "SELECT status, count(*) AS n FROM frontier GROUP BY status ORDER BY status"
+    as_json = run("sql", crawl.url, q, "--format", "json")
+    assert as_json.exit_code == 0, as_json.output
+    expected = [
+        {"status": "error", "n": 1},
+        {"status": "fetched", "n": 3},
+        {"status": "gone", "n": 1},
+        {"status": "queued", "n": 1},
+    ]
+    assert json.loads(as_json.stdout) == expected
+    as_csv = run("sql", crawl.url, q, "--format", "csv")
+    assert list(csv.DictReader(io.StringIO(as_csv.stdout))) == [
+        {"status": r["status"], "n": str(r["n"])} for r in expected
+    ]
+    table = run("sql", crawl.url, q)
+    assert table.exit_code == 0
+    assert "fetched" in table.stdout and "status" in table.stdout
+
+
+def test_sql_named_query_generation_and_listing(crawl):
+    result = run("sql", crawl.url, "--query", "status-counts", "--format", "json")
+    assert {r["status"]: r["urls"] for r in json.loads(result.stdout)}["fetched"] == 3
+    old = run(
+        "sql",
+        crawl.url,
+        "SELECT count(*) AS n FROM frontier",
+        "--generation",
+        "0",
+        "--format",
+        "json",
+    )
+    assert json.loads(old.stdout) == [{"n": 0}]
+    listing = run("sql", crawl.url, "--list")
+    assert "rounds" in listing.stdout.split()
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["COPY frontier TO 'x.csv'"], 2, "refused COPY statement"),
+        (["SELECT nope FROM frontier"], 2, "query failed"),
+        (["--query", "nope"], 2, "no named query 'nope'"),
+        ([], 2, "give either a statement"),
+        (["SELECT 1", "--query", "rounds"], 2, "give either a statement"),
+        (["SELECT 1", "--generation", "9"], 3, "generation 9 does not exist"),
+    ],
+)
+def test_sql_errors(crawl, args, code, message):
+    result = run("sql", crawl.url, *args)
+    assert result.exit_code == code
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) <= 4  # a clear message, no traceback
+    assert "Traceback" not in result.stderr
+
+
+def test_not_a_crawl_dir_exits_3(tmp_path):
+    result = run("status", tmp_path / "missing")
+    assert result.exit_code == 3
+    assert result.stderr.startswith("batchcrawl: error: ") and "batchcrawl init" in result.stderr
+
+
+# -- status / gc -----------------------------------------------------------------------------
+def test_status_json_and_table(crawl):
+    result = run("status", crawl.url, "--format", "json")
+    assert result.exit_code == 0, result.output
+    st = json.loads(result.stdout)
+    assert st["urls"]["total"] == 6 and st["fetched"]["attempts"] == 5
+    table = run("status", crawl.url)
+    assert table.exit_code == 0
+    for title in ("URLs by status", "URLs by depth", "generations", "queued"):
+        assert title in table.stdout
+
+
+def test_gc_keep_flag_overrides_config(crawl):
+    crawl.commit(crawl.manifest(), {}, {"step": "noop"})
+    result = run("gc", crawl.url, "--keep", "2", "--set", "crawl.keep_generations=1")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["kept_generations"] == [1, 2]
+    result = run("gc", crawl.url, "--set", "crawl.keep_generations=1")
+    assert json.loads(result.stdout)["kept_generations"] == [2]
+    assert crawl.generations() == [2]
+    assert not os.path.exists(crawl.path(LOCK_FILE))
+
+
+def test_bad_set_and_env_exit_2_naming_the_source(crawl):
+    result = run("status", crawl.url, "--set", "fetch.shards=0")
+    assert result.exit_code == 2 and "--set fetch.shards" in result.stderr
+    result = run("status", crawl.url, env={"BATCHCRAWL_ROUND__WORKERS": "many"})
+    assert result.exit_code == 2 and "BATCHCRAWL_ROUND__WORKERS" in result.stderr
+
+
+def test_locked_crawl_exits_4_in_a_real_process(crawl):
+    """A writer command run as a real process while this process holds the lock."""
+    with WriterLock(crawl, owner="test holder", heartbeat_s=3600):
+        proc = subprocess.run(
+            [sys.executable, "-m", "batchcrawl.cli", "gc", crawl.url, "--keep", "1"],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+        )
+    assert proc.returncode == 4
+    assert "locked by test holder" in proc.stderr
+    assert crawl.generations() == [0, 1]  # nothing collected
+
+
+# -- not yet available -----------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "args",
+    [
+        [
+            "round",
+            "{c}",
+            "--scheduler",
+            "tcp://127.0.0.1:1",
+            "--workers",
+            "2",
+            "--time-limit",
+            "30",
+            "--max-pages",
+            "10",
+        ],
+        ["crawl", "{c}", "--rounds", "3", "--stream"],
+        ["export", "{c}", "{d}", "--rounds", "1..2", "--tables", "fetched", "--format", "warc"],
+        ["demo"],
+    ],
+)
+def test_planned_commands_exit_69(crawl, tmp_path, args):
+    args = [a.format(c=crawl.url, d=tmp_path / "out") for a in args]
+    result = run(*args)
+    assert result.exit_code == 69, result.output
+    assert "not available yet" in result.stderr
+
+
+def test_round_flags_are_validated_before_not_available(crawl):
+    result = run("round", crawl.url, "--workers", "0")
+    assert result.exit_code == 2
+    result = run("export", crawl.url, "out", "--rounds", "5..2")
+    assert result.exit_code == 2 and "--rounds '5..2'" in result.stderr
+
+
+def test_help_lists_every_command_and_exit_codes_are_documented():
+    result = run("--help")
+    for command in ("init", "inject", "round", "crawl", "status", "sql", "export", "gc", "demo"):
+        assert command in result.stdout
+    import batchcrawl.cli as cli_module
+
+    for code in ("0 ", "1 ", "2 ", "3 ", "4 ", "69 ", "75 "):
+        assert f"\n{code}" in cli_module.__doc__
+
+
+def test_entry_point_module_runs():
+    proc = subprocess.run(
+        [sys.executable, "-m", "batchcrawl.cli", "--version"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert proc.returncode == 0 and "batchcrawl" in proc.stdout
+
+
+# -- inject (batchcrawl.inject is written separately) ----------------------------------------
+def test_init_with_seeds_and_inject_from_stdin(tmp_path):
+    pytest.importorskip("batchcrawl.inject")
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("http://a.test/\nhttp://b.test/x\n")
+    target = tmp_path / "c"
+    result = run("init", target, "--seeds", seeds, "--set", "frontier.buckets=2")
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert isinstance(out["inject"], dict)
+    crawl = CrawlDir.open(str(target))
+    assert crawl.read_current("frontier").num_rows == 2
+    result = run("inject", target, "-", input="http://c.test/\n")
+    assert result.exit_code == 0, result.output
+    assert crawl.read_current("frontier").num_rows == 3
+    assert not os.path.exists(crawl.path(LOCK_FILE))

@@ -1,0 +1,121 @@
+"""configs/default.toml is generated from config.py; config precedence and error messages."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from batchcrawl.cli import load_crawl_config
+from batchcrawl.config import Config, load_config, to_toml
+from batchcrawl.crawldir import CrawlDir
+from batchcrawl.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[1]
+GEN_SCRIPT = REPO / "scripts" / "gen_default_config.py"
+
+
+def gen_module():
+    spec = importlib.util.spec_from_file_location("gen_default_config", GEN_SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_default_toml_is_the_generated_text():
+    checked_in = (REPO / "configs" / "default.toml").read_text(encoding="utf-8")
+    assert checked_in == gen_module().render(), "run python scripts/gen_default_config.py"
+
+
+def test_default_toml_loads_to_the_defaults():
+    text = (REPO / "configs" / "default.toml").read_text(encoding="utf-8")
+    assert load_config(files=[("configs/default.toml", text)], environ={}) == Config()
+
+
+def test_default_toml_comments_every_setting():
+    text = (REPO / "configs" / "default.toml").read_text(encoding="utf-8").splitlines()
+    for section, values in Config().to_dict().items():
+        assert f"[{section}]" in text
+        for key in values:
+            i = next(n for n, line in enumerate(text) if line.startswith(f"{key} = "))
+            assert text[i - 1].startswith("# "), key
+
+
+def test_check_mode_detects_a_stale_file(tmp_path):
+    stale = tmp_path / "default.toml"
+    stale.write_text("[crawl]\n")
+    cmd = [sys.executable, str(GEN_SCRIPT), "--check", "--output", str(stale)]
+    assert subprocess.run(cmd, capture_output=True).returncode == 1
+    subprocess.run([sys.executable, str(GEN_SCRIPT), "--output", str(stale)], check=True)
+    assert subprocess.run(cmd, capture_output=True).returncode == 0
+
+
+def test_docstrings_are_read_from_the_source_with_ast():
+    source = '''
+@dataclass(frozen=True)
+class FooSection:
+    """``[foo]``: a section."""
+
+    size_bytes: int = 3
+    """Size of a thing, bytes."""
+    plain: int = 1
+
+@dataclass(frozen=True)
+class Config:
+    foo: FooSection = field(default_factory=FooSection)
+'''
+    class_docs, field_docs, sections = gen_module().docstrings(source)
+    assert class_docs["FooSection"] == "``[foo]``: a section."
+    assert field_docs["FooSection"] == {"size_bytes": "Size of a thing, bytes."}
+    assert sections == {"foo": "FooSection"}
+
+
+# -- precedence ------------------------------------------------------------------------------
+@pytest.fixture
+def crawl(tmp_path) -> CrawlDir:
+    text = to_toml(Config().replace(fetch={"shards": 3, "threads": 5, "ring_vnodes": 7}))
+    return CrawlDir.create(str(tmp_path / "c"), text, buckets=1)
+
+
+def test_precedence_defaults_file_env_set_flags(crawl):
+    env = {"BATCHCRAWL_FETCH__THREADS": "6", "BATCHCRAWL_FETCH__RING_VNODES": "8"}
+    cfg = load_crawl_config(
+        crawl,
+        sets=["fetch.ring_vnodes=9", "fetch.time_limit_s=12"],
+        flags={"fetch": {"time_limit_s": 13.0, "url_cache_size": None}},
+        environ=env,
+    )
+    assert cfg.fetch.shards == 3  # crawl.toml over the default
+    assert cfg.fetch.threads == 6  # env over crawl.toml
+    assert cfg.fetch.ring_vnodes == 9  # --set over env
+    assert cfg.fetch.time_limit_s == 13.0  # explicit flag over --set
+    assert cfg.fetch.url_cache_size == Config().fetch.url_cache_size  # unset flag: no effect
+    assert cfg.frontier.buckets == Config().frontier.buckets  # default
+
+
+def test_error_in_crawl_toml_names_file_and_line(tmp_path):
+    crawl = CrawlDir.create(str(tmp_path / "c"), "[crawl]\nname = 'x'\n\n[fetch]\nshard = 4\n", 1)
+    with pytest.raises(ConfigError, match=r"fetch\.shard \(from .*crawl\.toml:5\): unknown key"):
+        load_crawl_config(crawl, environ={})
+    crawl2 = CrawlDir.create(str(tmp_path / "d"), "[fetch]\nshards = 'many'\n", 1)
+    with pytest.raises(ConfigError, match=r"crawl\.toml:2\): expected an integer"):
+        load_crawl_config(crawl2, environ={})
+
+
+def test_error_from_environment_names_the_variable(crawl):
+    with pytest.raises(ConfigError, match="environment variable BATCHCRAWL_FETCH__SHARDS"):
+        load_crawl_config(crawl, environ={"BATCHCRAWL_FETCH__SHARDS": "zero"})
+    with pytest.raises(ConfigError, match="BATCHCRAWL_FETCHSHARDS.*two underscores"):
+        load_crawl_config(crawl, environ={"BATCHCRAWL_FETCHSHARDS": "2"})
+
+
+def test_error_from_set_names_the_option(crawl):
+    with pytest.raises(ConfigError, match=r"fetch\.shards \(from --set fetch\.shards\)"):
+        load_crawl_config(crawl, sets=["fetch.shards=0"], environ={})
+    with pytest.raises(ConfigError, match="expected section.key=value"):
+        load_crawl_config(crawl, sets=["shards=2"], environ={})
+    with pytest.raises(ConfigError, match="unknown section"):
+        load_crawl_config(crawl, sets=["fetcher.shards=2"], environ={})
