@@ -41,6 +41,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import threading
 import time
 import uuid
 import zlib
@@ -192,6 +193,11 @@ class WarcWriter:
     compress_level
         zlib level of each record's gzip member (1 fastest .. 9 smallest; default 6, as gzip).
 
+    Notes
+    -----
+    Thread-safe: fetch threads may share one writer; the records of each fetch are written under
+    a lock, so they stay contiguous and in one file.
+
     Raises
     ------
     WarcSettingError
@@ -234,6 +240,7 @@ class WarcWriter:
         self.warcinfo_fields = dict(warcinfo_fields or {})
         self._serial = first_serial
         self._file: _OpenFile | None = None
+        self._lock = threading.Lock()
         self.compress_level = compress_level
         self._writer = WARCWriter(None, gzip=False, warc_version=WARC_VERSION)
         self.files: list[str] = []
@@ -250,6 +257,10 @@ class WarcWriter:
 
     def close(self) -> None:
         """Close the current file (if any). Further writes open the next serial."""
+        with self._lock:
+            self._close()
+
+    def _close(self) -> None:
         if self._file is not None:
             try:
                 self._file.handle.close()
@@ -286,6 +297,12 @@ class WarcWriter:
         """
         if result.status is None:
             return None
+        with self._lock:
+            return self._write_fetch(result, outlinks, revisit_of)
+
+    def _write_fetch(
+        self, result: FetchResult, outlinks: list[str] | None, revisit_of: tuple[str, str] | None
+    ) -> WarcLocation:
         if self._file is None:
             self._open_next()
         f = self._file
@@ -348,7 +365,7 @@ class WarcWriter:
         location = WarcLocation(f.name, f.size + resp_offset, resp_length)
         self._append(data, 3 if outlinks is not None else 2)
         if f.size >= self.rotate_bytes:
-            self.close()
+            self._close()
         return location
 
     # -- internals ----------------------------------------------------------------------------

@@ -583,3 +583,33 @@ def test_shared_warc_files_read_record_by_record():
         f"re-read at their offsets; digests: {passed} pass, {failed} fail"
     )
     assert rejected == 2 and files == 18
+
+
+def test_threads_share_one_writer(fs_dir):
+    fs, directory = fs_dir
+    from concurrent.futures import ThreadPoolExecutor
+
+    w = WarcWriter(fs, directory, "t", 20_000, "batchcrawl/0.1")
+    with ThreadPoolExecutor(4) as pool:
+        locs = list(
+            pool.map(
+                lambda i: w.write_fetch(fetch(f"/{i}", body=b"z" * 900), outlinks=[]), range(60)
+            )
+        )
+    w.close()
+    assert len({(loc.filename, loc.offset) for loc in locs}) == 60
+    for path in w.files:
+        recs = records(fs, path)
+        assert all(r[4] is not False for r in recs)
+        groups = [recs[i : i + 3] for i in range(1, len(recs), 3)]
+        for req, resp, meta in groups:
+            assert (req[0], resp[0], meta[0]) == ("request", "response", "metadata")
+            assert (
+                req[1]["WARC-Target-URI"]
+                == resp[1]["WARC-Target-URI"]
+                == meta[1]["WARC-Target-URI"]
+            )
+    for i, loc in enumerate(locs):
+        assert (
+            read_record(fs, loc.filename, loc.offset, loc.length).target_uri == f"http://a.test/{i}"
+        )
