@@ -12,6 +12,10 @@ locally, an ``If-None-Match: *`` put on object stores (Delta Lake's commit proto
 Readers only ever read files named by a committed manifest, so a step that dies leaves orphans that
 nobody reads, and rerunning it is safe. A manifest may point at files written by older generations
 (an unchanged DRUM bucket is not rewritten).
+
+After publishing, a local crawl's ``crawl.duckdb`` is rewritten (temp file + rename) with views over
+the new generation (:func:`batchcrawl.sql.refresh_duckdb`); remote crawls have none. Writers hold the
+crawl's :class:`~batchcrawl.lock.WriterLock`; old generations are removed by :func:`batchcrawl.gc.gc`.
 """
 
 from __future__ import annotations

@@ -112,9 +112,10 @@ def gc(
                 delete(path, info.get("size", 0))
             else:
                 stats["kept_files"] += 1
-    for path, info in _walk(crawl, ""):  # crawl.duckdb.tmp-* and _lock.json.tmp-* at the root
+    for path, info in _walk(crawl, ""):  # crawl.duckdb.tmp-*, _lock.json.{tmp,stale}-* at the root
         name = posixpath.basename(path)
-        if TMP_MARKER in name and now - _mtime(info) >= tmp_min_age_s:
+        leftover = TMP_MARKER in name or ".stale-" in name
+        if leftover and now - _mtime(info) >= tmp_min_age_s:
             delete(path, info.get("size", 0))
     if crawl.local and not dry_run:
         for folder in DATA_DIRS:

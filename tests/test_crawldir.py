@@ -165,6 +165,8 @@ def test_gc_keeps_referenced_files_of_older_generations(tmp_path):
     crawl.write_table("fetched", "fetched/round=9/shard=00.parquet", [fetched_row(1)])
     put(crawl, "warc/round=9/shard=00-00000.warc.gz", b"orphan")
     put(crawl, "frontier/gen=3/bucket=000.parquet.tmp-abc", b"partial")
+    put(crawl, "crawl.duckdb.tmp-abc", b"partial")
+    put(crawl, "_lock.json.stale-abc", b"{}")
 
     result = gc(crawl, keep=1, tmp_min_age_s=0)
     files = all_files(crawl.root)
@@ -175,8 +177,10 @@ def test_gc_keeps_referenced_files_of_older_generations(tmp_path):
     assert "warc/round=9/shard=00-00000.warc.gz" not in files
     assert "frontier/gen=3/bucket=000.parquet.tmp-abc" not in files
     assert "_commits/000001.json" not in files and "_commits/000002.json" in files
+    assert "crawl.duckdb.tmp-abc" not in files and "_lock.json.stale-abc" not in files
+    assert "crawl.duckdb" in files and "crawl.toml" in files
     assert result["kept_generations"] == [g2.generation]
-    assert result["deleted_manifests"] == 2 and result["deleted_files"] == 4
+    assert result["deleted_manifests"] == 2 and result["deleted_files"] == 6
     assert_generation_complete(crawl)
 
 
