@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import re
 import uuid
 from pathlib import Path
 
@@ -31,8 +32,8 @@ from batchcrawl.errors import SQLError
 DUCKDB_FILE = "crawl.duckdb"
 log = logging.getLogger(__name__)
 
-#: Statement types a query may have (DuckDB's parser decides, not a regex).
-_ALLOWED = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
+#: ``EXPLAIN [ANALYZE] [(options)]`` prefix; what follows is checked again.
+_EXPLAIN_RE = re.compile(r"\s*EXPLAIN\s+(?:ANALY[SZ]E\s+)?(?:\([^)]*\)\s*)?", re.IGNORECASE)
 #: PRAGMAs that only show things.
 _SHOW_PRAGMAS = {
     "show_tables",
@@ -125,7 +126,7 @@ def check_read_only(sql: str) -> list[str]:
     """Split ``sql`` into statements and check each only reads.
 
     Allowed: ``SELECT`` (with ``WITH``, ``FROM``-first, ``VALUES``, ``DESCRIBE``, ``SHOW``,
-    ``SUMMARIZE``), ``EXPLAIN`` and the showing PRAGMAs (``PRAGMA show_tables``...). Refused:
+    ``SUMMARIZE``), ``EXPLAIN [ANALYZE]`` of a SELECT, and the showing PRAGMAs (``PRAGMA show_tables``...). Refused:
     anything that writes, copies, attaches, installs/loads, sets, creates, or calls.
 
     Returns
@@ -145,8 +146,10 @@ def check_read_only(sql: str) -> list[str]:
     if not statements:
         raise SQLError("empty query: give one SELECT statement")
     for st in statements:
-        if st.type in _ALLOWED:
+        if st.type == duckdb.StatementType.SELECT:
             continue
+        if st.type == duckdb.StatementType.EXPLAIN and _explains_a_select(st.query):
+            continue  # EXPLAIN ANALYZE runs its statement: only a SELECT may follow
         if st.type == duckdb.StatementType.PRAGMA:
             name = st.query.strip().split(None, 1)[1] if len(st.query.split()) > 1 else ""
             name = name.split("(")[0].split("=")[0].strip().rstrip(";").strip().lower()
@@ -158,6 +161,17 @@ def check_read_only(sql: str) -> list[str]:
             "(SELECT, WITH, EXPLAIN, DESCRIBE, SHOW only)"
         )
     return [st.query for st in statements]
+
+
+def _explains_a_select(text: str) -> bool:
+    m = _EXPLAIN_RE.match(text)
+    if not m:
+        return False
+    try:
+        inner = duckdb.extract_statements(text[m.end() :])
+    except duckdb.Error:
+        return False
+    return len(inner) == 1 and inner[0].type == duckdb.StatementType.SELECT
 
 
 def query(crawl: CrawlDir, sql: str, generation: int | None = None) -> pa.Table:

@@ -57,6 +57,7 @@ def test_unknown_generation_is_a_crawl_dir_error(crawl):
         "SHOW TABLES",
         "SUMMARIZE fetched",
         "EXPLAIN SELECT * FROM links",
+        "EXPLAIN ANALYZE SELECT count(*) FROM frontier",
         "PRAGMA show_tables",
         "VALUES (1, 2)",
         "SELECT 1;",
@@ -83,6 +84,8 @@ def test_reading_statements_run(crawl, statement):
         ("EXPORT DATABASE 'dump'", "EXPORT"),
         ("CALL pragma_version()", "CALL"),
         ("SELECT 1; DROP VIEW frontier", "DROP"),
+        ("EXPLAIN ANALYZE CREATE TABLE t AS SELECT 1", "EXPLAIN"),
+        ("explain analyze copy (select 1) to 'x.csv'", "EXPLAIN"),
     ],
 )
 def test_writing_statements_are_refused(crawl, statement, kind, tmp_path):
