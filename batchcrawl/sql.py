@@ -126,8 +126,9 @@ def check_read_only(sql: str) -> list[str]:
     """Split ``sql`` into statements and check each only reads.
 
     Allowed: ``SELECT`` (with ``WITH``, ``FROM``-first, ``VALUES``, ``DESCRIBE``, ``SHOW``,
-    ``SUMMARIZE``), ``EXPLAIN [ANALYZE]`` of a SELECT, and the showing PRAGMAs (``PRAGMA show_tables``...). Refused:
-    anything that writes, copies, attaches, installs/loads, sets, creates, or calls.
+    ``SUMMARIZE``), ``EXPLAIN [ANALYZE]`` of a SELECT, and the showing PRAGMAs
+    (``PRAGMA show_tables``...). Refused: anything that writes, copies, attaches, installs/loads,
+    sets, creates, or calls.
 
     Returns
     -------
