@@ -1,0 +1,586 @@
+"""The fetch worker of one shard: workbench + robots.txt + DNS/address policy + HTTP + parsing + WARC.
+
+A :class:`FetchWorker` owns every host of its shard (DESIGN §6). For one round it takes the shard's
+fetch list (breadth-first per host), resolves each host once and checks the address policy, puts the
+URLs into its BUbiNG workbench (§4.2) and runs ``fetch.threads`` fetch threads (blocking I/O, as
+BUbiNG argues). A thread takes a ready visit state, fetches robots.txt first when the host has no
+live rules, then the host's next URL, hands the visit state back (which sets the host's and the IP's
+next allowed time: politeness is the workbench's job), and then archives, parses and extracts links
+while other threads fetch.
+
+Outlinks are canonicalized, keyed, checked by the scope filters and de-duplicated by a bounded cache
+of recent url keys (BUbiNG's URL cache) before they leave the worker, so the menu links repeated on
+every page of a host are sent to the frontier once. The ``links`` rows are therefore the worker's
+*discoveries*, in discovery order; every page's full outlink list is in its WARC ``metadata`` record.
+
+The worker is a plain library object (tested without Dask); :func:`batchcrawl.round` runs one per
+shard on a Dask worker. Its state that must survive the round (each host's next allowed time, its
+robots.txt rules, counters) comes back from :meth:`FetchWorker.host_rows` for the ``hosts`` table and
+is restored by :meth:`FetchWorker.restore_hosts` in the next round; if the same object is kept alive
+(a long-lived Dask actor), it simply keeps them in memory.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from batchcrawl.config import Config
+from batchcrawl.errors import InvalidURL
+from batchcrawl.fetcher import Fetcher
+from batchcrawl.filters import FilterChain
+from batchcrawl.parse import parse_page
+from batchcrawl.records import FetchItem, FetchResult, Outcome
+from batchcrawl.resolver import AddressPolicy, DNSError, Resolver
+from batchcrawl.robots import RobotsCache, fetch_robots, rules_from_fetch
+from batchcrawl.urls import canonicalize, domain_of, host_of, url_key
+from batchcrawl.warc import WarcWriter, payload_digest
+from batchcrawl.workbench import Workbench
+
+log = logging.getLogger(__name__)
+
+#: Placeholder item put at the front of a host's FIFO: "fetch robots.txt now".
+ROBOTS = object()
+
+_RETRY_STATUSES = frozenset({408, 425, 429})
+
+
+def classify(result: FetchResult) -> Outcome:
+    """The :class:`~batchcrawl.records.Outcome` of one HTTP fetch.
+
+    Network errors (``result.error``) win; then the status: 2xx is ``ok`` (``truncated`` when the body
+    was cut at the size or time limit), 304 ``not_modified``, other 3xx ``redirect`` if a Location is
+    given, 404/410 ``gone``, 408/425/429 and 5xx ``server_error`` (transient), other 4xx and odd
+    statuses ``http_error`` (permanent for this URL).
+    """
+    if result.error == "refused":
+        return Outcome.REFUSED
+    if result.error == "dns":
+        return Outcome.DNS_ERROR
+    if result.error is not None or result.status is None:
+        return Outcome.NETWORK_ERROR
+    status = result.status
+    if 200 <= status < 300:
+        return Outcome.TRUNCATED if result.truncated else Outcome.OK
+    if status == 304:
+        return Outcome.NOT_MODIFIED
+    if 300 <= status < 400:
+        return Outcome.REDIRECT if result.header("Location") else Outcome.HTTP_ERROR
+    if status in (404, 410):
+        return Outcome.GONE
+    if status >= 500 or status in _RETRY_STATUSES:
+        return Outcome.SERVER_ERROR
+    return Outcome.HTTP_ERROR
+
+
+def mime_type(content_type: str | None) -> str | None:
+    """``Content-Type`` without parameters, lower-case (cc-index ``content_mime_type``)."""
+    if not content_type:
+        return None
+    return content_type.split(";", 1)[0].strip().lower() or None
+
+
+def _utc(epoch_s: float) -> datetime:
+    return datetime.fromtimestamp(epoch_s, UTC).replace(tzinfo=None)
+
+
+class _KeyCache:
+    """Bounded LRU of recently seen url keys (BUbiNG's URL cache). Not thread-safe by itself."""
+
+    __slots__ = ("_keys", "_size")
+
+    def __init__(self, size: int) -> None:
+        self._keys: OrderedDict[int, None] = OrderedDict()
+        self._size = size
+
+    def seen(self, key: int) -> bool:
+        """True if ``key`` was seen recently; records it either way."""
+        keys = self._keys
+        if key in keys:
+            keys.move_to_end(key)
+            return True
+        keys[key] = None
+        if len(keys) > self._size:
+            keys.popitem(last=False)
+        return False
+
+
+@dataclass
+class ShardRun:
+    """What one round of a shard produced: rows for ``fetched`` and ``links`` (column lists), the
+    URLs still queued when it stopped (in order), and named counters."""
+
+    fetched: list[dict[str, Any]] = field(default_factory=list)
+    links: dict[str, list] = field(default_factory=dict)
+    unfetched: list[FetchItem] = field(default_factory=list)
+    counters: Counter = field(default_factory=Counter)
+    warc_files: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+_LINK_COLUMNS = (
+    "round", "shard", "seq", "src_url_key", "dst_url_key", "dst_url", "dst_host", "dst_domain",
+    "depth", "hops_out", "tag", "nofollow", "filter_reason",
+)  # fmt: skip
+
+
+class FetchWorker:
+    """The fetch worker of one shard.
+
+    Parameters
+    ----------
+    cfg
+        The crawl's configuration (``fetch``, ``politeness``, ``robots``, ``network``, ``filters``,
+        ``crawl`` sections are used).
+    shard
+        Shard number this worker owns.
+    fs
+        fsspec filesystem rooted at the crawl directory (a ``DirFileSystem``), for the WARC files.
+    seed_hosts, seed_domains
+        The seeds' hosts and pay-level domains, for the scope filters (``filters.seed_scope``).
+    clock
+        Monotonic clock in seconds (politeness); ``wall`` the wall clock (timestamps).
+    """
+
+    def __init__(
+        self,
+        cfg: Config,
+        shard: int,
+        fs: Any,
+        *,
+        seed_hosts: Iterable[str] = (),
+        seed_domains: Iterable[str] = (),
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self.cfg = cfg
+        self.shard = shard
+        self.fs = fs
+        self.clock = clock
+        self.wall = wall
+        self.agent = cfg.crawl.robots_agent
+        self.resolver = Resolver(cfg.network)
+        self.policy = AddressPolicy(cfg.network)
+        self.fetcher = Fetcher(cfg.fetch, cfg.crawl, self.resolver, self.policy)
+        self.workbench: Workbench = Workbench.from_config(cfg.politeness, clock)
+        self.robots = RobotsCache(cfg.robots, self.agent, clock=wall)
+        self.filters = FilterChain.from_config(cfg.filters, seed_hosts, seed_domains)
+        self.url_cache = _KeyCache(cfg.fetch.url_cache_size)
+        self._digests: OrderedDict[str, tuple[str, str]] = OrderedDict()
+        self._host_counts: dict[str, list[int]] = {}  # host -> [pages_fetched, errors]
+        self._lock = threading.Lock()
+
+    # -- state across rounds -------------------------------------------------------------------
+    def restore_hosts(self, rows: Iterable[Mapping[str, Any]]) -> int:
+        """Reload per-host state persisted by an earlier round (``hosts`` table rows).
+
+        The politeness clock (``next_fetch_time``, wall-clock UTC) becomes the host's next allowed
+        time on this worker's monotonic clock; live robots.txt rules go back into the cache.
+        Returns the number of hosts restored.
+        """
+        n = 0
+        offset = self.clock() - self.wall()
+        for row in rows:
+            host = row["host"]
+            self.robots.load_row(host, row)
+            self._host_counts[host] = [
+                int(row.get("pages_fetched") or 0),
+                int(row.get("errors") or 0),
+            ]
+            nxt = row.get("next_fetch_time")
+            ip = row.get("ip")
+            if nxt is not None and ip:
+                when = nxt.replace(tzinfo=UTC).timestamp() if isinstance(nxt, datetime) else nxt
+                self.workbench.add(host, ip, (), next_allowed=when + offset)
+                rules = self.robots.get(host)
+                if rules is not None:
+                    self._set_crawl_delay(host, rules)
+            n += 1
+        return n
+
+    def cool_down(self, hosts: Iterable[str]) -> None:
+        """Make each host wait a full delay before its first fetch: used after a crashed round, whose
+        last requests were never persisted (so the rerun cannot break politeness)."""
+        now = self.clock()
+        for host in hosts:
+            vs = self.workbench._hosts.get(host)  # noqa: SLF001 - read-only peek
+            delay = (
+                self.workbench._delay(vs) if vs is not None else self.cfg.politeness.host_delay_s
+            )
+            ip = vs.ip if vs is not None else None
+            if ip is None:
+                try:
+                    ip = self.resolver.resolve(host)
+                except DNSError:
+                    continue
+            self.workbench.add(host, ip, (), next_allowed=now + delay)
+
+    def host_rows(self, hosts: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """``hosts`` table rows for the hosts this worker knows (all, or only ``hosts``): politeness
+        clock as wall-clock UTC, effective delay, robots.txt cache entry, cumulative counters."""
+        offset = self.wall() - self.clock()
+        rows = []
+        wanted = None if hosts is None else set(hosts)
+        for state in self.workbench.snapshot():
+            if wanted is not None and state.host not in wanted:
+                continue
+            pages, errors = self._host_counts.get(state.host, (0, 0))
+            row = {
+                "host": state.host,
+                "shard": self.shard,
+                "ip": state.ip,
+                "next_fetch_time": _utc(state.next_allowed + offset),
+                "host_delay_s": state.delay_s,
+                "pages_fetched": pages,
+                "errors": errors,
+            }
+            row.update(self.robots.to_row(state.host))
+            rows.append(row)
+        return rows
+
+    # -- one round ------------------------------------------------------------------------------
+    def run(
+        self,
+        items: Iterable[FetchItem],
+        round: int,
+        *,
+        time_limit_s: float | None = None,
+        progress: Callable[[Counter], None] | None = None,
+    ) -> ShardRun:
+        """Fetch a fetch list (items in per-host breadth-first order) and return what was found.
+
+        Stops when every item is done or after ``time_limit_s`` seconds (default
+        ``fetch.time_limit_s``); items not fetched by then come back in ``ShardRun.unfetched``.
+        """
+        started = self.clock()
+        limit = self.cfg.fetch.time_limit_s if time_limit_s is None else time_limit_s
+        deadline = started + limit
+        out = ShardRun(links={c: [] for c in _LINK_COLUMNS})
+        self._round = round
+        self._out = out
+        self._seq = 0
+        self._warc = WarcWriter(
+            self.fs, f"warc/round={round}", f"shard={self.shard:02d}",
+            self.cfg.fetch.warc_rotate_bytes, self.cfg.crawl.user_agent,
+            warcinfo_fields={"robots": "classic", "isPartOf": self.cfg.crawl.name or "batchcrawl"},
+        )  # fmt: skip
+        pending = self._enqueue(items)
+        self._pending = pending
+        stop = threading.Event()
+        threads = [
+            threading.Thread(target=self._fetch_loop, args=(stop, deadline), daemon=True,
+                             name=f"fetch-{self.shard}-{i}")
+            for i in range(max(1, min(self.cfg.fetch.threads, max(pending, 1))))
+        ]  # fmt: skip
+        for t in threads:
+            t.start()
+        try:
+            while any(t.is_alive() for t in threads):
+                for t in threads:
+                    t.join(timeout=0.5)
+                if progress is not None:
+                    with self._lock:
+                        progress(Counter(out.counters))
+                if self.clock() >= deadline:
+                    stop.set()
+                    self.workbench.wakeup()
+        finally:
+            stop.set()
+            self.workbench.wakeup()
+            for t in threads:
+                t.join()
+            self._warc.close()
+        for _host, rest in self.workbench.drain():
+            for item in rest:
+                if item is not ROBOTS:
+                    out.unfetched.append(item)
+        out.counters["not_fetched"] += len(out.unfetched)
+        out.warc_files = list(self._warc.files)
+        out.seconds = self.clock() - started
+        return out
+
+    def close(self) -> None:
+        """Close connections and the fetcher's watchdog."""
+        self.fetcher.close()
+
+    # -- internals ------------------------------------------------------------------------------
+    def _enqueue(self, items: Iterable[FetchItem]) -> int:
+        by_host: dict[str, list[FetchItem]] = {}
+        for item in items:
+            by_host.setdefault(item.host, []).append(item)
+        pending = 0
+        for host, host_items in by_host.items():
+            try:
+                ip = self.resolver.resolve(host)
+            except DNSError as exc:
+                for item in host_items:
+                    self._record_failure(item, Outcome.DNS_ERROR, "dns", str(exc))
+                continue
+            refused = self.policy.check(ip)
+            if refused is not None:
+                for item in host_items:
+                    self._record_failure(item, Outcome.REFUSED, refused, ip=ip)
+                continue
+            queue: list[Any] = list(host_items)
+            if self.robots.get(host) is None:
+                queue.insert(0, ROBOTS)
+            self.workbench.add(host, ip, queue)
+            pending += len(host_items)
+        return pending
+
+    def _set_crawl_delay(self, host: str, rules) -> None:
+        vs = self.workbench._hosts.get(host)  # noqa: SLF001
+        if vs is not None:
+            vs.set_crawl_delay(rules.crawl_delay(self.agent))
+
+    def _done(self, n: int = 1) -> None:
+        with self._lock:
+            self._pending -= n
+            if self._pending <= 0:
+                self.workbench.wakeup()
+
+    def _fetch_loop(self, stop: threading.Event, deadline: float) -> None:
+        wb = self.workbench
+        while not stop.is_set():
+            with self._lock:
+                if self._pending <= 0:
+                    return
+            wait = max(0.0, min(1.0, deadline - self.clock()))
+            vs = wb.acquire_wait(wait, stop)
+            if vs is None:
+                if self.clock() >= deadline:
+                    return
+                continue
+            if not vs.queue:  # pragma: no cover - defensive: an empty visit state is never ready
+                wb.release(vs, None)
+                continue
+            item = vs.pop()
+            if item is ROBOTS:
+                self._fetch_robots(vs)
+                continue
+            rules = self.robots.get(vs.host)
+            if rules is None:  # expired during the round: fetch again first
+                vs.push_front(item)
+                vs.push_front(ROBOTS)
+                wb.release(vs, None)
+                continue
+            if rules.unavailable:
+                rest = [item] + [i for i in vs.queue if i is not ROBOTS]
+                while vs.queue:
+                    vs.pop()
+                wb.release(vs, None)
+                for it in rest:
+                    self._record_failure(it, Outcome.ROBOTS_UNAVAILABLE, "robots_unavailable")
+                self._done(len(rest))
+                continue
+            if not rules.allowed(item.url, self.agent):
+                wb.release(vs, None)
+                self._record_failure(item, Outcome.ROBOTS_DENIED, "robots_denied")
+                self._done()
+                continue
+            result = self.fetcher.fetch(item.url)
+            wb.release(vs, result.download_s if result.status is not None or result.ip else None)
+            try:
+                self._process(item, result)
+            except Exception:  # a bug in one page's processing must not stop the shard
+                log.exception("processing %s failed", item.url)
+                self._record_failure(item, Outcome.NETWORK_ERROR, "internal")
+            self._done()
+
+    def _fetch_robots(self, vs) -> None:
+        """Fetch robots.txt for ``vs.host`` (held by this thread), following redirects (RFC 9309
+        §2.3.1.2), archive every hop, cache the rules and set the host's Crawl-delay. If robots.txt
+        is unavailable (5xx, network failure), every queued URL of the host is given back as
+        ``robots_unavailable`` at once: the host is treated as fully disallowed until it is retried."""
+        first = vs.queue[0] if vs.queue else None
+        origin = f"http://{vs.host}"
+        if isinstance(first, FetchItem):
+            scheme, _, rest = first.url.partition("://")
+            origin = f"{scheme}://{rest.split('/', 1)[0]}"
+        chain = fetch_robots(self.fetcher, origin, max_redirects=self.cfg.robots.max_redirects)
+        rules = rules_from_fetch(chain[-1], self.cfg.robots.max_bytes)
+        self.robots.put(vs.host, rules)
+        vs.set_crawl_delay(rules.crawl_delay(self.agent))
+        dropped: list[FetchItem] = []
+        if rules.unavailable:
+            while vs.queue:
+                it = vs.pop()
+                if it is not ROBOTS:
+                    dropped.append(it)
+        contacted = any(r.ip for r in chain)
+        self.workbench.release(vs, sum(r.download_s for r in chain) if contacted else None)
+        with self._lock:
+            self._out.counters["robots_fetches"] += len(chain)
+            self._out.counters[f"robots_{rules.state}"] += 1
+            for r in chain:
+                if r.status is not None:
+                    self._warc.write_fetch(r)
+        for it in dropped:
+            self._record_failure(it, Outcome.ROBOTS_UNAVAILABLE, "robots_unavailable")
+        if dropped:
+            self._done(len(dropped))
+
+    def _record_failure(
+        self,
+        item: FetchItem,
+        outcome: Outcome,
+        error: str | None,
+        detail: str | None = None,
+        ip: str | None = None,
+    ) -> None:
+        row = self._base_row(item, self.wall())
+        row.update(outcome=outcome.value, error=error, fetch_ip=ip)
+        with self._lock:
+            self._out.fetched.append(row)
+            self._out.counters[outcome.value] += 1
+            if outcome not in (Outcome.ROBOTS_DENIED,):
+                self._count_host(item.host, error=True)
+
+    def _count_host(self, host: str, error: bool) -> None:
+        counts = self._host_counts.setdefault(host, [0, 0])
+        counts[1 if error else 0] += 1
+
+    def _base_row(self, item: FetchItem, when: float) -> dict[str, Any]:
+        return {
+            "url_key": item.url_key,
+            "url": item.url,
+            "url_host_name": item.host,
+            "url_host_registered_domain": item.domain,
+            "fetch_time": _utc(when),
+            "depth": item.depth,
+            "round": self._round,
+            "shard": self.shard,
+        }
+
+    def _process(self, item: FetchItem, result: FetchResult) -> None:
+        outcome = classify(result)
+        row = self._base_row(item, result.started or self.wall())
+        row.update(
+            fetch_status=result.status,
+            outcome=outcome.value,
+            error=result.error,
+            fetch_ip=result.ip,
+            download_s=result.download_s,
+        )
+        found: list[tuple[str, str, bool]] = []  # (absolute url, tag, nofollow)
+        if result.status is not None:
+            ctype = result.header("Content-Type")
+            row["content_mime_type"] = mime_type(ctype)
+            row["content_length"] = len(result.raw_body)
+            row["content_truncated"] = result.truncated
+            digest = payload_digest(result.raw_body)
+            row["content_digest"] = digest
+            if outcome is Outcome.REDIRECT:
+                try:
+                    target = canonicalize(result.header("Location") or "", item.url)
+                except InvalidURL:
+                    target = None
+                    self._count("links_invalid")
+                row["fetch_redirect"] = target
+                if target is not None:
+                    found.append((target, "redirect", False))
+            elif outcome in (Outcome.OK, Outcome.TRUNCATED):
+                page = parse_page(result.body, item.url, ctype, robots_agent=self.agent)
+                row["content_charset"] = page.charset
+                row["robots_noindex"] = page.robots_noindex
+                row["robots_nofollow"] = page.robots_nofollow
+                found.extend((link.url, link.tag, link.nofollow) for link in page.links)
+        links = self._links(item, found)
+        with self._lock:
+            if result.status is not None:
+                revisit = None
+                if outcome is Outcome.OK and row["content_length"]:
+                    revisit = self._digests.get(row["content_digest"])
+                loc = self._warc.write_fetch(
+                    result,
+                    outlinks=[u for u, _, _ in found] if found else None,
+                    revisit_of=revisit,
+                )
+                if loc is not None:
+                    row["warc_filename"] = loc.filename
+                    row["warc_record_offset"] = loc.offset
+                    row["warc_record_length"] = loc.length
+                if revisit is None and outcome is Outcome.OK and row["content_length"]:
+                    self._remember_digest(row["content_digest"], result)
+                else:
+                    self._out.counters["revisits"] += revisit is not None
+            self._out.fetched.append(row)
+            self._out.counters[outcome.value] += 1
+            self._count_host(
+                item.host,
+                error=outcome
+                not in (
+                    Outcome.OK,
+                    Outcome.TRUNCATED,
+                    Outcome.REDIRECT,
+                    Outcome.NOT_MODIFIED,
+                    Outcome.GONE,
+                    Outcome.HTTP_ERROR,
+                ),
+            )
+            self._emit_links(item, links)
+
+    def _remember_digest(self, digest: str, result: FetchResult) -> None:
+        from batchcrawl.warc import warc_date
+
+        self._digests[digest] = (result.url, warc_date(result.started))
+        if len(self._digests) > self.cfg.fetch.url_cache_size:
+            self._digests.popitem(last=False)
+
+    def _count(self, name: str, n: int = 1) -> None:
+        with self._lock:
+            self._out.counters[name] += n
+
+    def _links(self, item: FetchItem, found: list[tuple[str, str, bool]]):
+        """Canonicalize and scope-check outlinks: ``[(key, url, host, domain, tag, nofollow,
+        reason)]`` for links not in the URL cache."""
+        out = []
+        cache = self.url_cache
+        depth = item.depth + 1
+        check = self.filters.check
+        hops = self.filters.hops_out
+        for raw, tag, nofollow in found:
+            try:
+                url = canonicalize(raw)
+            except InvalidURL:
+                self._count("links_invalid")
+                continue
+            key = url_key(url)
+            with self._lock:
+                seen = cache.seen(key)
+            if seen:
+                self._count("links_cached")
+                continue
+            host = host_of(url)
+            domain = domain_of(host)
+            hops_out = hops(host, domain, item.hops_out)
+            reason = "nofollow" if nofollow else check(url, host, domain, depth, hops_out)
+            out.append((key, url, host, domain, tag, nofollow, reason, hops_out))
+        return out
+
+    def _emit_links(self, item: FetchItem, links) -> None:
+        """Append link rows (lock held)."""
+        cols = self._out.links
+        depth = item.depth + 1
+        for key, url, host, domain, tag, nofollow, reason, hops_out in links:
+            self._seq += 1
+            cols["round"].append(self._round)
+            cols["shard"].append(self.shard)
+            cols["seq"].append(self._seq)
+            cols["src_url_key"].append(item.url_key)
+            cols["dst_url_key"].append(key)
+            cols["dst_url"].append(url)
+            cols["dst_host"].append(host)
+            cols["dst_domain"].append(domain)
+            cols["depth"].append(depth)
+            cols["hops_out"].append(hops_out)
+            cols["tag"].append(tag)
+            cols["nofollow"].append(nofollow)
+            cols["filter_reason"].append(reason)
+        self._out.counters["links_new"] += len(links)

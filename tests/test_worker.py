@@ -1,0 +1,202 @@
+"""The fetch worker as a plain library object against a real loopback web (no Dask)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from datetime import UTC
+
+import fsspec
+import pytest
+from fsspec.implementations.dirfs import DirFileSystem
+from warcio.archiveiterator import ArchiveIterator
+
+from batchcrawl.records import FetchItem, Outcome
+from batchcrawl.urls import canonicalize, domain_of, host_of, url_key
+from batchcrawl.webserver import Response
+from batchcrawl.worker import FetchWorker, classify
+
+
+def _item(url: str, depth: int = 0) -> FetchItem:
+    url = canonicalize(url)
+    host = host_of(url)
+    return FetchItem(url_key(url), url, host, domain_of(host), depth)
+
+
+def _html(body: str, status: int = 200, headers=()) -> Response:
+    return Response(status, [("Content-Type", "text/html; charset=utf-8"), *headers], body.encode())
+
+
+@pytest.fixture
+def dirfs(tmp_path):
+    return DirFileSystem(str(tmp_path), fsspec.filesystem("file"))
+
+
+def _worker(cfg, dirfs, seeds):
+    return FetchWorker(cfg, 0, dirfs, seed_hosts=seeds, seed_domains=[domain_of(h) for h in seeds])
+
+
+def test_fetches_robots_first_then_pages_with_links_and_warc(
+    web, host_name, test_config, dirfs, tmp_path
+):
+    base = web.base_url(host_name)
+    other = "elsewhere.example"
+    web.app.add(
+        host_name,
+        "/robots.txt",
+        Response(200, [("Content-Type", "text/plain")], b"User-agent: *\nDisallow: /private\n"),
+    )
+    web.app.add(
+        host_name,
+        "/",
+        _html(
+            f'<a href="/a">a</a><a href="{base}/private/x">p</a><a href="http://{other}/">out</a>'
+            '<a rel="nofollow" href="/nf">nf</a><a href="/a#frag">again</a>'
+        ),
+    )
+    web.app.add(host_name, "/a", _html('<a href="/">home</a><a href="/b">b</a>'))
+    web.app.add(host_name, "/moved", Response(301, [("Location", "/a")]))
+    w = _worker(test_config, dirfs, {host_name})
+    mark = web.log.mark()
+    run = w.run(
+        [_item(base + "/"), _item(base + "/a"), _item(base + "/private/x"), _item(base + "/moved")],
+        round=1,
+    )
+    w.close()
+    by_url = {r["url"]: r for r in run.fetched}
+    assert by_url[canonicalize(base + "/")]["outcome"] == Outcome.OK
+    assert by_url[canonicalize(base + "/private/x")]["outcome"] == Outcome.ROBOTS_DENIED
+    redirect = by_url[canonicalize(base + "/moved")]
+    assert redirect["outcome"] == Outcome.REDIRECT
+    assert redirect["fetch_redirect"] == canonicalize(base + "/a")
+    # robots.txt was the first request to the host, and the disallowed page was never requested
+    paths = [e.path for e in web.log.since(mark) if e.host == host_name]
+    assert paths[0] == "/robots.txt"
+    assert "/private/x" not in paths
+    # links: in scope, out of scope (filtered), nofollow flagged; each url key once (URL cache)
+    reasons = dict(zip(run.links["dst_url"], run.links["filter_reason"], strict=True))
+    assert reasons[canonicalize(base + "/a")] is None
+    assert reasons[canonicalize(f"http://{other}/")] == "out_of_scope"
+    assert reasons[canonicalize(base + "/nf")] == "nofollow"
+    assert len(set(run.links["dst_url_key"])) == len(run.links["dst_url_key"])
+    assert run.links["seq"] == sorted(run.links["seq"])
+    # WARC: every fetched row with a response points at a readable response record
+    files = sorted(p for p in tmp_path.rglob("*.warc.gz"))
+    assert files
+    for row in run.fetched:
+        if row.get("warc_filename"):
+            with open(tmp_path / row["warc_filename"], "rb") as fh:
+                fh.seek(row["warc_record_offset"])
+                rec = next(iter(ArchiveIterator(fh)))
+                assert rec.rec_type == "response"
+                assert rec.rec_headers.get_header("WARC-Target-URI") == row["url"]
+    checked = subprocess.run(
+        [sys.executable, "-m", "warcio.cli", "check", *map(str, files)],
+        capture_output=True,
+        text=True,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_host_delay_is_kept_between_requests(web, host_name, test_config, dirfs):
+    cfg = test_config.replace(politeness={"host_delay_s": 0.2})
+    base = web.base_url(host_name)
+    for i in range(4):
+        web.app.add(host_name, f"/p{i}", _html(f"page {i}"))
+    web.app.add(host_name, "/robots.txt", Response(404))
+    w = _worker(cfg, dirfs, {host_name})
+    mark = web.log.mark()
+    w.run([_item(f"{base}/p{i}") for i in range(4)], round=1)
+    w.close()
+    times = [e.t_ms for e in web.log.since(mark) if e.host == host_name]
+    assert len(times) == 5  # robots.txt + 4 pages
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    # the delay counts from the end of one response to the start of the next request
+    assert min(gaps) >= 200 - 5, gaps
+
+
+def test_robots_unavailable_gives_back_every_url_of_the_host(web, test_config, dirfs):
+    host = "robots-500.w1.test"
+    base = web.base_url(host)
+    w = _worker(test_config, dirfs, {host})
+    mark = web.log.mark()
+    run = w.run([_item(f"{base}/page?{i}") for i in range(3)], round=1)
+    w.close()
+    assert [r["outcome"] for r in run.fetched] == [Outcome.ROBOTS_UNAVAILABLE] * 3
+    assert [e.path for e in web.log.since(mark) if e.host == host] == ["/robots.txt"]
+
+
+def test_refused_and_unresolvable_hosts_are_never_contacted(web, test_config, dirfs):
+    cfg = test_config.replace(
+        network={"resolve": {"*.test": "127.0.0.1", "blocked.test": "10.0.0.1"}}
+    )
+    w = _worker(cfg, dirfs, {"blocked.test", "nowhere.invalid"})
+    run = w.run([_item("http://blocked.test/x"), _item("http://nowhere.invalid/y")], round=1)
+    w.close()
+    outcomes = {r["url"]: r["outcome"] for r in run.fetched}
+    assert outcomes == {
+        "http://blocked.test/x": Outcome.REFUSED,
+        "http://nowhere.invalid/y": Outcome.DNS_ERROR,
+    }
+
+
+def test_time_limit_hands_back_unfetched_urls_in_order(web, host_name, test_config, dirfs):
+    cfg = test_config.replace(politeness={"host_delay_s": 0.3})
+    base = web.base_url(host_name)
+    web.app.add(host_name, "/robots.txt", Response(404))
+    items = [_item(f"{base}/q{i}") for i in range(10)]
+    w = _worker(cfg, dirfs, {host_name})
+    run = w.run(items, round=1, time_limit_s=0.5)
+    w.close()
+    assert run.unfetched, "a 0.5 s limit at 0.3 s per page cannot fetch 10 pages"
+    assert [i.url for i in run.unfetched] == [i.url for i in items[-len(run.unfetched) :]]
+    assert len(run.fetched) + len(run.unfetched) == len(items)
+
+
+def test_state_survives_rounds_through_host_rows(web, host_name, test_config, dirfs):
+    cfg = test_config.replace(politeness={"host_delay_s": 0.4})
+    base = web.base_url(host_name)
+    web.app.add(host_name, "/robots.txt", Response(200, [], b"User-agent: *\nCrawl-delay: 0.5\n"))
+    w1 = _worker(cfg, dirfs, {host_name})
+    w1.run([_item(f"{base}/r1")], round=1)
+    rows = w1.host_rows()
+    w1.close()
+    (row,) = rows
+    assert row["crawl_delay_s"] == 0.5 and row["robots_status"] == 200
+    assert row["next_fetch_time"].replace(tzinfo=UTC).timestamp() > 0
+    w2 = _worker(cfg, dirfs, {host_name})
+    assert w2.restore_hosts(rows) == 1
+    mark = web.log.mark()
+    w2.run([_item(f"{base}/r2")], round=2)
+    w2.close()
+    entries = [e for e in web.log.since(mark) if e.host == host_name]
+    assert [e.path for e in entries] == ["/r2"]  # robots.txt came from the persisted cache
+    assert entries[0].t_ms / 1000 >= row["next_fetch_time"].replace(tzinfo=UTC).timestamp() - 0.005
+
+
+@pytest.mark.parametrize(
+    ("status", "error", "headers", "outcome"),
+    [
+        (200, None, [], Outcome.OK),
+        (301, None, [("Location", "/x")], Outcome.REDIRECT),
+        (302, None, [], Outcome.HTTP_ERROR),
+        (304, None, [], Outcome.NOT_MODIFIED),
+        (404, None, [], Outcome.GONE),
+        (410, None, [], Outcome.GONE),
+        (403, None, [], Outcome.HTTP_ERROR),
+        (429, None, [], Outcome.SERVER_ERROR),
+        (503, None, [], Outcome.SERVER_ERROR),
+        (None, "timeout", [], Outcome.NETWORK_ERROR),
+        (200, "body_short", [], Outcome.NETWORK_ERROR),
+        (None, "refused", [], Outcome.REFUSED),
+    ],
+)
+def test_classify(status, error, headers, outcome):
+    from batchcrawl.records import FetchResult
+
+    assert (
+        classify(
+            FetchResult("http://a.test/", status=status, error=error, response_headers=headers)
+        )
+        is outcome
+    )
