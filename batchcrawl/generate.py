@@ -1,0 +1,420 @@
+"""Generate: build a round's fetch lists from the frontier (Nutch's ``Generator``; IRLbot's
+per-domain budgets; DESIGN §5).
+
+Shaped for a Dask graph:
+
+1. :func:`select_bucket` — one task per bucket: the URLs that are **due**, pre-capped inside the
+   bucket (per host, per domain, per round), in breadth-first order, plus a count of every row not
+   taken, by reason.
+2. :func:`merge_candidates` — the global step, a fold over the buckets' candidates: applies the
+   caps exactly over everything seen so far. It only ever holds at most ``max_urls_per_round``
+   rows plus one bucket's candidates. The caps are monotone (adding rows can only push a row's rank
+   within its host, domain and round up, never down), so pre-capping per bucket and pruning after
+   each merge select exactly what one global pass would.
+3. :func:`refilter` — the filter chain is re-applied (the config may have changed since the URLs
+   were found) to the selected URLs only; a rejected URL becomes ``filtered`` with the reason (via
+   ``refiltered``, applied by :func:`batchcrawl.update.update`) and leaves the fetch list. Its slot
+   is not refilled in this round (the next round fills it); the caps are never exceeded.
+4. :func:`assign_fetchlists` — route each URL to its shard by consistent hashing
+   (:class:`~batchcrawl.ring.HashRing`) of its host, pay-level domain or IP
+   (``generate.partition_by``); each shard's list is ordered per host in breadth-first order
+   ``(discovered_round, discovered_seq)``.
+
+Due, precisely: ``status`` is ``queued`` or ``error``, ``next_fetch_time`` is null or ``<= now``,
+and the URL holds no **live lease**. A lease is live only if ``lease_round`` equals the round being
+generated (a streaming top-up of a running round); a lease of any other round belongs to a round
+that ended or died and has expired (counted ``lease_expired``).
+
+Leases (design choice)
+----------------------
+A batch round records its leases in its fetch lists (``fetchlists/round=R/shard=SS.parquet``), not
+in the frontier: :func:`generate` writes the fetch lists and commits nothing. The round commits the
+fetch lists together with the updated frontier (:func:`batchcrawl.update.update`), in one
+generation. A round that crashes after generate and before its commit leaves only orphan files: the
+committed frontier still has every URL due, so the rerun selects them again and nothing is lost.
+The single writer lock guarantees no other generate runs meanwhile. :func:`lease_bucket` writes
+leases into frontier rows for callers that must commit them before fetching (streaming
+checkpoints); :func:`batchcrawl.update.update` clears them when their round is updated.
+
+Counters (``summary["not_selected"]``): ``status:<status>`` (not a due status), ``not_due``
+(``next_fetch_time`` in the future), ``leased``, ``capped_host``, ``capped_domain``,
+``capped_round``, ``filtered:<reason>`` (rejected now). ``frontier_rows = selected +
+sum(not_selected)``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from batchcrawl import schemas
+from batchcrawl.config import Config
+from batchcrawl.crawldir import CrawlDir, FileEntry, Manifest
+from batchcrawl.filters import FilterChain
+from batchcrawl.frontier import DUE_STATUSES, epoch_ms, iter_buckets
+from batchcrawl.ring import HashRing, ring_keys
+
+__all__ = [
+    "GenerateResult",
+    "assign_fetchlists",
+    "fetchlist_path",
+    "generate",
+    "lease_bucket",
+    "merge_candidates",
+    "refilter",
+    "select_bucket",
+]
+
+#: Frontier columns read by :func:`select_bucket`.
+SELECT_COLUMNS = [
+    "url_key",
+    "url",
+    "host",
+    "domain",
+    "depth",
+    "hops_out",
+    "status",
+    "discovered_round",
+    "discovered_seq",
+    "retries",
+    "next_fetch_time",
+    "lease_round",
+]
+#: Columns of a candidates table (breadth-first order).
+CANDIDATE_COLUMNS = [
+    "url_key",
+    "url",
+    "host",
+    "domain",
+    "depth",
+    "hops_out",
+    "discovered_round",
+    "discovered_seq",
+    "retries",
+]
+_CAP_REASONS = ("capped_host", "capped_domain", "capped_round")
+
+
+def fetchlist_path(round: int, shard: int) -> str:
+    """``fetchlists/round=R/shard=SS.parquet`` relative to the crawl root."""
+    return f"fetchlists/round={round}/shard={shard:02d}.parquet"
+
+
+def _codes(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    enc = pc.dictionary_encode(col)
+    if isinstance(enc, pa.ChunkedArray):
+        enc = enc.combine_chunks()
+    return np.asarray(enc.indices.to_numpy(), dtype=np.int64)
+
+
+def _ranks(codes: np.ndarray) -> np.ndarray:
+    """Rank of each row among the earlier rows with the same code (rows already in order)."""
+    if len(codes) == 0:
+        return np.zeros(0, dtype=np.int64)
+    order = np.argsort(codes, kind="stable")
+    sc = codes[order]
+    starts = np.flatnonzero(np.r_[True, sc[1:] != sc[:-1]])
+    run = np.repeat(starts, np.diff(np.r_[starts, len(sc)]))
+    ranks = np.empty(len(codes), dtype=np.int64)
+    ranks[order] = np.arange(len(sc)) - run
+    return ranks
+
+
+def _cap(t: pa.Table, cfg: Config) -> np.ndarray:
+    """For rows in breadth-first order: 0 taken, else 1 + index in :data:`_CAP_REASONS`."""
+    g = cfg.generate
+    why = np.zeros(t.num_rows, dtype=np.int8)
+    host_ok = _ranks(_codes(t.column("host"))) < g.max_urls_per_host
+    why[~host_ok] = 1
+    idx = np.flatnonzero(host_ok)
+    dom_ok = _ranks(_codes(t.column("domain").take(pa.array(idx)))) < g.max_urls_per_domain
+    why[idx[~dom_ok]] = 2
+    idx = idx[dom_ok]
+    why[idx[g.max_urls_per_round :]] = 3
+    return why
+
+
+def _bfs_order(t: pa.Table) -> pa.Table:
+    order = np.lexsort(
+        (
+            np.asarray(t.column("url_key").to_numpy(), dtype=np.uint64),
+            np.asarray(t.column("discovered_seq").to_numpy()),
+            np.asarray(t.column("discovered_round").to_numpy()),
+        )
+    )
+    return t.take(pa.array(order))
+
+
+def select_bucket(
+    bucket: pa.Table, round: int, cfg: Config, now: dt.datetime | float
+) -> tuple[pa.Table, Counter]:
+    """The due URLs of one bucket, pre-capped within the bucket (one Dask task per bucket).
+
+    Parameters
+    ----------
+    bucket : pyarrow.Table
+        Frontier rows (at least :data:`SELECT_COLUMNS`), any order.
+    round : int
+        The round being generated (a lease of this round is live).
+    cfg : Config
+        Uses ``generate.max_urls_per_host``, ``max_urls_per_domain``, ``max_urls_per_round``.
+    now : datetime or float
+        Wall clock (UTC); a URL whose ``next_fetch_time`` is later is not due.
+
+    Returns
+    -------
+    (candidates, counts)
+        Candidates (:data:`CANDIDATE_COLUMNS`) in breadth-first order, and a counter of every row
+        not taken, by reason (module docstring), plus ``lease_expired`` (informational).
+        ``bucket.num_rows == len(candidates) + sum(counts without lease_expired)``.
+    """
+    counts: Counter = Counter()
+    n = bucket.num_rows
+    if n == 0:
+        return schemas.empty("fetchlists").select(CANDIDATE_COLUMNS), counts
+    status = bucket.column("status")
+    due_status = np.asarray(pc.is_in(status, pa.array(DUE_STATUSES)).to_numpy(zero_copy_only=False))
+    nft = bucket.column("next_fetch_time").cast(pa.int64())
+    waiting = np.asarray(
+        pc.fill_null(pc.greater(nft, epoch_ms(now)), False).to_numpy(zero_copy_only=False)
+    )
+    lr = bucket.column("lease_round")
+    live = np.asarray(pc.fill_null(pc.equal(lr, round), False).to_numpy(zero_copy_only=False))
+    has_lease = np.asarray(pc.is_valid(lr).to_numpy(zero_copy_only=False))
+    counts["lease_expired"] += int((has_lease & ~live).sum())
+    for s, k in zip(
+        *np.unique(
+            np.asarray(
+                status.filter(pa.array(~due_status)).to_numpy(zero_copy_only=False), dtype=object
+            ),
+            return_counts=True,
+        ),
+        strict=True,
+    ):
+        counts[f"status:{s}"] += int(k)
+    counts["not_due"] += int((due_status & waiting).sum())
+    counts["leased"] += int((due_status & ~waiting & live).sum())
+    due = due_status & ~waiting & ~live
+    cands = _bfs_order(bucket.filter(pa.array(due)).select(CANDIDATE_COLUMNS))
+    why = _cap(cands, cfg)
+    for i, name in enumerate(_CAP_REASONS, 1):
+        counts[name] += int((why == i).sum())
+    return cands.filter(pa.array(why == 0)), counts
+
+
+def merge_candidates(
+    acc: pa.Table | None, candidates: pa.Table, cfg: Config
+) -> tuple[pa.Table, Counter]:
+    """Global step (a fold): the candidates of ``acc`` and ``candidates`` that pass the caps taken
+    over both, in breadth-first order, and the count of those dropped by cap."""
+    both = candidates if acc is None else pa.concat_tables([acc, candidates])
+    both = _bfs_order(both)
+    why = _cap(both, cfg)
+    counts: Counter = Counter()
+    for i, name in enumerate(_CAP_REASONS, 1):
+        counts[name] += int((why == i).sum())
+    return both.filter(pa.array(why == 0)), counts
+
+
+def refilter(selected: pa.Table, chain: FilterChain) -> tuple[pa.Table, pa.Table]:
+    """Re-apply the filter chain to selected URLs.
+
+    Returns
+    -------
+    (kept, refiltered)
+        The selected rows still in scope, and ``(url_key, reason)`` of the rejected ones.
+    """
+    cols = [selected.column(c).to_pylist() for c in ("url", "host", "domain", "depth", "hops_out")]
+    check = chain.check
+    reasons = [check(u, h, d, dp, ho) for u, h, d, dp, ho in zip(*cols, strict=True)]
+    rejected = np.array([r is not None for r in reasons], dtype=bool)
+    refiltered = pa.table(
+        {
+            "url_key": selected.column("url_key").filter(pa.array(rejected)),
+            "reason": pa.array([r for r in reasons if r is not None], pa.string()),
+        }
+    )
+    return selected.filter(pa.array(~rejected)), refiltered
+
+
+def route_names(
+    selected: pa.Table, cfg: Config, ip_of: Mapping[str, str] | None = None
+) -> list[str]:
+    """What the ring hashes for each row: its host, its pay-level domain, or its host's IP
+    (``generate.partition_by = "ip"``; a host without a known IP in the ``hosts`` table is routed
+    by its host name, so its URLs stay together until its IP is known)."""
+    mode = cfg.generate.partition_by
+    if mode == "domain":
+        return selected.column("domain").to_pylist()
+    hosts = selected.column("host").to_pylist()
+    if mode == "ip":
+        ip_of = ip_of or {}
+        return [ip_of.get(h) or h for h in hosts]
+    return hosts
+
+
+def assign_fetchlists(
+    selected: pa.Table, round: int, cfg: Config, ip_of: Mapping[str, str] | None = None
+) -> dict[int, pa.Table]:
+    """Split selected URLs into one fetch list per shard (``fetchlists`` schema), each ordered by
+    host, then breadth-first ``(discovered_round, discovered_seq)``.
+
+    Every shard of the ring (``fetch.shards``) gets a table, possibly empty.
+    """
+    ring = HashRing(cfg.fetch.shards, cfg.fetch.ring_vnodes)
+    selected = selected.select(CANDIDATE_COLUMNS)
+    names = pa.array(route_names(selected, cfg, ip_of), pa.string())
+    enc = pc.dictionary_encode(names)
+    uniq_shards = ring.assign_keys(ring_keys(enc.dictionary.to_pylist()))
+    shard = (
+        np.asarray(uniq_shards, dtype=np.int64)[np.asarray(enc.indices.to_numpy(), dtype=np.int64)]
+        if len(names)
+        else (np.zeros(0, dtype=np.int64))
+    )
+    out = {}
+    for s in ring.shards:
+        part = selected.filter(pa.array(shard == s)).sort_by(
+            [
+                ("host", "ascending"),
+                ("discovered_round", "ascending"),
+                ("discovered_seq", "ascending"),
+                ("url_key", "ascending"),
+            ]
+        )
+        n = part.num_rows
+        part = part.append_column("round", pa.array(np.full(n, round), pa.int32()))
+        part = part.append_column("shard", pa.array(np.full(n, s), pa.int32()))
+        out[s] = schemas.conform("fetchlists", part)
+    return out
+
+
+def lease_bucket(
+    bucket: pa.Table, leased_keys: np.ndarray, round: int, shards: np.ndarray | int
+) -> pa.Table:
+    """Rows of a bucket with ``lease_round = round`` and ``lease_shard`` set for ``leased_keys``.
+
+    Parameters
+    ----------
+    bucket : pyarrow.Table
+        Frontier rows sorted by ``url_key``.
+    leased_keys : numpy.ndarray of uint64, shape (m,)
+        Keys to lease; each must be in the bucket.
+    shards : numpy.ndarray of int, shape (m,), or int
+        Shard holding each lease.
+
+    Raises
+    ------
+    KeyError
+        A leased key is not in the bucket.
+    """
+    keys = np.asarray(bucket.column("url_key").to_numpy(), dtype=np.uint64)
+    lk = np.asarray(leased_keys, dtype=np.uint64)
+    pos = np.searchsorted(keys, lk)
+    if len(lk) and (pos.max() >= len(keys) or not np.array_equal(keys[pos], lk)):
+        raise KeyError("lease_bucket: a leased url_key is not in this bucket")
+    lr = np.array(pc.fill_null(bucket.column("lease_round"), -1).to_numpy(), dtype=np.int64)
+    ls = np.array(pc.fill_null(bucket.column("lease_shard"), -1).to_numpy(), dtype=np.int64)
+    lr[pos] = round
+    ls[pos] = shards
+    out = bucket
+    for name, arr in (("lease_round", lr), ("lease_shard", ls)):
+        col = pa.array(arr, pa.int32(), mask=arr < 0)
+        out = out.set_column(out.schema.get_field_index(name), out.schema.field(name), col)
+    return out
+
+
+@dataclass
+class GenerateResult:
+    """What :func:`generate` produced. Unpacks as ``fetchlists, summary = generate(...)``.
+
+    Attributes
+    ----------
+    fetchlists : dict of int to FileEntry
+        The fetch list file of each shard (uncommitted; commit with the round).
+    summary : dict
+        ``selected``, ``per_shard``, ``not_selected`` by reason, ``frontier_rows``,
+        ``lease_expired``.
+    refiltered : pyarrow.Table
+        ``(url_key, reason)`` of URLs the filters rejected now: pass to
+        :func:`batchcrawl.update.update` (``refiltered=``) so they become ``filtered``.
+    """
+
+    fetchlists: dict[int, FileEntry]
+    summary: dict
+    refiltered: pa.Table = field(repr=False)
+
+    def __iter__(self):
+        yield self.fetchlists
+        yield self.summary
+
+
+def generate(
+    crawl: CrawlDir,
+    manifest: Manifest,
+    round: int,
+    cfg: Config,
+    now: dt.datetime | float,
+    *,
+    chain: FilterChain | None = None,
+) -> GenerateResult:
+    """In-process driver: select every bucket, merge, refilter, assign, write the fetch lists.
+
+    Parameters
+    ----------
+    crawl, manifest
+        The crawl and the committed generation to generate from.
+    round : int
+        The round being generated (usually ``manifest.round + 1``).
+    cfg : Config
+        ``[generate]``, ``[fetch]`` (shards, ring_vnodes) and ``[filters]``.
+    now : datetime or float
+        Wall clock (UTC), for ``next_fetch_time``.
+    chain : FilterChain or None
+        The filter chain (default: built from ``cfg.filters``; ``check`` needs no seeds).
+
+    Returns
+    -------
+    GenerateResult
+        Nothing is committed.
+    """
+    chain = chain or FilterChain.from_config(cfg.filters)
+    counts: Counter = Counter()
+    acc = None
+    rows = 0
+    for _, table in iter_buckets(crawl, manifest, SELECT_COLUMNS):
+        rows += table.num_rows
+        cands, c = select_bucket(table, round, cfg, now)
+        counts.update(c)
+        acc, c = merge_candidates(acc, cands, cfg)
+        counts.update(c)
+    selected = acc if acc is not None else schemas.empty("fetchlists").select(CANDIDATE_COLUMNS)
+    selected, refiltered = refilter(selected, chain)
+    for r in refiltered.column("reason").to_pylist():
+        counts[f"filtered:{r}"] += 1
+    ip_of = None
+    if cfg.generate.partition_by == "ip" and manifest.tables.get("hosts"):
+        hosts = crawl.read_table("hosts", manifest.tables["hosts"], columns=["host", "ip"])
+        ip_of = dict(
+            zip(hosts.column("host").to_pylist(), hosts.column("ip").to_pylist(), strict=True)
+        )
+    lists = assign_fetchlists(selected, round, cfg, ip_of)
+    entries = {
+        s: crawl.write_table("fetchlists", fetchlist_path(round, s), t) for s, t in lists.items()
+    }
+    lease_expired = counts.pop("lease_expired", 0)
+    summary = {
+        "step": "generate",
+        "round": round,
+        "frontier_rows": rows,
+        "selected": selected.num_rows,
+        "per_shard": {str(s): t.num_rows for s, t in lists.items()},
+        "not_selected": dict(sorted((k, v) for k, v in counts.items() if v)),
+        "lease_expired": lease_expired,
+    }
+    return GenerateResult(entries, summary, refiltered)
