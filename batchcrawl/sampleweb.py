@@ -22,7 +22,8 @@ What the web contains
   the crawler must then assume everything disallowed); later hosts draw a kind at random
   (:data:`ROBOTS_WEIGHTS`).
 * Every ``extras_every``-th host (``h0001``, ``h0011``, ...) has, linked from its home page, the
-  URLs of :data:`EXTRA_PATHS`: a 301 (absolute ``Location``) and a 302 (relative ``Location``), a
+  URLs of :data:`EXTRA_PATHS` (the second and third hops of the chain and of the loop are reached
+  only by following the redirects): a 301 (absolute ``Location``) and a 302 (relative ``Location``), a
   chain of 3 redirects, a 2-URL redirect loop, two dead links (404), an exact duplicate and a
   near-duplicate of a page, a PDF-like binary, a plain-text file and a PNG image (linked by ``<img
   src>`` and by ``<a href>``).
@@ -99,6 +100,8 @@ EXTRA_PATHS = {
     "/files/notes.txt": "text",
     "/img/logo.png": "image",
 }
+#: Extras reached only through a redirect (not linked from the home page).
+_HIDDEN = frozenset({"/r/chain/2", "/r/chain/3", "/r/loop/b"})
 TRAP_START = (2024, 1)
 FANOUT = 8  # tree children per page
 
@@ -407,7 +410,9 @@ class SampleWeb:
         """Extra links of a home page: (target host index or None for external, path/URL, text)."""
         links: list[tuple[int | None, str, str]] = []
         if spec.extras:
-            links += [(spec.index, p, p.rsplit("/", 1)[-1]) for p in EXTRA_PATHS]
+            links += [
+                (spec.index, p, p.rsplit("/", 1)[-1]) for p in EXTRA_PATHS if p not in _HIDDEN
+            ]
         if spec.trap:
             links.append((spec.index, _cal_path(*TRAP_START), "calendar"))
         if spec.index == 0 and self.trap_host is not None:
@@ -715,11 +720,12 @@ def _robots(spec: HostSpec) -> Response:
         return Response(404, plain, b"not found\n")
     if spec.robots == "500":
         return Response(500, plain, b"internal server error\n")
-    text = {
-        "allow": "User-agent: *\nAllow: /\n",
-        "disallow": f"User-agent: *\nDisallow: {DISALLOWED_PREFIX}\n",
-        "delay": f"User-agent: *\nCrawl-delay: {spec.crawl_delay_s:g}\nDisallow:\n",
-    }[spec.robots]
+    if spec.robots == "delay":
+        text = f"User-agent: *\nCrawl-delay: {spec.crawl_delay_s:g}\nDisallow:\n"
+    elif spec.robots == "disallow":
+        text = f"User-agent: *\nDisallow: {DISALLOWED_PREFIX}\n"
+    else:
+        text = "User-agent: *\nAllow: /\n"
     return Response(200, plain, text.encode())
 
 
