@@ -95,6 +95,9 @@ class PolitenessSection:
     """Least time between the end of one request to a host and the start of the next, seconds."""
     ip_delay_s: float = 1.0
     """Least time between two requests to one IP address (any host on it), seconds."""
+    ip_concurrency: int = 1
+    """Most fetches in flight at once to one IP address (hosts sharing an address); 1 is
+    BUbiNG's one-connection-per-IP rule."""
     max_crawl_delay_s: float = 30.0
     """robots.txt ``Crawl-delay`` is honoured up to this many seconds; it never lowers the host
     delay below ``host_delay_s``."""
@@ -259,7 +262,7 @@ _POSITIVE = {
     ("frontier", "buckets"), ("fetch", "shards"), ("fetch", "threads"), ("fetch", "ring_vnodes"),
     ("crawl", "keep_generations"), ("round", "workers"), ("round", "threads_per_worker"),
     ("robots", "max_bytes"), ("fetch", "max_body_bytes"), ("fetch", "warc_rotate_bytes"),
-    ("frontier", "drum_batch_bytes"),
+    ("frontier", "drum_batch_bytes"), ("politeness", "ip_concurrency"),
 }
 
 

@@ -14,10 +14,20 @@ Choices documented here once:
 * **Delays count from the end of the previous fetch** (the release time), as in BUbiNG and Heritrix:
   when a fetch thread hands a visit state back at clock time ``now``, the host may be fetched again at
   ``now + host_delay(...)`` and any host on the same IP at ``now + ip_delay_s``.
-* **One fetch per host and one connection per IP at a time.** A visit state handed to a fetch thread
-  is *acquired*: it leaves the queues, and so does its IP entry, until :meth:`Workbench.release`.
-  No other thread can fetch from that host or from any other host on that IP meanwhile (BUbiNG's
-  "workbench entry" is likewise held with its visit state).
+* **One fetch per host; at most ``ip_concurrency`` per IP at a time.** A visit state handed to a
+  fetch thread is *acquired*: it leaves the queues until :meth:`Workbench.release`, so no other
+  thread can fetch from that host meanwhile. Its IP entry stays in the workbench heap while fewer
+  than ``ip_concurrency`` of its visit states are acquired, and leaves it when that many are. With
+  the default ``ip_concurrency=1`` this is BUbiNG's one connection per IP (its "workbench entry" is
+  held with its visit state); a larger value suits shared hosting, where many hosts sit on one
+  address (and tests, where every ``*.test`` host is 127.0.0.1).
+* **The IP delay with concurrency k.** Each IP entry keeps one next-allowed time. Every release
+  that made a request (at clock time ``now``) sets it to ``now + ip_delay_s`` (it never moves
+  earlier), and an acquire from that IP needs ``now >= next-allowed``. So the IP delay is the
+  least time between the end of *any* fetch from the address and the start of the next one; fetches
+  already in flight are not affected, and up to k fetches may start at the same instant while no
+  fetch from the address has ended within the last ``ip_delay_s``. For k = 1 this is exactly
+  BUbiNG's rule.
 * **Hosts keep their IP.** The IP given when a host is first added stays with it; later ``ip``
   arguments for that host are ignored. To move a host: :meth:`Workbench.remove_host`, then
   :meth:`Workbench.prune_idle` once its delay has passed, then add it again with the new IP.
@@ -199,16 +209,28 @@ class _Heap:
         node.pos = i
 
 
+def _count_ready(a: list, now: float, cap: int) -> int:
+    """Nodes of heap array ``a`` whose time ``key[0]`` is ``<= now``, counting at most ``cap``."""
+    count = 0
+    stack = [0] if a else []
+    while stack and count < cap:
+        i = stack.pop()
+        if a[i].key[0] <= now:
+            count += 1
+            stack.extend(j for j in (2 * i + 1, 2 * i + 2) if j < len(a))
+    return count
+
+
 class _IPEntry:
     """BUbiNG's workbench entry: one IP address, its next-allowed time and its hosts' heap."""
 
-    __slots__ = ("ip", "next_allowed", "heap", "busy", "hosts", "key", "pos")
+    __slots__ = ("ip", "next_allowed", "heap", "active", "hosts", "key", "pos")
 
     def __init__(self, ip: str, next_allowed: float) -> None:
         self.ip = ip
         self.next_allowed = next_allowed
         self.heap = _Heap()
-        self.busy = False  # a visit state of this IP is acquired
+        self.active = 0  # visit states of this IP that are acquired (fetches in flight)
         self.hosts = 0  # visit states that belong to this entry
         self.key: tuple[float, int] = (next_allowed, 0)
         self.pos: int | None = None
@@ -359,7 +381,11 @@ class Workbench(Generic[T]):
     host_delay_s
         Floor of the delay between the end of one fetch from a host and the start of the next.
     ip_delay_s
-        Delay between the end of one fetch from an IP address and the start of the next (any host).
+        Delay between the end of any fetch from an IP address and the start of the next one (any
+        host), seconds; see the module docstring for its meaning when ``ip_concurrency > 1``.
+    ip_concurrency
+        Most visit states of one IP address acquired at once (fetches in flight to it), ``>= 1``;
+        1 is BUbiNG's one-connection-per-IP rule.
     max_crawl_delay_s
         robots.txt ``Crawl-delay`` is honoured up to this many seconds.
     adaptive_delay_factor
@@ -368,7 +394,7 @@ class Workbench(Generic[T]):
     Raises
     ------
     WorkbenchError
-        A delay or factor is negative or NaN.
+        A delay or factor is negative or NaN, or ``ip_concurrency`` is not an integer >= 1.
     """
 
     def __init__(
@@ -379,21 +405,33 @@ class Workbench(Generic[T]):
         ip_delay_s: float = 1.0,
         max_crawl_delay_s: float = 30.0,
         adaptive_delay_factor: float = 0.0,
+        ip_concurrency: int = 1,
     ) -> None:
         _check_seconds("host_delay_s", host_delay_s)
         _check_seconds("ip_delay_s", ip_delay_s)
         _check_seconds("max_crawl_delay_s", max_crawl_delay_s)
         _check_seconds("adaptive_delay_factor", adaptive_delay_factor)
+        if (
+            not isinstance(ip_concurrency, int)
+            or isinstance(ip_concurrency, bool)
+            or ip_concurrency < 1
+        ):
+            raise WorkbenchError(
+                f"ip_concurrency: expected an integer >= 1 (fetches in flight per IP address), "
+                f"got {ip_concurrency!r}"
+            )
         self._clock = clock
         self.host_delay_s = float(host_delay_s)
         self.ip_delay_s = float(ip_delay_s)
         self.max_crawl_delay_s = float(max_crawl_delay_s)
         self.adaptive_delay_factor = float(adaptive_delay_factor)
+        self.ip_concurrency = ip_concurrency
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._hosts: dict[str, VisitState[T]] = {}
         self._ips: dict[str, _IPEntry] = {}
-        self._entries = _Heap()  # IP entries that have a queued visit state and are not busy
+        # IP entries that have a queued visit state and fewer than ip_concurrency acquired
+        self._entries = _Heap()
         self._items = 0
         self._seq = 0  # tie-breaker: first in, first served among equal times
 
@@ -401,13 +439,15 @@ class Workbench(Generic[T]):
     def from_config(
         cls, politeness: PolitenessSection, clock: Callable[[], float] = time.monotonic
     ) -> Workbench[T]:
-        """A workbench with the delays of the ``[politeness]`` config section."""
+        """A workbench with the delays and the per-IP concurrency of the ``[politeness]`` config
+        section."""
         return cls(
             clock,
             host_delay_s=politeness.host_delay_s,
             ip_delay_s=politeness.ip_delay_s,
             max_crawl_delay_s=politeness.max_crawl_delay_s,
             adaptive_delay_factor=politeness.adaptive_delay_factor,
+            ip_concurrency=politeness.ip_concurrency,
         )
 
     # ----------------------------------------------------------------- internals (lock held)
@@ -429,11 +469,11 @@ class Workbench(Generic[T]):
         self._reposition(vs._entry)
 
     def _reposition(self, entry: _IPEntry) -> None:
-        """Re-key ``entry`` in the workbench heap after its hosts or times changed."""
-        if entry.busy:
-            return
+        """Re-key ``entry`` in the workbench heap after its hosts, times or in-flight count
+        changed; it is there exactly while it has a queued visit state and fewer than
+        ``ip_concurrency`` acquired."""
         hosts = entry.heap.a
-        if not hosts:
+        if not hosts or entry.active >= self.ip_concurrency:
             if entry.pos is not None:
                 self._entries.remove(entry)
             return
@@ -489,10 +529,10 @@ class Workbench(Generic[T]):
         ready_at = entry.key[0]
         if ready_at > now:
             return None, ready_at - now
-        self._entries.pop()
-        entry.busy = True
         vs = entry.heap.pop()
         vs.acquired = True
+        entry.active += 1
+        self._reposition(entry)  # stays (re-keyed by its next host) while below ip_concurrency
         return vs, 0.0
 
     # ----------------------------------------------------------------- public API
@@ -536,12 +576,12 @@ class Workbench(Generic[T]):
         Returns
         -------
         (VisitState, 0.0)
-            A visit state whose first item may be fetched now; it and its IP are held by the caller
-            until :meth:`release`.
+            A visit state whose first item may be fetched now; it is held by the caller (and counts
+            towards its IP's ``ip_concurrency``) until :meth:`release`.
         (None, float)
             Nothing is ready: seconds (clock) until the next visit state will be, or ``math.inf``
             when none will be without an :meth:`add` or :meth:`release` (empty, or every IP with
-            items is held).
+            items has ``ip_concurrency`` visit states held).
         """
         with self._lock:
             return self._acquire(self._clock())
@@ -591,7 +631,8 @@ class Workbench(Generic[T]):
 
         At clock time ``now`` the host's next-allowed time becomes ``now + host_delay(...)`` (with
         ``download_s`` as its last download time and its current ``crawl_delay_s``) and the IP's
-        becomes ``now + ip_delay_s``; delays count from the end of the fetch. The visit state goes
+        becomes ``now + ip_delay_s`` (for every host of that IP, also with ``ip_concurrency > 1``);
+        delays count from the end of the fetch. The visit state goes
         back into the queues if it has items, else it stays idle. Pass ``download_s=None`` when no
         request was made while it was held: the times then stay as they were.
 
@@ -614,7 +655,7 @@ class Workbench(Generic[T]):
                 vs.next_allowed = max(vs.next_allowed, now + self._delay(vs))
                 entry.next_allowed = max(entry.next_allowed, now + self.ip_delay_s)
             vs.acquired = False
-            entry.busy = False
+            entry.active -= 1
             if vs.queue:
                 self._enqueue(vs)
             else:
@@ -712,7 +753,7 @@ class Workbench(Generic[T]):
             for ip in [
                 ip
                 for ip, e in self._ips.items()
-                if e.hosts == 0 and not e.busy and e.next_allowed <= now
+                if e.hosts == 0 and e.active == 0 and e.next_allowed <= now
             ]:
                 del self._ips[ip]
             return len(gone)
@@ -730,8 +771,9 @@ class Workbench(Generic[T]):
 
     @property
     def ready_count(self) -> int:
-        """How many :meth:`acquire` calls would succeed now without a release: IP entries that are
-        not held and have a host ready. O(answer): only ready heap nodes are visited."""
+        """How many :meth:`acquire` calls would succeed now without a release or an add: for each
+        ready IP entry, its ready hosts up to its free ``ip_concurrency`` slots. O(answer): only
+        ready heap nodes are visited (at most ``ip_concurrency`` ready hosts per entry)."""
         with self._lock:
             now = self._clock()
             a = self._entries.a
@@ -739,7 +781,8 @@ class Workbench(Generic[T]):
             stack = [0] if a else []
             while stack:
                 i = stack.pop()
-                if a[i].key[0] <= now:
-                    count += 1
+                entry = a[i]
+                if entry.key[0] <= now:
+                    count += _count_ready(entry.heap.a, now, self.ip_concurrency - entry.active)
                     stack.extend(j for j in (2 * i + 1, 2 * i + 2) if j < len(a))
             return count

@@ -5,6 +5,7 @@ spread over ``--ips`` addresses, then takes, pops and gives back visit states un
 fetched, jumping the fake clock forward whenever nothing is ready. Prints one line per phase.
 
     python scripts/bench_workbench.py --hosts 100000 --ips 20000 --items 5
+    python scripts/bench_workbench.py --hosts 20000 --ips 1 --ip-concurrency 8   # shared hosting
 """
 
 from __future__ import annotations
@@ -35,13 +36,19 @@ def main() -> None:
     ap.add_argument("--items", type=int, default=5, help="items per host")
     ap.add_argument("--host-delay-s", type=float, default=2.0)
     ap.add_argument("--ip-delay-s", type=float, default=1.0)
+    ap.add_argument(
+        "--ip-concurrency", type=int, default=1, help="fetches in flight per IP (workbench slots)"
+    )
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
 
     rng = random.Random(args.seed)
     clock = JumpClock(step=1e-5)
     wb: Workbench[int] = Workbench(
-        clock, host_delay_s=args.host_delay_s, ip_delay_s=args.ip_delay_s
+        clock,
+        host_delay_s=args.host_delay_s,
+        ip_delay_s=args.ip_delay_s,
+        ip_concurrency=args.ip_concurrency,
     )
     hosts = [f"h{i}.test" for i in range(args.hosts)]
     ips = [f"10.{i >> 16 & 255}.{i >> 8 & 255}.{i & 255}" for i in range(args.ips)]

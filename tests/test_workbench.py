@@ -3,17 +3,18 @@
 The core is a hypothesis state machine that drives a workbench with random adds, clock advances,
 acquires, pops, requeues, crawl-delay changes, releases, host removals, drains, prunes and
 snapshot/restore round trips, and checks every step against an independent model
-(:class:`PolitenessModel`): host delay and IP delay between fetches, one fetch per host and per IP at
-a time, per-host FIFO order, no item lost or duplicated, and no starvation (if something is ready,
-``acquire`` returns it). Control tests run the same checker against deliberately broken workbenches
-and require it to fail.
+(:class:`PolitenessModel`): host delay and IP delay between fetches, one fetch per host and at most
+``ip_concurrency`` per IP at a time, per-host FIFO order, no item lost or duplicated, and no
+starvation (if something is ready, ``acquire`` returns it; otherwise its wait is exact). The machine
+runs with ``ip_concurrency`` 1, 2 and 3. Control tests run the same checker against deliberately
+broken workbenches and require it to fail.
 """
 
 from __future__ import annotations
 
 import math
 import threading
-from collections import deque
+from collections import Counter, deque
 
 import pytest
 from hypothesis import Phase, given, settings
@@ -27,8 +28,8 @@ from hypothesis.stateful import (
 )
 
 import batchcrawl.workbench as workbench_mod
-from batchcrawl.config import PolitenessSection
-from batchcrawl.errors import BatchcrawlError
+from batchcrawl.config import PolitenessSection, load_config
+from batchcrawl.errors import BatchcrawlError, ConfigError
 from batchcrawl.workbench import HostState, Workbench, WorkbenchError
 
 # The checker keeps its own reference: control tests replace the module's function, not this one.
@@ -130,12 +131,23 @@ def test_host_delay_rejects_bad_input(kwargs):
 class PolitenessModel:
     """What a correct workbench does, kept independently of its heaps.
 
-    Every ``check_*`` method raises AssertionError on a violation.
+    The IP delay as the workbench defines it for any ``ip_concurrency``: a fetch from an IP may start
+    only ``ip_delay_s`` after the end of the latest fetch from that IP (releases without a request
+    do not count). Every ``check_*`` method raises AssertionError on a violation.
     """
 
-    def __init__(self, *, host_delay_s, ip_delay_s, max_crawl_delay_s, adaptive_delay_factor):
+    def __init__(
+        self,
+        *,
+        host_delay_s,
+        ip_delay_s,
+        max_crawl_delay_s,
+        adaptive_delay_factor,
+        ip_concurrency=1,
+    ):
         self.host_delay_s = host_delay_s
         self.ip_delay_s = ip_delay_s
+        self.ip_concurrency = ip_concurrency
         self.max_crawl_delay_s = max_crawl_delay_s
         self.adaptive_delay_factor = adaptive_delay_factor
         self.items: dict[str, deque] = {}  # host -> expected FIFO
@@ -146,7 +158,7 @@ class PolitenessModel:
         self.crawl_delay: dict[str, float | None] = {}
         self.last_download: dict[str, float | None] = {}
         self.held: set[str] = set()
-        self.held_ips: set[str] = set()
+        self.held_per_ip: Counter[str] = Counter()  # ip -> its hosts acquired now
 
     # -- bookkeeping
     def add(self, host, ip, items, next_allowed, now):
@@ -171,14 +183,19 @@ class PolitenessModel:
         return self.ip_release[ip] + self.ip_delay_s if ip in self.ip_release else -math.inf
 
     def candidates(self):
-        """Hosts with items whose host and IP are not held: (host, time it becomes ready)."""
+        """Hosts with items, not held, whose IP has a free slot: (host, time it becomes ready)."""
         for host, q in self.items.items():
             ip = self.ip_of[host]
-            if q and host not in self.held and ip not in self.held_ips:
+            if q and host not in self.held and self.held_per_ip[ip] < self.ip_concurrency:
                 yield host, max(self.host_ready_at(host), self.ip_ready_at(ip))
 
     def ready_hosts(self, now):
         return {h for h, t in self.candidates() if t <= now}
+
+    def ready_count(self, now) -> int:
+        """Acquires that would succeed now in a row: per IP, its ready hosts up to its free slots."""
+        per_ip = Counter(self.ip_of[h] for h in self.ready_hosts(now))
+        return sum(min(n, self.ip_concurrency - self.held_per_ip[ip]) for ip, n in per_ip.items())
 
     def wait(self, now) -> float:
         times = [t for _, t in self.candidates()]
@@ -204,7 +221,10 @@ class PolitenessModel:
         assert wait == 0.0
         assert vs.ip == ip, f"{host} moved from {ip} to {vs.ip}"
         assert host not in self.held, f"{host} handed out while already held"
-        assert ip not in self.held_ips, f"IP {ip} handed out while one of its hosts is held"
+        assert self.held_per_ip[ip] < self.ip_concurrency, (
+            f"IP {ip} handed out while {self.held_per_ip[ip]} of its hosts are held; "
+            f"ip_concurrency is {self.ip_concurrency}"
+        )
         assert self.items[host], f"{host} handed out with no items"
         assert now >= self.not_before[host], (
             f"{host} fetched at {now} before its restored next-allowed time {self.not_before[host]}"
@@ -220,7 +240,7 @@ class PolitenessModel:
                 f"ended; IP delay is {self.ip_delay_s}"
             )
         self.held.add(host)
-        self.held_ips.add(ip)
+        self.held_per_ip[ip] += 1
 
     def check_pop(self, host, item):
         expected = self.items[host].popleft()
@@ -230,8 +250,8 @@ class PolitenessModel:
         self.items[host].appendleft(item)
 
     def release(self, host, download_s, now):
-        self.held.discard(host)
-        self.held_ips.discard(self.ip_of[host])
+        self.held.remove(host)
+        self.held_per_ip[self.ip_of[host]] -= 1
         if download_s is None:
             return
         self.last_download[host] = download_s
@@ -409,16 +429,36 @@ class WorkbenchMachine(RuleBasedStateMachine):
     def counts_agree(self):
         assert len(self.wb) == self.model.total(), "items lost or duplicated"
         assert self.wb.host_count == len(self.model.items)
-        ready_ips = {self.model.ip_of[h] for h in self.model.ready_hosts(self.clock.now)}
-        assert self.wb.ready_count == len(ready_ips), (
-            f"ready_count is {self.wb.ready_count}, but the delays say IPs {ready_ips} are ready"
+        expected = self.model.ready_count(self.clock.now)
+        assert self.wb.ready_count == expected, (
+            f"ready_count is {self.wb.ready_count}, but the delays say {expected} acquires are "
+            f"ready ({sorted(self.model.ready_hosts(self.clock.now))})"
+        )
+
+    @invariant()
+    def in_flight_per_ip(self):
+        per_ip = Counter(vs.ip for vs in self.held)
+        assert all(n <= self.model.ip_concurrency for n in per_ip.values()), (
+            f"more than ip_concurrency={self.model.ip_concurrency} hosts of one IP held: {per_ip}"
         )
 
 
-WorkbenchMachine.TestCase.settings = settings(
-    max_examples=150, stateful_step_count=40, deadline=None
-)
-TestWorkbenchStateful = WorkbenchMachine.TestCase
+def machine_with_concurrency(k: int) -> type[WorkbenchMachine]:
+    """The state machine with workbench and checker both at ``ip_concurrency=k``."""
+    config = {**CONFIG, "ip_concurrency": k}
+    return type(
+        f"WorkbenchMachineK{k}",
+        (WorkbenchMachine,),
+        {"workbench_config": config, "model_config": config},
+    )
+
+
+STATEFUL_SETTINGS = settings(max_examples=100, stateful_step_count=40, deadline=None)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_workbench_stateful(k):
+    run_state_machine_as_test(machine_with_concurrency(k), settings=STATEFUL_SETTINGS)
 
 
 # ----------------------------------------------------------------------------- control tests
@@ -427,9 +467,17 @@ TestWorkbenchStateful = WorkbenchMachine.TestCase
 # wait, its ready count or its snapshot rather than in a fetch.
 CHECKER_MESSAGES = (
     "after its previous fetch ended|IP delay|the delays say|the next host is ready in|are ready"
+    "|ip_concurrency"
 )
+# Derandomized: each control test searches the same examples every run, so it fails (as it must)
+# in a stable number of steps.
 CONTROL_SETTINGS = settings(
-    max_examples=500, stateful_step_count=40, deadline=None, phases=[Phase.generate], database=None
+    max_examples=500,
+    stateful_step_count=40,
+    deadline=None,
+    phases=[Phase.generate],
+    database=None,
+    derandomize=True,
 )
 
 
@@ -440,14 +488,36 @@ def test_control_checker_catches_zero_host_delay(monkeypatch):
         run_state_machine_as_test(WorkbenchMachine, settings=CONTROL_SETTINGS)
 
 
-def test_control_checker_catches_missing_ip_delay():
+@pytest.mark.parametrize("k", [1, 3])
+def test_control_checker_catches_missing_ip_delay(k):
     """A workbench built without the IP delay the crawl asked for must be caught."""
 
-    class NoIPDelay(WorkbenchMachine):
-        workbench_config = {**CONFIG, "ip_delay_s": 0.0}
+    class NoIPDelay(machine_with_concurrency(k)):
+        workbench_config = {**CONFIG, "ip_concurrency": k, "ip_delay_s": 0.0}
 
     with pytest.raises(AssertionError, match=CHECKER_MESSAGES):
         run_state_machine_as_test(NoIPDelay, settings=CONTROL_SETTINGS)
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_control_checker_catches_exceeding_ip_concurrency(k):
+    """A workbench that lets k + 1 fetches run on one IP when the crawl asked for k is caught."""
+
+    class TooMany(machine_with_concurrency(k)):
+        workbench_config = {**CONFIG, "ip_concurrency": k + 1}
+
+    with pytest.raises(AssertionError, match=CHECKER_MESSAGES):
+        run_state_machine_as_test(TooMany, settings=CONTROL_SETTINGS)
+
+
+def test_control_checker_catches_unused_ip_concurrency():
+    """A workbench that keeps one fetch per IP when the crawl allows 2 starves hosts: caught."""
+
+    class TooFew(machine_with_concurrency(2)):
+        workbench_config = {**CONFIG, "ip_concurrency": 1}
+
+    with pytest.raises(AssertionError, match=CHECKER_MESSAGES):
+        run_state_machine_as_test(TooFew, settings=CONTROL_SETTINGS)
 
 
 def test_control_checker_catches_starvation():
@@ -483,7 +553,24 @@ def test_control_checker_catches_broken_exclusivity():
     first, _ = wb.acquire()
     model.check_acquire((first, 0.0), clock.now)
     other = wb._hosts["b.test"]  # what a broken workbench would hand out now
-    with pytest.raises(AssertionError, match="handed out while one of its hosts is held"):
+    with pytest.raises(AssertionError, match="while 1 of its hosts are held; ip_concurrency is 1"):
+        model.check_acquire((other, 0.0), clock.now)
+    assert wb.acquire() == (None, math.inf)  # the real one does not
+
+
+def test_control_checker_catches_third_fetch_at_concurrency_two():
+    """With ip_concurrency=2, handing out a third host of one IP is caught deterministically."""
+    clock = FakeClock()
+    config = {**CONFIG, "ip_concurrency": 2}
+    wb = Workbench(clock, **config)
+    model = PolitenessModel(**config)
+    for host in ("a.test", "b.test", "c.test"):
+        wb.add(host, "10.0.0.9", [(host, 0)])
+        model.add(host, "10.0.0.9", [(host, 0)], None, clock.now)
+    for _ in range(2):
+        model.check_acquire(wb.acquire(), clock.now)
+    other = wb._hosts["c.test"]  # what a broken workbench would hand out now
+    with pytest.raises(AssertionError, match="while 2 of its hosts are held; ip_concurrency is 2"):
         model.check_acquire((other, 0.0), clock.now)
     assert wb.acquire() == (None, math.inf)  # the real one does not
 
@@ -670,8 +757,86 @@ def test_snapshot_restore_round_trip_with_wall_clock():
 def test_from_config():
     wb = Workbench.from_config(PolitenessSection(host_delay_s=3.0, ip_delay_s=0.5))
     assert (wb.host_delay_s, wb.ip_delay_s, wb.adaptive_delay_factor) == (3.0, 0.5, 1.0)
+    assert wb.ip_concurrency == 1  # BUbiNG's default
+    wb = Workbench.from_config(PolitenessSection(ip_concurrency=4))
+    assert wb.ip_concurrency == 4
     with pytest.raises(WorkbenchError, match="ip_delay_s"):
         Workbench(ip_delay_s=-1.0)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, None, "2"])
+def test_ip_concurrency_must_be_a_positive_integer(bad):
+    with pytest.raises(WorkbenchError, match="ip_concurrency") as err:
+        Workbench(ip_concurrency=bad)
+    assert isinstance(err.value, ValueError)
+
+
+def test_config_rejects_ip_concurrency_below_one():
+    text = "[politeness]\nip_concurrency = 0\n"
+    with pytest.raises(ConfigError, match="ip_concurrency"):
+        load_config(files=[("crawl.toml", text)], environ={})
+    ok = load_config(files=[("crawl.toml", "[politeness]\nip_concurrency = 3\n")], environ={})
+    assert ok.politeness.ip_concurrency == 3
+
+
+def test_ip_concurrency_slots_and_ip_delay_from_latest_release():
+    """k=2 on one IP: two hosts start at once, a third waits for a slot; the IP delay counts from
+    the end of the latest fetch from the IP, and a fetch in flight is not affected by it."""
+    clock = FakeClock(0.0)
+    wb = make(clock, ip_concurrency=2, ip_delay_s=1.0, host_delay_s=2.0, adaptive_delay_factor=0)
+    for host in ("a.test", "b.test", "c.test"):
+        wb.add(host, "10.0.0.1", [f"{host}-1", f"{host}-2"])
+    wb.add("z.test", "10.0.0.2", ["z"])
+    assert wb.ready_count == 3  # two slots on 10.0.0.1, one host on 10.0.0.2
+    a, _ = wb.acquire()
+    b, _ = wb.acquire()
+    assert (a.host, b.host) == ("a.test", "b.test")  # first in, first served
+    assert wb.ready_count == 1
+    z, _ = wb.acquire()
+    assert z.host == "z.test"
+    assert wb.acquire() == (None, math.inf)  # c waits for a slot, not for a time
+    clock.now = 5.0
+    wb.release(a, 0.1)  # IP next-allowed 6.0; a next-allowed 7.0
+    assert wb.acquire() == (None, 1.0)  # a slot is free, the IP delay is not over
+    assert wb.ready_count == 0
+    clock.now = 6.0
+    c, _ = wb.acquire()
+    assert c.host == "c.test"
+    assert wb.acquire() == (None, math.inf)  # b and c hold both slots; a's time does not count
+    clock.now = 6.5
+    wb.release(b, None)  # no request made: b's and the IP's times stay as they were
+    b2, _ = wb.acquire()
+    assert b2 is b  # ready at once: its time (0.0) and the IP's (6.0) have passed
+    clock.now = 7.0
+    wb.release(c, 0.1)  # IP next-allowed 8.0; c next-allowed 9.0
+    assert wb.acquire() == (None, 1.0)  # a is ready at 7.0 by its host delay, the IP at 8.0
+    clock.now = 8.0
+    assert wb.ready_count == 1  # a; c waits until 9.0; b is held
+    assert wb.acquire()[0] is a
+    assert wb.acquire() == (None, math.inf)  # b and a hold both slots
+
+
+@pytest.mark.parametrize("k", [1, 2, 5])
+def test_ip_concurrency_drains_shared_address(k):
+    """Many hosts on 127.0.0.1 (as in tests): with k slots, k fetches run at once, and the whole
+    crawl follows the IP delay from each release."""
+    clock = FakeClock(0.0)
+    wb = make(clock, ip_concurrency=k, ip_delay_s=0.0, host_delay_s=1.0, adaptive_delay_factor=0)
+    hosts = [f"s{i}.test" for i in range(6)]
+    for h in hosts:
+        wb.add(h, "127.0.0.1", [h])
+    max_in_flight = 0
+    held = []
+    while len(wb) or held:
+        vs, _ = wb.acquire()
+        if vs is not None:
+            vs.pop()
+            held.append(vs)
+            max_in_flight = max(max_in_flight, len(held))
+            continue
+        clock.now += 0.25
+        wb.release(held.pop(0), 0.25)
+    assert max_in_flight == k
 
 
 def test_acquire_wait_timeout_stop_and_wake_on_add():
@@ -708,17 +873,18 @@ class TickingClock:
             return self.now
 
 
-def test_threads_exclusive_fifo_nothing_lost():
+@pytest.mark.parametrize("k", [1, 3])
+def test_threads_exclusive_fifo_nothing_lost(k):
     """Real fetch threads and a producer on a ticking fake clock: never two threads on one host or
-    one IP, each host's items in FIFO order, every item fetched exactly once."""
+    more than ``k`` on one IP, each host's items in FIFO order, every item fetched exactly once."""
     hosts = [f"t{i}.test" for i in range(30)]
     ip_of = {h: f"10.1.0.{i % 6}" for i, h in enumerate(hosts)}
     per_host = 12
     total = len(hosts) * per_host
-    wb = Workbench(TickingClock(0.001), host_delay_s=0.004, ip_delay_s=0.002)
+    wb = Workbench(TickingClock(0.001), host_delay_s=0.004, ip_delay_s=0.002, ip_concurrency=k)
     check = threading.Lock()
     busy_hosts: set[str] = set()
-    busy_ips: set[str] = set()
+    busy_ips: Counter[str] = Counter()
     fetched: dict[str, list[int]] = {h: [] for h in hosts}
     errors: list[str] = []
     done = threading.Event()
@@ -735,10 +901,12 @@ def test_threads_exclusive_fifo_nothing_lost():
             if vs is None:
                 continue
             with check:
-                if vs.host in busy_hosts or vs.ip in busy_ips:
-                    errors.append(f"{vs.host} / {vs.ip} handed to two threads")
+                if vs.host in busy_hosts:
+                    errors.append(f"{vs.host} handed to two threads")
+                if busy_ips[vs.ip] >= k:
+                    errors.append(f"{vs.ip} handed to {busy_ips[vs.ip] + 1} threads (k={k})")
                 busy_hosts.add(vs.host)
-                busy_ips.add(vs.ip)
+                busy_ips[vs.ip] += 1
             for _ in range(2):
                 if not vs.queue:
                     break
@@ -749,7 +917,7 @@ def test_threads_exclusive_fifo_nothing_lost():
                         done.set()
             with check:
                 busy_hosts.discard(vs.host)
-                busy_ips.discard(vs.ip)
+                busy_ips[vs.ip] -= 1
             wb.release(vs, 0.001)
 
     threads = [threading.Thread(target=fetcher) for _ in range(6)]
