@@ -184,6 +184,7 @@ def merge_chunk(
     combine: Combine | None = None,
     insert: bool = True,
     apply: bool = True,
+    make_rows: Callable[[pa.Table], pa.Table] | None = None,
 ) -> tuple[pa.Table, np.ndarray, np.ndarray]:
     """Merge rows ``[start, end)`` of a :class:`SortedBatch` into one sorted chunk of a bucket.
 
@@ -197,6 +198,9 @@ def merge_chunk(
         Insert unknown keys (update, check+update) or not.
     apply : bool
         Change known keys' rows (update) or leave them (check+update of "insert only" facts).
+    make_rows : callable or None
+        Turns the batch rows to insert into bucket rows (default: the batch has the bucket
+        columns). Called only on the rows actually inserted.
 
     Returns
     -------
@@ -227,7 +231,8 @@ def merge_chunk(
     else:
         parts.append(old)
     if inserted.any():
-        parts.append(_bucket_columns(old, bslice.filter(pa.array(inserted))))
+        new = bslice.filter(pa.array(inserted))
+        parts.append(_bucket_columns(old, make_rows(new) if make_rows else new))
     merged = pa.concat_tables(parts)
     # Each part is sorted: a stable sort (timsort) merges the runs in linear time.
     order = np.argsort(key_array(merged, batch.key), kind="stable")

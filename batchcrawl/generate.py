@@ -44,9 +44,13 @@ sum(not_selected)``.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
-from collections import Counter
-from collections.abc import Mapping
+import hashlib
+import json
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -57,13 +61,14 @@ from batchcrawl import schemas
 from batchcrawl.config import Config
 from batchcrawl.crawldir import CrawlDir, FileEntry, Manifest
 from batchcrawl.filters import FilterChain
-from batchcrawl.frontier import DUE_STATUSES, epoch_ms, iter_buckets
+from batchcrawl.frontier import DUE_STATUSES, bucket_entries, epoch_ms, read_bucket
 from batchcrawl.ring import HashRing, ring_keys
 
 __all__ = [
     "GenerateResult",
     "assign_fetchlists",
     "fetchlist_path",
+    "filters_fingerprint",
     "generate",
     "lease_bucket",
     "merge_candidates",
@@ -126,29 +131,35 @@ def _ranks(codes: np.ndarray) -> np.ndarray:
     return ranks
 
 
-def _cap(t: pa.Table, cfg: Config) -> np.ndarray:
-    """For rows in breadth-first order: 0 taken, else 1 + index in :data:`_CAP_REASONS`."""
+def _np(col: pa.ChunkedArray | pa.Array, idx: np.ndarray | None = None) -> np.ndarray:
+    a = np.asarray(col.to_numpy())
+    return a if idx is None else a[idx]
+
+
+def _cap(t: pa.Table, idx: np.ndarray, cfg: Config) -> np.ndarray:
+    """For rows ``idx`` of ``t`` in breadth-first order: 0 taken, else 1 + index in
+    :data:`_CAP_REASONS` (the first cap the row exceeds: host, then domain, then round)."""
     g = cfg.generate
-    why = np.zeros(t.num_rows, dtype=np.int8)
-    host_ok = _ranks(_codes(t.column("host"))) < g.max_urls_per_host
+    why = np.zeros(len(idx), dtype=np.int8)
+    host_ok = _ranks(_codes(t.column("host"))[idx]) < g.max_urls_per_host
     why[~host_ok] = 1
-    idx = np.flatnonzero(host_ok)
-    dom_ok = _ranks(_codes(t.column("domain").take(pa.array(idx)))) < g.max_urls_per_domain
-    why[idx[~dom_ok]] = 2
-    idx = idx[dom_ok]
-    why[idx[g.max_urls_per_round :]] = 3
+    ok = np.flatnonzero(host_ok)
+    dom_ok = _ranks(_codes(t.column("domain"))[idx[ok]]) < g.max_urls_per_domain
+    why[ok[~dom_ok]] = 2
+    ok = ok[dom_ok]
+    why[ok[g.max_urls_per_round :]] = 3
     return why
 
 
-def _bfs_order(t: pa.Table) -> pa.Table:
-    order = np.lexsort(
+def _bfs_argsort(t: pa.Table, idx: np.ndarray) -> np.ndarray:
+    """Order of rows ``idx`` of ``t`` by ``(discovered_round, discovered_seq, url_key)``."""
+    return np.lexsort(
         (
-            np.asarray(t.column("url_key").to_numpy(), dtype=np.uint64),
-            np.asarray(t.column("discovered_seq").to_numpy()),
-            np.asarray(t.column("discovered_round").to_numpy()),
+            _np(t.column("url_key"), idx).astype(np.uint64),
+            _np(t.column("discovered_seq"), idx),
+            _np(t.column("discovered_round"), idx),
         )
     )
-    return t.take(pa.array(order))
 
 
 def select_bucket(
@@ -188,24 +199,20 @@ def select_bucket(
     live = np.asarray(pc.fill_null(pc.equal(lr, round), False).to_numpy(zero_copy_only=False))
     has_lease = np.asarray(pc.is_valid(lr).to_numpy(zero_copy_only=False))
     counts["lease_expired"] += int((has_lease & ~live).sum())
-    for s, k in zip(
-        *np.unique(
-            np.asarray(
-                status.filter(pa.array(~due_status)).to_numpy(zero_copy_only=False), dtype=object
-            ),
-            return_counts=True,
-        ),
-        strict=True,
-    ):
-        counts[f"status:{s}"] += int(k)
+    if not due_status.all():
+        vc = pc.value_counts(status.filter(pa.array(~due_status)))
+        for s, k in zip(
+            vc.field("values").to_pylist(), vc.field("counts").to_pylist(), strict=True
+        ):
+            counts[f"status:{s}"] += k
     counts["not_due"] += int((due_status & waiting).sum())
     counts["leased"] += int((due_status & ~waiting & live).sum())
-    due = due_status & ~waiting & ~live
-    cands = _bfs_order(bucket.filter(pa.array(due)).select(CANDIDATE_COLUMNS))
-    why = _cap(cands, cfg)
+    idx = np.flatnonzero(due_status & ~waiting & ~live)
+    idx = idx[_bfs_argsort(bucket, idx)]
+    why = _cap(bucket, idx, cfg)
     for i, name in enumerate(_CAP_REASONS, 1):
         counts[name] += int((why == i).sum())
-    return cands.filter(pa.array(why == 0)), counts
+    return bucket.select(CANDIDATE_COLUMNS).take(pa.array(idx[why == 0])), counts
 
 
 def merge_candidates(
@@ -214,12 +221,13 @@ def merge_candidates(
     """Global step (a fold): the candidates of ``acc`` and ``candidates`` that pass the caps taken
     over both, in breadth-first order, and the count of those dropped by cap."""
     both = candidates if acc is None else pa.concat_tables([acc, candidates])
-    both = _bfs_order(both)
-    why = _cap(both, cfg)
+    idx = np.arange(both.num_rows)
+    idx = idx[_bfs_argsort(both, idx)]
+    why = _cap(both, idx, cfg)
     counts: Counter = Counter()
     for i, name in enumerate(_CAP_REASONS, 1):
         counts[name] += int((why == i).sum())
-    return both.filter(pa.array(why == 0)), counts
+    return both.take(pa.array(idx[why == 0])), counts
 
 
 def refilter(selected: pa.Table, chain: FilterChain) -> tuple[pa.Table, pa.Table]:
@@ -329,6 +337,34 @@ def lease_bucket(
     return out
 
 
+def filters_fingerprint(cfg: Config) -> str:
+    """SHA-1 of the ``[filters]`` section (canonical JSON): equal fingerprints, equal chains."""
+    data = json.dumps(dataclasses.asdict(cfg.filters), sort_keys=True).encode("utf-8")
+    return hashlib.sha1(data).hexdigest()
+
+
+def _recorded_fingerprint(summary: Mapping) -> str | None:
+    for where in (summary, summary.get("generate"), summary.get("inject")):
+        if isinstance(where, Mapping) and where.get("filters_fingerprint"):
+            return str(where["filters_fingerprint"])
+    return None
+
+
+def _bounded_map(fn: Callable, items: Iterable, workers: int) -> Iterator:
+    """``map(fn, items)`` in order, on ``workers`` threads, with few results pending."""
+    if workers <= 1:
+        yield from map(fn, items)
+        return
+    with ThreadPoolExecutor(workers) as pool:
+        pending: deque = deque()
+        for item in items:
+            pending.append(pool.submit(fn, item))
+            if len(pending) > workers:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+
+
 @dataclass
 class GenerateResult:
     """What :func:`generate` produced. Unpacks as ``fetchlists, summary = generate(...)``.
@@ -362,6 +398,8 @@ def generate(
     now: dt.datetime | float,
     *,
     chain: FilterChain | None = None,
+    workers: int = 1,
+    refilter_urls: bool | None = None,
 ) -> GenerateResult:
     """In-process driver: select every bucket, merge, refilter, assign, write the fetch lists.
 
@@ -377,6 +415,16 @@ def generate(
         Wall clock (UTC), for ``next_fetch_time``.
     chain : FilterChain or None
         The filter chain (default: built from ``cfg.filters``; ``check`` needs no seeds).
+    workers : int
+        Buckets read and selected in parallel threads (at most ``workers + 1`` buckets' results
+        are held at once).
+    refilter_urls : bool or None
+        Re-apply the filter chain to the selected URLs. None (default): only when the
+        ``[filters]`` config differs from the one recorded in ``manifest.summary`` as
+        ``filters_fingerprint`` (top level, or under ``"generate"``/``"inject"``), i.e. when the
+        config may have changed since the URLs were checked. The summary of this call records the
+        current ``filters_fingerprint``; a round that commits it lets the next generate skip the
+        (per-URL, Python-speed) re-check.
 
     Returns
     -------
@@ -384,17 +432,42 @@ def generate(
         Nothing is committed.
     """
     chain = chain or FilterChain.from_config(cfg.filters)
+    fingerprint = filters_fingerprint(cfg)
+    if refilter_urls is None:
+        refilter_urls = _recorded_fingerprint(manifest.summary) != fingerprint
     counts: Counter = Counter()
     acc = None
+    pending: list[pa.Table] = []
+    pending_rows = 0
+    # Prune lazily (caps are monotone, so pruning late is as exact as pruning each time): the
+    # fold holds at most about 1.5 * max_urls_per_round candidate rows.
+    limit = max(cfg.generate.max_urls_per_round * 3 // 2, 100_000)
     rows = 0
-    for _, table in iter_buckets(crawl, manifest, SELECT_COLUMNS):
-        rows += table.num_rows
-        cands, c = select_bucket(table, round, cfg, now)
+
+    def one(entry: FileEntry | None) -> tuple[int, pa.Table, Counter]:
+        table = read_bucket(crawl, entry, SELECT_COLUMNS)
+        return table.num_rows, *select_bucket(table, round, cfg, now)
+
+    for n, cands, c in _bounded_map(one, bucket_entries(manifest), workers):
+        rows += n
         counts.update(c)
-        acc, c = merge_candidates(acc, cands, cfg)
+        pending.append(cands)
+        pending_rows += cands.num_rows
+        if pending_rows + (0 if acc is None else acc.num_rows) > limit:
+            acc, c = merge_candidates(acc, pa.concat_tables(pending), cfg)
+            counts.update(c)
+            pending, pending_rows = [], 0
+    if pending or acc is None:
+        empty = schemas.empty("fetchlists").select(CANDIDATE_COLUMNS)
+        acc, c = merge_candidates(acc, pa.concat_tables(pending) if pending else empty, cfg)
         counts.update(c)
-    selected = acc if acc is not None else schemas.empty("fetchlists").select(CANDIDATE_COLUMNS)
-    selected, refiltered = refilter(selected, chain)
+    selected = acc
+    if refilter_urls:
+        selected, refiltered = refilter(selected, chain)
+    else:
+        refiltered = pa.table(
+            {"url_key": pa.array([], pa.uint64()), "reason": pa.array([], pa.string())}
+        )
     for r in refiltered.column("reason").to_pylist():
         counts[f"filtered:{r}"] += 1
     ip_of = None
@@ -416,5 +489,7 @@ def generate(
         "per_shard": {str(s): t.num_rows for s, t in lists.items()},
         "not_selected": dict(sorted((k, v) for k, v in counts.items() if v)),
         "lease_expired": lease_expired,
+        "refiltered": bool(refilter_urls),
+        "filters_fingerprint": fingerprint,
     }
     return GenerateResult(entries, summary, refiltered)

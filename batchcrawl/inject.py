@@ -33,6 +33,7 @@ from batchcrawl.frontier import (
     seed_scope,
     write_bucket,
 )
+from batchcrawl.generate import filters_fingerprint
 from batchcrawl.records import UrlStatus
 
 __all__ = ["MAX_BAD_LINES_LISTED", "inject", "parse_seed_lines"]
@@ -181,6 +182,7 @@ def inject(crawl: CrawlDir, cfg: Config, lines: Iterable[str], *, source: str = 
             k.split(":", 1)[1]: n for k, n in sorted(new_count.items()) if k.startswith("filtered:")
         },
         "frontier_rows": sum(e.rows for e in out),
+        "filters_fingerprint": filters_fingerprint(cfg),
     }
     committed = crawl.commit(manifest, {"frontier": out}, summary)
     return {**summary, "generation": committed.generation}

@@ -225,7 +225,11 @@ def _fetch_batch(fetched: pa.Table) -> drum.SortedBatch:
 
 
 def _link_batch(links: pa.Table, counts: Counter) -> drum.SortedBatch:
-    """New-URL candidates from links: nofollow dropped, smallest (round, seq) first per URL."""
+    """New-URL candidates from links: nofollow dropped, smallest (round, seq) first per URL.
+
+    The batch keeps the links' columns (``dst_url_key`` renamed ``url_key``, plus
+    ``discovered_seq``); :func:`_link_rows` turns the ones inserted into frontier rows.
+    """
     counts["links_in"] += links.num_rows
     follow = pc.invert(links.column("nofollow"))
     counts["links_nofollow"] += links.num_rows - (pc.sum(follow).as_py() or 0)
@@ -233,16 +237,19 @@ def _link_batch(links: pa.Table, counts: Counter) -> drum.SortedBatch:
     dseq = discovered_seq(_np(links.column("shard")), _np(links.column("seq")))
     rnd = _np(links.column("round")).astype(np.int64)
     order = np.lexsort((dseq, rnd))
-    links = links.take(pa.array(order))
-    dseq = dseq[order]
+    links = links.take(pa.array(order)).append_column("discovered_seq", pa.array(dseq[order]))
     sb = drum.SortedBatch(
         links.rename_columns(["url_key" if n == "dst_url_key" else n for n in links.column_names])
     )
     counts["links_duplicate"] += sb.n - len(sb.keys)
-    t = sb.table
+    return sb
+
+
+def _link_rows(t: pa.Table) -> pa.Table:
+    """Frontier rows of new URLs from (renamed) links rows; ``filter_reason`` -> filtered."""
     fr = pc.fill_null(t.column("filter_reason"), "")
     filtered = pc.not_equal(fr, "")
-    sb.table = new_rows(
+    return new_rows(
         url_key=t.column("url_key"),
         url=t.column("dst_url"),
         host=t.column("dst_host"),
@@ -250,12 +257,11 @@ def _link_batch(links: pa.Table, counts: Counter) -> drum.SortedBatch:
         depth=t.column("depth"),
         hops_out=t.column("hops_out"),
         discovered_round=t.column("round"),
-        discovered_seq=pa.array(dseq[sb.rows]),
+        discovered_seq=t.column("discovered_seq"),
         status=pc.if_else(filtered, UrlStatus.FILTERED.value, UrlStatus.QUEUED.value),
         reason=pc.if_else(filtered, fr, pa.scalar(None, pa.string())),
         source_url_key=t.column("src_url_key"),
     )
-    return sb
 
 
 def _ms_col(values_ms: np.ndarray, mask: np.ndarray) -> pa.Array:
@@ -381,20 +387,19 @@ def iter_update_bucket(
             counts["fetched_unknown"] += int((~known).sum())
         if lb is not None:
             s, e = lb.range(lo, hi)
-            chunk, known, inserted = drum.merge_chunk(chunk, lb, s, e, insert=True, apply=False)
+            chunk, known, inserted = drum.merge_chunk(
+                chunk, lb, s, e, insert=True, apply=False, make_rows=_link_rows
+            )
             counts["links_known"] += int(known.sum())
             if inserted.any():
-                new = lb.table.slice(s, e - s).filter(pa.array(inserted))
-                for (st, why), n in Counter(
-                    zip(
-                        new.column("status").to_pylist(),
-                        new.column("reason").to_pylist(),
-                        strict=True,
-                    )
-                ).items():
-                    counts[
-                        f"links_new_{st}" if st != "filtered" else f"links_new_filtered:{why}"
-                    ] += n
+                why = lb.table.column("filter_reason").slice(s, e - s).filter(pa.array(inserted))
+                counts["links_new_queued"] += why.null_count
+                if why.null_count < len(why):
+                    vc = pc.value_counts(why.drop_null())
+                    for r, n in zip(
+                        vc.field("values").to_pylist(), vc.field("counts").to_pylist(), strict=True
+                    ):
+                        counts[f"links_new_filtered:{r}"] += n
         chunk = _clear_leases(chunk, round, counts)
         counts["rows_new"] += chunk.num_rows
         yield chunk

@@ -1,0 +1,250 @@
+"""Benchmark of the frontier steps (not a test): update (DRUM merge of links) and generate.
+
+    python scripts/bench_frontier.py --frontier-urls 1000000 --links 1000000
+
+Builds, in a child process (so its memory does not count), a crawl whose frontier holds N synthetic
+URLs over a Zipf-like host distribution (host i gets a share proportional to 1/i; three hosts per
+pay-level domain; statuses 55 % queued, 30 % fetched, 10 % gone, 5 % filtered), and M links of one
+round (half to known URLs, half to new ones), written as ``links`` files of two shards. Then, in
+this process, it runs :func:`batchcrawl.update.update` with the links and commits, then
+:func:`batchcrawl.generate.generate`, and prints one JSON line per phase::
+
+    {"phase", "frontier_urls", "links", "seconds", "links_per_s", "rows_per_s", "peak_rss_mb"}
+
+``rows_per_s`` is frontier rows merged (update) or scanned (generate) per second; ``peak_rss_mb``
+is this process's peak resident set so far (``resource.getrusage``). Run each N in a fresh process.
+Everything stays on the local disk (a temporary directory unless ``--dir``); no network.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+import pyarrow as pa  # noqa: E402
+import pyarrow.compute as pc  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+
+from batchcrawl import schemas  # noqa: E402
+from batchcrawl.config import Config, to_toml  # noqa: E402
+from batchcrawl.crawldir import CrawlDir  # noqa: E402
+from batchcrawl.drum import partition_by_bucket  # noqa: E402
+from batchcrawl.frontier import bucket_path, new_rows, write_bucket  # noqa: E402
+from batchcrawl.urls import url_keys  # noqa: E402
+
+NOW = 1_714_564_800.0  # 2024-05-01T12:00:00Z, epoch seconds
+CHUNK = 1_000_000
+
+
+def config(args) -> Config:
+    return Config().replace(
+        frontier={"buckets": args.buckets, "drum_batch_bytes": args.drum_batch_bytes},
+        generate={"max_urls_per_round": args.max_urls_per_round},
+        filters={"seed_scope": "none"},
+    )
+
+
+def host_sampler(hosts: int, rng: np.random.Generator):
+    p = 1.0 / np.arange(1, hosts + 1)
+    cdf = np.cumsum(p / p.sum())
+    return lambda n: np.minimum(np.searchsorted(cdf, rng.random(n)), hosts - 1)
+
+
+def url_parts(ids: np.ndarray, host_idx: np.ndarray):
+    h = pa.array(host_idx.astype(np.int64)).cast(pa.string())
+    d = pa.array((host_idx // 3).astype(np.int64)).cast(pa.string())
+    host = pc.binary_join_element_wise("h", h, ".d", d, ".test", "")
+    domain = pc.binary_join_element_wise("d", d, ".test", "")
+    url = pc.binary_join_element_wise("http://", host, "/p/", pa.array(ids).cast(pa.string()), "")
+    return url, host, domain
+
+
+def build(args) -> None:
+    """Child process: write the crawl (frontier of N URLs, M links of round 1)."""
+    cfg = config(args)
+    rng = np.random.default_rng(42)
+    sample = host_sampler(args.hosts, rng)
+    root = Path(args.dir)
+    crawl = CrawlDir.create(str(root / "crawl"), to_toml(cfg), args.buckets)
+    spill = root / "spill"
+    spill.mkdir()
+    writers: dict[int, pq.ParquetWriter] = {}
+    n = args.frontier_urls
+    host_of_id = np.empty(n + args.links, dtype=np.int32)
+    statuses = np.array(["queued", "fetched", "gone", "filtered"])
+    for start in range(0, n, CHUNK):
+        ids = np.arange(start, min(n, start + CHUNK), dtype=np.int64)
+        hidx = sample(len(ids))
+        host_of_id[ids] = hidx
+        url, host, domain = url_parts(ids, hidx)
+        st = statuses[np.searchsorted([0.55, 0.85, 0.95], rng.random(len(ids)), side="right")]
+        rows = new_rows(
+            url_key=url_keys(url.to_pylist()),
+            url=url,
+            host=host,
+            domain=domain,
+            depth=1,
+            hops_out=0,
+            discovered_round=rng.integers(0, 5, len(ids)).astype(np.int32),
+            discovered_seq=ids,
+            status=pa.array(st),
+            reason=pa.array(np.where(st == "filtered", "max_depth", None)).cast(pa.string()),
+        )
+        for b, part in partition_by_bucket(rows, args.buckets).items():
+            if b not in writers:
+                writers[b] = pq.ParquetWriter(spill / f"{b}.parquet", part.schema)
+            writers[b].write_table(part)
+        del rows, url, host, domain
+    for w in writers.values():
+        w.close()
+    entries = []
+    for b in range(args.buckets):
+        path = spill / f"{b}.parquet"
+        t = pq.read_table(path) if path.exists() else schemas.empty("frontier")
+        t = t.take(pa.array(np.argsort(t.column("url_key").to_numpy(), kind="stable")))
+        entries.append(
+            write_bucket(crawl, bucket_path(1, b), t, row_group_bytes=args.drum_batch_bytes // 4)
+        )
+        path.unlink(missing_ok=True)
+    m = crawl.manifest()
+    crawl.commit(m, {"frontier": entries}, {"step": "bench-build"}, round=0)
+    # links: half to known URLs, half to new URLs (ids >= n), in discovery order per shard
+    m_links = args.links
+    known = rng.integers(0, n, m_links // 2)
+    new = n + np.arange(m_links - m_links // 2)
+    host_of_id[new] = sample(len(new))
+    dst = rng.permutation(np.concatenate([known, new]))
+    src = rng.integers(0, n, m_links)
+    link_entries = []
+    for shard in range(2):
+        sel = np.arange(shard, m_links, 2)
+        url, host, domain = url_parts(dst[sel], host_of_id[dst[sel]])
+        src_url, _, _ = url_parts(src[sel], host_of_id[src[sel]])
+        t = pa.table(
+            {
+                "round": pa.array(np.ones(len(sel), np.int32)),
+                "shard": pa.array(np.full(len(sel), shard, np.int32)),
+                "seq": pa.array(np.arange(len(sel), dtype=np.int64)),
+                "src_url_key": pa.array(url_keys(src_url.to_pylist())),
+                "dst_url_key": pa.array(url_keys(url.to_pylist())),
+                "dst_url": url,
+                "dst_host": host,
+                "dst_domain": domain,
+                "depth": pa.array(np.full(len(sel), 2, np.int32)),
+                "hops_out": pa.array(np.zeros(len(sel), np.int32)),
+                "tag": pa.array(["a"] * len(sel)),
+                "nofollow": pa.array(np.zeros(len(sel), bool)),
+            }
+        )
+        link_entries.append(
+            crawl.write_table("links", f"links/round=1/shard={shard:02d}.parquet", t)
+        )
+    (root / "links.json").write_text(json.dumps([e.to_json() for e in link_entries]))
+    shutil.rmtree(spill)
+
+
+def peak_rss_mb() -> float:
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1)
+
+
+def emit(phase: str, args, seconds: float, links: int | None, rows: int) -> None:
+    print(
+        json.dumps(
+            {
+                "phase": phase,
+                "frontier_urls": args.frontier_urls,
+                "links": args.links,
+                "seconds": round(seconds, 3),
+                "links_per_s": None if links is None else round(links / seconds),
+                "rows_per_s": round(rows / seconds),
+                "peak_rss_mb": peak_rss_mb(),
+            }
+        ),
+        flush=True,
+    )
+
+
+def run(args) -> None:
+    from batchcrawl.crawldir import FileEntry
+    from batchcrawl.generate import generate
+    from batchcrawl.update import update
+
+    cfg = config(args)
+    root = Path(args.dir)
+    crawl = CrawlDir.open(str(root / "crawl"))
+    m = crawl.manifest()
+    t0 = time.perf_counter()
+    link_entries = [
+        FileEntry(e["path"], e["rows"]) for e in json.loads((root / "links.json").read_text())
+    ]
+    links = crawl.read_table("links", link_entries)
+    entries, s = update(crawl, m, 1, None, links, cfg, NOW, workers=args.workers)
+    m = crawl.commit(m, {"frontier": entries}, s, round=1)
+    del links
+    dt_update = time.perf_counter() - t0
+    emit("update", args, dt_update, args.links, s["frontier_rows_before"])
+    if args.verbose:
+        print(json.dumps(s), file=sys.stderr)
+    t0 = time.perf_counter()
+    res = generate(crawl, m, 2, cfg, NOW, workers=args.workers, refilter_urls=args.refilter)
+    dt_gen = time.perf_counter() - t0
+    emit("generate", args, dt_gen, None, res.summary["frontier_rows"])
+    if args.verbose:
+        print(json.dumps(res.summary), file=sys.stderr)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--frontier-urls", type=int, required=True, help="N: URLs in the frontier")
+    ap.add_argument("--links", type=int, required=True, help="M: links merged by update")
+    ap.add_argument("--buckets", type=int, default=64, help="DRUM buckets K (default 64)")
+    ap.add_argument("--hosts", type=int, default=0, help="distinct hosts (default N/100)")
+    ap.add_argument("--drum-batch-bytes", type=int, default=Config().frontier.drum_batch_bytes)
+    ap.add_argument("--max-urls-per-round", type=int, default=Config().generate.max_urls_per_round)
+    ap.add_argument("--workers", type=int, default=2, help="threads merging/scanning buckets")
+    ap.add_argument(
+        "--refilter",
+        action="store_true",
+        help="re-apply the filter chain to every selected URL (as after a config "
+        "change); default: steady state, filters unchanged",
+    )
+    ap.add_argument("--dir", help="work directory (default: a new temporary directory, removed)")
+    ap.add_argument("--build-only", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--verbose", action="store_true", help="print step summaries on stderr")
+    args = ap.parse_args()
+    args.hosts = args.hosts or max(10, args.frontier_urls // 100)
+    if args.build_only:
+        build(args)
+        return
+    tmp = None
+    if not args.dir:
+        tmp = tempfile.mkdtemp(prefix="bench_frontier_")
+        args.dir = tmp
+    try:
+        argv = [a for a in sys.argv[1:] if a != "--verbose"]
+        if "--dir" not in argv:
+            argv += ["--dir", args.dir]
+        subprocess.run(
+            [sys.executable, __file__, *argv, "--build-only"],
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": "0"},
+        )
+        run(args)
+    finally:
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
