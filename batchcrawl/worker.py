@@ -384,7 +384,9 @@ class FetchWorker:
                 self._record_failure(item, Outcome.ROBOTS_DENIED, "robots_denied")
                 self._done()
                 continue
+            t0 = time.thread_time()
             result = self.fetcher.fetch(item.url)
+            self._count("cpu_fetch_s", time.thread_time() - t0)
             wb.release(vs, result.download_s if result.status is not None or result.ip else None)
             try:
                 self._process(item, result)
@@ -486,12 +488,16 @@ class FetchWorker:
                 if target is not None:
                     found.append((target, "redirect", False))
             elif outcome in (Outcome.OK, Outcome.TRUNCATED):
+                t0 = time.thread_time()
                 page = parse_page(result.body, item.url, ctype, robots_agent=self.agent)
+                self._count("cpu_parse_s", time.thread_time() - t0)
                 row["content_charset"] = page.charset
                 row["robots_noindex"] = page.robots_noindex
                 row["robots_nofollow"] = page.robots_nofollow
                 found.extend((link.url, link.tag, link.nofollow) for link in page.links)
+        t0 = time.thread_time()
         links = self._links(item, found)
+        t1 = time.thread_time()
         with self._lock:
             if result.status is not None:
                 revisit = None
@@ -525,6 +531,9 @@ class FetchWorker:
                 ),
             )
             self._emit_links(item, links)
+            counters = self._out.counters
+            counters["cpu_links_s"] += t1 - t0
+            counters["cpu_warc_s"] += time.thread_time() - t1
 
     def _remember_digest(self, digest: str, result: FetchResult) -> None:
         from batchcrawl.warc import warc_date
@@ -533,7 +542,7 @@ class FetchWorker:
         if len(self._digests) > self.cfg.fetch.url_cache_size:
             self._digests.popitem(last=False)
 
-    def _count(self, name: str, n: int = 1) -> None:
+    def _count(self, name: str, n: float = 1) -> None:
         with self._lock:
             self._out.counters[name] += n
 
