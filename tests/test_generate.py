@@ -247,3 +247,17 @@ def test_refilter_at_generate(crawl):
         == 3
     )
     assert s["refiltered"] == 3
+
+
+def test_refilter_only_when_filters_changed(tmp_path):
+    cfg = Config().replace(frontier={"buckets": 2})
+    c = CrawlDir.create(str(tmp_path / "c"), to_toml(cfg), 2)
+    inject(c, cfg, ["http://a.test/", "http://b.test/"])  # records the filters fingerprint
+    m = c.manifest()
+    same = generate(c, m, 1, cfg, NOW)
+    assert same.summary["refiltered"] is False and same.summary["selected"] == 2
+    changed = generate(c, m, 1, cfg.replace(filters={"deny_hosts": ["a.test"]}), NOW)
+    assert changed.summary["refiltered"] is True
+    assert changed.summary["selected"] == 1
+    assert changed.summary["not_selected"] == {"filtered:deny_host": 1}
+    assert changed.refiltered.column("reason").to_pylist() == ["deny_host"]
