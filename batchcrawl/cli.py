@@ -356,8 +356,20 @@ def round_command(crawl_url, scheduler, workers, time_limit, max_pages, sets) ->
     Exits 75 when no URL is due.
     """
     crawl = _open(crawl_url)
-    load_crawl_config(crawl, sets, _round_flags(scheduler, workers, time_limit, max_pages))
-    raise _not_available("round")
+    cfg = load_crawl_config(crawl, sets, _round_flags(scheduler, workers, time_limit, max_pages))
+    _run_rounds(crawl.url, cfg, 1)
+
+
+def _run_rounds(crawl_url: str, cfg: Config, rounds: int) -> list[dict]:
+    """Run rounds with a live progress display on a terminal; print each round's JSON summary."""
+    from batchcrawl.progress import RoundProgress
+    from batchcrawl.round import run_rounds
+
+    with RoundProgress(enabled=sys.stderr.isatty()) as progress:
+        return run_rounds(
+            crawl_url, cfg, rounds, progress=progress.update,
+            on_round=lambda summary: (progress.done(summary), _echo_json(summary)),
+        )  # fmt: skip
 
 
 @main.command("crawl")
@@ -368,9 +380,11 @@ def round_command(crawl_url, scheduler, workers, time_limit, max_pages, sets) ->
 @_sets
 def crawl_command(crawl_url, rounds, stream, scheduler, workers, time_limit, max_pages, sets):
     """Run rounds until nothing is due (or --rounds N), or stream with --stream."""
+    if stream:
+        raise _not_available("crawl --stream")
     crawl = _open(crawl_url)
-    load_crawl_config(crawl, sets, _round_flags(scheduler, workers, time_limit, max_pages))
-    raise _not_available("crawl")
+    cfg = load_crawl_config(crawl, sets, _round_flags(scheduler, workers, time_limit, max_pages))
+    _run_rounds(crawl.url, cfg, rounds or 1_000_000)
 
 
 @main.command()

@@ -431,24 +431,38 @@ def generate(
     GenerateResult
         Nothing is committed.
     """
-    chain = chain or FilterChain.from_config(cfg.filters)
-    fingerprint = filters_fingerprint(cfg)
-    if refilter_urls is None:
-        refilter_urls = _recorded_fingerprint(manifest.summary) != fingerprint
-    counts: Counter = Counter()
-    acc = None
-    pending: list[pa.Table] = []
-    pending_rows = 0
-    # Prune lazily (caps are monotone, so pruning late is as exact as pruning each time): the
-    # fold holds at most about 1.5 * max_urls_per_round candidate rows.
-    limit = max(cfg.generate.max_urls_per_round * 3 // 2, 100_000)
-    rows = 0
 
     def one(entry: FileEntry | None) -> tuple[int, pa.Table, Counter]:
         table = read_bucket(crawl, entry, SELECT_COLUMNS)
         return table.num_rows, *select_bucket(table, round, cfg, now)
 
-    for n, cands, c in _bounded_map(one, bucket_entries(manifest), workers):
+    selected, counts, rows = fold_candidates(
+        _bounded_map(one, bucket_entries(manifest), workers), cfg
+    )
+    return finish(
+        crawl, manifest, round, cfg, selected, counts, rows,
+        chain=chain, refilter_urls=refilter_urls,
+    )  # fmt: skip
+
+
+def fold_candidates(
+    selections: Iterable[tuple[int, pa.Table, Counter]], cfg: Config
+) -> tuple[pa.Table, Counter, int]:
+    """Fold the per-bucket results of :func:`select_bucket` (``(bucket rows, candidates, counts)``,
+    in any order) into the round's selection with :func:`merge_candidates`.
+
+    Pruning is lazy (the caps are monotone, so pruning late is as exact as pruning each time): the
+    fold holds at most about ``1.5 * max_urls_per_round`` candidate rows plus one bucket's.
+
+    Returns ``(selected, counts, frontier rows scanned)``.
+    """
+    counts: Counter = Counter()
+    acc = None
+    pending: list[pa.Table] = []
+    pending_rows = 0
+    limit = max(cfg.generate.max_urls_per_round * 3 // 2, 100_000)
+    rows = 0
+    for n, cands, c in selections:
         rows += n
         counts.update(c)
         pending.append(cands)
@@ -461,7 +475,28 @@ def generate(
         empty = schemas.empty("fetchlists").select(CANDIDATE_COLUMNS)
         acc, c = merge_candidates(acc, pa.concat_tables(pending) if pending else empty, cfg)
         counts.update(c)
-    selected = acc
+    return acc, counts, rows
+
+
+def finish(
+    crawl: CrawlDir,
+    manifest: Manifest,
+    round: int,
+    cfg: Config,
+    selected: pa.Table,
+    counts: Counter,
+    rows: int,
+    *,
+    chain: FilterChain | None = None,
+    refilter_urls: bool | None = None,
+) -> GenerateResult:
+    """The global tail of generate: re-filter the selection (see :func:`generate` for
+    ``refilter_urls``), route it to shards and write one fetch list per shard (uncommitted)."""
+    chain = chain or FilterChain.from_config(cfg.filters)
+    fingerprint = filters_fingerprint(cfg)
+    if refilter_urls is None:
+        refilter_urls = _recorded_fingerprint(manifest.summary) != fingerprint
+    counts = Counter(counts)
     if refilter_urls:
         selected, refiltered = refilter(selected, chain)
     else:

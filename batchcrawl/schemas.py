@@ -100,8 +100,10 @@ def conform(table: str, data: pa.Table | dict[str, list] | list[dict]) -> pa.Tab
         if f.name in data.column_names:
             col = data.column(f.name)
             if col.type != f.type:
+                # sub-millisecond precision is dropped on purpose (TIMESTAMP_MS columns)
+                lossy_ok = pa.types.is_timestamp(f.type) and pa.types.is_timestamp(col.type)
                 try:
-                    col = col.cast(f.type, safe=True)
+                    col = col.cast(f.type, safe=not lossy_ok)
                 except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
                     raise SchemaError(
                         f"table {table}: column {f.name} has type {col.type}, expected {f.type}: {exc}"

@@ -504,53 +504,75 @@ def update(
     gen = manifest.generation + 1
 
     def one(b: int) -> tuple[FileEntry, Counter, bool]:
-        entry = entries[b]
-        idle = b not in fparts and b not in lparts and b not in rparts
-        if idle and entry is not None and not _has_leases(crawl, entry):
-            return entry, Counter(rows_old=entry.rows, rows_new=entry.rows), False
-        src = None if entry is None else drum.BucketFile(crawl.fs, crawl.path(entry.path))
-        counts: Counter = Counter()
-        chunks = iter_update_bucket(
-            src,
-            fparts.get(b),
-            lparts.get(b),
-            round=round,
-            cfg=cfg,
-            now=now,
-            refiltered=rparts.get(b),
-            counts=counts,
-        )
-        new = write_bucket(
-            crawl, bucket_path(gen, b), chunks, row_group_bytes=cfg.frontier.drum_batch_bytes // 4
-        )
-        return new, counts, True
+        return update_bucket_file(
+            crawl, entries[b], gen, b, fparts.get(b), lparts.get(b), rparts.get(b),
+            round=round, cfg=cfg, now=now,
+        )  # fmt: skip
 
     if workers > 1:
         with ThreadPoolExecutor(workers) as pool:
             results = list(pool.map(one, range(k)))
     else:
         results = [one(b) for b in range(k)]
+    return [r[0] for r in results], summarize(round, results)
+
+
+def update_bucket_file(
+    crawl: CrawlDir,
+    entry: FileEntry | None,
+    generation: int,
+    bucket: int,
+    fetched: pa.Table | None,
+    links: pa.Table | None,
+    refiltered: pa.Table | None,
+    *,
+    round: int,
+    cfg: Config,
+    now: dt.datetime | float,
+) -> tuple[FileEntry, Counter, bool]:
+    """Update one bucket file (one Dask task): merge ``entry`` with this bucket's facts and write
+    ``frontier/gen={generation}/bucket=BBB.parquet``, streaming (:func:`iter_update_bucket`).
+
+    A bucket with no facts and no lease keeps its file. Returns ``(entry, counts, rewritten)``.
+    """
+    idle = fetched is None and links is None and refiltered is None
+    if idle and entry is not None and not _has_leases(crawl, entry):
+        return entry, Counter(rows_old=entry.rows, rows_new=entry.rows), False
+    src = None if entry is None else drum.BucketFile(crawl.fs, crawl.path(entry.path))
+    counts: Counter = Counter()
+    chunks = iter_update_bucket(
+        src, fetched, links, round=round, cfg=cfg, now=now, refiltered=refiltered, counts=counts
+    )
+    new = write_bucket(
+        crawl, bucket_path(generation, bucket), chunks,
+        row_group_bytes=cfg.frontier.drum_batch_bytes // 4,
+    )  # fmt: skip
+    return new, counts, True
+
+
+def summarize(round: int, results: list[tuple[FileEntry, Counter, bool]]) -> dict:
+    """The update summary of a round from the per-bucket results of :func:`update_bucket_file`:
+    ``fetched`` (``in = applied + superseded + unknown``), ``links``
+    (``in = nofollow + duplicate + known + new_*``), the new statuses of fetched URLs,
+    ``leases_cleared``, and the frontier rows before and after."""
     total: Counter = Counter()
     for _, c, _ in results:
         total.update(c)
     rewritten = sum(1 for r in results if r[2])
-    summary = {
+
+    def group(prefix: str) -> dict[str, int]:
+        return {x[len(prefix) :]: n for x, n in sorted(total.items()) if x.startswith(prefix)}
+
+    return {
         "step": "update",
         "round": round,
         "buckets_rewritten": rewritten,
-        "buckets_kept": k - rewritten,
+        "buckets_kept": len(results) - rewritten,
         "frontier_rows_before": total["rows_old"],
         "frontier_rows_after": total["rows_new"],
-        "fetched": {
-            x[len("fetched_") :]: n for x, n in sorted(total.items()) if x.startswith("fetched_")
-        },
-        "links": {
-            x[len("links_") :]: n for x, n in sorted(total.items()) if x.startswith("links_")
-        },
-        "status": {
-            x[len("status:") :]: n for x, n in sorted(total.items()) if x.startswith("status:")
-        },
+        "fetched": group("fetched_"),
+        "links": group("links_"),
+        "status": group("status:"),
         "refiltered": total["refiltered"],
         "leases_cleared": total["leases_cleared"],
     }
-    return [r[0] for r in results], summary

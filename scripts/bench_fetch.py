@@ -63,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         web = SampleWeb(args.hosts, args.pages, seed=args.seed, trap=False).bind(info["port"])
         cfg = loopback_test_config(
             politeness={"host_delay_s": 0.0, "ip_delay_s": 0.0, "adaptive_delay_factor": 0.0,
+                        "max_crawl_delay_s": 0.0,
                         "ip_concurrency": args.threads},
             fetch={"threads": args.threads},
             filters={"seed_scope": "none"},

@@ -1,0 +1,467 @@
+"""One crawl round as a Dask graph: generate -> fetch (one task per shard) -> update (one task per
+bucket) -> commit (DESIGN §7; Nutch's crawl cycle).
+
+* **generate** — one task per DRUM bucket selects its due URLs (pre-capped); the driver folds the
+  small candidate tables, applies the caps exactly, re-applies the filters and writes one fetch list
+  per shard (:mod:`batchcrawl.generate`). Leases live in the fetch lists, committed with the round.
+* **fetch** — one long-lived :class:`ShardActor` per shard, pinned to a Dask worker, owns that
+  shard's hosts: its :class:`~batchcrawl.worker.FetchWorker` keeps the workbench, the robots.txt
+  cache and the URL cache in memory across the rounds of one ``batchcrawl crawl``, and reloads them
+  from the ``hosts`` table in a fresh process. Each shard writes its ``fetched`` and ``links`` files
+  partitioned by bucket (:mod:`batchcrawl.shuffle`), its WARC files and its ``hosts`` file.
+* **update** — one task per bucket merges the bucket with its slice of every shard's facts
+  (IRLbot's DRUM, :mod:`batchcrawl.update`) and writes the next generation's bucket.
+* **commit** — the driver publishes the next manifest (:meth:`CrawlDir.commit`) under the writer lock.
+
+A round that dies anywhere before the commit leaves only orphan files: the committed generation is
+untouched, every URL it would have fetched is still due, and a rerun does the round again. Because
+the dead round's last requests were never persisted, a rerun first gives every host of its fetch
+lists a full politeness delay (:meth:`FetchWorker.cool_down`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+from fsspec.implementations.dirfs import DirFileSystem
+
+from batchcrawl import frontier as frontier_mod
+from batchcrawl import generate as gen_mod
+from batchcrawl import schemas
+from batchcrawl import update as update_mod
+from batchcrawl.config import Config
+from batchcrawl.crawldir import CrawlDir, FileEntry
+from batchcrawl.drum import partition_by_bucket
+from batchcrawl.errors import NothingDue
+from batchcrawl.filters import FilterChain
+from batchcrawl.lock import WriterLock
+from batchcrawl.records import FetchItem
+from batchcrawl.ring import HashRing
+from batchcrawl.shuffle import Partitioned, read_partition, write_partitioned
+from batchcrawl.urls import domain_of
+from batchcrawl.worker import FetchWorker
+
+log = logging.getLogger(__name__)
+
+_ITEM_FIELDS = ("url_key", "url", "host", "domain", "depth", "hops_out", "discovered_round",
+                "discovered_seq", "retries")  # fmt: skip
+
+
+def hosts_path(generation: int, shard: int) -> str:
+    """``hosts/gen=G/shard=SS.parquet``."""
+    return f"hosts/gen={generation}/shard={shard:02d}.parquet"
+
+
+def shard_file(table: str, round: int, shard: int) -> str:
+    """``fetched/round=R/shard=SS.parquet`` (and the same for ``links``)."""
+    return f"{table}/round={round}/shard={shard:02d}.parquet"
+
+
+def host_shard(host: str, ip: str | None, cfg: Config, ring: HashRing) -> int:
+    """The shard owning ``host`` under ``generate.partition_by`` (same routing as generate)."""
+    mode = cfg.generate.partition_by
+    name = domain_of(host) if mode == "domain" else (ip or host) if mode == "ip" else host
+    return ring.shard_for(name)
+
+
+class ShardActor:
+    """A Dask actor holding one shard's fetch worker across rounds (DESIGN §6, §7).
+
+    Parameters
+    ----------
+    crawl_url
+        The crawl directory (fsspec URL) every Dask worker can reach.
+    cfg
+        The round's configuration.
+    shard
+        The shard this actor owns.
+    """
+
+    def __init__(self, crawl_url: str, cfg: Config, shard: int) -> None:
+        self.crawl_url = crawl_url
+        self.cfg = cfg
+        self.shard = shard
+        self.worker: FetchWorker | None = None
+        self.known_hosts: dict[str, dict[str, Any]] = {}
+        self.counters: Counter = Counter()
+
+    def progress(self) -> dict[str, float]:
+        """Live counters of the running fetch (for the progress display)."""
+        return dict(self.counters)
+
+    async def fetch(self, **kwargs: Any) -> dict[str, Any]:
+        """Run :meth:`fetch_sync` off the event loop, so :meth:`progress` stays answerable."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(None, lambda: self.fetch_sync(**kwargs))
+
+    def fetch_sync(
+        self,
+        *,
+        cfg: Config,
+        round: int,
+        generation: int,
+        fetchlist: FileEntry,
+        host_files: list[str],
+        seed_hosts: set[str],
+        seed_domains: set[str],
+        buckets: int,
+        cold: bool,
+    ) -> dict[str, Any]:
+        """Fetch this shard's fetch list of ``round`` and write its outputs (uncommitted)."""
+        started = time.monotonic()
+        self.cfg = cfg
+        crawl = CrawlDir.open(self.crawl_url)
+        if self.worker is None:
+            fs = DirFileSystem(crawl.root, crawl.fs)
+            self.worker = FetchWorker(cfg, self.shard, fs, seed_hosts=seed_hosts,
+                                      seed_domains=seed_domains)  # fmt: skip
+            rows = self._own_host_rows(crawl, host_files)
+            self.known_hosts = {r["host"]: r for r in rows}
+            self.worker.restore_hosts(rows)
+        else:
+            self.worker.cfg = cfg
+            self.worker.filters = FilterChain.from_config(cfg.filters, seed_hosts, seed_domains)
+        table = crawl.read_table("fetchlists", [fetchlist], columns=list(_ITEM_FIELDS))
+        items = [FetchItem(**row) for row in table.to_pylist()]
+        if cold:
+            self.worker.cool_down({i.host for i in items})
+        self.counters = Counter()
+        run = self.worker.run(items, round, progress=self._on_progress)
+        fetched_table = pa.Table.from_pylist(run.fetched, schema=schemas.schema("fetched"))
+        links_table = pa.table(run.links, schema=schemas.schema("links"))
+        fetched = write_partitioned(crawl, "fetched", shard_file("fetched", round, self.shard),
+                                    fetched_table, "url_key", buckets)  # fmt: skip
+        links = write_partitioned(crawl, "links", shard_file("links", round, self.shard),
+                                  links_table, "dst_url_key", buckets)  # fmt: skip
+        for row in self.worker.host_rows({i.host for i in items}):
+            self.known_hosts[row["host"]] = row
+        hosts = crawl.write_table("hosts", hosts_path(generation, self.shard),
+                                  sorted(self.known_hosts.values(), key=lambda r: r["host"]))  # fmt: skip
+        counters = dict(run.counters)
+        return {
+            "shard": self.shard,
+            "fetched": fetched,
+            "links": links,
+            "hosts": hosts,
+            "counters": counters,
+            "unfetched": len(run.unfetched),
+            "seconds": time.monotonic() - started,
+            "fetch_seconds": run.seconds,
+        }
+
+    def _on_progress(self, counters: Counter) -> None:
+        self.counters = counters
+
+    def _own_host_rows(self, crawl: CrawlDir, host_files: list[str]) -> list[dict[str, Any]]:
+        if not host_files:
+            return []
+        ring = HashRing(self.cfg.fetch.shards, self.cfg.fetch.ring_vnodes)
+        rows = crawl.read_table("hosts", host_files).to_pylist()
+        return [r for r in rows if host_shard(r["host"], r["ip"], self.cfg, ring) == self.shard]
+
+    def close(self) -> None:
+        """Close the fetch worker's connections."""
+        if self.worker is not None:
+            self.worker.close()
+
+
+# -- Dask tasks (plain functions: they run on any worker) -------------------------------------------
+def select_task(crawl_url: str, entry: FileEntry | None, round: int, cfg: Config, now: float):
+    """Generate, one bucket: its due, pre-capped candidates and the counts of rows not taken."""
+    crawl = CrawlDir.open(crawl_url)
+    table = frontier_mod.read_bucket(crawl, entry, gen_mod.SELECT_COLUMNS)
+    return (table.num_rows, *gen_mod.select_bucket(table, round, cfg, now))
+
+
+def update_task(
+    crawl_url: str,
+    generation: int,
+    bucket: int,
+    entry: FileEntry | None,
+    fetched: list[Partitioned],
+    links: list[Partitioned],
+    refiltered: pa.Table | None,
+    round: int,
+    cfg: Config,
+    now: float,
+) -> tuple[FileEntry, Counter, bool]:
+    """Update, one bucket: merge it with its slice of every shard's facts (DRUM)."""
+    crawl = CrawlDir.open(crawl_url)
+    return update_mod.update_bucket_file(
+        crawl, entry, generation, bucket,
+        read_partition(crawl, "fetched", fetched, bucket),
+        read_partition(crawl, "links", links, bucket),
+        refiltered, round=round, cfg=cfg, now=now,
+    )  # fmt: skip
+
+
+# -- the driver -------------------------------------------------------------------------------------
+@dataclass
+class Crawler:
+    """A Dask client and the long-lived shard actors of one crawl (reused across rounds).
+
+    Parameters
+    ----------
+    crawl_url
+        The crawl directory.
+    client
+        A ``distributed.Client`` (to a LocalCluster or an existing scheduler).
+    """
+
+    crawl_url: str
+    client: Any
+    actors: dict[int, Any] = field(default_factory=dict)
+    _shards: int = 0
+
+    def shard_actors(self, cfg: Config) -> dict[int, Any]:
+        """One actor per shard, spread over the workers (created once; re-created when
+        ``fetch.shards`` changes)."""
+        if self.actors and self._shards == cfg.fetch.shards:
+            return self.actors
+        self.close_actors()
+        workers = sorted(self.client.scheduler_info()["workers"])
+        futures = {
+            s: self.client.submit(ShardActor, self.crawl_url, cfg, s, actor=True,
+                                  workers=[workers[s % len(workers)]], pure=False)
+            for s in range(cfg.fetch.shards)
+        }  # fmt: skip
+        self.actors = {s: f.result() for s, f in futures.items()}
+        self._shards = cfg.fetch.shards
+        return self.actors
+
+    def close_actors(self) -> None:
+        """Close the shard workers' connections and drop the actors."""
+        for actor in self.actors.values():
+            with contextlib.suppress(Exception):
+                actor.close().result()
+        self.actors = {}
+
+    def run_round(
+        self,
+        cfg: Config,
+        *,
+        now: Callable[[], float] = time.time,
+        progress: Callable[[dict[str, Any]], None] | None = None,
+        on_step: Callable[[str], None] | None = None,
+    ) -> dict[str, Any]:
+        """Run one round under the writer lock and commit it; return its summary.
+
+        ``progress`` receives the shards' live counters about twice a second while fetching;
+        ``on_step`` is called with ``"generate"``, ``"fetch"``, ``"update"``, ``"commit"`` as each
+        step starts (tests use it to crash a round at a known point).
+
+        Raises
+        ------
+        NothingDue
+            The frontier has no due URL (nothing is committed).
+        LockedError
+            Another writer holds the crawl.
+        """
+        crawl = CrawlDir.open(self.crawl_url)
+        with WriterLock(crawl, owner="batchcrawl round") as lock:
+            return self._round(crawl, lock, cfg, now, progress, on_step or (lambda step: None))
+
+    def _round(self, crawl, lock, cfg, now, progress, on_step) -> dict[str, Any]:
+        t_start = time.monotonic()
+        steps: dict[str, float] = {}
+        manifest = crawl.manifest()
+        rnd = manifest.round + 1
+        gen = manifest.generation + 1
+        cold = crawl.fs.exists(crawl.path(f"fetchlists/round={rnd}"))
+        if cold:
+            log.warning("round %d was started before and did not commit: rerunning it, with a full "
+                        "politeness delay for every host first", rnd)  # fmt: skip
+        client = self.client
+        # -- generate ---------------------------------------------------------------------------
+        on_step("generate")
+        t0 = time.monotonic()
+        started_at = now()
+        entries = frontier_mod.bucket_entries(manifest)
+        selections = client.gather(client.map(
+            select_task, [self.crawl_url] * len(entries), entries, [rnd] * len(entries),
+            [cfg] * len(entries), [started_at] * len(entries), pure=False,
+        ))  # fmt: skip
+        selected, counts, rows = gen_mod.fold_candidates(selections, cfg)
+        generated = gen_mod.finish(crawl, manifest, rnd, cfg, selected, counts, rows)
+        fetchlists, gen_summary, refiltered = (
+            generated.fetchlists,
+            generated.summary,
+            generated.refiltered,
+        )
+        steps["generate"] = time.monotonic() - t0
+        if gen_summary["selected"] == 0 and refiltered.num_rows == 0:
+            raise NothingDue(
+                f"{self.crawl_url}: nothing is due in round {rnd} "
+                f"(not selected: {gen_summary['not_selected']})"
+            )
+        # -- fetch ------------------------------------------------------------------------------
+        on_step("fetch")
+        t0 = time.monotonic()
+        seed_hosts, seed_domains = frontier_mod.seed_scope(crawl, manifest)
+        actors = self.shard_actors(cfg)
+        host_files = manifest.files("hosts")
+        pending = {
+            s: actors[s].fetch(
+                cfg=cfg, round=rnd, generation=gen, fetchlist=fetchlists[s], host_files=host_files,
+                seed_hosts=seed_hosts, seed_domains=seed_domains, buckets=manifest.buckets,
+                cold=cold,
+            )
+            for s in sorted(actors)
+        }  # fmt: skip
+        shard_results = self._wait_fetch(actors, pending, progress, lock)
+        steps["fetch"] = time.monotonic() - t0
+        # -- update -----------------------------------------------------------------------------
+        on_step("update")
+        t0 = time.monotonic()
+        fparts = [r["fetched"] for r in shard_results]
+        lparts = [r["links"] for r in shard_results]
+        rparts = partition_by_bucket(refiltered, manifest.buckets) if refiltered.num_rows else {}
+        updated = client.gather(client.map(
+            update_task, [self.crawl_url] * len(entries), [gen] * len(entries),
+            list(range(len(entries))), entries, [fparts] * len(entries), [lparts] * len(entries),
+            [rparts.get(b) for b in range(len(entries))], [rnd] * len(entries),
+            [cfg] * len(entries), [started_at] * len(entries), pure=False,
+        ))  # fmt: skip
+        update_summary = update_mod.summarize(rnd, updated)
+        steps["update"] = time.monotonic() - t0
+        # -- commit -----------------------------------------------------------------------------
+        on_step("commit")
+        t0 = time.monotonic()
+        counters: Counter = Counter()
+        for r in shard_results:
+            counters.update(r["counters"])
+        outcomes = {k: int(v) for k, v in sorted(counters.items())
+                    if k in _OUTCOMES and v}  # fmt: skip
+        pages = sum(v for k, v in outcomes.items() if k in _RESPONSE_OUTCOMES)
+        summary = {
+            "step": "round",
+            "round": rnd,
+            "generation": gen,
+            "pages": pages,
+            "fetched": sum(outcomes.values()),
+            "new_urls": update_summary["links"].get("new_queued", 0),
+            "errors": {k: v for k, v in outcomes.items() if k not in ("ok", "redirect",
+                                                                     "not_modified")},
+            "outcomes": outcomes,
+            "not_fetched": sum(r["unfetched"] for r in shard_results),
+            "time_limit_hit": any(r["unfetched"] for r in shard_results),
+            "robots": {k: int(v) for k, v in counters.items() if k.startswith("robots_")},
+            "links": {k: int(v) for k, v in counters.items() if k.startswith("links_")},
+            "generate": gen_summary,
+            "update": update_summary,
+            "rerun_after_crash": cold,
+        }  # fmt: skip
+        lock.check()
+        committed = crawl.commit(
+            manifest,
+            {
+                "frontier": [u[0] for u in updated],
+                "hosts": [r["hosts"] for r in shard_results],
+                "fetchlists": list(manifest.tables.get("fetchlists", ()))
+                + list(fetchlists.values()),
+                "fetched": list(manifest.tables.get("fetched", ())) + [p.entry for p in fparts],
+                "links": list(manifest.tables.get("links", ())) + [p.entry for p in lparts],
+            },
+            summary,
+            round=rnd,
+        )
+        steps["commit"] = time.monotonic() - t0
+        summary["generation"] = committed.generation
+        summary["seconds_by_step"] = {k: round(v, 3) for k, v in steps.items()}
+        summary["elapsed_s"] = round(time.monotonic() - t_start, 3)
+        return summary
+
+    def _wait_fetch(self, actors, pending, progress, lock) -> list[dict[str, Any]]:
+        results: dict[int, dict[str, Any]] = {}
+        while len(results) < len(pending):
+            for s, fut in pending.items():
+                if s not in results and fut.done():
+                    results[s] = fut.result()
+            if len(results) < len(pending):
+                if progress is not None:
+                    snap: Counter = Counter()
+                    for s, actor in actors.items():
+                        if s not in results:
+                            with contextlib.suppress(Exception):
+                                snap.update(actor.progress().result(timeout=5))
+                    for r in results.values():
+                        snap.update(r["counters"])
+                    progress(dict(snap))
+                time.sleep(0.5)
+        return [results[s] for s in sorted(results)]
+
+
+_OUTCOMES = frozenset(
+    ("ok", "truncated", "redirect", "not_modified", "gone", "http_error", "server_error",
+     "network_error", "dns_error", "robots_denied", "robots_unavailable", "refused")
+)  # fmt: skip
+_RESPONSE_OUTCOMES = frozenset(
+    ("ok", "truncated", "redirect", "not_modified", "gone", "http_error", "server_error")
+)
+
+
+@contextlib.contextmanager
+def dask_client(cfg: Config, scheduler: str | None = None) -> Iterator[Any]:
+    """A ``distributed.Client``: to ``scheduler`` (an existing cluster) if given, else to an
+    embedded ``LocalCluster`` of ``round.workers`` processes on 127.0.0.1 (closed on exit)."""
+    from distributed import Client, LocalCluster
+
+    address = scheduler or cfg.round.scheduler
+    if address:
+        with Client(address) as client:
+            yield client
+        return
+    with (
+        LocalCluster(
+            n_workers=cfg.round.workers,
+            threads_per_worker=cfg.round.threads_per_worker,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+            silence_logs=logging.WARNING,
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        yield client
+
+
+def run_rounds(
+    crawl_url: str,
+    cfg: Config,
+    rounds: int = 1,
+    *,
+    scheduler: str | None = None,
+    progress: Callable[[dict[str, Any]], None] | None = None,
+    on_round: Callable[[dict[str, Any]], None] | None = None,
+    on_step: Callable[[str], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Run up to ``rounds`` rounds on one cluster, reusing the shard actors (``batchcrawl crawl``).
+
+    Stops early when nothing is due (after at least one round). Raises :class:`NothingDue` if the
+    very first round has nothing due.
+    """
+    summaries = []
+    with dask_client(cfg, scheduler) as client:
+        crawler = Crawler(crawl_url, client)
+        try:
+            for i in range(rounds):
+                try:
+                    summary = crawler.run_round(cfg, progress=progress, on_step=on_step)
+                except NothingDue:
+                    if i == 0:
+                        raise
+                    break
+                summaries.append(summary)
+                if on_round is not None:
+                    on_round(summary)
+        finally:
+            crawler.close_actors()
+    return summaries
