@@ -427,11 +427,38 @@ def _parse_rounds(text: str) -> tuple[int, int]:
 
 
 @main.command()
-@click.argument("crawl_url", metavar="CRAWL", required=False)
+@click.argument("crawl_url", metavar="CRAWL", default="batchcrawl-demo")
+@click.option("--hosts", type=click.IntRange(min=2), default=20, show_default=True)
+@click.option("--pages", type=click.IntRange(min=2), default=800, show_default=True)
+@click.option("--rounds", type=click.IntRange(min=1), default=4, show_default=True)
 @_sets
-def demo(crawl_url, sets) -> None:
-    """Crawl a local multi-host test web on loopback and show the result."""
-    raise _not_available("demo")
+def demo(crawl_url, hosts, pages, rounds, sets) -> None:
+    """Crawl a local multi-host sample web on loopback and show the result.
+
+    Starts a sample web (robots.txt variants, redirects, dead links, duplicates, a spider trap) on
+    127.0.0.1, creates the crawl CRAWL (default ./batchcrawl-demo; never overwritten), runs up to
+    --rounds rounds on a local Dask cluster, then shows status counts, top hosts and fetch errors
+    through `batchcrawl sql`. Nothing leaves this machine.
+    """
+    from batchcrawl.demo import run_demo
+    from batchcrawl.progress import RoundProgress
+
+    with RoundProgress(enabled=sys.stderr.isatty()) as progress:
+        result = run_demo(
+            crawl_url, hosts=hosts, pages=pages, rounds=rounds, sets=sets,
+            progress=progress.update,
+            on_round=lambda s: (progress.done(s), _echo_json(s)),
+        )  # fmt: skip
+    for name, table in result["queries"].items():
+        _render(_rows_table(f"batchcrawl sql {crawl_url} --query {name}", table.column_names,
+                            [list(r.values()) for r in table.to_pylist()]))  # fmt: skip
+    click.echo(
+        f"\nCrawled {sum(r['pages'] for r in result['rounds'])} pages in "
+        f"{len(result['rounds'])} rounds into {result['crawl']}. Explore it with:\n"
+        f"  batchcrawl status {crawl_url}\n"
+        f'  batchcrawl sql {crawl_url} "SELECT host, count(*) FROM frontier GROUP BY 1"\n'
+        f"  duckdb {crawl_url}/crawl.duckdb"
+    )
 
 
 if __name__ == "__main__":

@@ -358,6 +358,8 @@ class Crawler:
             "generate": gen_summary,
             "update": update_summary,
             "rerun_after_crash": cold,
+            "seconds_by_step": {k: round(v, 3) for k, v in steps.items()},
+            "elapsed_s": round(time.monotonic() - t_start, 3),
         }  # fmt: skip
         lock.check()
         committed = crawl.commit(

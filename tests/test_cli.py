@@ -177,21 +177,8 @@ def test_locked_crawl_exits_4_in_a_real_process(crawl):
 @pytest.mark.parametrize(
     "args",
     [
-        [
-            "round",
-            "{c}",
-            "--scheduler",
-            "tcp://127.0.0.1:1",
-            "--workers",
-            "2",
-            "--time-limit",
-            "30",
-            "--max-pages",
-            "10",
-        ],
         ["crawl", "{c}", "--rounds", "3", "--stream"],
         ["export", "{c}", "{d}", "--rounds", "1..2", "--tables", "fetched", "--format", "warc"],
-        ["demo"],
     ],
 )
 def test_planned_commands_exit_69(crawl, tmp_path, args):
