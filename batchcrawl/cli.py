@@ -128,7 +128,6 @@ def main(verbose: int) -> None:
     root = logging.getLogger("batchcrawl")
     root.handlers[:] = [handler]
     root.setLevel(level)
-    root.propagate = False
 
 
 # -- init / inject ---------------------------------------------------------------------------

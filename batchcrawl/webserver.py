@@ -21,10 +21,11 @@ import sys
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 import brotli
@@ -592,3 +593,42 @@ def _text(size: int) -> bytes:
     """``size`` bytes of plain ASCII text (deterministic)."""
     line = b"The quick brown fox jumps over the lazy dog. 0123456789\n"
     return (line * (size // len(line) + 1))[:size]
+
+
+def politeness_violations(
+    entries: Iterable[RequestLogEntry | Mapping[str, Any]],
+    delay_s: Callable[[str], float],
+    tolerance_ms: float = 1.0,
+) -> list[tuple[str, float, float]]:
+    """Pairs of consecutive requests to one host that arrived closer than that host's delay.
+
+    Parameters
+    ----------
+    entries
+        A server's request log (:class:`RequestLogEntry` or dicts with ``host`` and ``t_ms``).
+    delay_s
+        The least delay of a host in seconds (``host_delay_s``, or its capped robots.txt
+        Crawl-delay if larger). A crawler counts the delay from the *end* of one response, so the
+        gap between two request *arrivals* must be at least this long.
+    tolerance_ms
+        Clock granularity allowed, milliseconds.
+
+    Returns
+    -------
+    list of (host, gap_ms, required_ms)
+        One entry per violation; empty for a polite crawl.
+    """
+    times: dict[str, list[float]] = {}
+    for e in entries:
+        host, t_ms = (e["host"], e["t_ms"]) if isinstance(e, Mapping) else (e.host, e.t_ms)
+        times.setdefault(host, []).append(t_ms)
+    out = []
+    for host, ts in times.items():
+        ts.sort()
+        need = delay_s(host) * 1000.0
+        out.extend(
+            (host, b - a, need)
+            for a, b in zip(ts, ts[1:], strict=False)
+            if b - a < need - tolerance_ms
+        )
+    return out

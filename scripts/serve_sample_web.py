@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import threading
 
@@ -33,6 +34,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--page-bytes", type=int, default=20_000)
     ap.add_argument("--no-trap", action="store_true", help="no spider-trap host")
     ap.add_argument("--seconds", type=float, default=None, help="stop after this many seconds")
+    ap.add_argument(
+        "--log",
+        metavar="FILE",
+        help="on exit (--seconds, Ctrl-C or SIGTERM) write the request log as JSON lines "
+        "{host, path, t_ms, status}",
+    )
     args = ap.parse_args(argv)
     web = SampleWeb(
         args.hosts,
@@ -55,10 +62,16 @@ def main(argv: list[str] | None = None) -> int:
             "resolve": {"*.test": "127.0.0.1"},
         }
         print(json.dumps(line), flush=True)
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
         try:
             stop.wait(args.seconds)
         except KeyboardInterrupt:
             print("stopped", file=sys.stderr)
+        if args.log:
+            with open(args.log, "w", encoding="utf-8") as fh:
+                for e in server.log.entries():
+                    fh.write(json.dumps({"host": e.host, "path": e.path, "t_ms": e.t_ms,
+                                         "status": e.status}) + "\n")  # fmt: skip
     return 0
 
 

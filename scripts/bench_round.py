@@ -1,0 +1,172 @@
+"""Benchmark whole rounds on the embedded default (not a test).
+
+Generates the sample web (H hosts, N pages), serves it from its own process on loopback, and crawls
+it with ``batchcrawl`` rounds on a LocalCluster until nothing is due or T seconds have passed.
+Prints one JSON line::
+
+    {"pages", "seconds", "pages_per_s", "distinct_pages", "politeness_violations",
+     "politeness_bound", "bound_share", "peak_rss_mb", "fetch_share", "seconds_by_step", "rounds"}
+
+* ``pages``: fetch attempts that got an HTTP response; ``distinct_pages``: distinct URLs among them.
+* ``politeness_violations``: consecutive requests to one host, in the *server's* log, closer than
+  max(D, the host's Crawl-delay capped at ``politeness.max_crawl_delay_s``).
+* ``politeness_bound``: the most any polite crawler could fetch in the crawl's fetch time: the sum
+  over hosts of min(allowed pages of the host, 1 + T_fetch / max(D, its Crawl-delay)).
+* ``fetch_share``: fetch-step seconds / round wall seconds; ``peak_rss_mb``: the largest total RSS
+  of this process and its Dask worker processes (sampled every 0.5 s).
+
+Issue 5 targets on a 2-core machine, T = 120, H = 500, N = 50,000: at D = 0, >= 600 distinct
+pages/s; at D = 1.0, >= 90 % of the politeness bound and 0 violations; fetching >= 90 % of round time.
+
+    python scripts/bench_round.py --hosts 500 --pages 50000 --host-delay-s 0 --seconds 120
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import psutil
+
+from batchcrawl.config import loopback_test_config
+from batchcrawl.crawldir import CrawlDir
+from batchcrawl.errors import NothingDue
+from batchcrawl.inject import inject
+from batchcrawl.round import Crawler, dask_client
+from batchcrawl.sampleweb import SampleWeb, SampleWebError
+from batchcrawl.webserver import politeness_violations
+
+HERE = Path(__file__).resolve().parent
+
+
+class RssSampler(threading.Thread):
+    """Samples the summed RSS of this process and its children (not the web server)."""
+
+    def __init__(self, exclude_pid: int) -> None:
+        super().__init__(daemon=True)
+        self.exclude = exclude_pid
+        self.peak = 0
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        me = psutil.Process()
+        while not self.stop.wait(0.5):
+            total = 0
+            for p in [me, *me.children(recursive=True)]:
+                if p.pid == self.exclude:
+                    continue
+                try:
+                    total += p.memory_info().rss
+                except psutil.Error:
+                    pass
+            self.peak = max(self.peak, total)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument("--hosts", type=int, default=500)
+    ap.add_argument("--pages", type=int, default=50_000)
+    ap.add_argument("--host-delay-s", type=float, default=0.0)
+    ap.add_argument("--seconds", type=float, default=120.0)
+    ap.add_argument("--workers", type=int, default=2, help="LocalCluster worker processes")
+    ap.add_argument("--shards", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=None, help="fetch threads per shard")
+    ap.add_argument("--set", dest="sets", action="append", default=[], metavar="SECTION.KEY=V")
+    args = ap.parse_args(argv)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        log_file = os.path.join(tmp, "server-log.jsonl")
+        server = subprocess.Popen(
+            [sys.executable, str(HERE / "serve_sample_web.py"), "--hosts", str(args.hosts),
+             "--pages", str(args.pages), "--seconds", str(args.seconds * 3 + 600),
+             "--log", log_file],
+            stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        info = json.loads(server.stdout.readline())
+        web = SampleWeb(args.hosts, args.pages).bind(info["port"])
+        overrides = {
+            "politeness": {"host_delay_s": args.host_delay_s, "ip_delay_s": 0.0,
+                           "ip_concurrency": 64},
+            "fetch": {"shards": args.shards},
+            "round": {"workers": args.workers},
+            "generate": {"max_urls_per_host": 100_000},
+        }  # fmt: skip
+        if args.threads:
+            overrides["fetch"]["threads"] = args.threads
+        cfg = loopback_test_config(**overrides)
+        from batchcrawl.config import load_config, to_toml
+
+        cfg = load_config(files=[("bench", to_toml(cfg))], environ={}, sets=args.sets)
+        crawl = CrawlDir.create(os.path.join(tmp, "crawl"), to_toml(cfg), cfg.frontier.buckets)
+        inject(crawl, cfg, web.seeds())
+        sampler = RssSampler(server.pid)
+        sampler.start()
+        summaries = []
+        t0 = time.monotonic()
+        with dask_client(cfg) as client:
+            crawler = Crawler(crawl.url, client)
+            try:
+                while (left := args.seconds - (time.monotonic() - t0)) > 1.0:
+                    try:
+                        summaries.append(crawler.run_round(
+                            cfg.replace(fetch={"time_limit_s": left})))  # fmt: skip
+                    except NothingDue:
+                        break
+            finally:
+                crawler.close_actors()
+        seconds = time.monotonic() - t0
+        sampler.stop.set()
+        server.terminate()
+        server.wait()
+        log = [json.loads(line) for line in open(log_file, encoding="utf-8")]
+        from batchcrawl.sql import query
+
+        distinct = query(crawl, "SELECT count(DISTINCT url) FROM fetched "
+                                "WHERE fetch_status IS NOT NULL").column(0)[0].as_py()  # fmt: skip
+
+    cap = cfg.politeness.max_crawl_delay_s
+
+    def delay_of(host: str) -> float:
+        try:
+            cd = web.crawl_delay(host)
+        except SampleWebError:  # not one of the web's hosts (never expected in the log)
+            cd = None
+        return max(args.host_delay_s, min(cd, cap) if cd else 0.0)
+
+    violations = politeness_violations([e for e in log if e["path"] != "/robots.txt"], delay_of)
+    steps: Counter = Counter()
+    for s in summaries:
+        steps.update(s["seconds_by_step"])
+    round_wall = sum(s["elapsed_s"] for s in summaries) or 1.0
+    fetch_s = steps["fetch"]
+    bound = web.politeness_bound(fetch_s, args.host_delay_s)
+    pages = sum(s["pages"] for s in summaries)
+    print(json.dumps({
+        "pages": pages,
+        "seconds": round(seconds, 2),
+        "pages_per_s": round(pages / seconds, 1),
+        "distinct_pages": distinct,
+        "distinct_pages_per_s": round(distinct / seconds, 1),
+        "politeness_violations": len(violations),
+        "politeness_bound": bound,
+        "bound_share": round(distinct / bound, 3) if bound else None,
+        "peak_rss_mb": round(sampler.peak / 2**20, 1),
+        "fetch_share": round(fetch_s / round_wall, 3),
+        "seconds_by_step": {k: round(v, 2) for k, v in steps.items()},
+        "rounds": len(summaries),
+        "hosts": args.hosts,
+        "host_delay_s": args.host_delay_s,
+    }))  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
