@@ -389,28 +389,40 @@ def crawl_command(crawl_url, rounds, stream, scheduler, workers, time_limit, max
 @main.command()
 @_crawl_arg
 @click.argument("dest")
-@click.option("--rounds", "rounds_range", metavar="A..B", help="Rounds to export (default all).")
+@click.option(
+    "--rounds", "rounds_range", metavar="A..B", help="Rounds to export (default every committed)."
+)
 @click.option(
     "--tables",
-    default="fetched",
+    default="fetched,links,index,warc",
     show_default=True,
-    help="Comma-separated tables to export (with warc: the WARC files).",
+    help="Comma-separated: fetched, links, fetchlists, index (Common Crawl-compatible), "
+    "warc (the WARC files, each with a .cdxj index beside it).",
 )
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["parquet", "warc", "cdxj"]),
+    type=click.Choice(["parquet"]),
     default="parquet",
     show_default=True,
+    help="File format of the tables.",
 )
 @_sets
 def export(crawl_url, dest, rounds_range, tables, fmt, sets) -> None:
-    """Copy what was fetched to DEST (a path or fsspec URL) as Parquet, WARC or CDXJ."""
-    if rounds_range is not None:
-        _parse_rounds(rounds_range)
+    """Copy the committed rounds of CRAWL to DEST (a path or fsspec URL, e.g. s3://bucket/lake).
+
+    Writes Hive-partitioned Parquet (DEST/TABLE/crawl=NAME/round=N/part-SS.parquet), the WARC
+    files with CDXJ indexes, and last, per round, DEST/_batchcrawl_export/crawl=NAME/round=N.json.
+    Rounds already exported are skipped. Credentials come from the environment (AWS_* variables,
+    fsspec config), never from the command line. Prints a JSON summary.
+    """
+    from batchcrawl.export import export_crawl, parse_tables
+
+    rounds = _parse_rounds(rounds_range) if rounds_range is not None else None
+    wanted = parse_tables(tables)
     crawl = _open(crawl_url)
-    load_crawl_config(crawl, sets)
-    raise _not_available("export")
+    cfg = load_crawl_config(crawl, sets)
+    _echo_json(export_crawl(crawl, dest, crawl_name=cfg.crawl.name, rounds=rounds, tables=wanted))
 
 
 def _parse_rounds(text: str) -> tuple[int, int]:

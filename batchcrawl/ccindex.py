@@ -1,0 +1,304 @@
+"""The ``index`` table: a Common Crawl-compatible columnar index of the WARC captures of a round.
+
+Common Crawl publishes, for every crawl, a Parquet table with one row per WARC capture (the
+"cc-index-table", ``commoncrawl/cc-index-table``, schema ``cc-index-schema-flat.json``) that users
+query with Athena, Spark or DuckDB to find pages and cut their records out of the WARC files by
+``(warc_filename, warc_record_offset, warc_record_length)``. This module builds the same table for a
+batchcrawl round, with the same column names, types and meanings as far as we have the data, so
+queries written for Common Crawl's index run on ours.
+
+Rows come from two sources:
+
+* the round's ``fetched`` rows that have a WARC record (a response or revisit record), joined with
+  what the row already carries (status, digest, MIME type, charset, truncation, redirect target);
+* WARC captures with no ``fetched`` row: these are robots.txt fetches (the fetch worker archives
+  them but does not list them in ``fetched``), found in the CDXJ lines of the round's WARC files
+  (:func:`batchcrawl.cdxj.cdxj_lines`); they form the ``robotstxt`` subset.
+
+Columns left out, because batchcrawl has no data for them: ``content_mime_detected`` (no content
+sniffing), ``content_languages`` (no language detection) and ``warc_record_id`` (added by Common
+Crawl in 2026; not carried in ``fetched``). ``warc_segment`` is the round number (a round plays the
+role of a Common Crawl segment); ``subset`` is ``warc`` for 2xx captures, ``crawldiagnostics`` for
+every other status, and ``robotstxt`` for robots.txt captures. ``crawl`` is the crawl name; the
+export stores it as the Hive partition ``crawl=NAME`` rather than in the files, as Common Crawl does.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import ipaddress
+import json
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from publicsuffixlist import PublicSuffixList
+
+from batchcrawl.errors import BatchcrawlError
+from batchcrawl.urls import surt
+
+#: Column names and types of the index, in Common Crawl's order (cc-index-schema-flat.json; Spark
+#: ``short`` -> int16, ``integer`` -> int32, ``timestamp`` -> timestamp, UTC without zone).
+INDEX_SCHEMA = pa.schema(
+    [
+        pa.field("url_surtkey", pa.string(), nullable=False),
+        pa.field("url", pa.string(), nullable=False),
+        pa.field("url_host_name", pa.string(), nullable=False),
+        pa.field("url_host_tld", pa.string()),
+        pa.field("url_host_2nd_last_part", pa.string()),
+        pa.field("url_host_3rd_last_part", pa.string()),
+        pa.field("url_host_4th_last_part", pa.string()),
+        pa.field("url_host_5th_last_part", pa.string()),
+        pa.field("url_host_registry_suffix", pa.string()),
+        pa.field("url_host_registered_domain", pa.string()),
+        pa.field("url_host_private_suffix", pa.string()),
+        pa.field("url_host_private_domain", pa.string()),
+        pa.field("url_host_name_reversed", pa.string()),
+        pa.field("url_protocol", pa.string(), nullable=False),
+        pa.field("url_port", pa.int32()),
+        pa.field("url_path", pa.string(), nullable=False),
+        pa.field("url_query", pa.string()),
+        pa.field("fetch_time", pa.timestamp("ms"), nullable=False),
+        pa.field("fetch_status", pa.int16(), nullable=False),
+        pa.field("fetch_redirect", pa.string()),
+        pa.field("content_digest", pa.string()),
+        pa.field("content_mime_type", pa.string()),
+        pa.field("content_charset", pa.string()),
+        pa.field("content_truncated", pa.string()),
+        pa.field("warc_filename", pa.string(), nullable=False),
+        pa.field("warc_record_offset", pa.int32(), nullable=False),
+        pa.field("warc_record_length", pa.int32(), nullable=False),
+        pa.field("warc_segment", pa.string(), nullable=False),
+        pa.field("crawl", pa.string(), nullable=False),
+        pa.field("subset", pa.string(), nullable=False),
+    ]
+)
+SUBSETS = ("warc", "crawldiagnostics", "robotstxt")
+_INT32_MAX = 2**31 - 1
+_HOST_PARTS = ("url_host_tld", "url_host_2nd_last_part", "url_host_3rd_last_part",
+               "url_host_4th_last_part", "url_host_5th_last_part")  # fmt: skip
+
+
+class CCIndexError(BatchcrawlError):
+    """The index cannot be built from a round's data (the message names the WARC file or URL)."""
+
+
+@functools.cache
+def _psl_icann() -> PublicSuffixList:
+    return PublicSuffixList(only_icann=True)
+
+
+@functools.cache
+def _psl_all() -> PublicSuffixList:
+    return PublicSuffixList()
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def host_columns(host: str) -> dict[str, str | None]:
+    """The ``url_host_*`` columns of one host, as Common Crawl defines them.
+
+    Parameters
+    ----------
+    host : str
+        Lower-case host name (punycode) without port, as in ``fetched.url_host_name``.
+
+    Returns
+    -------
+    dict
+        ``url_host_tld`` .. ``url_host_5th_last_part`` (labels from the right), the registry
+        suffix and registered domain by the ICANN section of the Public Suffix List, the private
+        suffix and private domain by the whole list (``blogspot.com`` is a private suffix), and the
+        host in reverse domain order. An unknown top-level label (``h1.test``) is its own suffix
+        (the PSL default rule ``*``). IP addresses get None everywhere (Common Crawl's
+        ``url_host_name_reversed`` excludes them; labels of an address mean nothing).
+    """
+    out: dict[str, str | None] = dict.fromkeys(_HOST_PARTS)
+    out.update(
+        url_host_registry_suffix=None,
+        url_host_registered_domain=None,
+        url_host_private_suffix=None,
+        url_host_private_domain=None,
+        url_host_name_reversed=None,
+    )
+    if not host or _is_ip(host):
+        return out
+    labels = host.rstrip(".").split(".")
+    for name, label in zip(_HOST_PARTS, reversed(labels), strict=False):
+        out[name] = label
+    out["url_host_registry_suffix"] = _psl_icann().publicsuffix(host)
+    out["url_host_registered_domain"] = _psl_icann().privatesuffix(host)
+    out["url_host_private_suffix"] = _psl_all().publicsuffix(host)
+    out["url_host_private_domain"] = _psl_all().privatesuffix(host)
+    out["url_host_name_reversed"] = ".".join(reversed(labels))
+    return out
+
+
+def url_columns(url: str) -> dict[str, Any]:
+    """``url_surtkey``, ``url``, the ``url_host_*`` columns and the URL parts of one URL.
+
+    ``url_port`` is None unless the URL names a port; ``url_path`` is at least ``/``;
+    ``url_query`` is None when the URL has no query. The SURT key comes from
+    :func:`batchcrawl.urls.surt` (the ``surt`` package, as pywb and Common Crawl's CDX use).
+
+    Raises
+    ------
+    CCIndexError
+        ``url`` has no host (not an absolute http(s) URL).
+    """
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    if not host:
+        raise CCIndexError(f"{url!r}: no host; the index takes absolute http(s) URLs only")
+    try:
+        port = parts.port
+    except ValueError as exc:
+        raise CCIndexError(f"{url!r}: bad port ({exc})") from None
+    out: dict[str, Any] = {"url_surtkey": surt(url), "url": url, "url_host_name": host}
+    out.update(host_columns(host))
+    out["url_protocol"] = parts.scheme
+    out["url_port"] = port
+    out["url_path"] = parts.path or "/"
+    out["url_query"] = parts.query or None
+    return out
+
+
+def subset_of(status: int, *, robots: bool = False) -> str:
+    """Common Crawl's ``subset``: ``robotstxt`` for robots.txt captures, ``warc`` for a 2xx status,
+    ``crawldiagnostics`` for redirects, 404s and every other status."""
+    if robots:
+        return "robotstxt"
+    return "warc" if 200 <= status < 300 else "crawldiagnostics"
+
+
+def _digest(value: str | None) -> str | None:
+    """``sha1:BASE32`` -> ``BASE32`` (Common Crawl stores the digest without the algorithm)."""
+    if value is None:
+        return None
+    return value.split(":", 1)[1] if ":" in value else value
+
+
+def _cdxj_time(timestamp14: str) -> dt.datetime:
+    return dt.datetime.strptime(timestamp14, "%Y%m%d%H%M%S")
+
+
+def robots_rows(cdxj: Iterable[str], known: set[tuple[str, int]]) -> list[dict[str, Any]]:
+    """Index rows (without ``warc_segment``/``crawl``) for the CDXJ lines of captures not in
+    ``known``.
+
+    Parameters
+    ----------
+    cdxj
+        CDXJ lines (:func:`batchcrawl.cdxj.cdxj_lines`) whose ``filename`` is the exported WARC
+        path, as ``warc_filename`` will be.
+    known
+        ``(warc_filename, warc_record_offset)`` of the captures that have a ``fetched`` row.
+
+    Notes
+    -----
+    ``fetch_time`` has the CDXJ timestamp's precision (seconds), as in Common Crawl's index, which
+    is built from its CDX files. Charset, truncation and redirect target are not in CDXJ: None.
+    """
+    rows = []
+    for line in cdxj:
+        key, timestamp, blob = line.split(" ", 2)
+        fields = json.loads(blob)
+        where = (fields["filename"], int(fields["offset"]))
+        status = fields.get("status")
+        if where in known or not status or not status.isdigit():
+            continue
+        row = url_columns(fields["url"])
+        mime = fields.get("mime")
+        row.update(
+            fetch_time=_cdxj_time(timestamp),
+            fetch_status=int(status),
+            fetch_redirect=None,
+            content_digest=fields.get("digest"),
+            content_mime_type=None if mime == "warc/revisit" else mime,
+            content_charset=None,
+            content_truncated=None,
+            warc_filename=fields["filename"],
+            warc_record_offset=int(fields["offset"]),
+            warc_record_length=int(fields["length"]),
+            subset=subset_of(int(status), robots=True),
+        )
+        rows.append(row)
+    return rows
+
+
+def index_table(
+    fetched: pa.Table,
+    *,
+    crawl: str,
+    segment: str,
+    warc_name: Callable[[str], str] = lambda name: name,
+    extra_rows: Iterable[Mapping[str, Any]] = (),
+) -> pa.Table:
+    """The index rows of a round's ``fetched`` rows (plus ``extra_rows``), sorted by SURT key.
+
+    Parameters
+    ----------
+    fetched
+        Rows of the ``fetched`` table (any subset of one round); rows without a WARC record
+        (``warc_filename`` NULL: network errors, robots-denied URLs) are not captures and are left
+        out, as Common Crawl's index lists only what its WARC files hold.
+    crawl
+        Crawl name (``crawl`` column).
+    segment
+        ``warc_segment`` value (the round number as a string).
+    warc_name
+        Maps a crawl-relative WARC path to the ``warc_filename`` written (the exported path).
+    extra_rows
+        Further rows, e.g. :func:`robots_rows`, already carrying exported WARC names.
+
+    Returns
+    -------
+    pyarrow.Table
+        Conforming to :data:`INDEX_SCHEMA`, sorted by ``url_surtkey``, ``fetch_time``.
+
+    Raises
+    ------
+    CCIndexError
+        A WARC offset or length does not fit Common Crawl's 32-bit integer columns (a WARC file of
+        2 GiB or more: lower ``fetch.warc_rotate_bytes``), or a URL has no host.
+    """
+    captures = fetched.filter(pc.is_valid(fetched.column("warc_filename")))
+    rows = []
+    for r in captures.to_pylist():
+        row = url_columns(r["url"])
+        row.update(
+            fetch_time=r["fetch_time"],
+            fetch_status=r["fetch_status"],
+            fetch_redirect=r["fetch_redirect"],
+            content_digest=_digest(r["content_digest"]),
+            content_mime_type=r["content_mime_type"],
+            content_charset=r["content_charset"],
+            content_truncated=r["content_truncated"],
+            warc_filename=warc_name(r["warc_filename"]),
+            warc_record_offset=r["warc_record_offset"],
+            warc_record_length=r["warc_record_length"],
+            subset=subset_of(r["fetch_status"]),
+        )
+        rows.append(row)
+    rows.extend(dict(r) for r in extra_rows)
+    for row in rows:
+        row["warc_segment"] = segment
+        row["crawl"] = crawl
+        end = row["warc_record_offset"] + row["warc_record_length"]
+        if end > _INT32_MAX:
+            raise CCIndexError(
+                f"{row['warc_filename']}: record at offset {row['warc_record_offset']} is past "
+                f"2 GiB, beyond the index's 32-bit offsets; set fetch.warc_rotate_bytes below 2 GiB"
+            )
+    rows.sort(key=lambda r: (r["url_surtkey"], r["fetch_time"], r["warc_record_offset"]))
+    return pa.Table.from_pylist(rows, schema=INDEX_SCHEMA)

@@ -1,0 +1,651 @@
+"""``batchcrawl export``: copy committed rounds to a data lake on any fsspec filesystem (DESIGN §1, §9).
+
+Layout under ``DEST`` (a local path or an fsspec URL such as ``s3://bucket/lake``)::
+
+    DEST/fetched/crawl=NAME/round=7/part-03.parquet       one part per fetch shard
+    DEST/links/crawl=NAME/round=7/part-03.parquet
+    DEST/fetchlists/crawl=NAME/round=7/part-03.parquet
+    DEST/index/crawl=NAME/round=7/part-03.parquet         Common Crawl-compatible (batchcrawl.ccindex)
+    DEST/warc/crawl=NAME/round=7/shard=03-00000.warc.gz   the WARC files, byte for byte
+    DEST/warc/crawl=NAME/round=7/shard=03-00000.cdxj      CDXJ index of the WARC file beside it
+    DEST/_batchcrawl_export/crawl=NAME/round=7.json       export manifest: the round's completion marker
+
+The Parquet tables are Hive-partitioned (``crawl=NAME/round=N``), so DuckDB's
+``read_parquet('DEST/index/*/*/*.parquet', hive_partitioning = true)``, Spark, Athena and
+``pyarrow.dataset(..., partitioning="hive")`` read them as one table. As in Hive and in Common
+Crawl's index, the partition columns are stored in the path only: the ``round`` column of
+``fetched``, ``links`` and ``fetchlists`` and the ``crawl`` column of ``index`` are not in the files.
+``warc_filename`` in the exported ``fetched`` and ``index`` tables, and ``filename`` in the CDXJ
+lines, are paths relative to ``DEST`` (Common Crawl's are relative to its bucket).
+
+What is read. Only the crawl's current committed manifest (:meth:`CrawlDir.manifest`): a round's
+Parquet files are the manifest's entries under ``TABLE/round=N/``, and its WARC files are those that
+the round's committed ``fetched`` rows point into. No folder of the crawl is listed, so files of
+rounds that died before their commit are never exported. ``frontier`` and ``hosts`` are
+per-generation snapshots, not per-round tables, and are not exported.
+
+Atomicity and increments. Every file is written whole (locally to a temporary name renamed into
+place; on object stores by one upload that becomes visible only when complete). Output names are
+fixed by the source (shard number, WARC name), so rerunning a round overwrites its own partial
+output and never duplicates it. A round is complete only once its export manifest exists: it is
+written *last*, after every file of the round. A run skips rounds whose manifest already lists every
+requested table and exports only the missing tables of the others; a run that dies leaves its round
+without a manifest and the next run does the round again. Readers that want only complete rounds
+read the manifests (:func:`exported_rounds`) rather than globbing the folders.
+
+Credentials. ``DEST`` is opened with fsspec's usual configuration: ``AWS_ACCESS_KEY_ID``,
+``AWS_SECRET_ACCESS_KEY``, ``AWS_ENDPOINT_URL`` and the other botocore settings for ``s3://``, or
+``FSSPEC_S3_*`` variables and fsspec config files. The command line never takes secrets.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import posixpath
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import IO, Any
+
+import fsspec
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from batchcrawl import __version__, ccindex
+from batchcrawl.cdxj import cdxj_lines
+from batchcrawl.crawldir import CrawlDir, FileEntry, Manifest, utcnow_iso
+from batchcrawl.errors import BatchcrawlError
+
+log = logging.getLogger(__name__)
+
+#: Per-round tables copied from the crawl directory.
+ROUND_TABLES = ("fetched", "links", "fetchlists")
+#: Everything ``--tables`` accepts: the round tables, the derived ``index``, and ``warc`` (the WARC
+#: files with their CDXJ indexes).
+TABLES = (*ROUND_TABLES, "index", "warc")
+DEFAULT_TABLES = ("fetched", "links", "index", "warc")
+#: Folder of the export manifests under DEST.
+MANIFEST_DIR = "_batchcrawl_export"
+FORMAT_VERSION = 1
+PARTITION_COLUMNS = ("crawl", "round")
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_ROUND_RE = re.compile(r"(?:^|/)round=(\d+)/")
+_SHARD_RE = re.compile(r"shard=(\d+)")
+_MARKER_RE = re.compile(r"^round=(\d+)\.json$")
+_COPY_CHUNK = 8 << 20
+
+
+class ExportError(BatchcrawlError):
+    """An export failed: a file could not be read from the crawl or written to the destination
+    (the message names it). Rerunning the export redoes the unfinished rounds."""
+
+
+class ExportSettingError(ExportError, ValueError):
+    """A bad export argument: unknown table, bad crawl name, bad round range (exit code 2)."""
+
+    exit_code = 2
+
+
+# -- paths --------------------------------------------------------------------------------------
+def check_crawl_name(name: str) -> str:
+    """Return ``name`` if it can be a Hive partition value (``crawl=NAME``).
+
+    Raises
+    ------
+    ExportSettingError
+        ``name`` is empty or has characters other than letters, digits, ``.``, ``_``, ``-``.
+    """
+    if not _NAME_RE.match(name or ""):
+        raise ExportSettingError(
+            f"crawl name {name!r} cannot be a partition folder: use letters, digits, '.', '_' "
+            "and '-' (set crawl.name in crawl.toml or with --set crawl.name=NAME)"
+        )
+    return name
+
+
+def crawl_name_of(crawl: CrawlDir, configured: str = "") -> str:
+    """The crawl's export name: ``configured`` (``crawl.name``) or the crawl directory's base name."""
+    return check_crawl_name(configured or posixpath.basename(crawl.root.rstrip("/")))
+
+
+def table_part(table: str, crawl: str, round: int, part: int) -> str:
+    """``TABLE/crawl=NAME/round=N/part-SS.parquet`` (relative to DEST)."""
+    return f"{table}/crawl={crawl}/round={round}/part-{part:02d}.parquet"
+
+
+def warc_dest(crawl: str, round: int, source: str) -> str:
+    """Where the crawl's WARC file ``source`` goes: ``warc/crawl=NAME/round=N/BASENAME``."""
+    return f"warc/crawl={crawl}/round={round}/{posixpath.basename(source)}"
+
+
+def cdxj_name(warc_path: str) -> str:
+    """The CDXJ file beside a WARC file: ``X.warc.gz`` -> ``X.cdxj``."""
+    for ext in (".warc.gz", ".warc"):
+        if warc_path.endswith(ext):
+            return warc_path[: -len(ext)] + ".cdxj"
+    return warc_path + ".cdxj"
+
+
+def marker_path(crawl: str, round: int) -> str:
+    """``_batchcrawl_export/crawl=NAME/round=N.json`` (relative to DEST)."""
+    return f"{MANIFEST_DIR}/crawl={crawl}/round={round}.json"
+
+
+def parse_tables(text: str | Iterable[str]) -> tuple[str, ...]:
+    """``"fetched,index"`` -> ``("fetched", "index")``, checked against :data:`TABLES`.
+
+    Raises
+    ------
+    ExportSettingError
+        An unknown or empty table list.
+    """
+    names = [t.strip() for t in (text.split(",") if isinstance(text, str) else text)]
+    names = [t for t in names if t]
+    bad = [t for t in names if t not in TABLES]
+    if bad or not names:
+        raise ExportSettingError(
+            f"--tables {','.join(names)!r}: unknown table {bad[0]!r}; choose from {','.join(TABLES)}"
+            if bad
+            else f"--tables: name at least one of {','.join(TABLES)}"
+        )
+    return tuple(dict.fromkeys(names))
+
+
+# -- the destination ----------------------------------------------------------------------------
+class Destination:
+    """A DEST folder on an fsspec filesystem, written file by file, each file whole.
+
+    Parameters
+    ----------
+    url
+        Local path or fsspec URL.
+    storage_options
+        For programmatic use (tests, notebooks); the CLI passes none, so credentials come from the
+        environment and fsspec's config.
+    """
+
+    def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None) -> None:
+        self.url = str(url)
+        self.fs, root = fsspec.core.url_to_fs(self.url, **dict(storage_options or {}))
+        self.root = root.rstrip("/") or root
+        proto = self.fs.protocol
+        self.local = "file" in ((proto,) if isinstance(proto, str) else tuple(proto))
+
+    def path(self, rel: str) -> str:
+        """Filesystem path of ``rel`` (relative to DEST)."""
+        return posixpath.join(self.root, rel)
+
+    def open_write(self, rel: str) -> _WholeFile:
+        """A binary file at ``rel`` that appears only when closed without error."""
+        return _WholeFile(self, rel)
+
+    def put(self, rel: str, data: bytes) -> None:
+        """Write ``data`` at ``rel`` whole."""
+        with self.open_write(rel) as fh:
+            fh.write(data)
+
+    def read_json(self, rel: str) -> dict[str, Any] | None:
+        """The JSON object at ``rel``, or None if there is no file."""
+        try:
+            raw = self.fs.cat_file(self.path(rel))
+        except FileNotFoundError:
+            return None
+        try:
+            return json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise ExportError(
+                f"{self.path(rel)}: not valid JSON ({exc}); delete it to redo"
+            ) from None
+
+
+class _WholeFile:
+    """Context manager behind :meth:`Destination.open_write`."""
+
+    def __init__(self, dest: Destination, rel: str) -> None:
+        self.dest, self.rel = dest, rel
+        self.final = dest.path(rel)
+        self.target = f"{self.final}.tmp-{uuid.uuid4().hex}" if dest.local else self.final
+        self.fh: IO[bytes] | None = None
+
+    def __enter__(self) -> IO[bytes]:
+        try:
+            self.dest.fs.makedirs(posixpath.dirname(self.final), exist_ok=True)
+            self.fh = self.dest.fs.open(self.target, "wb")
+        except OSError as exc:
+            raise ExportError(f"{self.final}: cannot create: {exc}") from exc
+        return self.fh
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            _discard(self.fh)  # an aborted multipart upload never becomes visible
+            if self.dest.local:
+                _remove_quietly(self.target)
+            return
+        try:
+            self.fh.close()
+            if self.dest.local:
+                os.replace(self.target, self.final)
+        except OSError as exc:
+            raise ExportError(f"{self.final}: cannot write: {exc}") from exc
+
+
+def _discard(fh: Any) -> None:
+    if fh is None:
+        return
+    discard = getattr(fh, "discard", None)  # fsspec buffered files: drop without committing
+    try:
+        if discard is not None:
+            discard()
+        else:
+            fh.close()
+    except Exception as exc:  # noqa: BLE001 - cleanup after the real error, which is re-raised
+        log.debug("discarding a partial file failed: %s", exc)
+
+
+def _remove_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+# -- reading the crawl --------------------------------------------------------------------------
+def round_entries(manifest: Manifest, table: str) -> dict[int, list[FileEntry]]:
+    """``{round: entries}`` of a per-round table in a manifest (paths ``TABLE/round=N/...``)."""
+    out: dict[int, list[FileEntry]] = {}
+    for entry in manifest.tables.get(table, ()):
+        m = _ROUND_RE.search(entry.path)
+        if m is None:
+            raise ExportError(f"{table}: manifest entry {entry.path!r} is not under round=N/")
+        out.setdefault(int(m.group(1)), []).append(entry)
+    return {r: sorted(es, key=lambda e: e.path) for r, es in out.items()}
+
+
+def _part_number(entry: FileEntry, position: int) -> int:
+    m = _SHARD_RE.search(posixpath.basename(entry.path))
+    return int(m.group(1)) if m else position
+
+
+class _TeeReader(io.RawIOBase):
+    """Reads ``src`` and writes every byte read to ``sink``: one pass copies and indexes a WARC."""
+
+    def __init__(self, src: IO[bytes], sink: IO[bytes] | None) -> None:
+        self.src, self.sink, self.count = src, sink, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf) -> int:
+        data = self.src.read(len(buf))
+        n = len(data)
+        buf[:n] = data
+        self.count += n
+        if self.sink is not None and n:
+            self.sink.write(data)
+        return n
+
+
+# -- the export ---------------------------------------------------------------------------------
+@dataclass
+class _RoundJob:
+    round: int
+    tables: tuple[str, ...]
+    previous: dict[str, Any] | None
+
+
+class Exporter:
+    """Exports the committed rounds of one crawl to one destination.
+
+    Parameters
+    ----------
+    crawl
+        The source crawl directory.
+    dest
+        The destination.
+    crawl_name
+        Name of the crawl in the partition paths (:func:`check_crawl_name`).
+    threads
+        Files written at once (uploads to object stores are latency-bound).
+    on_file
+        Called with each DEST-relative path once that file is complete (progress display; tests
+        use it to kill an export at a known point). Called from worker threads.
+    """
+
+    def __init__(
+        self,
+        crawl: CrawlDir,
+        dest: Destination,
+        crawl_name: str,
+        *,
+        threads: int = 8,
+        on_file: Callable[[str], None] | None = None,
+    ) -> None:
+        if threads < 1:
+            raise ExportSettingError(f"threads={threads!r}: expected at least 1")
+        self.crawl = crawl
+        self.dest = dest
+        self.name = check_crawl_name(crawl_name)
+        self.threads = threads
+        self.on_file = on_file or (lambda rel: None)
+        self._lock = threading.Lock()
+
+    def run(
+        self, rounds: tuple[int, int] | None = None, tables: Sequence[str] = DEFAULT_TABLES
+    ) -> dict[str, Any]:
+        """Export the committed rounds in ``rounds`` (inclusive; default all) not yet exported.
+
+        Returns
+        -------
+        dict
+            JSON-serializable summary: ``exported`` and ``skipped`` round numbers, ``missing``
+            (requested but not committed), ``rows`` per table, ``warc_files``, ``cdxj_lines``,
+            ``bytes`` (WARC bytes copied), ``seconds``.
+
+        Raises
+        ------
+        ExportSettingError
+            Bad ``tables`` or ``rounds``.
+        ExportError
+            A file could not be read or written; the rounds finished before it keep their manifest.
+        """
+        started = time.monotonic()
+        tables = parse_tables(tables)
+        manifest = self.crawl.manifest()
+        lo, hi = rounds if rounds is not None else (1, manifest.round)
+        if lo < 0 or hi < lo:
+            raise ExportSettingError(f"rounds {lo}..{hi}: expected 0 <= A <= B")
+        committed = [r for r in range(max(lo, 1), hi + 1) if r <= manifest.round]
+        summary: dict[str, Any] = {
+            "step": "export",
+            "crawl": self.name,
+            "dest": self.dest.url,
+            "generation": manifest.generation,
+            "tables": list(tables),
+            "exported": [],
+            "skipped": [],
+            "missing": [r for r in range(max(lo, 1), hi + 1) if r > manifest.round],
+            "rows": {t: 0 for t in tables if t != "warc"},
+            "warc_files": 0,
+            "cdxj_lines": 0,
+            "bytes": 0,
+        }
+        entries = {t: round_entries(manifest, t) for t in ROUND_TABLES}
+        for r in committed:
+            previous = self.dest.read_json(marker_path(self.name, r))
+            done = set(previous.get("tables", {})) if previous else set()
+            todo = tuple(t for t in tables if t not in done)
+            if not todo:
+                summary["skipped"].append(r)
+                continue
+            stats = self._export_round(_RoundJob(r, todo, previous), manifest, entries)
+            summary["exported"].append(r)
+            for t, n in stats["rows"].items():
+                summary["rows"][t] = summary["rows"].get(t, 0) + n
+            for k in ("warc_files", "cdxj_lines", "bytes"):
+                summary[k] += stats[k]
+        summary["seconds"] = round(time.monotonic() - started, 3)
+        return summary
+
+    # -- one round ------------------------------------------------------------------------------
+    def _export_round(self, job: _RoundJob, manifest: Manifest, entries) -> dict[str, Any]:
+        r, todo = job.round, job.tables
+        fetched = self._read_round("fetched", entries["fetched"].get(r, []))
+        warc_files = self._warc_files(fetched, r)
+        record: dict[str, Any] = {
+            "format": FORMAT_VERSION,
+            "crawl": self.name,
+            "round": r,
+            "source": self.crawl.root if self.crawl.local else self.crawl.full_url(""),
+            "generation": manifest.generation,
+            "batchcrawl": __version__,
+            "tables": dict((job.previous or {}).get("tables", {})),
+        }
+        stats: dict[str, Any] = {"rows": {}, "warc_files": 0, "cdxj_lines": 0, "bytes": 0}
+        with ThreadPoolExecutor(self.threads, thread_name_prefix="export") as pool:
+            futures = []
+            for table in (t for t in todo if t in ROUND_TABLES):
+                for i, entry in enumerate(entries[table].get(r, [])):
+                    futures.append((table, pool.submit(self._copy_table, table, r, entry, i)))
+            warc_futures = []
+            if "warc" in todo or "index" in todo:
+                for src in warc_files:
+                    copy = "warc" in todo
+                    warc_futures.append((src, pool.submit(self._warc_file, r, src, copy)))
+            for table, fut in futures:
+                record["tables"].setdefault(table, []).append(fut.result())
+            scanned = {src: fut.result() for src, fut in warc_futures}
+            if "warc" in todo:
+                record["tables"]["warc"] = [s["file"] for s in scanned.values()]
+            if "index" in todo:
+                parts = self._index_parts(fetched, r, scanned, entries["fetched"].get(r, []))
+                record["tables"]["index"] = [
+                    f.result() for f in [pool.submit(self._write_index, r, p, t) for p, t in parts]
+                ]
+        for table in todo:
+            files = record["tables"].get(table, [])
+            if table == "warc":
+                stats["warc_files"] = len(files)
+                stats["bytes"] = sum(f["bytes"] for f in files)
+                stats["cdxj_lines"] = sum(f["cdxj_lines"] for f in files)
+            else:
+                stats["rows"][table] = sum(f["rows"] for f in files)
+        record["created"] = utcnow_iso()
+        record["tables"] = {t: record["tables"][t] for t in sorted(record["tables"])}
+        self.dest.put(
+            marker_path(self.name, r),
+            (json.dumps(record, indent=1, sort_keys=True) + "\n").encode("utf-8"),
+        )  # last: the round is now complete
+        log.info("exported round %d of %s: %s", r, self.name, stats)
+        return stats
+
+    def _read_round(self, table: str, entries: list[FileEntry]) -> pa.Table:
+        try:
+            return self.crawl.read_table(table, entries)
+        except OSError as exc:
+            raise ExportError(f"{self.crawl.url}: cannot read {table}: {exc}") from exc
+
+    def _warc_files(self, fetched: pa.Table, r: int) -> list[str]:
+        names = pc.unique(fetched.column("warc_filename").drop_null()).to_pylist()
+        names = sorted(names)
+        seen: dict[str, str] = {}
+        for name in names:
+            dest = warc_dest(self.name, r, name)
+            if dest in seen:
+                raise ExportError(
+                    f"round {r}: WARC files {seen[dest]!r} and {name!r} would both be exported "
+                    f"as {dest!r}"
+                )
+            seen[dest] = name
+        return names
+
+    def _done(self, rel: str) -> None:
+        self.on_file(rel)
+
+    def _copy_table(self, table: str, r: int, entry: FileEntry, position: int) -> dict[str, Any]:
+        data = self._read_round(table, [entry])
+        if "round" in data.column_names:
+            bad = pc.sum(pc.not_equal(data.column("round"), r)).as_py()
+            if bad:
+                raise ExportError(f"{entry.path}: {bad} rows are not of round {r}")
+        if table == "fetched":
+            data = _rename_warc_paths(data, lambda name: warc_dest(self.name, r, name))
+        data = data.drop_columns([c for c in PARTITION_COLUMNS if c in data.column_names])
+        rel = table_part(table, self.name, r, _part_number(entry, position))
+        self._write_parquet(rel, data)
+        return {"path": rel, "rows": data.num_rows, "source": entry.path}
+
+    def _write_parquet(self, rel: str, data: pa.Table) -> None:
+        with self.dest.open_write(rel) as fh:
+            pq.write_table(data, fh, compression="zstd")
+        self._done(rel)
+
+    def _warc_file(self, r: int, src: str, copy: bool) -> dict[str, Any]:
+        """Copy (if ``copy``) and index one WARC file in one read; write its CDXJ if copied."""
+        rel = warc_dest(self.name, r, src)
+        try:
+            size = self.crawl.fs.size(self.crawl.path(src))
+            with self.crawl.fs.open(self.crawl.path(src), "rb", block_size=_COPY_CHUNK) as fh:
+                if copy:
+                    with self.dest.open_write(rel) as out:
+                        lines, copied = self._index_stream(fh, out, rel)
+                else:
+                    lines, copied = self._index_stream(fh, None, rel)
+        except FileNotFoundError:
+            raise ExportError(
+                f"{self.crawl.path(src)}: WARC file named by committed fetched rows is missing"
+            ) from None
+        except OSError as exc:
+            raise ExportError(f"{self.crawl.path(src)}: cannot copy WARC file: {exc}") from exc
+        if copied != size:
+            raise ExportError(f"{src}: read {copied} bytes of {size}; the file changed under us?")
+        file_info: dict[str, Any] = {"path": rel, "bytes": size, "source": src}
+        if copy:
+            self._done(rel)
+            sorted_lines = sorted(lines)
+            cdxj_rel = cdxj_name(rel)
+            self.dest.put(cdxj_rel, "".join(line + "\n" for line in sorted_lines).encode("utf-8"))
+            self._done(cdxj_rel)
+            file_info.update(cdxj=cdxj_rel, cdxj_lines=len(sorted_lines))
+        return {"file": file_info, "lines": lines}
+
+    @staticmethod
+    def _index_stream(fh, out, rel: str) -> tuple[list[str], int]:
+        tee = _TeeReader(fh, out)
+        reader = io.BufferedReader(tee, buffer_size=1 << 20)
+        lines = cdxj_lines(reader, rel)
+        # the iterator stops at the end of the last record: copy whatever follows, byte for byte
+        while reader.read(_COPY_CHUNK):
+            pass
+        return lines, tee.count
+
+    def _index_parts(
+        self, fetched: pa.Table, r: int, scanned: dict[str, dict], fetched_entries: list[FileEntry]
+    ) -> list[tuple[str, pa.Table]]:
+        """One index part per fetch shard: its captures, plus the robots.txt captures of its WARC
+        files."""
+        known = {
+            (warc_dest(self.name, r, name), off)
+            for name, off in zip(
+                fetched.column("warc_filename").to_pylist(),
+                fetched.column("warc_record_offset").to_pylist(),
+                strict=True,
+            )
+            if name is not None
+        }
+        shard_of_warc: dict[str, int] = {}
+        for name, shard in zip(
+            fetched.column("warc_filename").to_pylist(),
+            fetched.column("shard").to_pylist(),
+            strict=True,
+        ):
+            if name is not None:
+                shard_of_warc.setdefault(name, shard)
+        shards = sorted(
+            {_part_number(e, i) for i, e in enumerate(fetched_entries)}
+            | set(shard_of_warc.values())
+        )
+        parts = []
+        for shard in shards:
+            rows = fetched.filter(pc.equal(fetched.column("shard"), shard))
+            extra = []
+            for src, info in scanned.items():
+                if shard_of_warc.get(src) == shard:
+                    extra.extend(ccindex.robots_rows(info["lines"], known))
+            table = ccindex.index_table(
+                rows,
+                crawl=self.name,
+                segment=str(r),
+                warc_name=lambda name: warc_dest(self.name, r, name),
+                extra_rows=extra,
+            )
+            parts.append((table_part("index", self.name, r, shard), table))
+        return parts
+
+    def _write_index(self, r: int, rel: str, table: pa.Table) -> dict[str, Any]:
+        data = table.drop_columns([c for c in PARTITION_COLUMNS if c in table.column_names])
+        self._write_parquet(rel, data)
+        return {"path": rel, "rows": data.num_rows}
+
+
+def _rename_warc_paths(data: pa.Table, rename: Callable[[str], str]) -> pa.Table:
+    i = data.schema.get_field_index("warc_filename")
+    names = [None if n is None else rename(n) for n in data.column(i).to_pylist()]
+    return data.set_column(i, data.schema.field(i), pa.array(names, pa.string()))
+
+
+# -- entry points -------------------------------------------------------------------------------
+def export_crawl(
+    crawl: CrawlDir,
+    dest: str,
+    *,
+    crawl_name: str = "",
+    rounds: tuple[int, int] | None = None,
+    tables: Sequence[str] | str = DEFAULT_TABLES,
+    storage_options: Mapping[str, Any] | None = None,
+    threads: int = 8,
+    on_file: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Export the committed rounds of ``crawl`` to ``dest`` (see the module docstring).
+
+    Parameters
+    ----------
+    crawl
+        Source crawl directory (only its committed manifest and the files it names are read).
+    dest
+        Destination folder: local path or fsspec URL (``s3://bucket/lake``).
+    crawl_name
+        Partition name of the crawl; default the crawl directory's base name.
+    rounds
+        ``(first, last)`` rounds, inclusive; default every committed round.
+    tables
+        Names from :data:`TABLES` (or a comma-separated string); default :data:`DEFAULT_TABLES`.
+    storage_options
+        fsspec options for ``dest`` (programmatic use; the CLI relies on the environment).
+    threads
+        Files written concurrently.
+    on_file
+        Called with each completed DEST-relative file path.
+
+    Returns
+    -------
+    dict
+        The summary of :meth:`Exporter.run`.
+
+    Raises
+    ------
+    ExportSettingError, ExportError
+    """
+    name = crawl_name_of(crawl, crawl_name)
+    exporter = Exporter(crawl, Destination(dest, storage_options), name, threads=threads,
+                        on_file=on_file)  # fmt: skip
+    return exporter.run(rounds, parse_tables(tables))
+
+
+def exported_rounds(
+    dest: str, crawl_name: str, storage_options: Mapping[str, Any] | None = None
+) -> dict[int, dict[str, Any]]:
+    """``{round: export manifest}`` of the rounds of ``crawl_name`` completely exported to ``dest``.
+
+    Lists only the export manifest folder (``_batchcrawl_export/crawl=NAME/``), never the data.
+    """
+    d = Destination(dest, storage_options)
+    folder = d.path(f"{MANIFEST_DIR}/crawl={check_crawl_name(crawl_name)}")
+    try:
+        names = d.fs.ls(folder, detail=False)
+    except FileNotFoundError:
+        return {}
+    out = {}
+    for name in names:
+        m = _MARKER_RE.match(posixpath.basename(name.rstrip("/")))
+        if m:
+            r = int(m.group(1))
+            out[r] = d.read_json(marker_path(crawl_name, r))
+    return dict(sorted(out.items()))
