@@ -1,4 +1,4 @@
-"""WARC 1.1 output of the fetch workers (ISO 28500:2017), written with warcio.
+"""WARC 1.1 output of the fetch workers (ISO 28500:2017), in warcio's record layout.
 
 One :class:`WarcWriter` per fetch worker writes ``{prefix}-{serial:05d}.warc.gz`` files into a
 directory of an fsspec filesystem (``warc/round=7/shard=03-00000.warc.gz``, DESIGN §3). Each file
@@ -30,6 +30,13 @@ Truncation (WARC 1.1 §5.13): ``WARC-Truncated`` is ``length`` or ``time`` from
 ``FetchResult.truncated``; a response whose body read failed part-way (``error`` ``reset`` or
 ``body_short``) is stored with ``disconnect`` (``timeout`` with ``time``).
 
+Records are serialized here, byte for byte as warcio's ``WARCWriter`` would write them (same field
+order, digests and ``Content-Length``; the tests compare against warcio and read every file back
+with it), because warcio's per-record objects, stream copies and repeated digest passes cost more
+than the rest of a page's processing. Each record is compressed with one ``zlib.compress`` call.
+Writing is on the fetch workers' hot path: see ``fetch.warc_compress_level`` for the measured
+size/CPU trade-off of the gzip level.
+
 Files are written in place, not under a temporary name: a rename is a copy on object stores. This is
 safe because readers find WARC files only through the ``fetched`` rows of a committed round; the
 file of a round that died is an orphan that ``gc`` removes (DESIGN §3). Since records are separate
@@ -52,10 +59,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from warcio.archiveiterator import ArchiveIterator
-from warcio.recordbuilder import RecordBuilder
-from warcio.recordloader import ArcWarcRecord
 from warcio.statusandheaders import StatusAndHeaders
-from warcio.warcwriter import WARCWriter
 
 from batchcrawl.errors import BatchcrawlError
 from batchcrawl.records import FetchResult
@@ -101,17 +105,6 @@ def make_record_id() -> str:
 def warc_date(epoch_s: float) -> str:
     """WARC-Date for a time in seconds since the epoch, UTC with microseconds (WARC 1.1 §5.4)."""
     return datetime.fromtimestamp(epoch_s, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-class _Latin1Headers(StatusAndHeaders):
-    """HTTP headers serialized as Latin-1 (the bytes http.client decoded), falling back to warcio's
-    RFC 8187 percent-encoding for characters outside Latin-1."""
-
-    def compute_headers_buffer(self, header_filter=None):
-        try:
-            self.headers_buff = self.to_str(header_filter).encode("latin-1") + b"\r\n"
-        except UnicodeEncodeError:
-            super().compute_headers_buffer(header_filter)
 
 
 def stored_response_headers(result: FetchResult) -> list[tuple[str, str]]:
@@ -191,12 +184,14 @@ class WarcWriter:
     first_serial
         Serial of the first file (to continue a sequence after a restart).
     compress_level
-        zlib level of each record's gzip member (1 fastest .. 9 smallest; default 6, as gzip).
+        zlib level of each record's gzip member (0 stored, 1 fastest .. 9 smallest; default 6, as
+        gzip). The fetch worker passes ``fetch.warc_compress_level``.
 
     Notes
     -----
-    Thread-safe: fetch threads may share one writer; the records of each fetch are written under
-    a lock, so they stay contiguous and in one file.
+    Thread-safe: fetch threads may share one writer. The records of a fetch are built and
+    compressed without holding the writer's lock (zlib releases the GIL, so threads compress in
+    parallel) and appended under it with one ``write``, so they stay contiguous and in one file.
 
     Raises
     ------
@@ -242,7 +237,6 @@ class WarcWriter:
         self._file: _OpenFile | None = None
         self._lock = threading.Lock()
         self.compress_level = compress_level
-        self._writer = WARCWriter(None, gzip=False, warc_version=WARC_VERSION)
         self.files: list[str] = []
         """Paths of the files opened so far, in order."""
         self.records_written = 0
@@ -274,6 +268,7 @@ class WarcWriter:
         *,
         outlinks: list[str] | None = None,
         revisit_of: tuple[str, str] | None = None,
+        digest: str | None = None,
     ) -> WarcLocation | None:
         """Write the records of one fetch and return where its response (or revisit) record is.
 
@@ -288,6 +283,10 @@ class WarcWriter:
             ``(target_uri, warc_date)`` of the earlier capture with the same payload digest: a
             ``revisit`` record (identical-payload-digest profile, HTTP headers only) is written
             instead of a ``response``.
+        digest
+            ``payload_digest(result.raw_body)`` when the caller has computed it already (the fetch
+            worker needs it for ``content_digest``), so the body is hashed once less; computed
+            here when None. Not checked: pass the digest of exactly ``result.raw_body``.
 
         Returns
         -------
@@ -298,37 +297,56 @@ class WarcWriter:
         if result.status is None:
             return None
         with self._lock:
-            return self._write_fetch(result, outlinks, revisit_of)
+            if self._file is None:
+                self._open_next()
+            f = self._file
+        parts = self._build(result, outlinks, revisit_of, digest, f.warcinfo_id)
+        with self._lock:
+            if self._file is not f:  # rotated (or closed) meanwhile: rebuild for the new file
+                if self._file is None:
+                    self._open_next()
+                f = self._file
+                parts = self._build(result, outlinks, revisit_of, digest, f.warcinfo_id)
+            location = WarcLocation(f.name, f.size + len(parts[0]), len(parts[1]))
+            self._append(b"".join(parts), len(parts))
+            if f.size >= self.rotate_bytes:
+                self._close()
+            return location
 
-    def _write_fetch(
-        self, result: FetchResult, outlinks: list[str] | None, revisit_of: tuple[str, str] | None
-    ) -> WarcLocation:
-        if self._file is None:
-            self._open_next()
-        f = self._file
+    def _build(
+        self,
+        result: FetchResult,
+        outlinks: list[str] | None,
+        revisit_of: tuple[str, str] | None,
+        digest: str | None,
+        warcinfo_id: str,
+    ) -> list[bytes]:
+        """The gzip members of one fetch's records: request, response or revisit, [metadata]."""
         date = warc_date(result.started if result.started > 0 else self.clock())
         req_id, resp_id = self.record_id_maker(), self.record_id_maker()
-        digest = payload_digest(result.raw_body)
+        body = result.raw_body
+        if digest is None:
+            digest = payload_digest(body)
         common = [("WARC-Date", date), ("WARC-Target-URI", result.url)]
-        if f.warcinfo_id:
-            common.append(("WARC-Warcinfo-ID", f.warcinfo_id))
+        if warcinfo_id:
+            common.append(("WARC-Warcinfo-ID", warcinfo_id))
         if result.ip:
             common.append(("WARC-IP-Address", result.ip))
-        buf = io.BytesIO()
+        level = self.compress_level
 
-        request = self._record(
+        request_http = _http_block(_request_line(result), result.request_headers, request=True)
+        request = _record_bytes(
             "request",
-            [("WARC-Record-ID", req_id), *common, ("WARC-Concurrent-To", resp_id)],
-            _Latin1Headers(
-                _request_line(result), list(result.request_headers), is_http_request=True
-            ),
+            [("WARC-Record-ID", req_id), *common, ("WARC-Concurrent-To", resp_id),
+             ("WARC-Payload-Digest", _EMPTY_DIGEST)],
+            request_http,
             b"",
-        )
-        self._write(buf, request)
+        )  # fmt: skip
+        parts = [zlib.compress(request, level, 31)]  # 31: gzip container, one member per record
 
         statusline = f"{result.status} {result.reason or ''}".rstrip()
-        http = _Latin1Headers(
-            statusline, stored_response_headers(result), protocol=result.http_version or "HTTP/1.1"
+        http = _http_block(
+            f"{result.http_version or 'HTTP/1.1'} {statusline}", stored_response_headers(result)
         )
         resp_headers = [("WARC-Record-ID", resp_id), *common, ("WARC-Concurrent-To", req_id)]
         if revisit_of is not None:
@@ -339,64 +357,32 @@ class WarcWriter:
                 ("WARC-Refers-To-Date", refers_date),
                 ("WARC-Payload-Digest", digest),
             ]
-            response = self._record("revisit", resp_headers, http, b"")
+            response = _record_bytes("revisit", resp_headers, http, b"")
         else:
             truncated = _truncated(result)
             if truncated:
                 resp_headers.append(("WARC-Truncated", truncated))
             resp_headers.append(("WARC-Payload-Digest", digest))
-            response = self._record("response", resp_headers, http, result.raw_body)
-        resp_offset = buf.tell()
-        self._write(buf, response)
-        resp_length = buf.tell() - resp_offset
+            response = _record_bytes("response", resp_headers, http, body)
+        parts.append(zlib.compress(response, level, 31))
 
         if outlinks is not None:
             fields = [f"fetchTimeMs: {round(result.download_s * 1000)}"]
             fields += [f"outlink: {link}" for link in outlinks]
-            body = ("\r\n".join(fields) + "\r\n").encode("utf-8")
+            meta = ("\r\n".join(fields) + "\r\n").encode("utf-8")
             meta_headers = [
                 ("WARC-Record-ID", self.record_id_maker()),
                 *common,
                 ("WARC-Concurrent-To", resp_id),
+                ("WARC-Payload-Digest", payload_digest(meta)),
             ]
-            self._write(buf, self._record("metadata", meta_headers, None, body))
+            parts.append(
+                zlib.compress(_record_bytes("metadata", meta_headers, None, meta), level, 31)
+            )
 
-        data = buf.getvalue()
-        location = WarcLocation(f.name, f.size + resp_offset, resp_length)
-        self._append(data, 3 if outlinks is not None else 2)
-        if f.size >= self.rotate_bytes:
-            self._close()
-        return location
+        return parts
 
     # -- internals ----------------------------------------------------------------------------
-    def _record(
-        self,
-        rec_type: str,
-        warc_headers: list[tuple[str, str]],
-        http_headers: StatusAndHeaders | None,
-        payload: bytes,
-    ):
-        headers = StatusAndHeaders("", [("WARC-Type", rec_type), *warc_headers], WARC_VERSION)
-        if rec_type in ("metadata", "warcinfo"):
-            content_type = "application/warc-fields"
-        else:
-            content_type = RecordBuilder.WARC_RECORDS[rec_type]
-        # Built directly rather than with create_warc_record(), which constructs a record loader
-        # per call to sniff HTTP headers we already have.
-        record = ArcWarcRecord(
-            "warc", rec_type, headers, io.BytesIO(payload), http_headers, content_type, len(payload)
-        )
-        record.payload_length = len(payload)
-        self._writer.ensure_digest(record, block=False, payload=True)
-        return record
-
-    def _write(self, buf: io.BytesIO, record) -> None:
-        raw = io.BytesIO()
-        self._writer._write_warc_record(raw, record)
-        gz = zlib.compressobj(self.compress_level, zlib.DEFLATED, 31)  # 31: gzip container
-        buf.write(gz.compress(raw.getbuffer()))
-        buf.write(gz.flush())
-
     def _append(self, data: bytes, n_records: int) -> None:
         f = self._file
         try:
@@ -432,10 +418,64 @@ class WarcWriter:
             ("WARC-Filename", name),
             ("WARC-Date", warc_date(self.clock())),
         ]
-        buf = io.BytesIO()
-        self._write(buf, self._record("warcinfo", headers, None, body))
-        self._append(buf.getvalue(), 1)
+        record = _record_bytes("warcinfo", headers, None, body)
+        self._append(zlib.compress(record, self.compress_level, 31), 1)
         self._file.warcinfo_id = info_id
+
+
+_CONTENT_TYPES = {
+    "warcinfo": "application/warc-fields",
+    "metadata": "application/warc-fields",
+    "request": "application/http; msgtype=request",
+    "response": "application/http; msgtype=response",
+    "revisit": "application/http; msgtype=response",
+}
+_EMPTY_DIGEST = "sha1:" + base64.b32encode(hashlib.sha1(b"").digest()).decode("ascii")
+
+
+def _http_block(first_line: str, headers: list[tuple[str, str]], request: bool = False) -> bytes:
+    """The HTTP header block of a request/response record: the first line and header lines as
+    Latin-1 (the bytes ``http.client`` decoded) and the empty line; characters outside Latin-1 fall
+    back to warcio's RFC 8187 percent-encoding."""
+    text = first_line + "\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers) + "\r\n"
+    try:
+        return text.encode("latin-1")
+    except UnicodeEncodeError:
+        if request:
+            http = StatusAndHeaders(first_line, list(headers), is_http_request=True)
+        else:
+            protocol, _, statusline = first_line.partition(" ")
+            http = StatusAndHeaders(statusline, list(headers), protocol=protocol)
+        return http.to_ascii_bytes()
+
+
+def _record_bytes(
+    rec_type: str, warc_headers: list[tuple[str, str]], http: bytes | None, payload: bytes
+) -> bytes:
+    """One uncompressed WARC record: ``WARC/1.1``, ``WARC-Type``, the given header fields (which
+    carry ``WARC-Payload-Digest`` where one applies), ``WARC-Block-Digest`` (SHA-1 of the HTTP
+    header block and payload), ``Content-Type`` and ``Content-Length``, the block, and CRLF CRLF
+    (WARC 1.1 §4). The same bytes warcio's ``WARCWriter`` writes for these records, made without
+    its per-record objects, digest passes and stream copies; ``revisit`` records store the HTTP
+    headers only (WARC 1.1 §6.7.2)."""
+    if rec_type == "revisit":
+        payload = b""
+    sha = hashlib.sha1()
+    if http is not None:
+        sha.update(http)
+    sha.update(payload)
+    length = len(payload) + (len(http) if http is not None else 0)
+    lines = [f"{WARC_VERSION}\r\nWARC-Type: {rec_type}\r\n"]
+    lines += [f"{k}: {v}\r\n" for k, v in warc_headers]
+    lines.append(
+        f"WARC-Block-Digest: sha1:{base64.b32encode(sha.digest()).decode('ascii')}\r\n"
+        f"Content-Type: {_CONTENT_TYPES[rec_type]}\r\n"
+        f"Content-Length: {length}\r\n\r\n"
+    )
+    head = "".join(lines).encode("utf-8")
+    if http is None:
+        return b"".join((head, payload, b"\r\n\r\n"))
+    return b"".join((head, http, payload, b"\r\n\r\n"))
 
 
 # --- reading ---------------------------------------------------------------------------------------

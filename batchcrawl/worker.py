@@ -49,6 +49,11 @@ log = logging.getLogger(__name__)
 ROBOTS = object()
 
 _RETRY_STATUSES = frozenset({408, 425, 429})
+#: Outcomes that do not count as a host error (the host answered).
+_HOST_OK = frozenset(
+    {Outcome.OK, Outcome.TRUNCATED, Outcome.REDIRECT, Outcome.NOT_MODIFIED, Outcome.GONE,
+     Outcome.HTTP_ERROR}
+)  # fmt: skip
 
 
 def classify(result: FetchResult) -> Outcome:
@@ -109,6 +114,48 @@ class _KeyCache:
         if len(keys) > self._size:
             keys.popitem(last=False)
         return False
+
+
+class _CanonicalMemo:
+    """Memo of :func:`~batchcrawl.urls.canonicalize` for raw absolute outlink URLs: raw string ->
+    ``(url_key, canonical URL)``, or None when the URL is invalid.
+
+    A page's menu links repeat on every page of its host, so most outlinks were canonicalized
+    moments ago; a dict lookup replaces the WHATWG parse, the percent-encoding pass and the
+    hash. Bounded by two generations (the current one is retired when it holds ``size // 2``
+    entries; a hit in the old one is copied forward), an LRU approximation with O(1) work and no
+    lock: single dict reads and writes are atomic under the GIL and a lost update only costs a
+    recomputation, since canonicalization is a pure function.
+    """
+
+    __slots__ = ("_new", "_old", "_half")
+
+    def __init__(self, size: int) -> None:
+        self._new: dict[str, tuple[int, str] | None] = {}
+        self._old: dict[str, tuple[int, str] | None] = {}
+        self._half = max(1, size // 2)
+
+    def canonical(self, raw: str) -> tuple[int, str] | None:
+        """``(url_key(c), c)`` with ``c = canonicalize(raw)``, or None if ``raw`` is invalid."""
+        new = self._new
+        hit = new.get(raw, _MISS)
+        if hit is not _MISS:
+            return hit
+        hit = self._old.get(raw, _MISS)
+        if hit is _MISS:
+            try:
+                url = canonicalize(raw)
+                hit = (url_key(url), url)
+            except InvalidURL:
+                hit = None
+        if len(new) >= self._half:
+            self._old, self._new = new, {}
+            new = self._new
+        new[raw] = hit
+        return hit
+
+
+_MISS = object()
 
 
 @dataclass
@@ -172,6 +219,7 @@ class FetchWorker:
         self.robots = RobotsCache(cfg.robots, self.agent, clock=wall)
         self.filters = FilterChain.from_config(cfg.filters, seed_hosts, seed_domains)
         self.url_cache = _KeyCache(cfg.fetch.url_cache_size)
+        self._canonical = _CanonicalMemo(cfg.fetch.url_cache_size)
         self._digests: OrderedDict[str, tuple[str, str]] = OrderedDict()
         self._host_counts: dict[str, list[int]] = {}  # host -> [pages_fetched, errors]
         self._lock = threading.Lock()
@@ -348,9 +396,8 @@ class FetchWorker:
     def _fetch_loop(self, stop: threading.Event, deadline: float) -> None:
         wb = self.workbench
         while not stop.is_set():
-            with self._lock:
-                if self._pending <= 0:
-                    return
+            if self._pending <= 0:  # read without the lock: an int read is atomic
+                return
             wait = max(0.0, min(1.0, deadline - self.clock()))
             vs = wb.acquire_wait(wait, stop)
             if vs is None:
@@ -386,14 +433,14 @@ class FetchWorker:
                 continue
             t0 = time.thread_time()
             result = self.fetcher.fetch(item.url)
-            self._count("cpu_fetch_s", time.thread_time() - t0)
+            cpu_fetch_s = time.thread_time() - t0
             wb.release(vs, result.download_s if result.status is not None or result.ip else None)
             try:
-                self._process(item, result)
+                self._process(item, result, cpu_fetch_s)
             except Exception:  # a bug in one page's processing must not stop the shard
                 log.exception("processing %s failed", item.url)
                 self._record_failure(item, Outcome.NETWORK_ERROR, "internal")
-            self._done()
+                self._done()
 
     def _fetch_robots(self, vs) -> None:
         """Fetch robots.txt for ``vs.host`` (held by this thread), following redirects (RFC 9309
@@ -460,7 +507,10 @@ class FetchWorker:
             "shard": self.shard,
         }
 
-    def _process(self, item: FetchItem, result: FetchResult) -> None:
+    def _process(self, item: FetchItem, result: FetchResult, cpu_fetch_s: float = 0.0) -> None:
+        """Classify, archive, parse and extract the links of one fetch, then record it and mark it
+        done. The worker's lock is taken twice per page (URL cache; rows and counters), never per
+        link; parsing, canonicalization and the WARC write run unlocked."""
         outcome = classify(result)
         row = self._base_row(item, result.started or self.wall())
         row.update(
@@ -471,6 +521,8 @@ class FetchWorker:
             download_s=result.download_s,
         )
         found: list[tuple[str, str, bool]] = []  # (absolute url, tag, nofollow)
+        cpu_parse_s = 0.0
+        invalid = 0
         if result.status is not None:
             ctype = result.header("Content-Type")
             row["content_mime_type"] = mime_type(ctype)
@@ -483,57 +535,65 @@ class FetchWorker:
                     target = canonicalize(result.header("Location") or "", item.url)
                 except InvalidURL:
                     target = None
-                    self._count("links_invalid")
+                    invalid += 1
                 row["fetch_redirect"] = target
                 if target is not None:
                     found.append((target, "redirect", False))
             elif outcome in (Outcome.OK, Outcome.TRUNCATED):
                 t0 = time.thread_time()
                 page = parse_page(result.body, item.url, ctype, robots_agent=self.agent)
-                self._count("cpu_parse_s", time.thread_time() - t0)
+                cpu_parse_s = time.thread_time() - t0
                 row["content_charset"] = page.charset
                 row["robots_noindex"] = page.robots_noindex
                 row["robots_nofollow"] = page.robots_nofollow
                 found.extend((link.url, link.tag, link.nofollow) for link in page.links)
         t0 = time.thread_time()
-        links = self._links(item, found)
+        canonical, invalid_links = self._canonical_links(found)
+        invalid += invalid_links
         t1 = time.thread_time()
-        with self._lock:
-            if result.status is not None:
-                revisit = None
-                if outcome is Outcome.OK and row["content_length"]:
-                    revisit = self._digests.get(row["content_digest"])
-                loc = self._warc.write_fetch(
-                    result,
-                    outlinks=[u for u, _, _ in found] if found else None,
-                    revisit_of=revisit,
-                )
-                if loc is not None:
-                    row["warc_filename"] = loc.filename
-                    row["warc_record_offset"] = loc.offset
-                    row["warc_record_length"] = loc.length
-                if revisit is None and outcome is Outcome.OK and row["content_length"]:
-                    self._remember_digest(row["content_digest"], result)
-                else:
-                    self._out.counters["revisits"] += revisit is not None
-            self._out.fetched.append(row)
-            self._out.counters[outcome.value] += 1
-            self._count_host(
-                item.host,
-                error=outcome
-                not in (
-                    Outcome.OK,
-                    Outcome.TRUNCATED,
-                    Outcome.REDIRECT,
-                    Outcome.NOT_MODIFIED,
-                    Outcome.GONE,
-                    Outcome.HTTP_ERROR,
-                ),
+        revisit = None
+        if result.status is not None:
+            if outcome is Outcome.OK and row["content_length"]:
+                # OrderedDict.get is one atomic step under the GIL; a duplicate fetched by two
+                # threads at once is simply archived twice.
+                revisit = self._digests.get(digest)
+            loc = self._warc.write_fetch(
+                result,
+                outlinks=[u for u, _, _ in found] if found else None,
+                revisit_of=revisit,
+                digest=digest,
             )
-            self._emit_links(item, links)
+            if loc is not None:
+                row["warc_filename"] = loc.filename
+                row["warc_record_offset"] = loc.offset
+                row["warc_record_length"] = loc.length
+        t2 = time.thread_time()
+        with self._lock:  # BUbiNG's URL cache: which outlinks were not seen recently
+            seen = self.url_cache.seen
+            new = [link for link in canonical if not seen(link[0])]
+        links = self._scope_links(item, new) if new else []
+        t3 = time.thread_time()
+        with self._lock:
             counters = self._out.counters
-            counters["cpu_links_s"] += t1 - t0
-            counters["cpu_warc_s"] += time.thread_time() - t1
+            counters["links_cached"] += len(canonical) - len(new)
+            if invalid:
+                counters["links_invalid"] += invalid
+            if result.status is not None:
+                if revisit is None and outcome is Outcome.OK and row["content_length"]:
+                    self._remember_digest(digest, result)
+                else:
+                    counters["revisits"] += revisit is not None
+            self._out.fetched.append(row)
+            counters[outcome.value] += 1
+            self._count_host(item.host, error=outcome not in _HOST_OK)
+            self._emit_links(item, links)
+            self._pending -= 1
+            if self._pending <= 0:
+                self.workbench.wakeup()
+            counters["cpu_fetch_s"] += cpu_fetch_s
+            counters["cpu_parse_s"] += cpu_parse_s
+            counters["cpu_links_s"] += (t1 - t0) + (t3 - t2)
+            counters["cpu_warc_s"] += t2 - t1
 
     def _remember_digest(self, digest: str, result: FetchResult) -> None:
         from batchcrawl.warc import warc_date
@@ -546,26 +606,30 @@ class FetchWorker:
         with self._lock:
             self._out.counters[name] += n
 
-    def _links(self, item: FetchItem, found: list[tuple[str, str, bool]]):
-        """Canonicalize and scope-check outlinks: ``[(key, url, host, domain, tag, nofollow,
-        reason)]`` for links not in the URL cache."""
+    def _canonical_links(
+        self, found: list[tuple[str, str, bool]]
+    ) -> tuple[list[tuple[int, str, str, bool]], int]:
+        """Canonicalize outlinks through the memo: ``[(key, url, tag, nofollow)]`` and the number
+        of invalid ones."""
+        memo = self._canonical.canonical
         out = []
-        cache = self.url_cache
+        invalid = 0
+        for raw, tag, nofollow in found:
+            hit = memo(raw)
+            if hit is None:
+                invalid += 1
+            else:
+                out.append((hit[0], hit[1], tag, nofollow))
+        return out, invalid
+
+    def _scope_links(self, item: FetchItem, new: list[tuple[int, str, str, bool]]):
+        """Scope-check outlinks not in the URL cache: ``[(key, url, host, domain, tag, nofollow,
+        reason, hops_out)]``."""
+        out = []
         depth = item.depth + 1
         check = self.filters.check
         hops = self.filters.hops_out
-        for raw, tag, nofollow in found:
-            try:
-                url = canonicalize(raw)
-            except InvalidURL:
-                self._count("links_invalid")
-                continue
-            key = url_key(url)
-            with self._lock:
-                seen = cache.seen(key)
-            if seen:
-                self._count("links_cached")
-                continue
+        for key, url, tag, nofollow in new:
             host = host_of(url)
             domain = domain_of(host)
             hops_out = hops(host, domain, item.hops_out)
