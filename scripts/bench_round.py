@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         steps.update(s["seconds_by_step"])
     round_wall = sum(s["elapsed_s"] for s in summaries) or 1.0
     fetch_s = steps["fetch"]
-    bound = web.politeness_bound(fetch_s, args.host_delay_s)
+    bound = web.politeness_bound(fetch_s, max(args.host_delay_s, 1e-9))  # D = 0: no host cap
     pages = sum(s["pages"] for s in summaries)
     print(json.dumps({
         "pages": pages,
@@ -156,8 +156,8 @@ def main(argv: list[str] | None = None) -> int:
         "distinct_pages": distinct,
         "distinct_pages_per_s": round(distinct / seconds, 1),
         "politeness_violations": len(violations),
-        "politeness_bound": bound,
-        "bound_share": round(distinct / bound, 3) if bound else None,
+        "politeness_bound": bound if args.host_delay_s > 0 else None,
+        "bound_share": round(distinct / bound, 3) if bound and args.host_delay_s > 0 else None,
         "peak_rss_mb": round(sampler.peak / 2**20, 1),
         "fetch_share": round(fetch_s / round_wall, 3),
         "seconds_by_step": {k: round(v, 2) for k, v in steps.items()},
