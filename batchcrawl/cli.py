@@ -438,7 +438,7 @@ def _parse_rounds(text: str) -> tuple[int, int]:
 
 
 @main.command()
-@click.argument("crawl_url", metavar="CRAWL", default="batchcrawl-demo")
+@click.argument("crawl_url", metavar="CRAWL", required=False)
 @click.option("--hosts", type=click.IntRange(min=2), default=20, show_default=True)
 @click.option("--pages", type=click.IntRange(min=2), default=800, show_default=True)
 @click.option("--rounds", type=click.IntRange(min=1), default=4, show_default=True)
@@ -447,12 +447,15 @@ def demo(crawl_url, hosts, pages, rounds, sets) -> None:
     """Crawl a local multi-host sample web on loopback and show the result.
 
     Starts a sample web (robots.txt variants, redirects, dead links, duplicates, a spider trap) on
-    127.0.0.1, creates the crawl CRAWL (default ./batchcrawl-demo; never overwritten), runs up to
+    127.0.0.1, creates the crawl CRAWL (default ./batchcrawl-demo, or -2, -3 ... if taken; never
+    overwritten), runs up to
     --rounds rounds on a local Dask cluster, then shows status counts, top hosts and fetch errors
     through `batchcrawl sql`. Nothing leaves this machine.
     """
-    from batchcrawl.demo import run_demo
+    from batchcrawl.demo import fresh_demo_dir, run_demo
     from batchcrawl.progress import RoundProgress
+
+    crawl_url = crawl_url or fresh_demo_dir()
 
     with RoundProgress(enabled=sys.stderr.isatty()) as progress:
         result = run_demo(

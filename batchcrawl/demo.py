@@ -9,6 +9,7 @@ The rounds run on the embedded default: a ``distributed.LocalCluster`` and a loc
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -34,6 +35,15 @@ DEMO_SETTINGS: dict[str, dict[str, Any]] = {
 
 #: Named queries shown at the end.
 DEMO_QUERIES = ("status-counts", "top-hosts", "fetch-errors")
+
+
+def fresh_demo_dir(base: str = "batchcrawl-demo") -> str:
+    """``base``, or ``base-2``, ``base-3`` ... : the first name that does not exist yet."""
+    name, n = base, 1
+    while os.path.exists(name):
+        n += 1
+        name = f"{base}-{n}"
+    return name
 
 
 def demo_config(sets: tuple[str, ...] = ()) -> Config:
