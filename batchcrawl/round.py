@@ -146,12 +146,16 @@ class ShardActor:
         hosts = crawl.write_table("hosts", hosts_path(generation, self.shard),
                                   sorted(self.known_hosts.values(), key=lambda r: r["host"]))  # fmt: skip
         counters = dict(run.counters)
+        # outcomes from the rows themselves: the worker's counters also hold robots.txt states
+        # whose names can equal an outcome's (``robots_unavailable``)
+        outcomes = Counter(row["outcome"] for row in run.fetched)
         return {
             "shard": self.shard,
             "fetched": fetched,
             "links": links,
             "hosts": hosts,
             "counters": counters,
+            "outcomes": dict(outcomes),
             "unfetched": len(run.unfetched),
             "seconds": time.monotonic() - started,
             "fetch_seconds": run.seconds,
@@ -336,10 +340,11 @@ class Crawler:
         on_step("commit")
         t0 = time.monotonic()
         counters: Counter = Counter()
+        by_outcome: Counter = Counter()
         for r in shard_results:
             counters.update(r["counters"])
-        outcomes = {k: int(v) for k, v in sorted(counters.items())
-                    if k in _OUTCOMES and v}  # fmt: skip
+            by_outcome.update(r["outcomes"])
+        outcomes = {k: int(v) for k, v in sorted(by_outcome.items()) if v}
         pages = sum(v for k, v in outcomes.items() if k in _RESPONSE_OUTCOMES)
         summary = {
             "step": "round",
@@ -401,10 +406,6 @@ class Crawler:
         return [results[s] for s in sorted(results)]
 
 
-_OUTCOMES = frozenset(
-    ("ok", "truncated", "redirect", "not_modified", "gone", "http_error", "server_error",
-     "network_error", "dns_error", "robots_denied", "robots_unavailable", "refused")
-)  # fmt: skip
 _RESPONSE_OUTCOMES = frozenset(
     ("ok", "truncated", "redirect", "not_modified", "gone", "http_error", "server_error")
 )
@@ -428,6 +429,9 @@ def dask_client(cfg: Config, scheduler: str | None = None) -> Iterator[Any]:
             processes=True,
             host="127.0.0.1",
             dashboard_address=None,
+            # no dashboard, but the scheduler's HTTP server still listens: on loopback, on an
+            # ephemeral port (its default is the fixed :8787 on every interface)
+            scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
             silence_logs=logging.WARNING,
         ) as cluster,
         Client(cluster) as client,

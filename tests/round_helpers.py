@@ -1,0 +1,309 @@
+"""Helpers for the round integration tests (test_round, test_crash, test_distributed,
+test_pydoc_crawl): a small sample web served on loopback, a crawl builder, checks over the server
+log (robots.txt first, politeness gaps), checks over committed generations, process-tree helpers,
+and a round runner that can kill itself at a chosen step (run as a script).
+
+Script use::
+
+    python tests/round_helpers.py CRAWL ROUNDS [KILL_AT] [--scheduler ADDRESS]
+
+runs up to ``ROUNDS`` rounds of ``CRAWL`` with the config in its ``crawl.toml`` (embedded
+LocalCluster unless ``--scheduler``), printing each round's JSON summary on stdout. With
+``KILL_AT`` (one of :data:`KILL_POINTS`) the process SIGKILLs itself when
+:func:`batchcrawl.round.run_rounds` reports that step starting (``on_step``), in the last round.
+It prints ``STEP <name>`` (flushed) as each step starts, so a test can also kill it from outside.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from batchcrawl.config import Config, loopback_test_config, to_toml  # noqa: E402
+from batchcrawl.crawldir import CrawlDir, Manifest  # noqa: E402
+from batchcrawl.webserver import MultiHostServer, RequestLogEntry  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+#: Steps of a round, in order, as ``run_rounds(on_step=...)`` reports them.
+KILL_POINTS = ("generate", "fetch", "update", "commit")
+#: Clock tolerance of the politeness checks, seconds: the server stamps a request when its head is
+#: read, the crawler times its delay from the end of the previous response, so a true gap is never
+#: shorter than the delay; this only absorbs the millisecond rounding of the log.
+GAP_SLACK_S = 0.002
+
+
+# -- configuration and crawl building ---------------------------------------------------------------
+def round_config(**overrides: dict[str, Any]) -> Config:
+    """Loopback-only config for round tests: 2 shards on 2 worker processes, host delay 0.05 s,
+    no IP delay and 8 fetches at once per IP (every ``*.test`` host is on 127.0.0.1), short
+    timeouts, Crawl-delay honoured up to 0.3 s. ``overrides``: ``{section: {key: value}}``."""
+    cfg = loopback_test_config(
+        politeness={
+            "host_delay_s": 0.05,
+            "ip_delay_s": 0.0,
+            "ip_concurrency": 8,
+            "max_crawl_delay_s": 0.3,
+        },
+        fetch={
+            "shards": 2,
+            "threads": 4,
+            "connect_timeout_s": 2.0,
+            "read_timeout_s": 2.0,
+            "total_timeout_s": 5.0,
+            "time_limit_s": 120.0,
+        },
+        frontier={"buckets": 4},
+        round={"workers": 2, "threads_per_worker": 1},
+    )
+    return cfg.replace(**overrides) if overrides else cfg
+
+
+def new_crawl(path: str | os.PathLike, cfg: Config, seeds: Iterable[str]) -> CrawlDir:
+    """Create a crawl at ``path`` with ``cfg`` as its ``crawl.toml`` and inject ``seeds``."""
+    from batchcrawl.inject import inject
+
+    crawl = CrawlDir.create(str(path), to_toml(cfg), buckets=cfg.frontier.buckets)
+    inject(crawl, cfg, list(seeds))
+    return crawl
+
+
+def sample_web(**kwargs: Any):
+    """A small :class:`~batchcrawl.sampleweb.SampleWeb` without the spider trap: 6 hosts, 90
+    pages, 2 KB bodies, 20 links a page, extras (redirects, dead links, files) on host 1."""
+    from batchcrawl.sampleweb import SampleWeb
+
+    args: dict[str, Any] = {
+        "hosts": 6,
+        "pages": 90,
+        "seed": 7,
+        "trap": False,
+        "page_bytes": 2000,
+        "links_per_page": 20,
+        "menu_links": 5,
+        "extras_every": 10,
+    }
+    args.update(kwargs)
+    return SampleWeb(**args)
+
+
+@contextmanager
+def serve(app: Any) -> Iterator[MultiHostServer]:
+    """Serve ``app`` on 127.0.0.1 (ephemeral port); binds the app to the port if it can."""
+    server = MultiHostServer(app)
+    server.start()
+    try:
+        if hasattr(app, "bind"):
+            app.bind(server.port)
+        yield server
+    finally:
+        server.stop()
+
+
+# -- what the crawl holds ---------------------------------------------------------------------------
+def frontier_rows(crawl: CrawlDir, generation: int | None = None) -> list[dict[str, Any]]:
+    """Every frontier row of a committed generation (default: the current one)."""
+    manifest = crawl.manifest(generation)
+    entries = manifest.tables.get("frontier", ())
+    if not entries:
+        return []
+    return crawl.read_table("frontier", list(entries)).to_pylist()
+
+
+def fetched_rows(crawl: CrawlDir, generation: int | None = None) -> list[dict[str, Any]]:
+    """Every fetch attempt recorded by the committed generation (default: the current one)."""
+    entries = crawl.manifest(generation).tables.get("fetched", ())
+    return crawl.read_table("fetched", list(entries)).to_pylist() if entries else []
+
+
+def orphan_table_rows(crawl: CrawlDir, table: str, round: int) -> list[dict[str, Any]]:
+    """Rows of the uncommitted ``TABLE/round=R/*.parquet`` files a dead round left behind."""
+    import pyarrow.parquet as pq
+
+    folder = Path(crawl.path(f"{table}/round={round}"))
+    rows: list[dict[str, Any]] = []
+    for file in sorted(folder.rglob("*.parquet")) if folder.is_dir() else ():
+        rows += pq.read_table(file).to_pylist()
+    return rows
+
+
+def read_every_file(crawl: CrawlDir, manifest: Manifest) -> int:
+    """Read every table file ``manifest`` names (all rows, all columns); returns the row count.
+
+    Raises whatever the Parquet reader raises on a missing or torn file.
+    """
+    total = 0
+    for table, entries in manifest.tables.items():
+        for entry in entries:
+            t = crawl.read_table(table, [entry])
+            assert t.num_rows == entry.rows, (table, entry.path, t.num_rows, entry.rows)
+            total += t.num_rows
+    return total
+
+
+# -- server-log checks ------------------------------------------------------------------------------
+def by_host(entries: Iterable[RequestLogEntry]) -> dict[str, list[RequestLogEntry]]:
+    """Log entries grouped per host, each list in arrival order."""
+    out: dict[str, list[RequestLogEntry]] = defaultdict(list)
+    for e in entries:
+        out[e.host].append(e)
+    for lst in out.values():
+        lst.sort(key=lambda e: e.t_ms)
+    return dict(out)
+
+
+def robots_not_first(entries: Iterable[RequestLogEntry]) -> list[str]:
+    """Hosts whose first request in the log is not ``/robots.txt`` (RFC 9309 §2.4)."""
+    return [h for h, lst in by_host(entries).items() if lst[0].path.split("?")[0] != "/robots.txt"]
+
+
+def politeness_violations(
+    entries: Iterable[RequestLogEntry],
+    delay_of: Callable[[str], float],
+    slack_s: float = GAP_SLACK_S,
+) -> list[tuple[str, str, str, float, float]]:
+    """Pairs of consecutive requests to one host closer than ``delay_of(host)`` seconds.
+
+    Every request counts, robots.txt included. Returns ``(host, path_a, path_b, gap_s, delay_s)``
+    tuples (empty: polite).
+    """
+    bad = []
+    for host, lst in by_host(entries).items():
+        delay = delay_of(host)
+        for a, b in zip(lst, lst[1:], strict=False):
+            gap = (b.t_ms - a.t_ms) / 1000.0
+            if gap + slack_s < delay:
+                bad.append((host, a.path, b.path, round(gap, 4), delay))
+    return bad
+
+
+def sample_delay(web: Any, cfg: Config) -> Callable[[str], float]:
+    """The least gap a polite crawler keeps on each host of a SampleWeb: ``host_delay_s`` raised
+    by the host's ``Crawl-delay`` up to ``max_crawl_delay_s``."""
+    pol = cfg.politeness
+
+    def delay(host: str) -> float:
+        crawl_delay = web.crawl_delay(host) or 0.0
+        return max(pol.host_delay_s, min(crawl_delay, pol.max_crawl_delay_s))
+
+    return delay
+
+
+# -- processes --------------------------------------------------------------------------------------
+def process_tree(pid: int) -> list[int]:
+    """Pids of ``pid``'s descendants (children, grandchildren, ...)."""
+    import psutil
+
+    try:
+        return [p.pid for p in psutil.Process(pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def alive(pids: Iterable[int]) -> list[int]:
+    """The pids of ``pids`` that still run (zombies count as gone)."""
+    import psutil
+
+    out = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                out.append(pid)
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+def wait_gone(pids: Iterable[int], timeout_s: float) -> list[int]:
+    """Wait until every pid of ``pids`` has exited (or ``timeout_s``); returns those still alive."""
+    import psutil
+
+    procs = []
+    for pid in pids:
+        try:
+            procs.append(psutil.Process(pid))
+        except psutil.NoSuchProcess:
+            pass
+    _, still = psutil.wait_procs(procs, timeout=timeout_s)
+    return alive(p.pid for p in still)
+
+
+def kill_all(pids: Iterable[int]) -> None:
+    """SIGKILL each pid still alive (cleanup after a failed test)."""
+    for pid in alive(pids):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def helper_command(crawl_url: str, rounds: int, kill_at: str | None = None, *extra: str) -> list:
+    """argv running this file as the round-runner script."""
+    args = [sys.executable, str(Path(__file__).resolve()), crawl_url, str(rounds)]
+    return args + ([kill_at] if kill_at else []) + list(extra)
+
+
+def cli_command(*args: Any) -> list[str]:
+    """argv running ``batchcrawl`` (``python -m batchcrawl.cli``) with ``args``."""
+    return [sys.executable, "-m", "batchcrawl.cli", *(str(a) for a in args)]
+
+
+def subprocess_env() -> dict[str, str]:
+    """The environment for crawl subprocesses: the repository first on ``PYTHONPATH``, and no
+    ``BATCHCRAWL_*`` variable of the caller leaking into the crawl's config."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BATCHCRAWL_")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    return env
+
+
+# -- the script -------------------------------------------------------------------------------------
+def main(argv: list[str]) -> int:
+    """Run rounds of a crawl, optionally SIGKILLing this process at a step (see module doc)."""
+    import argparse
+
+    from batchcrawl.cli import load_crawl_config
+    from batchcrawl.errors import NothingDue
+    from batchcrawl.round import run_rounds
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("crawl")
+    ap.add_argument("rounds", type=int)
+    ap.add_argument("kill_at", nargs="?", choices=KILL_POINTS)
+    ap.add_argument("--scheduler", default=None)
+    args = ap.parse_args(argv)
+    crawl = CrawlDir.open(args.crawl)
+    cfg = load_crawl_config(crawl, environ={})
+    state = {"round": 0}
+
+    def on_step(step: str) -> None:
+        if step == "generate":
+            state["round"] += 1
+        print(f"STEP {step} {state['round']} {time.time():.3f}", flush=True)
+        if step == args.kill_at and state["round"] == args.rounds:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def on_round(summary: dict[str, Any]) -> None:
+        print(json.dumps(summary, default=str), flush=True)
+
+    try:
+        run_rounds(
+            crawl.url, cfg, args.rounds, scheduler=args.scheduler, on_round=on_round,
+            on_step=on_step,
+        )  # fmt: skip
+    except NothingDue:
+        print("NOTHING_DUE", flush=True)
+        return 75
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
