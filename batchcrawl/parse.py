@@ -268,12 +268,25 @@ def _extract(root: etree._Element, page_url: str, page: ParsedPage, agent: str) 
     seen: dict[str, Link] = {}
     links = page.links
     all_nofollow = page.robots_nofollow
+    origin: str | None = ""  # "" = not computed yet; None = base unusable for the memo
     for tag, href, nofollow, text in raw:
         if not href.strip():
             dropped["empty"] = dropped.get("empty", 0) + 1
             continue
+        # The memo holds path-absolute and absolute http(s) references, whose resolution depends
+        # only on the base's origin (or not on the base at all): see _JoinMemo.
+        key = None
+        path_absolute = href[:1] == "/" and href[1:2] not in _NOT_PATH_ABSOLUTE
+        if path_absolute or href.startswith(("http://", "https://")):
+            if origin == "":
+                try:
+                    origin = ada_url.join_url(base, "/")
+                except ValueError:  # an invalid base: join_url raises for every reference
+                    origin = None
+            if origin is not None:
+                key = "\x00" + origin + href if path_absolute else href
         try:
-            absolute = ada_url.join_url(base, href)
+            absolute = _JOINS.join(key, base, href) if key else ada_url.join_url(base, href)
         except ValueError:
             dropped["invalid"] = dropped.get("invalid", 0) + 1
             continue
@@ -289,6 +302,53 @@ def _extract(root: etree._Element, page_url: str, page: ParsedPage, agent: str) 
         link = Link(absolute, tag, nofollow, text)
         seen[absolute] = link
         links.append(link)
+
+
+class _JoinMemo:
+    """Memo of ``ada_url.join_url`` for references whose result does not depend on the base's path.
+
+    Menu links repeat on every page of a site, and resolving a reference (a WHATWG parse through
+    cffi) costs more than the rest of a link's extraction. Two kinds of reference are memoized:
+
+    * absolute ``http://``/``https://`` references: the "special authority slashes" state of the
+      URL Standard's basic URL parser never reads the base, so the key is the reference itself;
+    * path-absolute references (``/a/b?q``, second character not ``/``, ``\\``, tab or newline):
+      "relative slash state" takes only the base's scheme, credentials, host and port, so the key
+      is ``join_url(base, "/")`` (exactly that serialization) and the reference.
+
+    Path-absolute keys start with NUL and absolute ones with ``http``, so the kinds never share a
+    key; in the first kind the origin ends at the first ``/`` after ``://`` (WHATWG
+    percent-encodes ``/`` in credentials), so a key names one (origin, reference) pair. Invalid
+    references raise ``ValueError`` each time (not memoized).
+    Bounded by two generations of ``size // 2`` entries; no lock (single dict operations are
+    atomic under the GIL; a lost update only costs a recomputation).
+    """
+
+    __slots__ = ("_new", "_old", "_half")
+
+    def __init__(self, size: int) -> None:
+        self._new: dict[str, str] = {}
+        self._old: dict[str, str] = {}
+        self._half = max(1, size // 2)
+
+    def join(self, key: str, base: str, href: str) -> str:
+        """``ada_url.join_url(base, href)``, memoized under ``key``; raises ``ValueError`` as it."""
+        new = self._new
+        hit = new.get(key)
+        if hit is not None:
+            return hit
+        hit = self._old.get(key)
+        if hit is None:
+            hit = ada_url.join_url(base, href)
+        if len(new) >= self._half:
+            self._old, self._new = new, {}
+            new = self._new
+        new[key] = hit
+        return hit
+
+
+_NOT_PATH_ABSOLUTE = frozenset({"/", "\\", "\t", "\n", "\r", ""})
+_JOINS = _JoinMemo(1 << 16)
 
 
 def _anchor_text(el: etree._Element, parts: list[str]) -> str:
