@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from batchcrawl.config import Config
-from batchcrawl.errors import InvalidURL
+from batchcrawl.errors import ConfigError, InvalidURL
 from batchcrawl.fetcher import Fetcher
 from batchcrawl.filters import FilterChain
 from batchcrawl.parse import parse_page
@@ -193,6 +193,11 @@ class FetchWorker:
         The seeds' hosts and pay-level domains, for the scope filters (``filters.seed_scope``).
     clock
         Monotonic clock in seconds (politeness); ``wall`` the wall clock (timestamps).
+
+    Raises
+    ------
+    ConfigError
+        ``fetch.warc_compress_level`` is not an integer from 0 to 9.
     """
 
     def __init__(
@@ -206,6 +211,12 @@ class FetchWorker:
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
     ) -> None:
+        level = cfg.fetch.warc_compress_level
+        if isinstance(level, bool) or not isinstance(level, int) or not 0 <= level <= 9:
+            raise ConfigError(
+                f"fetch.warc_compress_level = {level!r}: expected an integer from 0 (stored) "
+                "to 9 (smallest); 1 is the fastest that compresses"
+            )
         self.cfg = cfg
         self.shard = shard
         self.fs = fs
@@ -317,6 +328,7 @@ class FetchWorker:
             self.fs, f"warc/round={round}", f"shard={self.shard:02d}",
             self.cfg.fetch.warc_rotate_bytes, self.cfg.crawl.user_agent,
             warcinfo_fields={"robots": "classic", "isPartOf": self.cfg.crawl.name or "batchcrawl"},
+            compress_level=self.cfg.fetch.warc_compress_level,
         )  # fmt: skip
         pending = self._enqueue(items)
         self._pending = pending

@@ -5,7 +5,7 @@ measured here is the worker's alone. The worker fetches every page of the web wi
 ``host_delay_s = 0`` (20 KB HTML pages with 60 links each by default) and prints one JSON line::
 
     {"pages", "seconds", "pages_per_s", "cpu_ms_per_page", "fetch_ms", "parse_ms", "links_ms",
-     "warc_ms", "threads"}
+     "warc_ms", "warc_bytes_per_page", "threads", "warc_compress_level"}
 
 ``cpu_ms_per_page`` is the worker process's CPU time (all threads) per page that got a response;
 ``fetch_ms``/``parse_ms``/``links_ms``/``warc_ms`` split the fetch threads' CPU time by phase.
@@ -55,17 +55,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hosts", type=int, default=50)
     ap.add_argument("--pages", type=int, default=5000)
     ap.add_argument("--threads", type=int, default=8)
+    ap.add_argument(
+        "--warc-compress-level",
+        type=int,
+        default=None,
+        help="fetch.warc_compress_level (default: the config default)",
+    )
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
 
     proc, info = start_server(args.hosts, args.pages, args.seed)
     try:
         web = SampleWeb(args.hosts, args.pages, seed=args.seed, trap=False).bind(info["port"])
+        level = {}
+        if args.warc_compress_level is not None:
+            level = {"warc_compress_level": args.warc_compress_level}
         cfg = loopback_test_config(
             politeness={"host_delay_s": 0.0, "ip_delay_s": 0.0, "adaptive_delay_factor": 0.0,
                         "max_crawl_delay_s": 0.0,
                         "ip_concurrency": args.threads},
-            fetch={"threads": args.threads},
+            fetch={"threads": args.threads, **level},
             filters={"seed_scope": "none"},
         )  # fmt: skip
         items = []
@@ -81,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
             run = worker.run(items, round=1)
             cpu, seconds = time.process_time() - cpu0, time.perf_counter() - t0
             worker.close()
+            warc_bytes = sum(fs.size(name) for name in run.warc_files)
         pages = sum(1 for r in run.fetched if r.get("fetch_status") is not None)
         c = run.counters
         per = 1000.0 / max(pages, 1)
@@ -93,7 +103,9 @@ def main(argv: list[str] | None = None) -> int:
             "parse_ms": round(c["cpu_parse_s"] * per, 3),
             "links_ms": round(c["cpu_links_s"] * per, 3),
             "warc_ms": round(c["cpu_warc_s"] * per, 3),
+            "warc_bytes_per_page": round(warc_bytes / max(pages, 1)),
             "threads": args.threads,
+            "warc_compress_level": cfg.fetch.warc_compress_level,
         }))  # fmt: skip
     finally:
         proc.kill()
