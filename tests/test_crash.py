@@ -1,0 +1,164 @@
+"""Crash safety of a round (issue 5.3; DESIGN §3 "Atomic rounds"): a process running a round on
+its embedded LocalCluster is SIGKILLed at the start of generate, fetch, update and commit (by its
+own ``on_step`` hook) and in the middle of fetching (by the web server, when the dead round's first
+page request arrives); then the round is rerun.
+
+After each kill: the last committed generation is whole (every file it names reads back with its
+row count); the killed process's whole process group (its LocalCluster nannies and workers) is gone;
+the rerun fetches every URL the dead round's fetch lists leased; and no two requests to one host,
+the dead round's included, are closer than the host delay -- the dead round's last requests were
+never persisted, so only the rerun's cool-down (a full delay per host before its first request)
+keeps that. The host delay (2.5 s) is longer than the time from the kill to the rerun's first
+request, so a rerun without the cool-down breaks it (checked by hand by disabling
+``FetchWorker.cool_down``).
+
+The rerun runs on a long-lived LocalCluster of the test process (a fresh :class:`Crawler`, as a
+new ``batchcrawl round`` would start), so it starts within a second of the kill.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+
+import psutil
+import pytest
+from round_helpers import (
+    fetched_rows,
+    helper_command,
+    new_crawl,
+    orphan_table_rows,
+    politeness_violations,
+    read_every_file,
+    robots_not_first,
+    round_config,
+    sample_web,
+    serve,
+    subprocess_env,
+    wait_gone,
+)
+
+from batchcrawl.crawldir import CrawlDir
+from batchcrawl.round import Crawler, dask_client
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+
+DELAY_S = 2.5
+KILLS = ("generate", "fetch", "mid-fetch", "update", "commit")
+
+
+def crash_config():
+    """Every host gets the same delay (Crawl-delay capped at it); one URL per host per round."""
+    return round_config(
+        politeness={"host_delay_s": DELAY_S, "max_crawl_delay_s": DELAY_S},
+        generate={"max_urls_per_host": 1},
+    )
+
+
+@pytest.fixture(scope="module")
+def client():
+    """A LocalCluster of the test process, for the rounds before the crash and the reruns."""
+    with dask_client(crash_config()) as c:
+        yield c
+
+
+class KillOnPage:
+    """The SampleWeb, plus: SIGKILL process ``pid`` when the first page (not robots.txt) request
+    arrives after :meth:`arm` -- the killed round is then in the middle of fetching."""
+
+    def __init__(self, web) -> None:
+        self.web = web
+        self.pid: int | None = None
+        self.fired = threading.Event()
+        self._lock = threading.Lock()
+
+    def arm(self, pid: int) -> None:
+        self.pid = pid
+
+    def bind(self, port: int):
+        self.web.bind(port)
+        return self
+
+    def __call__(self, host, path, headers):
+        with self._lock:
+            if self.pid is not None and path != "/robots.txt" and not self.fired.is_set():
+                os.kill(self.pid, signal.SIGKILL)
+                self.fired.set()
+        return self.web(host, path, headers)
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live processes (zombies excluded) in process group ``pgid``."""
+    out = []
+    for p in psutil.process_iter(["pid", "status"]):
+        try:
+            if os.getpgid(p.pid) == pgid and p.info["status"] != psutil.STATUS_ZOMBIE:
+                out.append(p.pid)
+        except (ProcessLookupError, psutil.NoSuchProcess):
+            pass
+    return out
+
+
+@pytest.mark.parametrize("kill_at", KILLS)
+def test_sigkilled_round_is_rerun_whole_and_polite(kill_at, client, tmp_path):
+    web = sample_web(hosts=4, pages=12, zipf_exponent=0.0, extras_every=0, links_per_page=6,
+                     menu_links=3)  # fmt: skip
+    app = KillOnPage(web)
+    cfg = crash_config()
+    with serve(app) as server:
+        crawl = new_crawl(tmp_path / "crawl", cfg, web.seeds())
+        first = Crawler(crawl.url, client)
+        try:
+            first.run_round(cfg)  # round 1: committed, its host state persisted
+        finally:
+            first.close_actors()
+        before = crawl.manifest()
+        assert before.round == 1
+        step = None if kill_at == "mid-fetch" else kill_at
+        proc = subprocess.Popen(
+            helper_command(crawl.url, 1, step), stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, env=subprocess_env(), start_new_session=True,
+        )  # fmt: skip
+        try:
+            if kill_at == "mid-fetch":
+                app.arm(proc.pid)
+            out, err = proc.communicate(timeout=120)
+            assert proc.returncode == -signal.SIGKILL, (out, err[-3000:])
+            steps = [line.split()[1] for line in out.splitlines() if line.startswith("STEP ")]
+            assert steps[-1] == ("fetch" if kill_at == "mid-fetch" else kill_at), out
+            # -- the last committed generation is intact ----------------------------------------
+            crawl = CrawlDir.open(crawl.url)
+            assert crawl.manifest().generation == before.generation
+            assert read_every_file(crawl, crawl.manifest()) == read_every_file(crawl, before)
+            leased = {r["url"] for r in orphan_table_rows(crawl, "fetchlists", 2)}
+            if kill_at == "generate":
+                assert leased == set()
+            else:
+                assert leased, "the dead round wrote its fetch lists"
+            # -- rerun at once --------------------------------------------------------------------
+            rerun = Crawler(crawl.url, client)
+            try:
+                summary = rerun.run_round(cfg)
+            finally:
+                rerun.close_actors()
+            entries = server.log.entries()
+            leftovers = wait_gone(group_members(proc.pid), timeout_s=10)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            for pid in group_members(proc.pid):
+                os.kill(pid, signal.SIGKILL)
+    assert leftovers == [], "LocalCluster processes outlived the killed round"
+    assert summary["round"] == 2 and summary["rerun_after_crash"] == (kill_at != "generate")
+    after = crawl.manifest()
+    assert after.generation == before.generation + 1 and after.round == 2
+    read_every_file(crawl, after)
+    fetched_again = {f["url"] for f in fetched_rows(crawl) if f["round"] == 2}
+    assert leased <= fetched_again, f"leased by the dead round, lost: {leased - fetched_again}"
+    if kill_at == "mid-fetch":
+        assert app.fired.is_set()
+    assert robots_not_first(entries) == []
+    assert politeness_violations(entries, lambda host: DELAY_S) == []
