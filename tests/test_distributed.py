@@ -1,0 +1,168 @@
+"""Distributed for real (issue 5.6; DESIGN §7): a ``dask scheduler`` and two ``dask worker``
+processes on loopback, rounds run through ``batchcrawl crawl --scheduler ADDRESS`` until nothing is
+due, and the same frontier (URL set and statuses) as an embedded-LocalCluster crawl of the same web.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+
+import pytest
+from round_helpers import (
+    cli_command,
+    frontier_rows,
+    new_crawl,
+    politeness_violations,
+    robots_not_first,
+    round_config,
+    sample_delay,
+    sample_web,
+    serve,
+    subprocess_env,
+)
+
+from batchcrawl.crawldir import CrawlDir
+from batchcrawl.round import run_rounds
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+MAX_ROUNDS = 12
+
+
+def _drain(stream, lines: queue.Queue) -> None:
+    for line in stream:
+        lines.put(line)
+    lines.put(None)
+
+
+class DaskCluster:
+    """``python -m dask scheduler`` and ``dask worker`` processes on 127.0.0.1 (each in its own
+    process group, so :meth:`close` takes nannies and their workers down too)."""
+
+    def __init__(self, workdir) -> None:
+        self.workdir = workdir
+        self.procs: list[subprocess.Popen] = []
+        self.scheduler_log: list[str] = []
+        self.address = ""
+
+    def start(self, workers: int = 2, timeout_s: float = 60.0) -> DaskCluster:
+        env = subprocess_env()
+        sched = self._spawn(
+            ["scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+             "--dashboard-address", "127.0.0.1:0"],
+            env, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        lines: queue.Queue = queue.Queue()
+        threading.Thread(target=_drain, args=(sched.stderr, lines), daemon=True).start()
+        while not self.address:
+            line = lines.get(timeout=timeout_s)
+            if line is None:
+                raise RuntimeError("dask scheduler exited:\n" + "".join(self.scheduler_log))
+            self.scheduler_log.append(line)
+            if "Scheduler at:" in line:
+                self.address = line.split("Scheduler at:", 1)[1].strip()
+        self._lines = lines
+        for i in range(workers):
+            log = open(self.workdir / f"worker-{i}.log", "w")  # noqa: SIM115 - closed with proc
+            self._spawn(
+                ["worker", self.address, "--host", "127.0.0.1", "--nthreads", "2",
+                 "--no-dashboard", "--name", f"w{i}", "--local-directory",
+                 str(self.workdir / f"w{i}")],
+                env, stderr=log, stdout=log,
+            )  # fmt: skip
+        from distributed import Client
+
+        with Client(self.address, timeout=timeout_s) as client:
+            client.wait_for_workers(workers, timeout=timeout_s)
+            self.worker_hosts = sorted(
+                w["host"] for w in client.scheduler_info()["workers"].values()
+            )
+        return self
+
+    def _spawn(self, args: list[str], env, **kwargs) -> subprocess.Popen:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "dask", *args], env=env, text=True, start_new_session=True,
+            stdin=subprocess.DEVNULL, **kwargs,
+        )  # fmt: skip
+        self.procs.append(proc)
+        return proc
+
+    def log_text(self) -> str:
+        while True:
+            try:
+                line = self._lines.get_nowait()
+            except queue.Empty:
+                break
+            if line is not None:
+                self.scheduler_log.append(line)
+        return "".join(self.scheduler_log)
+
+    def close(self) -> None:
+        for proc in reversed(self.procs):  # workers first, then the scheduler
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                pass
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)  # nannies' children, if any remain
+            except ProcessLookupError:
+                pass
+            proc.wait()
+
+
+@pytest.fixture
+def dask_cluster(tmp_path):
+    cluster = DaskCluster(tmp_path)
+    try:
+        yield cluster.start()
+    finally:
+        cluster.close()
+
+
+def _statuses(crawl: CrawlDir) -> dict[str, str]:
+    return {r["url"]: r["status"] for r in frontier_rows(crawl)}
+
+
+def test_rounds_on_an_existing_dask_cluster_match_a_local_cluster_run(dask_cluster, tmp_path):
+    web = sample_web(hosts=5, pages=60, seed=11)
+    cfg = round_config()
+    with serve(web) as server:
+        local = new_crawl(tmp_path / "local", cfg, web.seeds())
+        local_rounds = run_rounds(local.url, cfg, MAX_ROUNDS)
+        mark = server.log.mark()
+        remote = new_crawl(tmp_path / "remote", cfg, web.seeds())
+        proc = subprocess.run(
+            cli_command("crawl", remote.url, "--scheduler", dask_cluster.address,
+                        "--rounds", MAX_ROUNDS),
+            capture_output=True, text=True, env=subprocess_env(), timeout=240,
+        )  # fmt: skip
+        remote_log = server.log.since(mark)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summaries = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [s["round"] for s in summaries] == list(range(1, len(summaries) + 1))
+    assert len(summaries) < MAX_ROUNDS, "rounds ran until nothing was due"
+    assert dask_cluster.worker_hosts == ["127.0.0.1", "127.0.0.1"]
+    assert "Receive client connection" in dask_cluster.log_text()
+    remote_status = _statuses(CrawlDir.open(remote.url))
+    local_status = _statuses(local)
+    assert set(remote_status) == set(local_status)
+    assert len(local_status) > 50
+    assert {"fetched", "redirect", "gone", "filtered", "robots_denied", "queued"} <= set(
+        local_status.values()
+    )
+    differ = {u: (local_status[u], remote_status[u]) for u in local_status
+              if local_status[u] != remote_status[u]}  # fmt: skip
+    assert differ == {}
+    assert sum(s["pages"] for s in summaries) == sum(s["pages"] for s in local_rounds)
+    assert {e.host for e in remote_log} <= {h.name for h in web.hosts}
+    assert robots_not_first(remote_log) == []
+    assert politeness_violations(remote_log, sample_delay(web, cfg)) == []
