@@ -8,6 +8,15 @@ live rules, then the host's next URL, hands the visit state back (which sets the
 next allowed time: politeness is the workbench's job), and then archives, parses and extracts links
 while other threads fetch.
 
+CPU per page. Processing a page (parse, links, WARC) is CPU work, and only one fetch thread at a
+time does it (a processing lock; the others keep fetching). On CPython the GIL lets one thread run
+Python anyway, but when several threads interleave their processing, every GIL release inside
+libxml2, zlib or SHA-1 becomes a thread switch: with 8 threads on 2 cores the lock took voluntary
+context switches from ~24 to ~7 per page and CPU per page down by ~15%
+(``scripts/bench_fetch.py``). A worker that needs more than about one core for processing is split
+into more shards (DESIGN §6), not given more threads. The per-phase thread CPU times are counted
+(``cpu_fetch_s``, ``cpu_parse_s``, ``cpu_links_s``, ``cpu_warc_s``).
+
 Outlinks are canonicalized, keyed, checked by the scope filters and de-duplicated by a bounded cache
 of recent url keys (BUbiNG's URL cache) before they leave the worker, so the menu links repeated on
 every page of a host are sent to the frontier once. The ``links`` rows are therefore the worker's
@@ -234,6 +243,8 @@ class FetchWorker:
         self._digests: OrderedDict[str, tuple[str, str]] = OrderedDict()
         self._host_counts: dict[str, list[int]] = {}  # host -> [pages_fetched, errors]
         self._lock = threading.Lock()
+        # One fetch thread at a time parses, extracts links and archives (see _fetch_loop).
+        self._processing = threading.Lock()
 
     # -- state across rounds -------------------------------------------------------------------
     def restore_hosts(self, rows: Iterable[Mapping[str, Any]]) -> int:
@@ -448,7 +459,8 @@ class FetchWorker:
             cpu_fetch_s = time.thread_time() - t0
             wb.release(vs, result.download_s if result.status is not None or result.ip else None)
             try:
-                self._process(item, result, cpu_fetch_s)
+                with self._processing:
+                    self._process(item, result, cpu_fetch_s)
             except Exception:  # a bug in one page's processing must not stop the shard
                 log.exception("processing %s failed", item.url)
                 self._record_failure(item, Outcome.NETWORK_ERROR, "internal")

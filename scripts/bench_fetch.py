@@ -5,10 +5,13 @@ measured here is the worker's alone. The worker fetches every page of the web wi
 ``host_delay_s = 0`` (20 KB HTML pages with 60 links each by default) and prints one JSON line::
 
     {"pages", "seconds", "pages_per_s", "cpu_ms_per_page", "fetch_ms", "parse_ms", "links_ms",
-     "warc_ms", "warc_bytes_per_page", "threads", "warc_compress_level"}
+     "warc_ms", "warc_bytes_per_page", "server_cpu_ms_per_page", "threads",
+     "warc_compress_level"}
 
 ``cpu_ms_per_page`` is the worker process's CPU time (all threads) per page that got a response;
-``fetch_ms``/``parse_ms``/``links_ms``/``warc_ms`` split the fetch threads' CPU time by phase.
+``fetch_ms``/``parse_ms``/``links_ms``/``warc_ms`` split the fetch threads' CPU time by phase;
+``server_cpu_ms_per_page`` is the sample web's (Linux only): on 2 cores the server, not the worker,
+limits ``pages_per_s``, and its CPU per page grows with the number of concurrent connections.
 Target (issue 4): <= 1.0 ms of worker CPU per page.
 
     python scripts/bench_fetch.py --hosts 50 --pages 5000
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -48,6 +52,15 @@ def start_server(hosts: int, pages: int, seed: int) -> tuple[subprocess.Popen, d
         proc.kill()
         raise SystemExit("sample web server did not start")
     return proc, json.loads(line)
+
+
+def process_cpu_s(pid: int) -> float | None:
+    """User + system CPU seconds of another process (Linux ``/proc``), or None elsewhere."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,9 +99,11 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory() as tmp:
             fs = DirFileSystem(tmp, fsspec.filesystem("file"))
             worker = FetchWorker(cfg, 0, fs)
+            server0 = process_cpu_s(proc.pid)
             cpu0, t0 = time.process_time(), time.perf_counter()
             run = worker.run(items, round=1)
             cpu, seconds = time.process_time() - cpu0, time.perf_counter() - t0
+            server1 = process_cpu_s(proc.pid)
             worker.close()
             warc_bytes = sum(fs.size(name) for name in run.warc_files)
         pages = sum(1 for r in run.fetched if r.get("fetch_status") is not None)
@@ -104,6 +119,9 @@ def main(argv: list[str] | None = None) -> int:
             "links_ms": round(c["cpu_links_s"] * per, 3),
             "warc_ms": round(c["cpu_warc_s"] * per, 3),
             "warc_bytes_per_page": round(warc_bytes / max(pages, 1)),
+            "server_cpu_ms_per_page": (
+                None if server0 is None or server1 is None else round((server1 - server0) * per, 3)
+            ),
             "threads": args.threads,
             "warc_compress_level": cfg.fetch.warc_compress_level,
         }))  # fmt: skip
