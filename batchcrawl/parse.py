@@ -103,7 +103,8 @@ class Link:
     nofollow
         ``rel=nofollow`` on the element, or robots meta ``nofollow`` on the page.
     text
-        Whitespace-collapsed anchor text for ``a``/``area`` (may be empty); None for other tags.
+        Whitespace-collapsed anchor text for ``a``/``area`` (may be empty); None for other tags,
+        and for every link when :func:`parse_page` is called with ``anchor_text=False``.
     """
 
     url: str
@@ -149,7 +150,12 @@ class ParsedPage:
 
 
 def parse_page(
-    body: bytes, url: str, content_type: str | None, *, robots_agent: str = "batchcrawl"
+    body: bytes,
+    url: str,
+    content_type: str | None,
+    *,
+    robots_agent: str = "batchcrawl",
+    anchor_text: bool = True,
 ) -> ParsedPage:
     """Extract outlinks and page metadata from a fetched body.
 
@@ -164,6 +170,9 @@ def parse_page(
         is parsed only if it starts with ``<`` (after whitespace and a BOM).
     robots_agent
         Our robots product token; ``<meta name="<token>">`` counts like ``<meta name="robots">``.
+    anchor_text
+        Collect each link's anchor text (:attr:`Link.text`); False leaves it None for every link
+        and saves a walk over each anchor's text (the fetch worker does not store it).
 
     Returns
     -------
@@ -188,7 +197,7 @@ def parse_page(
         return page
     if root is None:
         return page
-    _extract(root, url, page, robots_agent.lower())
+    _extract(root, url, page, robots_agent.lower(), anchor_text)
     return page
 
 
@@ -212,7 +221,9 @@ def _to_utf8(body: bytes, charset: str, bom_len: int) -> bytes:
     return text.encode("utf-8", errors="replace")
 
 
-def _extract(root: etree._Element, page_url: str, page: ParsedPage, agent: str) -> None:
+def _extract(
+    root: etree._Element, page_url: str, page: ParsedPage, agent: str, anchor_text: bool = True
+) -> None:
     """One walk over the link-bearing elements, then resolution against the base URL."""
     raw: list[tuple[str, str, bool, str | None]] = []  # (tag, href, nofollow, text)
     base_href: str | None = None
@@ -225,7 +236,9 @@ def _extract(root: etree._Element, page_url: str, page: ParsedPage, agent: str) 
                 continue
             rel = el.get("rel")
             nofollow = rel is not None and "nofollow" in rel.lower().split()
-            if len(el):
+            if not anchor_text:
+                text = None
+            elif len(el):
                 text = " ".join(_anchor_text(el, []).split())
             else:
                 text = " ".join(el.text.split()) if el.text else ""

@@ -565,7 +565,9 @@ class FetchWorker:
                     found.append((target, "redirect", False))
             elif outcome in (Outcome.OK, Outcome.TRUNCATED):
                 t0 = time.thread_time()
-                page = parse_page(result.body, item.url, ctype, robots_agent=self.agent)
+                page = parse_page(
+                    result.body, item.url, ctype, robots_agent=self.agent, anchor_text=False
+                )
                 cpu_parse_s = time.thread_time() - t0
                 row["content_charset"] = page.charset
                 row["robots_noindex"] = page.robots_noindex
