@@ -34,7 +34,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import Counter, OrderedDict
+from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -184,6 +184,36 @@ _LINK_COLUMNS = (
     "round", "shard", "seq", "src_url_key", "dst_url_key", "dst_url", "dst_host", "dst_domain",
     "depth", "hops_out", "tag", "nofollow", "filter_reason",
 )  # fmt: skip
+
+
+class TailDetector:
+    """Decides when a fetch phase has reached its slow tail (Nutch's fetcher throughput threshold,
+    made relative): the rate over the last ``window_s`` seconds is below ``ratio`` times the best
+    rate seen over any earlier window. ``ratio`` 0 never fires.
+
+    Feed it ``observe(now_s, done_count)`` about twice a second; times on any monotonic clock.
+    """
+
+    def __init__(self, ratio: float, window_s: float) -> None:
+        self.ratio = ratio
+        self.window_s = window_s
+        self._samples: deque[tuple[float, int]] = deque()
+        self._best = 0.0
+
+    def observe(self, now: float, done: int) -> bool:
+        """Record ``done`` URLs finished by ``now``; True once the phase is in its tail."""
+        if self.ratio <= 0:
+            return False
+        samples = self._samples
+        samples.append((now, done))
+        while len(samples) > 1 and now - samples[1][0] >= self.window_s:
+            samples.popleft()
+        t0, d0 = samples[0]
+        if now - t0 < self.window_s:
+            return False  # not a full window yet
+        rate = (done - d0) / (now - t0)
+        self._best = max(self._best, rate)
+        return rate < self.ratio * self._best
 
 
 class FetchWorker:
@@ -351,6 +381,7 @@ class FetchWorker:
         ]  # fmt: skip
         for t in threads:
             t.start()
+        tail = TailDetector(self.cfg.fetch.tail_rate_ratio, self.cfg.fetch.throughput_window_s)
         try:
             while any(t.is_alive() for t in threads):
                 for t in threads:
@@ -358,7 +389,12 @@ class FetchWorker:
                 if progress is not None:
                     with self._lock:
                         progress(Counter(out.counters))
-                if self.clock() >= deadline:
+                now = self.clock()
+                with self._lock:
+                    done = pending - self._pending
+                if now >= deadline or (tail.observe(now, done) and not stop.is_set()):
+                    if now < deadline:
+                        out.counters["tail_cut"] = 1
                     stop.set()
                     self.workbench.wakeup()
         finally:

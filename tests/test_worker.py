@@ -200,3 +200,23 @@ def test_classify(status, error, headers, outcome):
         )
         is outcome
     )
+
+
+def test_tail_detector_fires_only_when_the_rate_drops_below_the_ratio():
+    from batchcrawl.worker import TailDetector
+
+    # 10 pages/s for 30 s, then 1 page/s: the tail starts once a whole window is slow
+    tail = TailDetector(ratio=0.25, window_s=5.0)
+    done, fired_at = 0, None
+    for step in range(100):
+        t = step * 0.5
+        done += 5 if t < 30 else (1 if step % 2 else 0)
+        if tail.observe(t, done) and fired_at is None:
+            fired_at = t
+    assert fired_at is not None and 30 < fired_at <= 36, fired_at
+    # a steady rate (a single slow host from the start) is never a tail
+    steady = TailDetector(ratio=0.25, window_s=5.0)
+    assert not any(steady.observe(i * 0.5, i) for i in range(200))
+    # ratio 0 disables it, even when fetching stops entirely
+    off = TailDetector(ratio=0.0, window_s=5.0)
+    assert not any(off.observe(i * 0.5, 0 if i > 20 else i * 10) for i in range(100))
