@@ -1,6 +1,6 @@
 """Helpers for the round integration tests (test_round, test_crash, test_distributed,
 test_pydoc_crawl): a small sample web served on loopback, a crawl builder, checks over the server
-log (robots.txt first, politeness gaps), checks over committed generations, process-tree helpers,
+log (robots.txt first, politeness gaps), checks over committed generations, process helpers,
 and a round runner that can kill itself at a chosen step (run as a script).
 
 Script use::
@@ -199,16 +199,6 @@ def sample_delay(web: Any, cfg: Config) -> Callable[[str], float]:
 
 
 # -- processes --------------------------------------------------------------------------------------
-def process_tree(pid: int) -> list[int]:
-    """Pids of ``pid``'s descendants (children, grandchildren, ...)."""
-    import psutil
-
-    try:
-        return [p.pid for p in psutil.Process(pid).children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return []
-
-
 def alive(pids: Iterable[int]) -> list[int]:
     """The pids of ``pids`` that still run (zombies count as gone)."""
     import psutil
@@ -235,15 +225,6 @@ def wait_gone(pids: Iterable[int], timeout_s: float) -> list[int]:
             pass
     _, still = psutil.wait_procs(procs, timeout=timeout_s)
     return alive(p.pid for p in still)
-
-
-def kill_all(pids: Iterable[int]) -> None:
-    """SIGKILL each pid still alive (cleanup after a failed test)."""
-    for pid in alive(pids):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 def helper_command(crawl_url: str, rounds: int, kill_at: str | None = None, *extra: str) -> list:
