@@ -217,10 +217,43 @@ class FiltersSection:
     """URLs with more query parameters are rejected."""
     deny_extensions: list[str] = field(
         default_factory=lambda: [
-            "7z", "avi", "bin", "bmp", "bz2", "dmg", "exe", "flv", "gif", "gz", "ico", "iso",
-            "jar", "jpeg", "jpg", "mkv", "mov", "mp3", "mp4", "mpeg", "msi", "ogg", "png", "rar",
-            "svg", "tar", "tgz", "tif", "tiff", "wav", "webm", "webp", "wmv", "woff", "woff2",
-            "xz", "zip",
+            "7z",
+            "avi",
+            "bin",
+            "bmp",
+            "bz2",
+            "dmg",
+            "exe",
+            "flv",
+            "gif",
+            "gz",
+            "ico",
+            "iso",
+            "jar",
+            "jpeg",
+            "jpg",
+            "mkv",
+            "mov",
+            "mp3",
+            "mp4",
+            "mpeg",
+            "msi",
+            "ogg",
+            "png",
+            "rar",
+            "svg",
+            "tar",
+            "tgz",
+            "tif",
+            "tiff",
+            "wav",
+            "webm",
+            "webp",
+            "wmv",
+            "woff",
+            "woff2",
+            "xz",
+            "zip",
         ]
     )
     """Path extensions (lowercase, no dot) rejected before fetching."""
@@ -261,7 +294,9 @@ class Config:
         return _merge(self, [(dict(overrides), "replace()")])
 
 
-SECTIONS: dict[str, type] = {f.name: f.default_factory().__class__ for f in dataclasses.fields(Config)}
+SECTIONS: dict[str, type] = {
+    f.name: f.default_factory().__class__ for f in dataclasses.fields(Config)
+}
 
 _CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("filters", "default"): ("allow", "reject"),
@@ -269,10 +304,18 @@ _CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("generate", "partition_by"): ("host", "domain", "ip"),
 }
 _POSITIVE = {
-    ("frontier", "buckets"), ("fetch", "shards"), ("fetch", "threads"), ("fetch", "ring_vnodes"),
-    ("crawl", "keep_generations"), ("round", "workers"), ("round", "threads_per_worker"),
-    ("robots", "max_bytes"), ("fetch", "max_body_bytes"), ("fetch", "warc_rotate_bytes"),
-    ("frontier", "drum_batch_bytes"), ("politeness", "ip_concurrency"),
+    ("frontier", "buckets"),
+    ("fetch", "shards"),
+    ("fetch", "threads"),
+    ("fetch", "ring_vnodes"),
+    ("crawl", "keep_generations"),
+    ("round", "workers"),
+    ("round", "threads_per_worker"),
+    ("robots", "max_bytes"),
+    ("fetch", "max_body_bytes"),
+    ("fetch", "warc_rotate_bytes"),
+    ("frontier", "drum_batch_bytes"),
+    ("politeness", "ip_concurrency"),
 }
 
 
@@ -376,8 +419,13 @@ def _check_value(section: str, key: str, value: Any, where: str) -> None:
 Layer = tuple[Mapping[str, Any], str]
 
 
-def _merge(base: Config, layers: Iterable[tuple[Mapping[str, Any], str]], *,
-           texts: Mapping[str, str] | None = None, from_string: bool = False) -> Config:
+def _merge(
+    base: Config,
+    layers: Iterable[tuple[Mapping[str, Any], str]],
+    *,
+    texts: Mapping[str, str] | None = None,
+    from_string: bool = False,
+) -> Config:
     sections = {name: dataclasses.asdict(getattr(base, name)) for name in SECTIONS}
     for data, origin in layers:
         if not isinstance(data, Mapping):
@@ -421,7 +469,7 @@ def env_overrides(environ: Mapping[str, str]) -> dict[str, dict[str, str]]:
     for name, value in environ.items():
         if not name.startswith(ENV_PREFIX) or name == ENV_PREFIX + "CONFIG":
             continue
-        rest = name[len(ENV_PREFIX):].lower()
+        rest = name[len(ENV_PREFIX) :].lower()
         if "__" not in rest:
             raise ConfigError(
                 f"environment variable {name}: expected {ENV_PREFIX}SECTION__KEY "
@@ -499,12 +547,13 @@ def to_toml(cfg: Config) -> str:
     for section, values in cfg.to_dict().items():
         lines.append(f"[{section}]")
         for key, value in values.items():
-            lines.append(f"{key} = {_toml_value(value)}")
+            lines.append(f"{key} = {toml_value(value)}")
         lines.append("")
     return "\n".join(lines)
 
 
-def _toml_value(value: Any) -> str:
+def toml_value(value: Any) -> str:
+    """One value as TOML text (a boolean, number, string, list of those, or a table of strings)."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float):
@@ -512,9 +561,13 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, str):
         return json.dumps(value)
     if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
     if isinstance(value, dict):
-        return "{ " + ", ".join(f"{json.dumps(k)} = {_toml_value(v)}" for k, v in value.items()) + " }"
+        if not value:
+            return "{}"
+        return (
+            "{ " + ", ".join(f"{json.dumps(k)} = {toml_value(v)}" for k, v in value.items()) + " }"
+        )
     raise TypeError(f"cannot write {value!r} as TOML")
 
 
@@ -529,4 +582,3 @@ def loopback_test_config(**overrides: Mapping[str, Any]) -> Config:
         }
     )
     return base.replace(**overrides) if overrides else base
-

@@ -320,29 +320,40 @@ class CrawlDir:
     def _publish(self, manifest: Manifest) -> None:
         rel = _commit_name(manifest.generation)
         data = (json.dumps(manifest.to_json(), indent=1, sort_keys=True) + "\n").encode("utf-8")
+        if not self.create_exclusive(rel, data):
+            raise CommitConflict(
+                f"{self.path(rel)}: generation {manifest.generation} was committed by another writer"
+            )
+
+    def create_exclusive(self, rel: str, data: bytes) -> bool:
+        """Create file ``rel`` with ``data`` atomically and only if it does not exist yet.
+
+        Locally: write and fsync a temp file, then hard-link it to the final name (``link`` fails
+        if the name exists) and fsync the directory. On object stores: a create-only put
+        (``If-None-Match: *``, fsspec ``mode="create"``). Returns False if ``rel`` already existed;
+        a reader never sees a partly written file.
+        """
         final = self.path(rel)
-        if self.local:
-            tmp = f"{final}.tmp-{uuid.uuid4().hex}"
-            with open(tmp, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            try:
-                os.link(tmp, final)  # atomic and exclusive: fails if the generation exists
-            except FileExistsError:
-                raise CommitConflict(
-                    f"{final}: generation {manifest.generation} was committed by another writer"
-                ) from None
-            finally:
-                os.unlink(tmp)
-            _fsync_dir(os.path.dirname(final))
-        else:
+        if not self.local:
             try:
                 self.fs.pipe_file(final, data, mode="create")
             except FileExistsError:
-                raise CommitConflict(
-                    f"{final}: generation {manifest.generation} was committed by another writer"
-                ) from None
+                return False
+            return True
+        os.makedirs(os.path.dirname(final), exist_ok=True)
+        tmp = f"{final}.tmp-{uuid.uuid4().hex}"
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        try:
+            os.link(tmp, final)
+        except FileExistsError:
+            return False
+        finally:
+            os.unlink(tmp)
+        _fsync_dir(os.path.dirname(final))
+        return True
 
     # -- table files -------------------------------------------------------------------------
     def write_table(self, table: str, rel: str, data: pa.Table | dict | list) -> FileEntry:

@@ -138,26 +138,7 @@ class WriterLock:
     # -- publishing --------------------------------------------------------------------------
     def _create(self, data: bytes) -> bool:
         """Create the lock file exclusively; False if it already exists."""
-        fs = self.crawl.fs
-        if self.crawl.local:
-            os.makedirs(os.path.dirname(self._path), exist_ok=True)
-            tmp = f"{self._path}.tmp-{uuid.uuid4().hex}"
-            with open(tmp, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            try:
-                os.link(tmp, self._path)
-            except FileExistsError:
-                return False
-            finally:
-                os.unlink(tmp)
-            return True
-        try:
-            fs.pipe_file(self._path, data, mode="create")
-        except FileExistsError:
-            return False
-        return True
+        return self.crawl.create_exclusive(LOCK_FILE, data)
 
     def _remove_stale(self, record: dict[str, Any]) -> bool:
         """Remove the lock file if it still holds ``record``; False if it changed meanwhile."""

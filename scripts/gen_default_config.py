@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import json
 import sys
 import textwrap
 from pathlib import Path
@@ -24,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from batchcrawl.config import Config  # noqa: E402
+from batchcrawl.config import toml_value as config_toml_value  # noqa: E402
 
 CONFIG_PY = ROOT / "batchcrawl" / "config.py"
 DEFAULT_TOML = ROOT / "configs" / "default.toml"
@@ -77,27 +77,14 @@ def _comment(text: str, indent: str = "") -> list[str]:
 
 
 def toml_value(value: Any, key_width: int = 0) -> str:
-    """TOML text of a default value; long lists are wrapped over several lines."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, list):
-        one_line = "[" + ", ".join(toml_value(v) for v in value) + "]"
-        if key_width + len(one_line) <= WIDTH:
-            return one_line
-        items = ", ".join(toml_value(v) for v in value)
-        lines = textwrap.wrap(items, WIDTH - 4)
-        return "[\n" + "\n".join(f"    {line}" for line in lines) + ",\n]"
-    if isinstance(value, dict):
-        if not value:
-            return "{}"
-        return (
-            "{ " + ", ".join(f"{json.dumps(k)} = {toml_value(v)}" for k, v in value.items()) + " }"
-        )
-    raise TypeError(f"cannot write {value!r} as TOML")
+    """TOML text of a default value (:func:`batchcrawl.config.toml_value`); long lists are wrapped
+    over several lines."""
+    one_line = config_toml_value(value)
+    if not isinstance(value, list) or key_width + len(one_line) <= WIDTH:
+        return one_line
+    items = ", ".join(config_toml_value(v) for v in value)
+    lines = textwrap.wrap(items, WIDTH - 4)
+    return "[\n" + "\n".join(f"    {line}" for line in lines) + ",\n]"
 
 
 def render(source: str | None = None) -> str:
