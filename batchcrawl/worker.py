@@ -491,7 +491,14 @@ class FetchWorker:
                 self._done()
                 continue
             t0 = time.thread_time()
-            result = self.fetcher.fetch(item.url)
+            try:
+                result = self.fetcher.fetch(item.url)
+            except Exception:  # a bug below the fetcher must not kill the thread or leak the host
+                log.exception("fetching %s failed", item.url)
+                wb.release(vs, self.cfg.politeness.host_delay_s)  # assume a request was made
+                self._record_failure(item, Outcome.NETWORK_ERROR, "internal")
+                self._done()
+                continue
             cpu_fetch_s = time.thread_time() - t0
             wb.release(vs, result.download_s if result.status is not None or result.ip else None)
             try:
