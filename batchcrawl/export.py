@@ -359,9 +359,12 @@ class Exporter:
         started = time.monotonic()
         tables = parse_tables(tables)
         manifest = self.crawl.manifest()
-        lo, hi = rounds if rounds is not None else (1, manifest.round)
-        if lo < 0 or hi < lo:
-            raise ExportSettingError(f"rounds {lo}..{hi}: expected 0 <= A <= B")
+        if rounds is None:
+            lo, hi = 1, manifest.round  # no round committed yet: nothing to do
+        else:
+            lo, hi = rounds
+            if lo < 0 or hi < lo:
+                raise ExportSettingError(f"rounds {lo}..{hi}: expected 0 <= A <= B")
         committed = [r for r in range(max(lo, 1), hi + 1) if r <= manifest.round]
         summary: dict[str, Any] = {
             "step": "export",

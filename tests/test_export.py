@@ -281,6 +281,14 @@ def test_rerun_skips_everything_and_new_tables_are_added(crawl, local_export, tm
     assert third["skipped"] == [2] and third["missing"] == list(range(3, 10))
 
 
+def test_crawl_without_rounds_exports_nothing(tmp_path):
+    empty = CrawlDir.create(str(tmp_path / "empty"), "", buckets=1)
+    summary = export_crawl(empty, str(tmp_path / "lake"))
+    assert summary["exported"] == summary["skipped"] == summary["missing"] == []
+    assert exported_rounds(str(tmp_path / "lake"), "empty") == {}
+    assert export_crawl(empty, str(tmp_path / "lake"), rounds=(1, 2))["missing"] == [1, 2]
+
+
 def test_export_errors_name_the_input(crawl, tmp_path):
     result = run_cli("export", crawl.url, tmp_path / "x", "--tables", "fetched,frontier")
     assert result.exit_code == 2 and "unknown table 'frontier'" in result.stderr

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Creates the Airflow test environment .venv-airflow (Apache Airflow 3 plus this checkout of
+# batchcrawl, in its own virtualenv: Airflow pins many packages) that tests/test_airflow.py uses,
+# then runs that test. Without the venv, tests/test_airflow.py skips with a reason.
+#
+#   bash scripts/airflow_test.sh              # create the venv if missing, run tests/test_airflow.py
+#   bash scripts/airflow_test.sh --setup-only # only create the venv (what scripts/test.sh does)
+#
+# AIRFLOW_TEST_VENV overrides the venv's location (default: .venv-airflow in the repository).
+# An existing venv is reused when it imports airflow.sdk and batchcrawl.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV="${AIRFLOW_TEST_VENV:-.venv-airflow}"
+
+if "$VENV/bin/python" -c "import airflow.sdk, batchcrawl" >/dev/null 2>&1; then
+  echo "airflow_test: reusing $VENV"
+else
+  echo "airflow_test: creating $VENV (apache-airflow>=3 and batchcrawl; about a minute)"
+  rm -rf "$VENV"
+  python3 -m venv "$VENV"
+  "$VENV/bin/python" -m pip install -q --upgrade pip
+  "$VENV/bin/python" -m pip install -q "apache-airflow>=3,<4"
+  "$VENV/bin/python" -m pip install -q -e .
+fi
+"$VENV/bin/airflow" version
+
+if [ "${1:-}" != "--setup-only" ]; then
+  python3 -m pytest -q -p no:cacheprovider tests/test_airflow.py
+fi
