@@ -2,15 +2,11 @@
 
 The fetcher connects to the address *we* resolved and the :class:`~batchcrawl.resolver.AddressPolicy`
 accepted — never letting an HTTP library resolve the name itself — and sends ``Host: name[:port]``.
-It keeps idle keep-alive connections per ``(scheme, host, port)``, opened (TCP, TLS) by urllib3's
-connection classes, the HTTP stack beneath requests; the request and the response are then
-exchanged on the socket by a small HTTP/1.1 reader (:class:`_Wire`: status line, headers, chunked,
-Content-Length or close-delimited bodies; RFC 9112), because http.client's response object and
-``email``-based header parser cost more CPU than the rest of a fetch. It follows no redirects (a
-3xx is returned: the crawl turns its target into a new frontier entry), and bounds every fetch three
-ways: a connect timeout, a read timeout on each ``recv``, and a whole-fetch deadline enforced by one
-watchdog thread per :class:`Fetcher` that shuts the socket down when a fetch overruns — a trickling
-server cannot hold a thread.
+It keeps idle keep-alive connections per ``(scheme, host, port)`` (urllib3's connection class, the
+HTTP stack beneath requests), follows no redirects (a 3xx is returned: the crawl turns its target
+into a new frontier entry), and bounds every fetch three ways: a connect timeout, a read timeout on
+each ``recv``, and a whole-fetch deadline enforced by one watchdog thread per :class:`Fetcher` that
+shuts the socket down when a fetch overruns — a trickling server cannot hold a thread.
 
 The body is read raw (content-encoded) and decoded incrementally here (gzip, deflate in both its
 zlib and raw forms, br), so ``max_body_bytes`` caps the *decoded* size and a decompression bomb
@@ -21,7 +17,6 @@ from __future__ import annotations
 
 import heapq
 import http.client
-import re
 import socket
 import threading
 import time
@@ -48,10 +43,6 @@ from batchcrawl.resolver import AddressPolicy, DNSError, Resolver
 
 #: Bytes asked for per read of the response body.
 READ_CHUNK_BYTES = 65536
-#: What may not appear in a request target, header name or header value (http.client's checks).
-_BAD_TARGET = re.compile(r"[\x00-\x20\x7f]")
-_BAD_NAME = re.compile(r"[\x00-\x20\x7f:]")
-_BAD_VALUE = re.compile(r"[\r\n\x00]")
 #: Idle keep-alive connections kept per (scheme, host, port), and in all.
 MAX_IDLE_PER_HOST = 2
 MAX_IDLE_TOTAL = 256
@@ -246,192 +237,6 @@ def _shutdown(sock: socket.socket) -> None:
         pass
 
 
-# -- HTTP/1.1 on the socket ----------------------------------------------------------------------------
-
-#: Longest status or header line, bytes, and most header lines (http.client's limits).
-MAX_LINE_BYTES = 65536
-MAX_HEADERS = 100
-_NO_BODY_STATUSES = frozenset({204, 304})
-
-
-class _Wire:
-    """Reads one HTTP/1.1 response from a connected socket (RFC 9112): status line, header
-    lines, and the body framed by ``Transfer-Encoding: chunked``, ``Content-Length`` or the
-    connection's close (§6.3).
-
-    The request and response are exchanged on the socket directly instead of through http.client
-    (whose ``email``-based header parser and per-response buffered file dominate the cost of a
-    fetch on a fast network); errors are the same ``http.client`` exceptions, so callers classify
-    them alike: ``RemoteDisconnected`` (closed before any byte), ``BadStatusLine``,
-    ``LineTooLong``, ``IncompleteRead`` (body cut short), ``HTTPException``; socket errors and
-    timeouts pass through.
-    """
-
-    __slots__ = ("sock", "buf", "pos")
-
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-        self.buf = b""
-        self.pos = 0
-
-    def _fill(self) -> bool:
-        """Read more bytes into the buffer; False at the end of the stream."""
-        data = self.sock.recv(READ_CHUNK_BYTES)
-        if not data:
-            return False
-        self.buf = self.buf[self.pos :] + data if self.pos < len(self.buf) else data
-        self.pos = 0
-        return True
-
-    def line(self) -> bytes | None:
-        """The next line with its ending (``\\n`` or ``\\r\\n``), or None at the end of the stream
-        (a last unterminated line is returned as is)."""
-        while True:
-            nl = self.buf.find(b"\n", self.pos)
-            if nl >= 0:
-                if nl - self.pos >= MAX_LINE_BYTES:
-                    raise http.client.LineTooLong("header line")
-                line = self.buf[self.pos : nl + 1]
-                self.pos = nl + 1
-                return line
-            if len(self.buf) - self.pos >= MAX_LINE_BYTES:
-                raise http.client.LineTooLong("header line")
-            if not self._fill():
-                if self.pos < len(self.buf):
-                    line = self.buf[self.pos :]
-                    self.pos = len(self.buf)
-                    return line
-                return None
-
-    def head(self) -> tuple[int, str, int, list[tuple[str, str]]]:
-        """``(status, reason, version, headers)`` of the next final response (``100 Continue``
-        responses are skipped, as http.client does); ``version`` is 10 or 11."""
-        while True:
-            status, reason, version = self._status_line()
-            headers = self._headers()
-            if status != 100:
-                return status, reason, version, headers
-
-    def _status_line(self) -> tuple[int, str, int]:
-        raw = self.line()
-        if not raw:
-            raise http.client.RemoteDisconnected("Remote end closed connection without response")
-        text = raw.decode("iso-8859-1")
-        parts = text.split(None, 2)
-        if len(parts) < 2 or not parts[0].startswith("HTTP/"):
-            raise http.client.BadStatusLine(text)
-        version, code = parts[0], parts[1]
-        reason = parts[2].strip() if len(parts) > 2 else ""
-        if len(code) != 3 or not code.isdigit() or not 100 <= int(code) <= 999:
-            raise http.client.BadStatusLine(text)
-        if version == "HTTP/1.0":
-            return int(code), reason, 10
-        if version.startswith("HTTP/1."):
-            return int(code), reason, 11
-        raise http.client.UnknownProtocol(version)
-
-    def _headers(self) -> list[tuple[str, str]]:
-        headers: list[tuple[str, str]] = []
-        while True:
-            raw = self.line()
-            if raw is None or raw in (b"\r\n", b"\n", b""):
-                return headers
-            if len(headers) >= MAX_HEADERS:
-                raise http.client.HTTPException(f"got more than {MAX_HEADERS} headers")
-            text = raw.decode("iso-8859-1").rstrip("\r\n")
-            if text[:1] in (" ", "\t"):  # obs-fold (RFC 9112 §5.2), kept as received
-                if headers:
-                    name, value = headers[-1]
-                    headers[-1] = (name, f"{value}\r\n{text}")
-                continue
-            name, colon, value = text.partition(":")
-            if colon and name and name == name.strip():  # other lines are skipped
-                headers.append((name, value.lstrip(" \t")))
-
-    def body(self, status: int, version: int, headers: list[tuple[str, str]]):
-        """Generator of raw body pieces (content-coding kept, chunked framing removed); returns
-        whether the connection may carry another request, or None for a body delimited by the
-        close of the connection (complete only if the peer closed it, not our watchdog)."""
-        te = cl = conn = None
-        keep_alive_header = False
-        for name, value in headers:
-            lname = name.lower()
-            if lname == "transfer-encoding":
-                te = value
-            elif lname == "content-length" and cl is None:
-                cl = value
-            elif lname == "connection":
-                conn = value.lower()
-            elif lname == "keep-alive":
-                keep_alive_header = True
-        tokens = {t.strip() for t in conn.split(",")} if conn else set()
-        if version == 11:
-            reusable = "close" not in tokens
-        else:
-            reusable = "keep-alive" in tokens or keep_alive_header
-        if status in _NO_BODY_STATUSES or 100 <= status < 200:
-            return reusable
-        if te is not None and te.lower().rsplit(",", 1)[-1].strip() == "chunked":
-            yield from self._chunked()
-            return reusable and self.pos == len(self.buf)
-        length = None
-        if cl is not None:
-            try:
-                length = int(cl)
-            except ValueError:
-                length = None
-            if length is not None and length < 0:
-                length = None
-        if length is None:  # delimited by the close of the connection
-            while True:
-                if self.pos < len(self.buf):
-                    yield self._take(len(self.buf) - self.pos)
-                if not self._fill():
-                    return None
-        left = length
-        while left > 0:
-            if self.pos >= len(self.buf) and not self._fill():
-                raise http.client.IncompleteRead(b"", left)
-            piece = self._take(left)
-            left -= len(piece)
-            yield piece
-        return reusable and self.pos == len(self.buf)
-
-    def _take(self, most: int) -> bytes:
-        end = min(len(self.buf), self.pos + most)
-        piece = self.buf[self.pos : end] if self.pos or end < len(self.buf) else self.buf
-        self.pos = end
-        return piece
-
-    def _chunked(self):
-        while True:
-            raw = self.line()
-            if raw is None or not raw.endswith(b"\n"):
-                raise http.client.IncompleteRead(b"")
-            size_text = raw.split(b";", 1)[0].strip()
-            try:
-                size = int(size_text, 16)
-            except ValueError:
-                raise http.client.IncompleteRead(b"") from None
-            if size < 0:
-                raise http.client.IncompleteRead(b"")
-            if size == 0:
-                while True:  # trailer section, up to the empty line
-                    raw = self.line()
-                    if raw is None or raw in (b"\r\n", b"\n"):
-                        return
-            left = size
-            while left > 0:
-                if self.pos >= len(self.buf) and not self._fill():
-                    raise http.client.IncompleteRead(b"", left)
-                piece = self._take(left)
-                left -= len(piece)
-                yield piece
-            end = self.line()
-            if end not in (b"\r\n", b"\n"):
-                raise http.client.IncompleteRead(b"")
-
-
 # -- the fetcher ---------------------------------------------------------------------------------------
 
 
@@ -599,17 +404,8 @@ class Fetcher:
                 for have in [h for h in headers if h.lower() == name.lower()]:
                     del headers[have]
                 headers[name] = value
-        if _BAD_TARGET.search(target):
-            raise InvalidURL(f"cannot fetch {url!r}: controls or spaces in the path or query")
-        for name, value in headers.items():
-            if _BAD_NAME.search(name) or _BAD_VALUE.search(value):
-                raise ValueError(f"header {name!r}: {value!r} would break the request framing")
         result.request_line = f"GET {target} HTTP/1.1"
         result.request_headers = list(headers.items())
-        lines = [f"{result.request_line}\r\n"]
-        lines += [f"{name}: {value}\r\n" for name, value in result.request_headers]
-        lines.append("\r\n")
-        request = "".join(lines).encode("latin-1")  # UnicodeEncodeError: a ValueError, as before
         result.ip = ip
 
         key = (scheme, host, port, ip)
@@ -618,13 +414,13 @@ class Fetcher:
         try:
             if conn is not None:
                 try:
-                    self._exchange(result, conn, key, request, deadline, reused=True)
+                    self._exchange(result, conn, key, target, headers, deadline, reused=True)
                     return result
                 except _Stale:
                     result.status = result.reason = result.http_version = None
                     result.response_headers = []
             conn = self._new_conn(scheme, host, ip, port)
-            self._exchange(result, conn, key, request, deadline, reused=False)
+            self._exchange(result, conn, key, target, headers, deadline, reused=False)
             return result
         finally:
             result.finished = time.time()
@@ -634,7 +430,8 @@ class Fetcher:
         result: FetchResult,
         conn: HTTPConnection,
         key: tuple[str, str, int, str],
-        request: bytes,
+        target: str,
+        headers: dict[str, str],
         deadline: float,
         reused: bool,
     ) -> None:
@@ -642,25 +439,28 @@ class Fetcher:
         to the idle pool only when the response was read completely and may be reused."""
         timer = self._watchdog.arm(deadline)
         keep = False
+        resp = None
         try:
             if conn.sock is None:
                 conn.timeout = self._connect_s
                 conn.connect()
             self._watchdog.attach(timer, conn.sock)
+            conn.timeout = self._read_s
             conn.sock.settimeout(self._read_s)
-            wire = _Wire(conn.sock)
             try:
-                conn.sock.sendall(request)
-                status, reason, version, response_headers = wire.head()
+                conn.request(
+                    "GET", target, headers=headers, preload_content=False, decode_content=False
+                )
+                resp = conn.getresponse()
             except (http.client.RemoteDisconnected, ConnectionError) as exc:
                 if reused and not timer.fired:
                     raise _Stale from exc
                 raise
-            result.status = status
-            result.reason = reason
-            result.http_version = "HTTP/1.0" if version == 10 else "HTTP/1.1"
-            result.response_headers = response_headers
-            keep = self._read_body(result, wire.body(status, version, response_headers), timer)
+            result.status = resp.status
+            result.reason = resp.reason
+            result.http_version = "HTTP/1.0" if resp.version == 10 else "HTTP/1.1"
+            result.response_headers = list(resp.headers.iteritems())
+            keep = self._read_body(result, resp, timer)
         except _Stale:
             raise
         except NewConnectionError:
@@ -676,29 +476,27 @@ class Fetcher:
             if keep and not timer.fired and conn.sock is not None:
                 self._give(key, conn)
             else:
+                if resp is not None:
+                    resp.close()
                 conn.close()
 
-    def _read_body(self, result: FetchResult, pieces, timer: _Timer) -> bool:
-        """Fill ``raw_body``/``body``/``truncated``/``error`` from ``pieces`` (a
-        :meth:`_Wire.body` generator); True if the connection is reusable."""
+    def _read_body(self, result: FetchResult, resp, timer: _Timer) -> bool:
+        """Fill ``raw_body``/``body``/``truncated``/``error``; True if ``conn`` is reusable."""
         cap = self._cap
         try:
-            decoder = make_decoder(result.header("Content-Encoding"))
+            decoder = make_decoder(resp.headers.get("Content-Encoding"))
         except ValueError:
             decoder = None
             result.error = "decode"
         raw: list[bytes] = []
         out: list[bytes] = []
         size = 0
-        reusable = False
+        complete = False
         try:
             while True:
-                try:
-                    chunk = next(pieces)
-                except StopIteration as stop:
-                    reusable = bool(stop.value)
-                    if stop.value is None and timer.fired:  # our shutdown, not the server's close
-                        result.truncated = "time"
+                chunk = resp.read1(READ_CHUNK_BYTES, decode_content=False)
+                if not chunk:
+                    complete = True
                     if decoder is not None:
                         tail = decoder.flush()
                         if size + len(tail) > cap:
@@ -731,4 +529,4 @@ class Fetcher:
             result.body = result.raw_body
         else:
             result.body = b"".join(out)
-        return reusable and result.error is None and not result.truncated
+        return complete and result.error is None and not result.truncated
