@@ -358,7 +358,9 @@ class Crawler:
             "outcomes": outcomes,
             "not_fetched": sum(r["unfetched"] for r in shard_results),
             "time_limit_hit": any(r["unfetched"] for r in shard_results),
-            "robots": {k: int(v) for k, v in counters.items() if k.startswith("robots_")},
+            "robots": {
+                k: int(v) for k, v in counters.items() if k.startswith(("robots_state_", "robots_fetches"))
+            },
             "links": {k: int(v) for k, v in counters.items() if k.startswith("links_")},
             "generate": gen_summary,
             "update": update_summary,

@@ -533,7 +533,7 @@ class FetchWorker:
         self.workbench.release(vs, sum(r.download_s for r in chain) if contacted else None)
         with self._lock:
             self._out.counters["robots_fetches"] += len(chain)
-            self._out.counters[f"robots_{rules.state}"] += 1
+            self._out.counters[f"robots_state_{rules.state}"] += 1
             for r in chain:
                 if r.status is not None:
                     self._warc.write_fetch(r)
