@@ -17,5 +17,11 @@ python3 -m pip install -q -e ".[dev]"
 ruff check .
 ruff format --check .
 
+# Airflow (tests/test_airflow.py runs the DAG in pipelines/ with real Airflow): Apache Airflow 3 lives
+# in its own virtualenv, .venv-airflow, because it pins many packages. scripts/airflow_test.sh
+# creates it (about a minute from PyPI; reused when it already imports airflow.sdk and batchcrawl).
+# Without the venv those tests skip with a reason.
+bash scripts/airflow_test.sh --setup-only
+
 # pytest exits 5 when it collects no test: that is a failure here too.
 python3 -m pytest -q -p no:cacheprovider "$@"
