@@ -1,4 +1,4 @@
-"""WARC 1.1 output of the fetch workers (ISO 28500:2017), in warcio's record layout.
+"""WARC 1.1 output of the fetch workers (ISO 28500:2017), records built and serialized by warcio.
 
 One :class:`WarcWriter` per fetch worker writes ``{prefix}-{serial:05d}.warc.gz`` files into a
 directory of an fsspec filesystem (``warc/round=7/shard=03-00000.warc.gz``, DESIGN §3). Each file
@@ -30,28 +30,34 @@ Truncation (WARC 1.1 §5.13): ``WARC-Truncated`` is ``length`` or ``time`` from
 ``FetchResult.truncated``; a response whose body read failed part-way (``error`` ``reset`` or
 ``body_short``) is stored with ``disconnect`` (``timeout`` with ``time``).
 
-Records are serialized here, byte for byte as warcio's ``WARCWriter`` would write them (same field
-order, digests and ``Content-Length``; the tests compare against warcio and read every file back
-with it), because warcio's per-record objects, stream copies and repeated digest passes cost more
-than the rest of a page's processing. Each record is compressed with one ``zlib.compress`` call.
-Writing is on the fetch workers' hot path, and deflate is most of its cost. Measured with
+Records are made by warcio: ``RecordBuilder.create_warc_record`` / ``create_revisit_record`` build
+them and a ``WARCWriter(..., gzip=False)`` serializes a fetch's records into a ``BytesIO`` (warcio
+computes ``WARC-Block-Digest``, ``Content-Type`` and ``Content-Length``); HTTP header blocks are
+warcio's ``StatusAndHeaders`` text encoded as Latin-1. Two things are ours: the payload digest the
+fetch worker has already computed is passed in as ``WARC-Payload-Digest`` (warcio then skips its
+own payload pass), and each record's serialized bytes are compressed here with one
+``zlib.compress`` call into one gzip member, outside the writer's lock. Writing is on the fetch
+workers' hot path: its cost is warcio's record building, block digest and serialization (level 0
+below) plus deflate. Measured with
 ``scripts/bench_fetch.py --hosts 50 --pages 3000 --threads 1 --warc-compress-level N`` (20 KB HTML
-pages with 60 links; request + response + metadata records; zlib 1.2.13 on this 2-core machine):
+pages with 60 links; request + response + metadata records; warcio 1.8.1, zlib 1.2.13 on this
+2-core machine, lower of two runs):
 
 =====  ============================  ==================
 level  WARC CPU per page (ms)        WARC bytes per page
 =====  ============================  ==================
-0      0.20                          23,657
-1      0.43                          8,421
-3      0.49                          7,943
-6      0.82                          7,281
-9      1.25                          7,208
+0      0.30                          23,657
+1      0.53                          8,420
+3      0.57                          7,943
+6      0.89                          7,283
+9      1.33                          7,206
 =====  ============================  ==================
 
 Level 1 is the default of ``fetch.warc_compress_level``: 16% more bytes than gzip's default 6 for
-half of its CPU, which on one core of a fetch worker is the difference between about 1 ms and 1.4
-ms of CPU per page. Crawls that are short of disk rather than CPU may set 6. (Recompressing a
-file offline must keep one gzip member per record, or the offsets in ``fetched`` break.)
+60% of its WARC CPU (0.23 ms of deflate per page instead of 0.59), which on one core of a fetch
+worker is the difference between about 1.3 ms and 1.7 ms of CPU per page. Crawls that are short of
+disk rather than CPU may set 6. (Recompressing a file offline must keep one gzip member per record,
+or the offsets in ``fetched`` break.)
 
 Files are written in place, not under a temporary name: a rename is a copy on object stores. This is
 safe because readers find WARC files only through the ``fetched`` rows of a committed round; the
@@ -76,6 +82,7 @@ from urllib.parse import urlsplit
 
 from warcio.archiveiterator import ArchiveIterator
 from warcio.statusandheaders import StatusAndHeaders
+from warcio.warcwriter import WARCWriter
 
 from batchcrawl.errors import BatchcrawlError
 from batchcrawl.records import FetchResult
@@ -121,6 +128,17 @@ def make_record_id() -> str:
 def warc_date(epoch_s: float) -> str:
     """WARC-Date for a time in seconds since the epoch, UTC with microseconds (WARC 1.1 §5.4)."""
     return datetime.fromtimestamp(epoch_s, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class _Latin1Headers(StatusAndHeaders):
+    """HTTP headers serialized by warcio (``to_str``) as Latin-1, the bytes http.client decoded,
+    falling back to warcio's RFC 8187 percent-encoding for characters outside Latin-1."""
+
+    def compute_headers_buffer(self, header_filter=None):
+        try:
+            self.headers_buff = self.to_str(header_filter).encode("latin-1") + b"\r\n"
+        except UnicodeEncodeError:
+            super().compute_headers_buffer(header_filter)
 
 
 def stored_response_headers(result: FetchResult) -> list[tuple[str, str]]:
@@ -343,60 +361,65 @@ class WarcWriter:
         body = result.raw_body
         if digest is None:
             digest = payload_digest(body)
-        common = [("WARC-Date", date), ("WARC-Target-URI", result.url)]
+        uri = result.url
+        common = {"WARC-Date": date, "WARC-Target-URI": uri}
         if warcinfo_id:
-            common.append(("WARC-Warcinfo-ID", warcinfo_id))
+            common["WARC-Warcinfo-ID"] = warcinfo_id
         if result.ip:
-            common.append(("WARC-IP-Address", result.ip))
-        level = self.compress_level
+            common["WARC-IP-Address"] = result.ip
+        records = _Records()
+        builder = records.writer
 
-        request_http = _http_block(_request_line(result), result.request_headers, request=True)
-        request = _record_bytes(
-            "request",
-            [("WARC-Record-ID", req_id), *common, ("WARC-Concurrent-To", resp_id),
-             ("WARC-Payload-Digest", _EMPTY_DIGEST)],
-            request_http,
-            b"",
-        )  # fmt: skip
-        parts = [zlib.compress(request, level, 31)]  # 31: gzip container, one member per record
+        request_http = _Latin1Headers(
+            _request_line(result), list(result.request_headers), is_http_request=True
+        )
+        request_fields = {"WARC-Type": "request", "WARC-Record-ID": req_id, **common}
+        request_fields["WARC-Concurrent-To"] = resp_id
+        records.add(
+            builder.create_warc_record(
+                uri, "request", warc_headers_dict=request_fields, http_headers=request_http
+            )
+        )
 
         statusline = f"{result.status} {result.reason or ''}".rstrip()
-        http = _http_block(
-            f"{result.http_version or 'HTTP/1.1'} {statusline}", stored_response_headers(result)
+        http = _Latin1Headers(
+            statusline, stored_response_headers(result), protocol=result.http_version or "HTTP/1.1"
         )
-        resp_headers = [("WARC-Record-ID", resp_id), *common, ("WARC-Concurrent-To", req_id)]
         if revisit_of is not None:
             refers_uri, refers_date = revisit_of
-            resp_headers += [
-                ("WARC-Profile", REVISIT_PROFILE),
-                ("WARC-Refers-To-Target-URI", refers_uri),
-                ("WARC-Refers-To-Date", refers_date),
-                ("WARC-Payload-Digest", digest),
-            ]
-            response = _record_bytes("revisit", resp_headers, http, b"")
+            fields = {"WARC-Type": "revisit", "WARC-Record-ID": resp_id, **common}
+            fields["WARC-Concurrent-To"] = req_id
+            # WARC-Profile (1.1 identical-payload-digest), WARC-Refers-To-*, WARC-Payload-Digest
+            response = builder.create_revisit_record(
+                uri, digest, refers_uri, refers_date, http_headers=http, warc_headers_dict=fields
+            )
         else:
+            fields = {"WARC-Type": "response", "WARC-Record-ID": resp_id, **common}
+            fields["WARC-Concurrent-To"] = req_id
             truncated = _truncated(result)
             if truncated:
-                resp_headers.append(("WARC-Truncated", truncated))
-            resp_headers.append(("WARC-Payload-Digest", digest))
-            response = _record_bytes("response", resp_headers, http, body)
-        parts.append(zlib.compress(response, level, 31))
+                fields["WARC-Truncated"] = truncated
+            fields["WARC-Payload-Digest"] = digest  # given: warcio does not hash the body again
+            response = builder.create_warc_record(
+                uri, "response", payload=io.BytesIO(body), length=len(body),
+                warc_headers_dict=fields, http_headers=http,
+            )  # fmt: skip
+        records.add(response)
 
         if outlinks is not None:
-            fields = [f"fetchTimeMs: {round(result.download_s * 1000)}"]
-            fields += [f"outlink: {link}" for link in outlinks]
-            meta = ("\r\n".join(fields) + "\r\n").encode("utf-8")
-            meta_headers = [
-                ("WARC-Record-ID", self.record_id_maker()),
-                *common,
-                ("WARC-Concurrent-To", resp_id),
-                ("WARC-Payload-Digest", payload_digest(meta)),
-            ]
-            parts.append(
-                zlib.compress(_record_bytes("metadata", meta_headers, None, meta), level, 31)
-            )
+            lines = [f"fetchTimeMs: {round(result.download_s * 1000)}"]
+            lines += [f"outlink: {link}" for link in outlinks]
+            meta = ("\r\n".join(lines) + "\r\n").encode("utf-8")
+            fields = {"WARC-Type": "metadata", "WARC-Record-ID": self.record_id_maker(), **common}
+            fields["WARC-Concurrent-To"] = resp_id
+            records.add(
+                builder.create_warc_record(
+                    uri, "metadata", payload=io.BytesIO(meta), length=len(meta),
+                    warc_headers_dict=fields,
+                )
+            )  # fmt: skip
 
-        return parts
+        return records.compress(self.compress_level)
 
     # -- internals ----------------------------------------------------------------------------
     def _append(self, data: bytes, n_records: int) -> None:
@@ -429,69 +452,49 @@ class WarcWriter:
             **self.warcinfo_fields,
         }
         body = "".join(f"{k}: {v}\r\n" for k, v in fields.items() if v).encode("utf-8")
-        headers = [
-            ("WARC-Record-ID", info_id),
-            ("WARC-Filename", name),
-            ("WARC-Date", warc_date(self.clock())),
-        ]
-        record = _record_bytes("warcinfo", headers, None, body)
-        self._append(zlib.compress(record, self.compress_level, 31), 1)
+        headers = {
+            "WARC-Type": "warcinfo",
+            "WARC-Record-ID": info_id,
+            "WARC-Filename": name,
+            "WARC-Date": warc_date(self.clock()),
+        }
+        records = _Records()
+        records.add(
+            records.writer.create_warc_record(
+                "", "warcinfo", payload=io.BytesIO(body), length=len(body),
+                warc_headers_dict=headers,
+            )
+        )  # fmt: skip
+        self._append(records.compress(self.compress_level)[0], 1)
         self._file.warcinfo_id = info_id
 
 
-_CONTENT_TYPES = {
-    "warcinfo": "application/warc-fields",
-    "metadata": "application/warc-fields",
-    "request": "application/http; msgtype=request",
-    "response": "application/http; msgtype=response",
-    "revisit": "application/http; msgtype=response",
-}
-_EMPTY_DIGEST = "sha1:" + base64.b32encode(hashlib.sha1(b"").digest()).decode("ascii")
+class _Records:
+    """The records of one fetch (or one ``warcinfo``), serialized by warcio's ``WARCWriter``
+    (``gzip=False``) into one buffer, then compressed one gzip member per record (WARC 1.1 Annex
+    D.2). ``writer`` also builds the records (``WARCWriter`` is a warcio ``RecordBuilder``)."""
 
+    __slots__ = ("buf", "writer", "ends")
 
-def _http_block(first_line: str, headers: list[tuple[str, str]], request: bool = False) -> bytes:
-    """The HTTP header block of a request/response record: the first line and header lines as
-    Latin-1 (the bytes ``http.client`` decoded) and the empty line; characters outside Latin-1 fall
-    back to warcio's RFC 8187 percent-encoding."""
-    text = first_line + "\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers) + "\r\n"
-    try:
-        return text.encode("latin-1")
-    except UnicodeEncodeError:
-        if request:
-            http = StatusAndHeaders(first_line, list(headers), is_http_request=True)
-        else:
-            protocol, _, statusline = first_line.partition(" ")
-            http = StatusAndHeaders(statusline, list(headers), protocol=protocol)
-        return http.to_ascii_bytes()
+    def __init__(self) -> None:
+        self.buf = io.BytesIO()
+        self.writer = WARCWriter(self.buf, gzip=False, warc_version=WARC_VERSION)
+        self.ends: list[int] = []
 
+    def add(self, record: Any) -> None:
+        self.writer.write_record(record)
+        self.ends.append(self.buf.tell())
 
-def _record_bytes(
-    rec_type: str, warc_headers: list[tuple[str, str]], http: bytes | None, payload: bytes
-) -> bytes:
-    """One uncompressed WARC record: ``WARC/1.1``, ``WARC-Type``, the given header fields (which
-    carry ``WARC-Payload-Digest`` where one applies), ``WARC-Block-Digest`` (SHA-1 of the HTTP
-    header block and payload), ``Content-Type`` and ``Content-Length``, the block, and CRLF CRLF
-    (WARC 1.1 §4). The same bytes warcio's ``WARCWriter`` writes for these records, made without
-    its per-record objects, digest passes and stream copies; ``revisit`` records store the HTTP
-    headers only (WARC 1.1 §6.7.2)."""
-    if rec_type == "revisit":
-        payload = b""
-    sha = hashlib.sha1()
-    if http is not None:
-        sha.update(http)
-    sha.update(payload)
-    length = len(payload) + (len(http) if http is not None else 0)
-    lines = [f"{WARC_VERSION}\r\nWARC-Type: {rec_type}\r\n"]
-    lines += [f"{k}: {v}\r\n" for k, v in warc_headers]
-    lines.append(
-        f"WARC-Block-Digest: sha1:{base64.b32encode(sha.digest()).decode('ascii')}\r\n"
-        f"Content-Type: {_CONTENT_TYPES[rec_type]}\r\n"
-        f"Content-Length: {length}\r\n\r\n"
-    )
-    head = "".join(lines).encode("utf-8")
-    if http is None:
-        return b"".join((head, payload, b"\r\n\r\n"))
-    return b"".join((head, http, payload, b"\r\n\r\n"))
+    def compress(self, level: int) -> list[bytes]:
+        """One gzip member (``wbits=31``) of each record's bytes, at zlib ``level``."""
+        view = self.buf.getbuffer()
+        try:
+            starts = [0, *self.ends[:-1]]
+            return [
+                zlib.compress(view[a:b], level, 31) for a, b in zip(starts, self.ends, strict=True)
+            ]
+        finally:
+            view.release()
 
 
 # --- reading ---------------------------------------------------------------------------------------
