@@ -7,6 +7,7 @@ the cases whose policy differs from ours are listed below with the reason, and f
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -443,3 +444,75 @@ def test_fuzz_links_are_http_and_unique(chunks):
     assert len(urls) == len(set(urls))
     assert all(u.startswith(("http://", "https://")) for u in urls)
     assert all(ada_url.check_url(u) for u in urls)
+
+
+# --- anchor_text=False ----------------------------------------------------------------------------
+
+_ANCHOR_PAGE = """<html><head><title>T</title><base href="/base/">
+<link rel="next" href="?p=2"><link rel="stylesheet" href="/s.css">
+<meta http-equiv="refresh" content="0; url=/moved"></head><body>
+<a href="/x" rel="nofollow">first <b>bold</b></a><a href="/x">second</a><a href="/x#f"> frag </a>
+<a href="rel">  many   words <i>and <em>nested</em></i> tail</a><a href="/empty"></a>
+<map><area href="/area" alt="alt text"></map><a href="javascript:go()">js</a>
+<iframe src="//other.test/frame"></iframe><a href="/img"><img src="/i.png" alt="img alt"></a>
+</body></html>"""
+
+
+def _without_text(page):
+    return [dataclasses.replace(link, text=None) for link in page.links]
+
+
+def test_anchor_text_false_gives_the_same_links_without_text():
+    """anchor_text=False: every Link.text is None, everything else (links in order, tags,
+    nofollow, dropped counts, base, title, charset) as with anchor text."""
+    body = _ANCHOR_PAGE.encode()
+    full = parse_page(body, PAGE, "text/html")
+    bare = parse_page(body, PAGE, "text/html", anchor_text=False)
+    # control: with anchor text, the page has some to drop
+    assert [x.text for x in full.links if x.tag in ("a", "area")] == [
+        "first bold", "frag", "many words and nested tail", "", "", "",
+    ]  # fmt: skip
+    assert all(x.text is None for x in bare.links)
+    assert bare.links == _without_text(full)
+    assert [(x.tag, x.url, x.nofollow) for x in bare.links] == [
+        ("link", "http://example.com/base/?p=2", False),
+        ("meta_refresh", "http://example.com/moved", False),
+        ("a", "http://example.com/x", False),
+        ("a", "http://example.com/x#f", False),
+        ("a", "http://example.com/base/rel", False),
+        ("a", "http://example.com/empty", False),
+        ("area", "http://example.com/area", False),
+        ("iframe", "http://other.test/frame", False),
+        ("a", "http://example.com/img", False),
+    ]
+    for name in ("charset", "charset_source", "robots_noindex", "robots_nofollow", "base_url",
+                 "title", "is_html", "dropped"):  # fmt: skip
+        assert getattr(bare, name) == getattr(full, name), name
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.text(max_size=12),
+            st.sampled_from(
+                [
+                    "<a href='/a'>", "<a href=b rel=nofollow>", "<a href='/a#x'>", "</a>",
+                    "<area href='/r'>", "<b>", "</b>", "<base href='/d/'>", "<link rel=next href=n>",
+                    "<meta name=robots content=nofollow>", "<frame src=f>", "<title>", "</title>",
+                    "<a href='javascript:x'>", "<!--", "-->", "<a>",
+                ]
+            ),
+        ),
+        max_size=25,
+    )
+)  # fmt: skip
+def test_anchor_text_false_same_links_for_any_markup(chunks):
+    body = "".join(chunks).encode("utf-8")
+    full = parse_page(body, PAGE, "text/html")
+    bare = parse_page(body, PAGE, "text/html", anchor_text=False)
+    assert all(x.text is None for x in bare.links)
+    assert bare.links == _without_text(full)
+    assert (bare.dropped, bare.base_url, bare.robots_nofollow) == (
+        full.dropped, full.base_url, full.robots_nofollow,
+    )  # fmt: skip
