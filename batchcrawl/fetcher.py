@@ -295,6 +295,8 @@ class Fetcher:
                 if not conns:
                     return None
                 conn = conns.pop()
+                if not conns:
+                    del self._idle[key]  # no empty lists: eviction below takes from the oldest
                 self._idle_count -= 1
             if not is_connection_dropped(conn):
                 return conn

@@ -302,3 +302,25 @@ def test_multiple_gzip_members_and_stacked_codings():
     assert make_decoder("identity") is None and make_decoder(None) is None
     with pytest.raises(ValueError, match="compress"):
         make_decoder("compress")
+
+
+def test_idle_pool_evicts_while_a_host_connection_is_in_use(web, test_config, monkeypatch):
+    """A connection taken out of the idle pool (a fetch in flight) must not leave an empty slot
+    that a later eviction trips over; found by the 500-host round benchmark."""
+    import batchcrawl.fetcher as fetcher_mod
+
+    monkeypatch.setattr(fetcher_mod, "MAX_IDLE_TOTAL", 1)
+    hosts = [f"pool{i}.t-evict.test" for i in range(3)]
+    for h in hosts:
+        web.app.add(h, "/", Response(200, [("Content-Type", "text/plain")], b"ok"))
+    with make_fetcher(test_config) as f:
+        assert f.fetch(web.base_url(hosts[0]) + "/").status == 200
+        (key,) = list(f._idle)  # noqa: SLF001
+        in_flight = f._take(key)  # noqa: SLF001 - as a concurrent fetch of hosts[0] would
+        assert in_flight is not None
+        for h in hosts[1:]:  # each give-back now exceeds the pool and evicts the oldest
+            r = f.fetch(web.base_url(h) + "/")
+            assert r.status == 200 and r.error is None
+        f._give(key, in_flight)  # noqa: SLF001
+        assert f._idle_count == 1  # noqa: SLF001
+        assert all(f._idle.values())  # noqa: SLF001 - no empty slots left behind
