@@ -16,7 +16,8 @@ The Parquet tables are Hive-partitioned (``crawl=NAME/round=N``), so DuckDB's
 Crawl's index, the partition columns are stored in the path only: the ``round`` column of
 ``fetched``, ``links`` and ``fetchlists`` and the ``crawl`` column of ``index`` are not in the files.
 ``warc_filename`` in the exported ``fetched`` and ``index`` tables, and ``filename`` in the CDXJ
-lines, are paths relative to ``DEST`` (Common Crawl's are relative to its bucket).
+lines, are paths relative to ``DEST`` (Common Crawl's are relative to its bucket); they resolve when
+``warc`` is exported too.
 
 What is read. Only the crawl's current committed manifest (:meth:`CrawlDir.manifest`): a round's
 Parquet files are the manifest's entries under ``TABLE/round=N/``, and its WARC files are those that
