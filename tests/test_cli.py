@@ -178,7 +178,6 @@ def test_locked_crawl_exits_4_in_a_real_process(crawl):
     "args",
     [
         ["crawl", "{c}", "--rounds", "3", "--stream"],
-        ["export", "{c}", "{d}", "--rounds", "1..2", "--tables", "fetched", "--format", "warc"],
     ],
 )
 def test_planned_commands_exit_69(crawl, tmp_path, args):
