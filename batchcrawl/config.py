@@ -176,12 +176,12 @@ class FetchSection:
     url_cache_size: int = 100_000
     """Recently seen url keys remembered per worker, so repeated menu links are sent once
     (BUbiNG's URL cache)."""
-    tail_rate_ratio: float = 0.0
+    tail_rate_ratio: float = 0.3
     """End a shard's fetch phase early once its pages/s over the last ``throughput_window_s`` falls
-    below this fraction of its best window (a few slow hosts, e.g. with a large Crawl-delay, no
-    longer hold the round; their URLs stay queued for the next). 0 never ends early (like Nutch's
-    fetcher.throughput.threshold, off by default)."""
-    throughput_window_s: float = 10.0
+    below this fraction of its best window, so a few slow hosts (e.g. a large Crawl-delay) do not
+    hold the round; their URLs stay queued, first in line, for the next round. 0 never ends early
+    (Nutch's fetcher.throughput.threshold, made relative). Measured by scripts/bench_round.py."""
+    throughput_window_s: float = 5.0
     """Window over which the fetch rate is measured for ``tail_rate_ratio``, seconds."""
 
 
