@@ -37,7 +37,9 @@ class Outcome(enum.StrEnum):
     NETWORK_ERROR = "network_error"  # connect/read timeout, reset, short body, bad response
     DNS_ERROR = "dns_error"  # the host does not resolve
     ROBOTS_DENIED = "robots_denied"  # robots.txt disallows the URL
-    ROBOTS_UNAVAILABLE = "robots_unavailable"  # robots.txt 5xx/unreachable: not fetched, retry later
+    ROBOTS_UNAVAILABLE = (
+        "robots_unavailable"  # robots.txt 5xx/unreachable: not fetched, retry later
+    )
     REFUSED = "refused"  # address policy refused the resolved address
     NOT_FETCHED = "not_fetched"  # still queued when the round ended (time limit)
 
