@@ -763,6 +763,12 @@ class Workbench(Generic[T]):
         with self._lock:
             return self._items
 
+    def visit_state(self, host: str) -> VisitState[T] | None:
+        """The visit state of ``host`` (queued, acquired or idle), or None if unknown. Read its
+        ``ip``, ``delay_s`` and times freely; change it only through its own methods."""
+        with self._lock:
+            return self._hosts.get(host)
+
     @property
     def host_count(self) -> int:
         """Hosts known: queued, acquired and idle."""

@@ -309,10 +309,8 @@ class FetchWorker:
         last requests were never persisted (so the rerun cannot break politeness)."""
         now = self.clock()
         for host in hosts:
-            vs = self.workbench._hosts.get(host)  # noqa: SLF001 - read-only peek
-            delay = (
-                self.workbench._delay(vs) if vs is not None else self.cfg.politeness.host_delay_s
-            )
+            vs = self.workbench.visit_state(host)
+            delay = vs.delay_s if vs is not None else self.cfg.politeness.host_delay_s
             ip = vs.ip if vs is not None else None
             if ip is None:
                 try:
@@ -442,7 +440,7 @@ class FetchWorker:
         return pending
 
     def _set_crawl_delay(self, host: str, rules) -> None:
-        vs = self.workbench._hosts.get(host)  # noqa: SLF001
+        vs = self.workbench.visit_state(host)
         if vs is not None:
             vs.set_crawl_delay(rules.crawl_delay(self.agent))
 
