@@ -80,6 +80,19 @@ class _Group(click.Group):
             log.debug("error details", exc_info=True)
             click.echo(f"batchcrawl: error: {exc}", err=True)
             ctx.exit(exc.exit_code)
+        except FileNotFoundError as exc:
+            # a data file named by a committed manifest is gone: the directory is damaged
+            log.debug("error details", exc_info=True)
+            click.echo(
+                f"batchcrawl: error: missing file {exc.filename or exc}: a file named by the "
+                "crawl's manifest is gone; restore it, or query an older generation "
+                "(--generation N)",
+                err=True,
+            )
+            ctx.exit(3)
+        except KeyboardInterrupt:
+            click.echo("batchcrawl: interrupted; nothing was committed, rerun the step", err=True)
+            ctx.exit(130)
 
 
 def _sets(f):
@@ -92,8 +105,14 @@ def _sets(f):
     )(f)
 
 
+def _not_empty(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is not None and not value.strip():
+        raise click.BadParameter("must not be empty")
+    return value
+
+
 def _crawl_arg(f):
-    return click.argument("crawl_url", metavar="CRAWL")(f)
+    return click.argument("crawl_url", metavar="CRAWL", callback=_not_empty)(f)
 
 
 def _echo_json(data: Any) -> None:
@@ -133,7 +152,11 @@ def main(verbose: int) -> None:
 # -- init / inject ---------------------------------------------------------------------------
 @main.command()
 @_crawl_arg
-@click.option("--seeds", type=click.File("r", encoding="utf-8"), help="Seed URLs, one a line.")
+@click.option(
+    "--seeds",
+    type=click.File("r", encoding="utf-8", errors="surrogateescape"),
+    help="Seed URLs, one a line.",
+)
 @click.option(
     "--config",
     "config_file",
@@ -150,25 +173,31 @@ def init(crawl_url: str, seeds: io.TextIOBase | None, config_file: str | None, s
     """
     files = []
     if config_file:
-        with open(config_file, encoding="utf-8") as fh:
-            files.append((config_file, fh.read()))
+        with open(config_file, "rb") as fh:
+            raw = fh.read()
+        try:
+            files.append((config_file, raw.decode("utf-8")))
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{config_file}: not a UTF-8 TOML file ({exc})") from None
     cfg = load_config(files=files, environ=os.environ, sets=sets)
     crawl = CrawlDir.create(crawl_url, to_toml(cfg), buckets=cfg.frontier.buckets)
     out: dict[str, Any] = {"crawl": crawl.url, "generation": 0, "buckets": cfg.frontier.buckets}
     if seeds is not None:
-        out["inject"] = _inject(crawl, cfg, seeds, source=seeds.name)
+        out["inject"] = _inject(crawl, cfg, seeds, source=getattr(seeds, "name", "-"))
     _echo_json(out)
 
 
 @main.command()
 @_crawl_arg
-@click.argument("seeds", type=click.File("r", encoding="utf-8"), metavar="FILE|-")
+@click.argument(
+    "seeds", type=click.File("r", encoding="utf-8", errors="surrogateescape"), metavar="FILE|-"
+)
 @_sets
 def inject(crawl_url: str, seeds: io.TextIOBase, sets) -> None:
     """Add the seed URLs of FILE (one a line; - reads stdin) to CRAWL. Prints a JSON summary."""
     crawl = _open(crawl_url)
     cfg = load_crawl_config(crawl, sets)
-    _echo_json(_inject(crawl, cfg, seeds, source=seeds.name))
+    _echo_json(_inject(crawl, cfg, seeds, source=getattr(seeds, "name", "-")))
 
 
 # -- inspection ------------------------------------------------------------------------------
@@ -233,7 +262,7 @@ def _rows_table(title: str | None, columns: list[str], rows: Iterable[Iterable[A
 def _render(*tables) -> None:
     from rich.console import Console
 
-    console = Console(file=click.get_text_stream("stdout"), soft_wrap=False)
+    console = Console(file=sys.stdout, soft_wrap=False)
     for t in tables:
         console.print(t)
 
@@ -388,7 +417,7 @@ def crawl_command(crawl_url, rounds, stream, scheduler, workers, time_limit, max
 
 @main.command()
 @_crawl_arg
-@click.argument("dest")
+@click.argument("dest", callback=_not_empty)
 @click.option(
     "--rounds", "rounds_range", metavar="A..B", help="Rounds to export (default every committed)."
 )
@@ -422,7 +451,20 @@ def export(crawl_url, dest, rounds_range, tables, fmt, sets) -> None:
     wanted = parse_tables(tables)
     crawl = _open(crawl_url)
     cfg = load_crawl_config(crawl, sets)
-    _echo_json(export_crawl(crawl, dest, crawl_name=cfg.crawl.name, rounds=rounds, tables=wanted))
+    if crawl.local and "://" not in dest:
+        inside = os.path.commonpath([os.path.abspath(dest), os.path.abspath(crawl.root)])
+        if inside == os.path.abspath(crawl.root):
+            raise ConfigError(
+                f"export destination {dest!r} is inside the crawl directory {crawl_url!r}, where "
+                "`batchcrawl gc` would delete it; choose a folder outside the crawl"
+            )
+    try:
+        summary = export_crawl(crawl, dest, crawl_name=cfg.crawl.name, rounds=rounds, tables=wanted)
+    except BatchcrawlError:
+        raise
+    except (OSError, ValueError, ImportError) as exc:  # bad destination: protocol, path, access
+        raise ConfigError(f"export destination {dest!r}: {type(exc).__name__}: {exc}") from None
+    _echo_json(summary)
 
 
 def _parse_rounds(text: str) -> tuple[int, int]:
@@ -471,7 +513,7 @@ def demo(crawl_url, hosts, pages, rounds, sets) -> None:
         f"{len(result['rounds'])} rounds into {result['crawl']}. Explore it with:\n"
         f"  batchcrawl status {crawl_url}\n"
         f'  batchcrawl sql {crawl_url} "SELECT host, count(*) FROM frontier GROUP BY 1"\n'
-        f"  duckdb {crawl_url}/crawl.duckdb"
+        f"  duckdb {crawl_url}/crawl.duckdb   # with the DuckDB shell, if installed"
     )
 
 

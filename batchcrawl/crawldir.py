@@ -208,6 +208,8 @@ class CrawlDir:
         """
         crawl = cls(url, storage_options)
         if not crawl.fs.exists(crawl.path(CONFIG_FILE)):
+            if crawl.fs.exists(crawl.root) and crawl.fs.isfile(crawl.root):
+                raise CrawlDirError(f"{url}: is a file, not a crawl directory")
             raise CrawlDirError(
                 f"{url}: not a crawl directory (no {CONFIG_FILE}); create one with "
                 f"`batchcrawl init {url}`"
@@ -256,8 +258,12 @@ class CrawlDir:
             ) from None
         try:
             data = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise CrawlDirError(f"{self.path(rel)}: not valid JSON ({exc})") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise CrawlDirError(
+                f"{self.path(rel)}: not valid JSON ({exc}). If this is the newest generation, "
+                f"rename the file (e.g. to {posixpath.basename(rel)}.damaged) to return to the "
+                "previous one"
+            ) from None
         return Manifest.from_json(data, self.path(rel))
 
     def commit(

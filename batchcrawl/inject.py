@@ -64,6 +64,9 @@ def parse_seed_lines(
         if not text or text.startswith("#"):
             counts["skipped"] += 1
             continue
+        if any("\udc80" <= ch <= "\udcff" for ch in text):
+            bad.append({"line": lineno, "reason": "not valid UTF-8; seed files are UTF-8 text"})
+            continue
         if any(ch.isspace() for ch in text):
             bad.append({"line": lineno, "reason": "contains whitespace; put one URL per line"})
             continue

@@ -302,9 +302,10 @@ class Crawler:
         )
         steps["generate"] = time.monotonic() - t0
         if gen_summary["selected"] == 0 and refiltered.num_rows == 0:
+            hint = "" if gen_summary["frontier_rows"] else "; the frontier is empty: inject seeds"
             raise NothingDue(
                 f"{self.crawl_url}: nothing is due in round {rnd} "
-                f"(not selected: {gen_summary['not_selected']})"
+                f"(not selected: {gen_summary['not_selected']}){hint}"
             )
         # -- fetch ------------------------------------------------------------------------------
         on_step("fetch")

@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from batchcrawl import schemas
 from batchcrawl.crawldir import CrawlDir, Manifest
-from batchcrawl.errors import SQLError
+from batchcrawl.errors import CrawlDirError, SQLError
 
 DUCKDB_FILE = "crawl.duckdb"
 log = logging.getLogger(__name__)
@@ -107,13 +107,21 @@ def connect(crawl: CrawlDir, generation: int | None = None) -> duckdb.DuckDBPyCo
     Raises
     ------
     CrawlDirError
-        ``generation`` does not exist.
+        ``generation`` does not exist, or a file its manifest names is missing or unreadable.
     """
     manifest = crawl.manifest(generation)
     con = duckdb.connect(":memory:")
     if not crawl.local:
         con.register_filesystem(crawl.fs)
-    _create_views(con, crawl, manifest)
+    try:
+        _create_views(con, crawl, manifest)
+    except duckdb.IOException as exc:
+        con.close()
+        first = str(exc).splitlines()[0]
+        raise CrawlDirError(
+            f"{crawl.url}: generation {manifest.generation} names a file that cannot be read "
+            f"({first}); restore it, or query an older generation with --generation N"
+        ) from None
     if crawl.local:
         paths = [crawl.full_url(rel) for t in schemas.TABLES for rel in manifest.files(t)]
         con.execute("SET allowed_paths = " + "[" + ", ".join(_literal(p) for p in paths) + "]")
@@ -187,18 +195,25 @@ def query(crawl: CrawlDir, sql: str, generation: int | None = None) -> pa.Table:
         ``generation`` does not exist.
     """
     statements = check_read_only(sql)
-    con = connect(crawl, generation)
+    con = None
     try:
+        con = connect(crawl, generation)
         result = None
         for text in statements:
             result = con.sql(text)
         if result is None:
             return pa.table({})
         return result.to_arrow_table()
+    except duckdb.IOException as exc:
+        raise CrawlDirError(
+            f"{crawl.url}: a file of the generation cannot be read ({str(exc).splitlines()[0]}); "
+            "restore it, or query an older generation with --generation N"
+        ) from None
     except duckdb.Error as exc:
         raise SQLError(f"query failed: {exc}") from None
     finally:
-        con.close()
+        if con is not None:
+            con.close()
 
 
 def queries_dir() -> Path:

@@ -44,7 +44,9 @@ NORM = TESTDATA / "url-normalization"
 
 def _load(path: Path):
     if not path.exists():
-        pytest.skip(f"test data {path} absent (expected in ../shared/testdata beside the repository)")
+        pytest.skip(
+            f"test data {path} absent (expected in ../shared/testdata beside the repository)"
+        )
     with path.open(encoding="utf-8") as f:
         return json.load(f)
 
