@@ -230,3 +230,54 @@ def test_init_with_seeds_and_inject_from_stdin(tmp_path):
     assert result.exit_code == 0, result.output
     assert crawl.read_current("frontier").num_rows == 3
     assert not os.path.exists(crawl.path(LOCK_FILE))
+
+
+# -- damaged input gets one line and an exit code ---------------------------------------------
+def test_undecodable_seed_lines_are_reported_and_the_rest_injected(tmp_path):
+    seeds = tmp_path / "seeds.bin"
+    seeds.write_bytes(b"http://a.test/\n\xff\xfe\x00junk\nhttp://b.test/\n")
+    result = run("init", str(tmp_path / "c"), "--seeds", str(seeds))
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)["inject"]
+    assert out["seeds_new"] == 2
+    assert out["bad_line_list"] == [
+        {"line": 2, "reason": "not valid UTF-8; seed files are UTF-8 text"}
+    ]
+
+
+def test_binary_config_file_is_a_config_error(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_bytes(b"\xff\xfe[fetch]\n")
+    result = run("init", str(tmp_path / "c"), "--config", str(bad))
+    assert result.exit_code == 2 and "not a UTF-8 TOML file" in result.stderr
+    assert not (tmp_path / "c").exists()
+
+
+def test_damaged_newest_manifest_names_the_way_back(crawl):
+    newest = crawl.generations()[-1]
+    Path(crawl.path(f"_commits/{newest:06d}.json")).write_bytes(b"\x00\x00garbage")
+    result = run("status", crawl.url)
+    assert result.exit_code == 3
+    assert "not valid JSON" in result.stderr and ".damaged" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_missing_data_file_is_a_crawl_directory_error(crawl):
+    victim = crawl.manifest().files("frontier")[0]
+    os.remove(crawl.path(victim))
+    for args in (("status", crawl.url), ("sql", crawl.url, "SELECT count(*) FROM frontier")):
+        result = run(*args)
+        assert result.exit_code == 3, (args, result.output)
+        assert "cannot be read" in result.stderr
+
+
+def test_export_refuses_a_destination_inside_the_crawl_and_bad_protocols(crawl):
+    result = run("export", crawl.url, os.path.join(crawl.url, "lake"))
+    assert result.exit_code == 2 and "inside the crawl directory" in result.stderr
+    result = run("export", crawl.url, "nosuchproto://x")
+    assert result.exit_code == 2 and "Protocol not known" in result.stderr
+
+
+def test_empty_crawl_argument_is_a_usage_error(tmp_path):
+    result = run("init", "")
+    assert result.exit_code == 2 and "must not be empty" in result.output
