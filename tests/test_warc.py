@@ -626,6 +626,23 @@ def _expected_block_digest(http_head: bytes, payload: bytes) -> str:
     return sha1_b32(http_head + payload)
 
 
+def _response_fields(result, resp_id, info_id, req_id, head: bytes, payload: bytes) -> list:
+    """The WARC fields expected on the response record of a loopback fetch, in order."""
+    return [
+        ("WARC-Type", "response"),
+        ("WARC-Record-ID", resp_id),
+        ("WARC-Date", warc_date(result.started)),
+        ("WARC-Target-URI", result.url),
+        ("WARC-Warcinfo-ID", info_id),
+        ("WARC-IP-Address", "127.0.0.1"),
+        ("WARC-Concurrent-To", req_id),
+        ("WARC-Payload-Digest", sha1_b32(payload)),
+        ("WARC-Block-Digest", _expected_block_digest(head, payload)),
+        ("Content-Type", "application/http; msgtype=response"),
+        ("Content-Length", str(len(head) + len(payload))),
+    ]
+
+
 def _http_head(first_line: str, headers: list[tuple[str, str]], encoding: str) -> bytes:
     return (first_line + "\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers) + "\r\n").encode(
         encoding
@@ -725,19 +742,7 @@ def test_chunked_fetch_read_back_field_by_field(loopback_fetch):
     assert (rec_type, protocol, statusline, headers, payload, ok) == (
         "response", "HTTP/1.1", "200 OK", stored, body, True,
     )  # fmt: skip
-    assert fields == [
-        ("WARC-Type", "response"),
-        ("WARC-Record-ID", resp_id),
-        ("WARC-Date", warc_date(result.started)),
-        ("WARC-Target-URI", result.url),
-        ("WARC-Warcinfo-ID", info_id),
-        ("WARC-IP-Address", "127.0.0.1"),
-        ("WARC-Concurrent-To", req_id),
-        ("WARC-Payload-Digest", sha1_b32(body)),
-        ("WARC-Block-Digest", _expected_block_digest(head, body)),
-        ("Content-Type", "application/http; msgtype=response"),
-        ("Content-Length", str(len(head) + len(body))),
-    ]
+    assert fields == _response_fields(result, resp_id, info_id, req_id, head, body)
 
 
 def test_gzip_fetch_read_back_field_by_field(loopback_fetch):
@@ -776,19 +781,7 @@ def test_gzip_fetch_read_back_field_by_field(loopback_fetch):
         "response", "HTTP/1.1", "200 OK", stored, wire, True,
     )  # fmt: skip
     assert gzip.decompress(payload) == html
-    assert fields == [
-        ("WARC-Type", "response"),
-        ("WARC-Record-ID", resp_id),
-        ("WARC-Date", warc_date(result.started)),
-        ("WARC-Target-URI", result.url),
-        ("WARC-Warcinfo-ID", info_id),
-        ("WARC-IP-Address", "127.0.0.1"),
-        ("WARC-Concurrent-To", req_id),
-        ("WARC-Payload-Digest", sha1_b32(wire)),
-        ("WARC-Block-Digest", _expected_block_digest(head, wire)),
-        ("Content-Type", "application/http; msgtype=response"),
-        ("Content-Length", str(len(head) + len(wire))),
-    ]
+    assert fields == _response_fields(result, resp_id, info_id, req_id, head, wire)
     rec_type, fields, protocol, statusline, headers, payload, ok = recs[3]
     meta = f"fetchTimeMs: {round(result.download_s * 1000)}\r\noutlink: http://a.test/\r\n".encode()
     assert (rec_type, protocol, headers, payload, ok) == ("metadata", None, None, meta, True)
