@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +20,10 @@ import pytest
 
 from batchcrawl.config import Config, loopback_test_config
 from batchcrawl.webserver import MisbehavingApp, MultiHostServer, RoutingApp
+
+# Network rule: no test may reach a cloud metadata address. botocore asks 169.254.169.254 for
+# credentials when none are configured; the S3 tests use moto on loopback with explicit ones.
+os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
 
 #: ../shared/testdata beside the repository (never copied into it).
 TESTDATA = Path(__file__).resolve().parents[1].parent / "shared" / "testdata"
