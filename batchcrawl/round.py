@@ -425,21 +425,32 @@ def dask_client(cfg: Config, scheduler: str | None = None) -> Iterator[Any]:
         with Client(address) as client:
             yield client
         return
-    with (
-        LocalCluster(
-            n_workers=cfg.round.workers,
-            threads_per_worker=cfg.round.threads_per_worker,
-            processes=True,
-            host="127.0.0.1",
-            dashboard_address=None,
-            # no dashboard, but the scheduler's HTTP server still listens: on loopback, on an
-            # ephemeral port (its default is the fixed :8787 on every interface)
-            scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
-            silence_logs=logging.WARNING,
-        ) as cluster,
-        Client(cluster) as client,
-    ):
+    cluster = LocalCluster(
+        n_workers=cfg.round.workers,
+        threads_per_worker=cfg.round.threads_per_worker,
+        processes=True,
+        host="127.0.0.1",
+        dashboard_address=None,
+        # no dashboard, but the scheduler's HTTP server still listens: on loopback, on an
+        # ephemeral port (its default is the fixed :8787 on every interface)
+        scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+        silence_logs=logging.WARNING,
+    )
+    client = Client(cluster)
+    timeout = None
+    try:
         yield client
+    except KeyboardInterrupt:
+        # Ctrl-C reached the worker processes too (one process group): do not wait for them to
+        # say goodbye; nothing uncommitted matters (the round reruns whole).
+        timeout = 2
+        logging.getLogger("distributed").setLevel(logging.CRITICAL)
+        raise
+    finally:
+        with contextlib.suppress(Exception):
+            client.close(timeout=timeout)
+        with contextlib.suppress(Exception):
+            cluster.close(timeout=timeout)
 
 
 def run_rounds(
