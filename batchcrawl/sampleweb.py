@@ -496,6 +496,16 @@ class SampleWeb:
         """The ``Crawl-delay`` of ``host``'s robots.txt in seconds, or None when it sets none."""
         return self.host(host).crawl_delay_s
 
+    def polite_delay(self, host: str, host_delay_s: float, max_crawl_delay_s: float) -> float:
+        """The least gap in seconds a polite crawler keeps between two requests to ``host``: the
+        crawler's ``host_delay_s``, raised by the host's robots.txt Crawl-delay up to
+        ``max_crawl_delay_s``. Hosts not in this web get ``host_delay_s``."""
+        try:
+            crawl_delay = self.crawl_delay(host) or 0.0
+        except SampleWebError:
+            crawl_delay = 0.0
+        return max(host_delay_s, min(crawl_delay, max_crawl_delay_s))
+
     def kind_of(self, url: str) -> str:
         """What ``url`` is: ``page``, ``calendar``, ``robots``, ``external`` (not one of our hosts),
         ``missing`` (404 on our host) or a kind of :data:`EXTRA_PATHS` (``redirect``, ``dead``,

@@ -41,7 +41,7 @@ from batchcrawl.crawldir import CrawlDir
 from batchcrawl.errors import NothingDue
 from batchcrawl.inject import inject
 from batchcrawl.round import Crawler, dask_client
-from batchcrawl.sampleweb import SampleWeb, SampleWebError
+from batchcrawl.sampleweb import SampleWeb
 from batchcrawl.webserver import politeness_violations
 
 HERE = Path(__file__).resolve().parent
@@ -132,16 +132,10 @@ def main(argv: list[str] | None = None) -> int:
         distinct = query(crawl, "SELECT count(DISTINCT url) FROM fetched "
                                 "WHERE fetch_status IS NOT NULL").column(0)[0].as_py()  # fmt: skip
 
-    cap = cfg.politeness.max_crawl_delay_s
-
-    def delay_of(host: str) -> float:
-        try:
-            cd = web.crawl_delay(host)
-        except SampleWebError:  # not one of the web's hosts (never expected in the log)
-            cd = None
-        return max(args.host_delay_s, min(cd, cap) if cd else 0.0)
-
-    violations = politeness_violations([e for e in log if e["path"] != "/robots.txt"], delay_of)
+    pol = cfg.politeness
+    violations = politeness_violations(  # robots.txt requests obey the host delay too
+        log, lambda host: web.polite_delay(host, pol.host_delay_s, pol.max_crawl_delay_s)
+    )
     steps: Counter = Counter()
     for s in summaries:
         steps.update(s["seconds_by_step"])

@@ -29,6 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from batchcrawl import webserver  # noqa: E402
 from batchcrawl.config import Config, loopback_test_config, to_toml  # noqa: E402
 from batchcrawl.crawldir import CrawlDir, Manifest  # noqa: E402
 from batchcrawl.webserver import MultiHostServer, RequestLogEntry  # noqa: E402
@@ -170,32 +171,17 @@ def politeness_violations(
     entries: Iterable[RequestLogEntry],
     delay_of: Callable[[str], float],
     slack_s: float = GAP_SLACK_S,
-) -> list[tuple[str, str, str, float, float]]:
-    """Pairs of consecutive requests to one host closer than ``delay_of(host)`` seconds.
-
-    Every request counts, robots.txt included. Returns ``(host, path_a, path_b, gap_s, delay_s)``
-    tuples (empty: polite).
-    """
-    bad = []
-    for host, lst in by_host(entries).items():
-        delay = delay_of(host)
-        for a, b in zip(lst, lst[1:], strict=False):
-            gap = (b.t_ms - a.t_ms) / 1000.0
-            if gap + slack_s < delay:
-                bad.append((host, a.path, b.path, round(gap, 4), delay))
-    return bad
+) -> list[tuple[str, float, float]]:
+    """Pairs of consecutive requests to one host closer than ``delay_of(host)`` seconds, robots.txt
+    included (:func:`batchcrawl.webserver.politeness_violations`); empty: polite."""
+    return webserver.politeness_violations(entries, delay_of, tolerance_ms=slack_s * 1000.0)
 
 
 def sample_delay(web: Any, cfg: Config) -> Callable[[str], float]:
-    """The least gap a polite crawler keeps on each host of a SampleWeb: ``host_delay_s`` raised
-    by the host's ``Crawl-delay`` up to ``max_crawl_delay_s``."""
+    """The least gap a polite crawler keeps on each host of a SampleWeb (``host_delay_s`` raised
+    by the host's ``Crawl-delay`` up to ``max_crawl_delay_s``)."""
     pol = cfg.politeness
-
-    def delay(host: str) -> float:
-        crawl_delay = web.crawl_delay(host) or 0.0
-        return max(pol.host_delay_s, min(crawl_delay, pol.max_crawl_delay_s))
-
-    return delay
+    return lambda host: web.polite_delay(host, pol.host_delay_s, pol.max_crawl_delay_s)
 
 
 # -- processes --------------------------------------------------------------------------------------
