@@ -1,0 +1,70 @@
+"""The bucket-partitioned shuffle files between fetch shards and DRUM buckets."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from batchcrawl import schemas
+from batchcrawl.crawldir import CrawlDir
+from batchcrawl.shuffle import read_partition, write_partitioned
+
+
+def _links(keys: list[int]) -> pa.Table:
+    n = len(keys)
+    return schemas.conform(
+        "links",
+        {
+            "round": [1] * n,
+            "shard": [0] * n,
+            "seq": list(range(1, n + 1)),
+            "src_url_key": [7] * n,
+            "dst_url_key": pa.array(keys, pa.uint64()),
+            "dst_url": [f"http://h.test/{k}" for k in keys],
+            "dst_host": ["h.test"] * n,
+            "dst_domain": ["h.test"] * n,
+            "depth": [1] * n,
+            "hops_out": [0] * n,
+            "tag": ["a"] * n,
+            "nofollow": [False] * n,
+        },
+    )
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    shards=st.lists(st.lists(st.integers(0, 2**64 - 1), max_size=40), min_size=1, max_size=3),
+    buckets=st.integers(1, 9),
+)
+def test_each_bucket_reads_back_exactly_its_rows_in_discovery_order(
+    tmp_path_factory, shards, buckets
+):
+    crawl = CrawlDir.create(str(tmp_path_factory.mktemp("c")), "", buckets)
+    parts = [
+        write_partitioned(crawl, "links", f"links/round=1/shard={s:02d}.parquet", _links(keys),
+                          "dst_url_key", buckets)
+        for s, keys in enumerate(shards)
+    ]  # fmt: skip
+    for part, keys in zip(parts, shards, strict=True):
+        assert part.entry.rows == len(keys)
+        meta = pq.ParquetFile(crawl.path(part.entry.path)).metadata
+        assert meta.num_row_groups == max(1, len({k % buckets for k in keys}))
+    for b in range(buckets):
+        got = read_partition(crawl, "links", parts, b)
+        want = [(s, i + 1) for s, keys in enumerate(shards) for i, k in enumerate(keys)
+                if k % buckets == b]  # fmt: skip
+        if not want:
+            assert got is None
+            continue
+        assert got.schema == schemas.schema("links")
+        assert all(k % buckets == b for k in got.column("dst_url_key").to_pylist())
+        # rows of one shard keep their discovery order (seq) inside the bucket
+        seqs = got.column("seq").to_pylist()
+        assert sorted(seqs) == sorted(seq for _, seq in want)
+        offset = 0
+        for s, keys in enumerate(shards):
+            mine = [i + 1 for i, k in enumerate(keys) if k % buckets == b]
+            assert seqs[offset : offset + len(mine)] == mine, s
+            offset += len(mine)
