@@ -20,6 +20,7 @@ crawl's :class:`~batchcrawl.lock.WriterLock`; old generations are removed by :fu
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import logging
@@ -27,7 +28,7 @@ import os
 import posixpath
 import re
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -362,22 +363,37 @@ class CrawlDir:
         return True
 
     # -- table files -------------------------------------------------------------------------
-    def write_table(self, table: str, rel: str, data: pa.Table | dict | list) -> FileEntry:
-        """Validate ``data`` against ``table``'s schema and write it as Parquet at ``rel``.
+    @contextlib.contextmanager
+    def open_output(self, rel: str) -> Iterator[Any]:
+        """A binary file handle for a *new* data file ``rel``, whole or absent once the block ends.
 
-        Writes go to a temporary name first and are renamed into place (locally), so a file at
-        ``rel`` is always whole. Raises :class:`~batchcrawl.errors.SchemaError` on a schema mismatch.
+        Locally the bytes go to ``rel.tmp-<uuid>``, renamed into place when the block ends without
+        an error (removed otherwise; ``gc`` removes the leftovers of a killed process). On object
+        stores a put is already all-or-nothing, so the file is written at its name.
         """
-        arrow = schemas.conform(table, data)
         final = self.path(rel)
         self.fs.makedirs(posixpath.dirname(final), exist_ok=True)
+        target = f"{final}.tmp-{uuid.uuid4().hex}" if self.local else final
+        try:
+            with self.fs.open(target, "wb") as fh:
+                yield fh
+        except BaseException:
+            if self.local:
+                with contextlib.suppress(OSError):
+                    os.unlink(target)
+            raise
         if self.local:
-            tmp = f"{final}.tmp-{uuid.uuid4().hex}"
-            pq.write_table(arrow, tmp, compression="zstd")
-            os.replace(tmp, final)
-        else:
-            with self.fs.open(final, "wb") as fh:
-                pq.write_table(arrow, fh, compression="zstd")
+            os.replace(target, final)
+
+    def write_table(self, table: str, rel: str, data: pa.Table | dict | list) -> FileEntry:
+        """Validate ``data`` against ``table``'s schema and write it as Parquet at ``rel``
+        (through :meth:`open_output`, so a file at ``rel`` is always whole).
+
+        Raises :class:`~batchcrawl.errors.SchemaError` on a schema mismatch.
+        """
+        arrow = schemas.conform(table, data)
+        with self.open_output(rel) as fh:
+            pq.write_table(arrow, fh, compression="zstd")
         return FileEntry(rel, arrow.num_rows)
 
     def read_table(

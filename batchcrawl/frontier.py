@@ -13,8 +13,6 @@ caller (a :class:`datetime.datetime` or epoch seconds) and never reads the clock
 from __future__ import annotations
 
 import datetime as dt
-import posixpath
-import uuid
 from collections.abc import Iterable, Iterator
 
 import numpy as np
@@ -111,17 +109,14 @@ def write_bucket(
     ``url_key``), validated against the frontier schema, in row groups of about
     ``row_group_bytes`` bytes in memory (so :mod:`batchcrawl.drum` can stream it back by row group).
 
-    Like :meth:`CrawlDir.write_table` (temporary name, then rename, locally), but streaming and
+    Like :meth:`CrawlDir.write_table` (through :meth:`CrawlDir.open_output`), but streaming and
     with a row group size.
     """
     if isinstance(parts, pa.Table):
         parts = [parts]
     target = schemas.schema("frontier")
-    final = crawl.path(rel)
-    crawl.fs.makedirs(posixpath.dirname(final), exist_ok=True)
-    tmp = f"{final}.tmp-{uuid.uuid4().hex}" if crawl.local else final
     rows = 0
-    with crawl.fs.open(tmp, "wb") as fh:
+    with crawl.open_output(rel) as fh:
         writer = pq.ParquetWriter(
             fh, target, compression="zstd", use_dictionary=_DICT_COLUMNS, write_statistics=True
         )
@@ -137,8 +132,6 @@ def write_bucket(
                 writer.write_table(target.empty_table())
         finally:
             writer.close()
-    if crawl.local:
-        crawl.fs.mv(tmp, final)
     return FileEntry(rel, rows)
 
 

@@ -10,8 +10,6 @@ through the scheduler, and memory bounded by one bucket's share of the round's f
 
 from __future__ import annotations
 
-import posixpath
-import uuid
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -48,11 +46,8 @@ def write_partitioned(
     bounds = np.flatnonzero(np.diff(sorted_buckets)) + 1
     starts = np.concatenate(([0], bounds)) if len(sorted_buckets) else np.zeros(0, dtype=np.int64)
     ends = np.concatenate((bounds, [len(sorted_buckets)])) if len(sorted_buckets) else starts
-    final = crawl.path(rel)
-    crawl.fs.makedirs(posixpath.dirname(final), exist_ok=True)
-    tmp = f"{final}.tmp-{uuid.uuid4().hex}" if crawl.local else final
     row_groups: dict[int, int] = {}
-    with crawl.fs.open(tmp, "wb") as fh:
+    with crawl.open_output(rel) as fh:
         writer = pq.ParquetWriter(fh, data.schema, compression="zstd")
         try:
             for i, (s, e) in enumerate(zip(starts, ends, strict=True)):
@@ -62,8 +57,6 @@ def write_partitioned(
                 writer.write_table(data)
         finally:
             writer.close()
-    if crawl.local:
-        crawl.fs.mv(tmp, final)
     return Partitioned(FileEntry(rel, data.num_rows), row_groups)
 
 
