@@ -224,6 +224,7 @@ class Crawler:
     client: Any
     actors: dict[int, Any] = field(default_factory=dict)
     _shards: int = 0
+    _seeds: tuple[int, set[str], set[str]] | None = None  # (generation read, hosts, domains)
 
     def shard_actors(self, cfg: Config) -> dict[int, Any]:
         """One actor per shard, spread over the workers (created once; re-created when
@@ -240,6 +241,22 @@ class Crawler:
         self.actors = {s: f.result() for s, f in futures.items()}
         self._shards = cfg.fetch.shards
         return self.actors
+
+    def seed_scope(self, crawl: CrawlDir, manifest) -> tuple[set[str], set[str]]:
+        """The seeds' hosts and domains (a scan of every bucket), read again only when an ``inject``
+        was committed since the last read: rounds never add seeds."""
+        if self._seeds is not None:
+            seen, hosts, domains = self._seeds
+            injected = any(
+                crawl.manifest(g).summary.get("step") == "inject"
+                for g in range(seen + 1, manifest.generation + 1)
+            )
+            if not injected:
+                self._seeds = (manifest.generation, hosts, domains)
+                return hosts, domains
+        hosts, domains = frontier_mod.seed_scope(crawl, manifest)
+        self._seeds = (manifest.generation, hosts, domains)
+        return hosts, domains
 
     def close_actors(self) -> None:
         """Close the shard workers' connections and drop the actors."""
@@ -310,7 +327,7 @@ class Crawler:
         # -- fetch ------------------------------------------------------------------------------
         on_step("fetch")
         t0 = time.monotonic()
-        seed_hosts, seed_domains = frontier_mod.seed_scope(crawl, manifest)
+        seed_hosts, seed_domains = self.seed_scope(crawl, manifest)
         actors = self.shard_actors(cfg)
         host_files = manifest.files("hosts")
         pending = {
