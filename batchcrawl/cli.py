@@ -451,13 +451,6 @@ def export(crawl_url, dest, rounds_range, tables, fmt, sets) -> None:
     wanted = parse_tables(tables)
     crawl = _open(crawl_url)
     cfg = load_crawl_config(crawl, sets)
-    if crawl.local and "://" not in dest:
-        inside = os.path.commonpath([os.path.abspath(dest), os.path.abspath(crawl.root)])
-        if inside == os.path.abspath(crawl.root):
-            raise ConfigError(
-                f"export destination {dest!r} is inside the crawl directory {crawl_url!r}, where "
-                "`batchcrawl gc` would delete it; choose a folder outside the crawl"
-            )
     try:
         summary = export_crawl(crawl, dest, crawl_name=cfg.crawl.name, rounds=rounds, tables=wanted)
     except BatchcrawlError:

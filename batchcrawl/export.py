@@ -626,7 +626,16 @@ def export_crawl(
     Raises
     ------
     ExportSettingError, ExportError
+        ``ExportSettingError`` also when ``dest`` lies inside the crawl directory, where
+        ``batchcrawl gc`` would delete it.
     """
+    if crawl.local and "://" not in dest:
+        root = os.path.abspath(crawl.root)
+        if os.path.commonpath([os.path.abspath(dest), root]) == root:
+            raise ExportSettingError(
+                f"export destination {dest!r} is inside the crawl directory {crawl.url!r}, where "
+                "`batchcrawl gc` would delete it; choose a folder outside the crawl"
+            )
     name = crawl_name_of(crawl, crawl_name)
     exporter = Exporter(crawl, Destination(dest, storage_options), name, threads=threads,
                         on_file=on_file)  # fmt: skip
