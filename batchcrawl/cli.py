@@ -1,4 +1,4 @@
-"""The ``batchcrawl`` command line (DESIGN §9): a thin layer over the library.
+"""The ``batchcrawl`` command line (docs/design.md §9): a thin layer over the library.
 
 Every command takes ``--set section.key=value`` (repeatable). Configuration precedence, lowest
 first: defaults < ``CRAWL/crawl.toml`` (``--config FILE`` at ``init``) < ``BATCHCRAWL_SECTION__KEY``
@@ -37,8 +37,8 @@ import click
 
 from batchcrawl import __version__
 from batchcrawl.config import Config, load_config, to_toml
-from batchcrawl.crawldir import CONFIG_FILE, CrawlDir
 from batchcrawl.errors import BatchcrawlError, ConfigError, NotAvailable
+from batchcrawl.store.crawldir import CONFIG_FILE, CrawlDir
 
 log = logging.getLogger("batchcrawl")
 
@@ -124,13 +124,13 @@ def _open(crawl_url: str) -> CrawlDir:
 
 
 def _lock(crawl: CrawlDir, command: str):
-    from batchcrawl.lock import WriterLock
+    from batchcrawl.store.lock import WriterLock
 
     return WriterLock(crawl, owner=f"batchcrawl {command} (pid {os.getpid()})")
 
 
 def _inject(crawl: CrawlDir, cfg: Config, stream: io.TextIOBase, source: str) -> dict:
-    from batchcrawl.inject import inject  # lazy: pulls in URL handling
+    from batchcrawl.frontier.inject import inject  # lazy: pulls in URL handling
 
     with _lock(crawl, "inject"):
         return inject(crawl, cfg, (line.rstrip("\r\n") for line in stream), source=source)
@@ -219,7 +219,7 @@ def inject(crawl_url: str, seeds: io.TextIOBase, sets) -> None:
 @_sets
 def sql_command(crawl_url, statement, query_name, list_queries, fmt, generation, sets) -> None:
     """Run a read-only SQL statement over the views frontier, hosts, fetchlists, fetched, links."""
-    from batchcrawl import sql
+    from batchcrawl.store import sql
 
     if list_queries:
         for name in sql.named_queries():
@@ -309,7 +309,7 @@ def _status_tables(st: dict[str, Any]) -> list:
 @_sets
 def status(crawl_url: str, fmt: str, generation: int | None, sets) -> None:
     """URLs by status, hosts, depths, fetch outcomes and rounds of CRAWL (like Nutch readdb -stats)."""
-    from batchcrawl.status import crawl_status
+    from batchcrawl.store.status import crawl_status
 
     crawl = _open(crawl_url)
     load_crawl_config(crawl, sets)
@@ -329,7 +329,7 @@ def status(crawl_url: str, fmt: str, generation: int | None, sets) -> None:
 @_sets
 def gc(crawl_url: str, keep: int | None, dry_run: bool, sets) -> None:
     """Delete generations older than the last N and every file they alone used. Prints JSON."""
-    from batchcrawl.gc import gc as run_gc
+    from batchcrawl.store.gc import gc as run_gc
 
     crawl = _open(crawl_url)
     cfg = load_crawl_config(crawl, sets, flags={"crawl": {"keep_generations": keep}})
@@ -445,7 +445,7 @@ def export(crawl_url, dest, rounds_range, tables, fmt, sets) -> None:
     Rounds already exported are skipped. Credentials come from the environment (AWS_* variables,
     fsspec config), never from the command line. Prints a JSON summary.
     """
-    from batchcrawl.export import export_crawl, parse_tables
+    from batchcrawl.export.lake import export_crawl, parse_tables
 
     rounds = _parse_rounds(rounds_range) if rounds_range is not None else None
     wanted = parse_tables(tables)

@@ -1,6 +1,6 @@
 """Crawl configuration: one typed, frozen object read once at the edge (CLI, Airflow, scripts).
 
-Precedence, lowest first (DESIGN §9): the defaults declared below < ``CRAWL/crawl.toml`` (or
+Precedence, lowest first (docs/design.md §9): the defaults declared below < ``CRAWL/crawl.toml`` (or
 ``--config FILE``) < ``BATCHCRAWL_SECTION__KEY`` environment variables < ``--set section.key=value``
 < explicit CLI flags. ``configs/default.toml`` lists every setting with its comment and unit; a test
 checks it agrees with the defaults here, which are the one source of truth.
@@ -173,7 +173,7 @@ class FetchSection:
     """A WARC file is closed and a new one started past this many bytes."""
     warc_compress_level: int = 1
     """zlib level (0-9) of each WARC record's gzip member; 1 costs about 60% of the WARC CPU of 6 for
-    ~16% more bytes (measured in batchcrawl.warc's module docstring)."""
+    ~16% more bytes (measured in batchcrawl.fetch.warc's module docstring)."""
     url_cache_size: int = 100_000
     """Recently seen url keys remembered per worker, so repeated menu links are sent once
     (BUbiNG's URL cache)."""
@@ -574,7 +574,7 @@ def toml_value(value: Any) -> str:
 
 def loopback_test_config(**overrides: Mapping[str, Any]) -> Config:
     """A config for tests, demos and benchmarks: only ``*.test`` names resolve (to 127.0.0.1), no DNS
-    server is asked, and only 127.0.0.0/8 may be contacted (DESIGN §10)."""
+    server is asked, and only 127.0.0.0/8 may be contacted (docs/design.md §10)."""
     base = Config().replace(
         network={
             "resolve": {"*.test": "127.0.0.1"},

@@ -1,6 +1,6 @@
 """The demo: crawl a local multi-host sample web for a few rounds and show what was crawled.
 
-Everything stays on this machine (DESIGN §10): the sample web (:class:`~batchcrawl.sampleweb.SampleWeb`,
+Everything stays on this machine (docs/design.md §10): the sample web (:class:`~batchcrawl.sampleweb.SampleWeb`,
 with robots.txt variants, redirects, dead links, duplicates and a spider trap) is served on an
 ephemeral loopback port; the crawl config resolves only ``*.test`` names (to 127.0.0.1), asks no DNS
 server and may contact 127.0.0.0/8 only, so the sample pages' links to real sites are never followed.
@@ -13,14 +13,14 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from batchcrawl import sql
 from batchcrawl.config import Config, load_config, loopback_test_config, to_toml
-from batchcrawl.crawldir import CrawlDir
-from batchcrawl.inject import inject
-from batchcrawl.lock import WriterLock
+from batchcrawl.frontier.inject import inject
 from batchcrawl.round import run_rounds
-from batchcrawl.sampleweb import SampleWeb
-from batchcrawl.webserver import MultiHostServer
+from batchcrawl.store import sql
+from batchcrawl.store.crawldir import CrawlDir
+from batchcrawl.store.lock import WriterLock
+from batchcrawl.testing.sampleweb import SampleWeb
+from batchcrawl.testing.webserver import MultiHostServer
 
 #: Settings the demo changes from the defaults (a small web, a short politeness delay).
 DEMO_SETTINGS: dict[str, dict[str, Any]] = {

@@ -1,5 +1,5 @@
 """Progress of running rounds: a live rich display on a terminal, plain log lines otherwise
-(DESIGN §9). Fed by :func:`batchcrawl.round.run_rounds` with the shard workers' live counters."""
+(docs/design.md §9). Fed by :func:`batchcrawl.round.run_rounds` with the shard workers' live counters."""
 
 from __future__ import annotations
 

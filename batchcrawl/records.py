@@ -2,7 +2,7 @@
 results. Nothing here does I/O.
 
 ``UrlStatus`` is the state of a URL in the frontier (Nutch's CrawlDatum status); ``Outcome`` is what
-one fetch attempt produced. ``batchcrawl.update`` maps (status, outcome) pairs to the next status.
+one fetch attempt produced. ``batchcrawl.frontier.update`` maps (status, outcome) pairs to the next status.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ each shard owns ``vnodes`` points on a 64-bit ring; a name (host, pay-level doma
 wrapping around. Adding a shard moves only the names the new shard's points take over (about
 ``1/(n+1)`` of them, all to the new shard); removing one moves only that shard's names. With
 modular hashing (``key % n``, :func:`modular_shard`) growing 4 -> 5 shards moves about 80 % of the
-names instead. Many virtual nodes per shard even out the load (DESIGN §5).
+names instead. Many virtual nodes per shard even out the load (docs/design.md §5).
 
 Hashes (stable across processes and machines; never Python's ``hash()``):
 

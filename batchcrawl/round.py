@@ -1,16 +1,16 @@
 """One crawl round as a Dask graph: generate -> fetch (one task per shard) -> update (one task per
-bucket) -> commit (DESIGN §7; Nutch's crawl cycle).
+bucket) -> commit (docs/design.md §7; Nutch's crawl cycle).
 
 * **generate** — one task per DRUM bucket selects its due URLs (pre-capped); the driver folds the
   small candidate tables, applies the caps exactly, re-applies the filters and writes one fetch list
-  per shard (:mod:`batchcrawl.generate`). Leases live in the fetch lists, committed with the round.
+  per shard (:mod:`batchcrawl.frontier.generate`). Leases live in the fetch lists, committed with the round.
 * **fetch** — one long-lived :class:`ShardActor` per shard, pinned to a Dask worker, owns that
   shard's hosts: its :class:`~batchcrawl.worker.FetchWorker` keeps the workbench, the robots.txt
   cache and the URL cache in memory across the rounds of one ``batchcrawl crawl``, and reloads them
   from the ``hosts`` table in a fresh process. Each shard writes its ``fetched`` and ``links`` files
-  partitioned by bucket (:mod:`batchcrawl.shuffle`), its WARC files and its ``hosts`` file.
+  partitioned by bucket (:mod:`batchcrawl.store.shuffle`), its WARC files and its ``hosts`` file.
 * **update** — one task per bucket merges the bucket with its slice of every shard's facts
-  (IRLbot's DRUM, :mod:`batchcrawl.update`) and writes the next generation's bucket.
+  (IRLbot's DRUM, :mod:`batchcrawl.frontier.update`) and writes the next generation's bucket.
 * **commit** — the driver publishes the next manifest (:meth:`CrawlDir.commit`) under the writer lock.
 
 A round that dies anywhere before the commit leaves only orphan files: the committed generation is
@@ -33,21 +33,21 @@ from typing import Any
 import pyarrow as pa
 from fsspec.implementations.dirfs import DirFileSystem
 
-from batchcrawl import frontier as frontier_mod
-from batchcrawl import generate as gen_mod
-from batchcrawl import schemas
-from batchcrawl import update as update_mod
 from batchcrawl.config import Config
-from batchcrawl.crawldir import CrawlDir, FileEntry
-from batchcrawl.drum import partition_by_bucket
 from batchcrawl.errors import NothingDue
-from batchcrawl.filters import FilterChain
-from batchcrawl.lock import WriterLock
+from batchcrawl.fetch.worker import FetchWorker
+from batchcrawl.frontier import generate as gen_mod
+from batchcrawl.frontier import table as frontier_mod
+from batchcrawl.frontier import update as update_mod
+from batchcrawl.frontier.drum import partition_by_bucket
 from batchcrawl.records import FetchItem
 from batchcrawl.ring import HashRing
-from batchcrawl.shuffle import Partitioned, read_partition, write_partitioned
+from batchcrawl.scope.filters import FilterChain
+from batchcrawl.store import schemas
+from batchcrawl.store.crawldir import CrawlDir, FileEntry
+from batchcrawl.store.lock import WriterLock
+from batchcrawl.store.shuffle import Partitioned, read_partition, write_partitioned
 from batchcrawl.urls import domain_of
-from batchcrawl.worker import FetchWorker
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ def host_shard(host: str, ip: str | None, cfg: Config, ring: HashRing) -> int:
 
 
 class ShardActor:
-    """A Dask actor holding one shard's fetch worker across rounds (DESIGN §6, §7).
+    """A Dask actor holding one shard's fetch worker across rounds (docs/design.md §6, §7).
 
     Parameters
     ----------

@@ -238,7 +238,7 @@ def url_keys(canonicals: Iterable[str]) -> np.ndarray:
 
 
 def bucket_of(key: int, buckets: int) -> int:
-    """DRUM bucket of a URL key: ``key % buckets`` (IRLbot §5, "DRUM"; DESIGN §4).
+    """DRUM bucket of a URL key: ``key % buckets`` (IRLbot §5, "DRUM"; docs/design.md §4).
 
     Parameters
     ----------

@@ -1,6 +1,6 @@
 """Airflow 3 DAG ``batchcrawl_round``: one ``batchcrawl round`` per run, then an optional export.
 
-Each run of the DAG runs ``batchcrawl round CRAWL`` once (generate, fetch, update, commit; DESIGN
+Each run of the DAG runs ``batchcrawl round CRAWL`` once (generate, fetch, update, commit; docs/design.md
 §7, §9) as a subprocess and pushes the round's one-line JSON summary (the last line of its stdout)
 to XCom as the task's return value. Then, if an export destination is configured, it runs
 ``batchcrawl export CRAWL DEST`` (incremental: only rounds not exported yet) and pushes that summary.

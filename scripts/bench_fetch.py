@@ -32,10 +32,10 @@ import fsspec
 from fsspec.implementations.dirfs import DirFileSystem
 
 from batchcrawl.config import loopback_test_config
+from batchcrawl.fetch.worker import FetchWorker
 from batchcrawl.records import FetchItem
-from batchcrawl.sampleweb import SampleWeb
+from batchcrawl.testing.sampleweb import SampleWeb
 from batchcrawl.urls import canonicalize, domain_of, host_of, url_key
-from batchcrawl.worker import FetchWorker
 
 HERE = Path(__file__).resolve().parent
 

@@ -36,11 +36,11 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
-from batchcrawl import schemas  # noqa: E402
 from batchcrawl.config import Config, to_toml  # noqa: E402
-from batchcrawl.crawldir import CrawlDir  # noqa: E402
-from batchcrawl.drum import partition_by_bucket  # noqa: E402
-from batchcrawl.frontier import bucket_path, new_rows, write_bucket  # noqa: E402
+from batchcrawl.frontier.drum import partition_by_bucket  # noqa: E402
+from batchcrawl.frontier.table import bucket_path, new_rows, write_bucket  # noqa: E402
+from batchcrawl.store import schemas  # noqa: E402
+from batchcrawl.store.crawldir import CrawlDir  # noqa: E402
 from batchcrawl.urls import url_keys  # noqa: E402
 
 NOW = 1_714_564_800.0  # 2024-05-01T12:00:00Z, epoch seconds
@@ -176,9 +176,9 @@ def emit(phase: str, args, seconds: float, links: int | None, rows: int) -> None
 
 
 def run(args) -> None:
-    from batchcrawl.crawldir import FileEntry
-    from batchcrawl.generate import generate
-    from batchcrawl.update import update
+    from batchcrawl.frontier.generate import generate
+    from batchcrawl.frontier.update import update
+    from batchcrawl.store.crawldir import FileEntry
 
     cfg = config(args)
     root = Path(args.dir)

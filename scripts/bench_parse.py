@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from batchcrawl.parse import parse_page
+from batchcrawl.fetch.parse import parse_page
 
 
 def synthetic_page(n_links: int = 60, target_bytes: int = 20_000) -> bytes:
@@ -57,8 +57,8 @@ def main() -> None:
     if args.warc:
         import fsspec
 
+        from batchcrawl.fetch.warc import WarcWriter
         from batchcrawl.records import FetchResult
-        from batchcrawl.warc import WarcWriter
 
         fs = fsspec.filesystem("memory")
         result = FetchResult(

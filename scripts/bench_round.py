@@ -37,12 +37,12 @@ from pathlib import Path
 import psutil
 
 from batchcrawl.config import loopback_test_config
-from batchcrawl.crawldir import CrawlDir
 from batchcrawl.errors import NothingDue
-from batchcrawl.inject import inject
+from batchcrawl.frontier.inject import inject
 from batchcrawl.round import Crawler, dask_client
-from batchcrawl.sampleweb import SampleWeb
-from batchcrawl.webserver import politeness_violations
+from batchcrawl.store.crawldir import CrawlDir
+from batchcrawl.testing.sampleweb import SampleWeb
+from batchcrawl.testing.webserver import politeness_violations
 
 HERE = Path(__file__).resolve().parent
 
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         server.terminate()
         server.wait()
         log = [json.loads(line) for line in open(log_file, encoding="utf-8")]
-        from batchcrawl.sql import query
+        from batchcrawl.store.sql import query
 
         distinct = query(crawl, "SELECT count(DISTINCT url) FROM fetched "
                                 "WHERE fetch_status IS NOT NULL").column(0)[0].as_py()  # fmt: skip

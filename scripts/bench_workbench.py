@@ -1,4 +1,4 @@
-"""Benchmark of the workbench (batchcrawl.workbench): operations per second with many hosts.
+"""Benchmark of the workbench (batchcrawl.fetch.workbench): operations per second with many hosts.
 
 Runs on a fake clock (no sleeps, no network): adds ``--items`` items to each of ``--hosts`` hosts
 spread over ``--ips`` addresses, then takes, pops and gives back visit states until every item is
@@ -14,7 +14,7 @@ import argparse
 import random
 import time
 
-from batchcrawl.workbench import Workbench
+from batchcrawl.fetch.workbench import Workbench
 
 
 class JumpClock:

@@ -51,12 +51,12 @@ from pathlib import Path
 from typing import Any
 
 from batchcrawl.config import Config, loopback_test_config, to_toml
-from batchcrawl.crawldir import CrawlDir
-from batchcrawl.inject import inject
+from batchcrawl.frontier.inject import inject
 from batchcrawl.round import run_rounds
-from batchcrawl.sql import query
-from batchcrawl.staticsite import PYTHON_DOCS, DirectorySite, reachable_pages
-from batchcrawl.webserver import MultiHostServer, RequestLogEntry
+from batchcrawl.store.crawldir import CrawlDir
+from batchcrawl.store.sql import query
+from batchcrawl.testing.staticsite import PYTHON_DOCS, DirectorySite, reachable_pages
+from batchcrawl.testing.webserver import MultiHostServer, RequestLogEntry
 
 #: Host names of the served docs: the primary first, then the partial mirror.
 HOSTS = ("docs.test", "docs-mirror.test")

@@ -20,8 +20,8 @@ import sys
 import threading
 from pathlib import Path
 
-from batchcrawl.staticsite import PYTHON_DOCS, DirectorySite
-from batchcrawl.webserver import MultiHostServer
+from batchcrawl.testing.staticsite import PYTHON_DOCS, DirectorySite
+from batchcrawl.testing.webserver import MultiHostServer
 
 
 def main(argv: list[str] | None = None) -> int:

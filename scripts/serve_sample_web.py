@@ -19,8 +19,8 @@ import signal
 import sys
 import threading
 
-from batchcrawl.sampleweb import SampleWeb
-from batchcrawl.webserver import MultiHostServer
+from batchcrawl.testing.sampleweb import SampleWeb
+from batchcrawl.testing.webserver import MultiHostServer
 
 
 def main(argv: list[str] | None = None) -> int:

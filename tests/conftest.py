@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from batchcrawl.config import Config, loopback_test_config
-from batchcrawl.webserver import MisbehavingApp, MultiHostServer, RoutingApp
+from batchcrawl.testing.webserver import MisbehavingApp, MultiHostServer, RoutingApp
 
 # Network rule: no test may reach a cloud metadata address. botocore asks 169.254.169.254 for
 # credentials when none are configured; the S3 tests use moto on loopback with explicit ones.

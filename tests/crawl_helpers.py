@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from batchcrawl.crawldir import CrawlDir, FileEntry, Manifest  # noqa: E402
+from batchcrawl.store.crawldir import CrawlDir, FileEntry, Manifest  # noqa: E402
 
 PAUSE_POINTS = (
     "data_tmp",  # a data file's temp written, before its rename into place

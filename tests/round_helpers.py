@@ -29,10 +29,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from batchcrawl import webserver  # noqa: E402
 from batchcrawl.config import Config, loopback_test_config, to_toml  # noqa: E402
-from batchcrawl.crawldir import CrawlDir, Manifest  # noqa: E402
-from batchcrawl.webserver import MultiHostServer, RequestLogEntry  # noqa: E402
+from batchcrawl.store.crawldir import CrawlDir, Manifest  # noqa: E402
+from batchcrawl.testing import webserver  # noqa: E402
+from batchcrawl.testing.webserver import MultiHostServer, RequestLogEntry  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 #: Steps of a round, in order, as ``run_rounds(on_step=...)`` reports them.
@@ -71,7 +71,7 @@ def round_config(**overrides: dict[str, Any]) -> Config:
 
 def new_crawl(path: str | os.PathLike, cfg: Config, seeds: Iterable[str]) -> CrawlDir:
     """Create a crawl at ``path`` with ``cfg`` as its ``crawl.toml`` and inject ``seeds``."""
-    from batchcrawl.inject import inject
+    from batchcrawl.frontier.inject import inject
 
     crawl = CrawlDir.create(str(path), to_toml(cfg), buckets=cfg.frontier.buckets)
     inject(crawl, cfg, list(seeds))
@@ -81,7 +81,7 @@ def new_crawl(path: str | os.PathLike, cfg: Config, seeds: Iterable[str]) -> Cra
 def sample_web(**kwargs: Any):
     """A small :class:`~batchcrawl.sampleweb.SampleWeb` without the spider trap: 6 hosts, 90
     pages, 2 KB bodies, 20 links a page, extras (redirects, dead links, files) on host 1."""
-    from batchcrawl.sampleweb import SampleWeb
+    from batchcrawl.testing.sampleweb import SampleWeb
 
     args: dict[str, Any] = {
         "hosts": 6,

@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 
 from batchcrawl.config import loopback_test_config, to_toml
-from batchcrawl.crawldir import CrawlDir
-from batchcrawl.export import exported_rounds
-from batchcrawl.inject import inject
-from batchcrawl.sampleweb import SampleWeb
-from batchcrawl.webserver import MultiHostServer
+from batchcrawl.export.lake import exported_rounds
+from batchcrawl.frontier.inject import inject
+from batchcrawl.store.crawldir import CrawlDir
+from batchcrawl.testing.sampleweb import SampleWeb
+from batchcrawl.testing.webserver import MultiHostServer
 
 REPO = Path(__file__).resolve().parents[1]
 VENV = Path(os.environ.get("AIRFLOW_TEST_VENV", REPO / ".venv-airflow"))

@@ -1,4 +1,4 @@
-"""Tests of batchcrawl.cdxj: CDXJ lines for our own WARC files and the shared ones; every offset is
+"""Tests of batchcrawl.export.cdxj: CDXJ lines for our own WARC files and the shared ones; every offset is
 verified by seeking into the WARC and reading the record with warcio."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import fsspec
 import pytest
 import surt
 
-from batchcrawl.cdxj import write_cdxj
+from batchcrawl.export.cdxj import write_cdxj
+from batchcrawl.fetch.warc import WarcError, WarcWriter, payload_digest, read_record, warc_date
 from batchcrawl.records import FetchResult
-from batchcrawl.warc import WarcError, WarcWriter, payload_digest, read_record, warc_date
 
 TESTDATA = Path(__file__).resolve().parents[1].parent / "shared" / "testdata" / "warc"
 needs_testdata = pytest.mark.skipif(

@@ -17,8 +17,8 @@ from crawl_helpers import small_crawl
 
 from batchcrawl.cli import main
 from batchcrawl.config import Config, load_config
-from batchcrawl.crawldir import CrawlDir
-from batchcrawl.lock import LOCK_FILE, WriterLock
+from batchcrawl.store.crawldir import CrawlDir
+from batchcrawl.store.lock import LOCK_FILE, WriterLock
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -214,9 +214,9 @@ def test_entry_point_module_runs():
     assert proc.returncode == 0 and "batchcrawl" in proc.stdout
 
 
-# -- inject (batchcrawl.inject is written separately) ----------------------------------------
+# -- inject (batchcrawl.frontier.inject is written separately) ----------------------------------------
 def test_init_with_seeds_and_inject_from_stdin(tmp_path):
-    pytest.importorskip("batchcrawl.inject")
+    pytest.importorskip("batchcrawl.frontier.inject")
     seeds = tmp_path / "seeds.txt"
     seeds.write_text("http://a.test/\nhttp://b.test/x\n")
     target = tmp_path / "c"

@@ -11,8 +11,8 @@ import pytest
 
 from batchcrawl.cli import load_crawl_config
 from batchcrawl.config import Config, load_config, to_toml
-from batchcrawl.crawldir import CrawlDir
 from batchcrawl.errors import ConfigError
+from batchcrawl.store.crawldir import CrawlDir
 
 REPO = Path(__file__).resolve().parents[1]
 GEN_SCRIPT = REPO / "scripts" / "gen_default_config.py"

@@ -1,4 +1,4 @@
-"""Crash safety of a round (issue 5.3; DESIGN §3 "Atomic rounds"): a process running a round on
+"""Crash safety of a round (issue 5.3; docs/design.md §3 "Atomic rounds"): a process running a round on
 its embedded LocalCluster is SIGKILLed at the start of generate, fetch, update and commit (by its
 own ``on_step`` hook) and in the middle of fetching (by the web server, when the dead round's first
 page request arrives); then the round is rerun.
@@ -40,8 +40,8 @@ from round_helpers import (
     wait_gone,
 )
 
-from batchcrawl.crawldir import CrawlDir
 from batchcrawl.round import Crawler, dask_client
+from batchcrawl.store.crawldir import CrawlDir
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 

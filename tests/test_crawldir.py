@@ -14,10 +14,10 @@ from crawl_helpers import PAUSE_POINTS, commit_step, fetched_row, frontier_row, 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from batchcrawl import schemas
-from batchcrawl.crawldir import CrawlDir
 from batchcrawl.errors import CommitConflict, CrawlDirError, SchemaError
-from batchcrawl.gc import gc
+from batchcrawl.store import schemas
+from batchcrawl.store.crawldir import CrawlDir
+from batchcrawl.store.gc import gc
 
 HELPER = Path(__file__).resolve().parent / "crawl_helpers.py"
 

@@ -1,4 +1,4 @@
-"""Distributed for real (issue 5.6; DESIGN §7): a ``dask scheduler`` and two ``dask worker``
+"""Distributed for real (issue 5.6; docs/design.md §7): a ``dask scheduler`` and two ``dask worker``
 processes on loopback, rounds run through ``batchcrawl crawl --scheduler ADDRESS`` until nothing is
 due, and the same frontier (URL set and statuses) as an embedded-LocalCluster crawl of the same web.
 """
@@ -27,8 +27,8 @@ from round_helpers import (
     subprocess_env,
 )
 
-from batchcrawl.crawldir import CrawlDir
 from batchcrawl.round import run_rounds
+from batchcrawl.store.crawldir import CrawlDir
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

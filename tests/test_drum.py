@@ -10,7 +10,7 @@ from fsspec.implementations.local import LocalFileSystem
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from batchcrawl import drum
+from batchcrawl.frontier import drum
 
 SCHEMA = pa.schema(
     [pa.field("url_key", pa.uint64(), nullable=False), pa.field("value", pa.int64())]

@@ -27,11 +27,10 @@ from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
 
-from batchcrawl import ccindex
 from batchcrawl.cli import main
 from batchcrawl.config import loopback_test_config, to_toml
-from batchcrawl.crawldir import CrawlDir
-from batchcrawl.export import (
+from batchcrawl.export import ccindex
+from batchcrawl.export.lake import (
     MANIFEST_DIR,
     ExportSettingError,
     cdxj_name,
@@ -40,12 +39,13 @@ from batchcrawl.export import (
     marker_path,
     parse_tables,
 )
-from batchcrawl.inject import inject
+from batchcrawl.fetch.warc import read_record
+from batchcrawl.frontier.inject import inject
 from batchcrawl.round import run_rounds
-from batchcrawl.sampleweb import SampleWeb
+from batchcrawl.store.crawldir import CrawlDir
+from batchcrawl.testing.sampleweb import SampleWeb
+from batchcrawl.testing.webserver import MultiHostServer
 from batchcrawl.urls import surt
-from batchcrawl.warc import read_record
-from batchcrawl.webserver import MultiHostServer
 
 REPO = Path(__file__).resolve().parents[1]
 NAME = "testcrawl"
@@ -96,7 +96,7 @@ def captures(crawl: CrawlDir) -> pa.Table:
 
 def cdxj_records(crawl: CrawlDir) -> int:
     """Capture records in the crawl's committed WARC files (independent count via warcio)."""
-    from batchcrawl.cdxj import cdxj_lines
+    from batchcrawl.export.cdxj import cdxj_lines
 
     n = 0
     for name in sorted(set(captures(crawl).column("warc_filename").to_pylist())):
@@ -379,8 +379,8 @@ def test_s3_export_reads_back_with_duckdb_and_pyarrow(crawl, s3_env):
 
 _KILLABLE = """
 import sys
-from batchcrawl.crawldir import CrawlDir
-from batchcrawl.export import export_crawl
+from batchcrawl.store.crawldir import CrawlDir
+from batchcrawl.export.lake import export_crawl
 
 def on_file(rel):
     if "round=2/" in rel:

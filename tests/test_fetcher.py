@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from batchcrawl.errors import InvalidURL
-from batchcrawl.fetcher import Fetcher, make_decoder
-from batchcrawl.resolver import AddressPolicy, Resolver
-from batchcrawl.webserver import Response
+from batchcrawl.fetch.fetcher import Fetcher, make_decoder
+from batchcrawl.fetch.resolver import AddressPolicy, Resolver
+from batchcrawl.testing.webserver import Response
 
 
 def make_fetcher(cfg) -> Fetcher:
@@ -307,7 +307,7 @@ def test_multiple_gzip_members_and_stacked_codings():
 def test_idle_pool_evicts_while_a_host_connection_is_in_use(web, test_config, monkeypatch):
     """A connection taken out of the idle pool (a fetch in flight) must not leave an empty slot
     that a later eviction trips over; found by the 500-host round benchmark."""
-    import batchcrawl.fetcher as fetcher_mod
+    import batchcrawl.fetch.fetcher as fetcher_mod
 
     monkeypatch.setattr(fetcher_mod, "MAX_IDLE_TOTAL", 1)
     hosts = [f"pool{i}.t-evict.test" for i in range(3)]

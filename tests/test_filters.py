@@ -1,4 +1,4 @@
-"""Tests of the scope filters (batchcrawl.filters): each filter, wildcards, the chain's order, seed
+"""Tests of the scope filters (batchcrawl.scope.filters): each filter, wildcards, the chain's order, seed
 scope and hops, properties, odd input, and the chain built from the default config."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from batchcrawl.config import Config, FiltersSection, loopback_test_config
 from batchcrawl.errors import BatchcrawlError, ConfigError
-from batchcrawl.filters import (
+from batchcrawl.scope.filters import (
     REASONS,
     AllowDomains,
     AllowHosts,

@@ -12,12 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from batchcrawl import schemas
 from batchcrawl.config import Config, to_toml
-from batchcrawl.crawldir import CrawlDir
-from batchcrawl.drum import partition_by_bucket
-from batchcrawl.frontier import new_rows
-from batchcrawl.generate import (
+from batchcrawl.frontier.drum import partition_by_bucket
+from batchcrawl.frontier.generate import (
     assign_fetchlists,
     generate,
     lease_bucket,
@@ -25,9 +22,12 @@ from batchcrawl.generate import (
     route_names,
     select_bucket,
 )
-from batchcrawl.inject import inject
+from batchcrawl.frontier.inject import inject
+from batchcrawl.frontier.table import new_rows
+from batchcrawl.frontier.update import update
 from batchcrawl.ring import HashRing
-from batchcrawl.update import update
+from batchcrawl.store import schemas
+from batchcrawl.store.crawldir import CrawlDir
 from batchcrawl.urls import url_key
 
 NOW = dt.datetime(2024, 5, 1, 12, 0, tzinfo=dt.UTC)

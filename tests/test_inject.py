@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from batchcrawl.config import Config, to_toml
-from batchcrawl.crawldir import CrawlDir
-from batchcrawl.frontier import bucket_entries, read_bucket, seed_scope
-from batchcrawl.inject import MAX_BAD_LINES_LISTED, inject
+from batchcrawl.frontier.inject import MAX_BAD_LINES_LISTED, inject
+from batchcrawl.frontier.table import bucket_entries, read_bucket, seed_scope
+from batchcrawl.store.crawldir import CrawlDir
 
 
 def make_crawl(tmp_path, buckets: int = 4, **overrides) -> tuple[CrawlDir, Config]:

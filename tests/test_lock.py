@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from batchcrawl.crawldir import CrawlDir
 from batchcrawl.errors import LockedError
-from batchcrawl.lock import LOCK_FILE, WriterLock
+from batchcrawl.store.crawldir import CrawlDir
+from batchcrawl.store.lock import LOCK_FILE, WriterLock
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -78,7 +78,7 @@ def test_fresh_lock_of_another_host_is_respected_stale_one_taken_over(crawl, cap
     with pytest.raises(LockedError, match="remote round.*host elsewhere"):
         WriterLock(crawl, clock=clock, stale_after_s=60).acquire()
     clock.t += 2  # now 61 s without heartbeat
-    with caplog.at_level(logging.WARNING, logger="batchcrawl.lock"):
+    with caplog.at_level(logging.WARNING, logger="batchcrawl.store.lock"):
         with WriterLock(crawl, owner="me", clock=clock, stale_after_s=60):
             assert lock_record(crawl)["owner"] == "me"
     assert "taking over the writer lock of remote round" in caplog.text
@@ -110,7 +110,7 @@ def test_lock_of_dead_process_on_this_host_is_taken_over(crawl, caplog):
         holder.stdout.close()
         holder.stdin.close()
     assert lock_record(crawl)["pid"] == holder.pid  # the dead holder's lock is still there
-    with caplog.at_level(logging.WARNING, logger="batchcrawl.lock"):
+    with caplog.at_level(logging.WARNING, logger="batchcrawl.store.lock"):
         with WriterLock(crawl, owner="successor", stale_after_s=3600):
             assert lock_record(crawl)["owner"] == "successor"
     assert f"process {holder.pid}" in caplog.text and "is gone" in caplog.text
@@ -118,8 +118,8 @@ def test_lock_of_dead_process_on_this_host_is_taken_over(crawl, caplog):
 
 HOLDER = """
 import sys
-from batchcrawl.crawldir import CrawlDir
-from batchcrawl.lock import WriterLock
+from batchcrawl.store.crawldir import CrawlDir
+from batchcrawl.store.lock import WriterLock
 lock = WriterLock(CrawlDir.open(sys.argv[1]), owner="holder process", heartbeat_s=3600).acquire()
 print("LOCKED", flush=True)
 sys.stdin.readline()

@@ -1,4 +1,4 @@
-"""Tests of batchcrawl.parse: link extraction policy, encoding detection, robustness.
+"""Tests of batchcrawl.fetch.parse: link extraction policy, encoding detection, robustness.
 
 Shared suites (``../shared/testdata/link-extraction``) are compared per rule, as its README asks:
 the cases whose policy differs from ours are listed below with the reason, and for them we assert
@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from batchcrawl.parse import (
+from batchcrawl.fetch.parse import (
     detect_encoding,
     encoding_for_label,
     parse_page,
@@ -40,7 +40,7 @@ def _load(rel: str):
 #: Extractor options that are Scrapy features, not link-extraction policy (allow/deny, restrict_*,
 #: tags/attrs, process_value): such cases are not applicable to parse_page.
 _DEFAULT_KWARGS = ({}, {"unique": True})
-#: Default-option cases where our policy differs (module docstring of batchcrawl.parse), with the
+#: Default-option cases where our policy differs (module docstring of batchcrawl.fetch.parse), with the
 #: links *we* return.
 SCRAPY_DIFFERENCES = {
     "scrapy-test_ftp_links-1": ("ftp: is not crawlable: dropped as 'scheme'", []),

@@ -23,9 +23,9 @@ from round_helpers import (
     robots_not_first,
 )
 
-from batchcrawl.sql import query
-from batchcrawl.staticsite import PYTHON_DOCS, reachable_pages
-from batchcrawl.warc import read_record
+from batchcrawl.fetch.warc import read_record
+from batchcrawl.store.sql import query
+from batchcrawl.testing.staticsite import PYTHON_DOCS, reachable_pages
 
 pytestmark = [
     pytest.mark.slow,

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from batchcrawl.config import DEFAULT_DENY_NETWORKS, NetworkSection, loopback_test_config
 from batchcrawl.errors import BatchcrawlError, ConfigError
-from batchcrawl.resolver import NEGATIVE_TTL_S, AddressPolicy, DNSError, Resolver
+from batchcrawl.fetch.resolver import NEGATIVE_TTL_S, AddressPolicy, DNSError, Resolver
 
 DEFAULT = AddressPolicy(NetworkSection())
 LOOPBACK = AddressPolicy(loopback_test_config().network)

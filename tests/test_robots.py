@@ -12,9 +12,9 @@ from conftest import TESTDATA
 from hypothesis import given
 from hypothesis import strategies as st
 
-from batchcrawl.fetcher import Fetcher
-from batchcrawl.resolver import AddressPolicy, Resolver
-from batchcrawl.robots import (
+from batchcrawl.fetch.fetcher import Fetcher
+from batchcrawl.fetch.resolver import AddressPolicy, Resolver
+from batchcrawl.fetch.robots import (
     ALLOW_ALL,
     PARSED,
     UNAVAILABLE,

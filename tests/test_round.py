@@ -1,4 +1,4 @@
-"""Integration tests of the round (issue 5 items 1-2; DESIGN §7): ``run_rounds`` on a LocalCluster
+"""Integration tests of the round (issue 5 items 1-2; docs/design.md §7): ``run_rounds`` on a LocalCluster
 of 2 worker processes against a SampleWeb served on loopback, and the ``round`` command in fresh
 processes.
 
@@ -31,9 +31,9 @@ from round_helpers import (
     subprocess_env,
 )
 
-from batchcrawl.crawldir import CrawlDir
 from batchcrawl.round import run_rounds
-from batchcrawl.webserver import Response, RoutingApp
+from batchcrawl.store.crawldir import CrawlDir
+from batchcrawl.testing.webserver import Response, RoutingApp
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -193,7 +193,7 @@ def test_round_command_json_exit_codes_and_state_reloaded_by_a_new_process(tmp_p
     assert [e for e in log_b if e.path == "/robots.txt"] == []
     assert robots_not_first(entries) == []
     crawl = CrawlDir.open(str(target))
-    from batchcrawl.sql import query
+    from batchcrawl.store.sql import query
 
     hosts = {r["host"]: r for r in query(crawl, "SELECT * FROM hosts").to_pylist()}
     assert set(hosts) == {h.name for h in web.hosts}

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from batchcrawl import frontier
 from batchcrawl.config import loopback_test_config, to_toml
-from batchcrawl.crawldir import CrawlDir
-from batchcrawl.inject import inject
+from batchcrawl.frontier import table as frontier
+from batchcrawl.frontier.inject import inject
 from batchcrawl.round import Crawler
+from batchcrawl.store.crawldir import CrawlDir
 
 
 def test_seed_scope_is_rescanned_only_after_an_inject(tmp_path, monkeypatch):

@@ -15,8 +15,8 @@ from lxml import etree
 from protego import Protego
 
 from batchcrawl.errors import BatchcrawlError
-from batchcrawl.sampleweb import EXTERNAL_LINKS, EXTRA_PATHS, SampleWeb, SampleWebError
-from batchcrawl.webserver import MultiHostServer
+from batchcrawl.testing.sampleweb import EXTERNAL_LINKS, EXTRA_PATHS, SampleWeb, SampleWebError
+from batchcrawl.testing.webserver import MultiHostServer
 
 Fetch = Callable[[str], tuple[int, dict[str, str], bytes]]
 

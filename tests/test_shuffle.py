@@ -7,9 +7,9 @@ import pyarrow.parquet as pq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from batchcrawl import schemas
-from batchcrawl.crawldir import CrawlDir
-from batchcrawl.shuffle import read_partition, write_partitioned
+from batchcrawl.store import schemas
+from batchcrawl.store.crawldir import CrawlDir
+from batchcrawl.store.shuffle import read_partition, write_partitioned
 
 
 def _links(keys: list[int]) -> pa.Table:

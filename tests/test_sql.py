@@ -7,9 +7,9 @@ import datetime as dt
 import pytest
 from crawl_helpers import fetched_row, frontier_row, small_crawl
 
-from batchcrawl import schemas, sql
-from batchcrawl.crawldir import CrawlDir
 from batchcrawl.errors import CrawlDirError, SQLError
+from batchcrawl.store import schemas, sql
+from batchcrawl.store.crawldir import CrawlDir
 
 
 @pytest.fixture
@@ -230,8 +230,8 @@ def s3_options():
 
 def test_s3_crawl_commits_queries_locks_and_collects(s3_options):
     from batchcrawl.errors import LockedError
-    from batchcrawl.gc import gc
-    from batchcrawl.lock import WriterLock
+    from batchcrawl.store.gc import gc
+    from batchcrawl.store.lock import WriterLock
 
     crawl = CrawlDir.create("s3://crawls/news", "", buckets=1, storage_options=s3_options)
     g0 = crawl.manifest()

@@ -11,8 +11,13 @@ import pytest
 import requests
 from lxml import etree
 
-from batchcrawl.staticsite import PYTHON_DOCS, DirectorySite, StaticSiteError, reachable_pages
-from batchcrawl.webserver import MultiHostServer
+from batchcrawl.testing.staticsite import (
+    PYTHON_DOCS,
+    DirectorySite,
+    StaticSiteError,
+    reachable_pages,
+)
+from batchcrawl.testing.webserver import MultiHostServer
 
 HOSTS = ["docs.test", "docs-mirror.test"]
 

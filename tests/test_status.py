@@ -6,8 +6,8 @@ import json
 
 from crawl_helpers import frontier_row, small_crawl
 
-from batchcrawl.crawldir import CrawlDir
-from batchcrawl.status import crawl_status
+from batchcrawl.store.crawldir import CrawlDir
+from batchcrawl.store.status import crawl_status
 
 
 def test_status_of_a_small_crawl(tmp_path):

@@ -11,13 +11,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from batchcrawl import schemas
 from batchcrawl.config import Config, to_toml
-from batchcrawl.crawldir import CrawlDir
-from batchcrawl.frontier import FrontierError, bucket_entries, new_rows
-from batchcrawl.inject import inject
+from batchcrawl.frontier.inject import inject
+from batchcrawl.frontier.table import FrontierError, bucket_entries, new_rows
+from batchcrawl.frontier.update import apply_outcomes, next_status, update, update_bucket
 from batchcrawl.records import Outcome, UrlStatus
-from batchcrawl.update import apply_outcomes, next_status, update, update_bucket
+from batchcrawl.store import schemas
+from batchcrawl.store.crawldir import CrawlDir
 from batchcrawl.urls import domain_of, host_of, url_key
 
 NOW = dt.datetime(2024, 5, 1, 12, 0, tzinfo=dt.UTC)
@@ -288,8 +288,8 @@ def test_streamed_bucket_equals_in_memory(tmp_path_factory, n_old, picks, budget
     """A bucket bigger than drum_batch_bytes is merged by row group with the same result."""
     from fsspec.implementations.local import LocalFileSystem
 
-    from batchcrawl.drum import BucketFile
-    from batchcrawl.frontier import write_bucket
+    from batchcrawl.frontier.drum import BucketFile
+    from batchcrawl.frontier.table import write_bucket
 
     tmp = tmp_path_factory.mktemp("u")
     cfg = Config().replace(frontier={"drum_batch_bytes": budget})

@@ -1,4 +1,4 @@
-"""Tests of batchcrawl.warc: records read back with warcio, ``warcio check``, digests, offsets,
+"""Tests of batchcrawl.fetch.warc: records read back with warcio, ``warcio check``, digests, offsets,
 rotation, byte-for-byte output, real loopback fetches (chunked, gzip, revisit) read back field by
 field, and the reader over ../shared/testdata/warc."""
 
@@ -23,10 +23,9 @@ from hypothesis import strategies as st
 from warcio.archiveiterator import ArchiveIterator
 
 from batchcrawl.errors import BatchcrawlError
-from batchcrawl.fetcher import Fetcher
-from batchcrawl.records import FetchResult
-from batchcrawl.resolver import AddressPolicy, Resolver
-from batchcrawl.warc import (
+from batchcrawl.fetch.fetcher import Fetcher
+from batchcrawl.fetch.resolver import AddressPolicy, Resolver
+from batchcrawl.fetch.warc import (
     REVISIT_PROFILE,
     WarcError,
     WarcLocation,
@@ -37,7 +36,8 @@ from batchcrawl.warc import (
     stored_response_headers,
     warc_date,
 )
-from batchcrawl.webserver import Response
+from batchcrawl.records import FetchResult
+from batchcrawl.testing.webserver import Response
 
 TESTDATA = Path(__file__).resolve().parents[1].parent / "shared" / "testdata" / "warc"
 needs_testdata = pytest.mark.skipif(

@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from batchcrawl.webserver import (
+from batchcrawl.testing.webserver import (
     GZIP_BOMB_BYTES,
     MultiHostServer,
     Response,

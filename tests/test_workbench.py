@@ -1,4 +1,4 @@
-"""Tests of the BUbiNG workbench (batchcrawl.workbench) on a fake clock.
+"""Tests of the BUbiNG workbench (batchcrawl.fetch.workbench) on a fake clock.
 
 The core is a hypothesis state machine that drives a workbench with random adds, clock advances,
 acquires, pops, requeues, crawl-delay changes, releases, host removals, drains, prunes and
@@ -27,10 +27,10 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-import batchcrawl.workbench as workbench_mod
+import batchcrawl.fetch.workbench as workbench_mod
 from batchcrawl.config import PolitenessSection, load_config
 from batchcrawl.errors import BatchcrawlError, ConfigError
-from batchcrawl.workbench import HostState, Workbench, WorkbenchError
+from batchcrawl.fetch.workbench import HostState, Workbench, WorkbenchError
 
 # The checker keeps its own reference: control tests replace the module's function, not this one.
 reference_delay = workbench_mod.host_delay

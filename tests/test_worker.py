@@ -11,10 +11,10 @@ import pytest
 from fsspec.implementations.dirfs import DirFileSystem
 from warcio.archiveiterator import ArchiveIterator
 
+from batchcrawl.fetch.worker import FetchWorker, classify
 from batchcrawl.records import FetchItem, Outcome
+from batchcrawl.testing.webserver import Response
 from batchcrawl.urls import canonicalize, domain_of, host_of, url_key
-from batchcrawl.webserver import Response
-from batchcrawl.worker import FetchWorker, classify
 
 
 def _item(url: str, depth: int = 0) -> FetchItem:
@@ -203,7 +203,7 @@ def test_classify(status, error, headers, outcome):
 
 
 def test_tail_detector_fires_only_when_the_rate_drops_below_the_ratio():
-    from batchcrawl.worker import TailDetector
+    from batchcrawl.fetch.worker import TailDetector
 
     # 10 pages/s for 30 s, then 1 page/s: the tail starts once a whole window is slow
     tail = TailDetector(ratio=0.25, window_s=5.0)

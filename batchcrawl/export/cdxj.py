@@ -23,7 +23,7 @@ import surt
 from warcio.archiveiterator import ArchiveIterator
 from warcio.exceptions import ArchiveLoadFailed
 
-from batchcrawl.warc import WarcError
+from batchcrawl.errors import WarcError
 
 INDEXED_TYPES = ("response", "revisit", "resource")
 

@@ -1,11 +1,11 @@
-"""``batchcrawl export``: copy committed rounds to a data lake on any fsspec filesystem (DESIGN §1, §9).
+"""``batchcrawl export``: copy committed rounds to a data lake on any fsspec filesystem (docs/design.md §1, §9).
 
 Layout under ``DEST`` (a local path or an fsspec URL such as ``s3://bucket/lake``)::
 
     DEST/fetched/crawl=NAME/round=7/part-03.parquet       one part per fetch shard
     DEST/links/crawl=NAME/round=7/part-03.parquet
     DEST/fetchlists/crawl=NAME/round=7/part-03.parquet
-    DEST/index/crawl=NAME/round=7/part-03.parquet         Common Crawl-compatible (batchcrawl.ccindex)
+    DEST/index/crawl=NAME/round=7/part-03.parquet         Common Crawl-compatible (batchcrawl.export.ccindex)
     DEST/warc/crawl=NAME/round=7/shard=03-00000.warc.gz   the WARC files, byte for byte
     DEST/warc/crawl=NAME/round=7/shard=03-00000.cdxj      CDXJ index of the WARC file beside it
     DEST/_batchcrawl_export/crawl=NAME/round=7.json       export manifest: the round's completion marker
@@ -60,10 +60,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from batchcrawl import __version__, ccindex
-from batchcrawl.cdxj import cdxj_lines
-from batchcrawl.crawldir import CrawlDir, FileEntry, Manifest, utcnow_iso
+from batchcrawl import __version__
 from batchcrawl.errors import BatchcrawlError
+from batchcrawl.export import ccindex
+from batchcrawl.export.cdxj import cdxj_lines
+from batchcrawl.store.crawldir import CrawlDir, FileEntry, Manifest, utcnow_iso
 
 log = logging.getLogger(__name__)
 

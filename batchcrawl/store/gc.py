@@ -1,4 +1,4 @@
-"""Garbage collection of a crawl directory: keep the last N generations, delete the rest (DESIGN §3).
+"""Garbage collection of a crawl directory: keep the last N generations, delete the rest (docs/design.md §3).
 
 A file is kept exactly when a kept manifest references it: directly (a table file) or, for WARC
 files, through the ``warc_filename`` column of a kept generation's ``fetched`` table. Everything else
@@ -21,8 +21,8 @@ from typing import Any
 
 import pyarrow.compute as pc
 
-from batchcrawl.crawldir import COMMITS_DIR, CrawlDir, _commit_name
 from batchcrawl.errors import ConfigError
+from batchcrawl.store.crawldir import COMMITS_DIR, CrawlDir, _commit_name
 
 DATA_DIRS = ("frontier", "hosts", "fetchlists", "fetched", "links", "warc")
 TMP_MARKER = ".tmp-"

@@ -1,5 +1,5 @@
 """Generate: build a round's fetch lists from the frontier (Nutch's ``Generator``; IRLbot's
-per-domain budgets; DESIGN §5).
+per-domain budgets; docs/design.md §5).
 
 Shaped for a Dask graph:
 
@@ -57,12 +57,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from batchcrawl import schemas
 from batchcrawl.config import Config
-from batchcrawl.crawldir import CrawlDir, FileEntry, Manifest
-from batchcrawl.filters import FilterChain
-from batchcrawl.frontier import DUE_STATUSES, bucket_entries, epoch_ms, read_bucket
+from batchcrawl.frontier.table import DUE_STATUSES, bucket_entries, epoch_ms, read_bucket
 from batchcrawl.ring import HashRing, ring_keys
+from batchcrawl.scope.filters import FilterChain
+from batchcrawl.store import schemas
+from batchcrawl.store.crawldir import CrawlDir, FileEntry, Manifest
 
 __all__ = [
     "GenerateResult",

@@ -1,4 +1,4 @@
-"""Read-only DuckDB SQL over one committed generation of a crawl (DESIGN §9).
+"""Read-only DuckDB SQL over one committed generation of a crawl (docs/design.md §9).
 
 :func:`connect` opens an in-memory DuckDB with one view per crawl table (``frontier``, ``hosts``,
 ``fetchlists``, ``fetched``, ``links``) over exactly the files the generation's manifest names
@@ -21,13 +21,16 @@ import os
 import re
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 import pyarrow as pa
 
-from batchcrawl import schemas
-from batchcrawl.crawldir import CrawlDir, Manifest
 from batchcrawl.errors import CrawlDirError, SQLError
+from batchcrawl.store import schemas
+
+if TYPE_CHECKING:
+    from batchcrawl.store.crawldir import CrawlDir, Manifest
 
 DUCKDB_FILE = "crawl.duckdb"
 log = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """WARC 1.1 output of the fetch workers (ISO 28500:2017), records built and serialized by warcio.
 
 One :class:`WarcWriter` per fetch worker writes ``{prefix}-{serial:05d}.warc.gz`` files into a
-directory of an fsspec filesystem (``warc/round=7/shard=03-00000.warc.gz``, DESIGN §3). Each file
+directory of an fsspec filesystem (``warc/round=7/shard=03-00000.warc.gz``, docs/design.md §3). Each file
 starts with a ``warcinfo`` record; each fetch that got an HTTP response adds
 
 * a ``request`` record (the request line and header lines as sent),
@@ -61,7 +61,7 @@ or the offsets in ``fetched`` break.)
 
 Files are written in place, not under a temporary name: a rename is a copy on object stores. This is
 safe because readers find WARC files only through the ``fetched`` rows of a committed round; the
-file of a round that died is an orphan that ``gc`` removes (DESIGN §3). Since records are separate
+file of a round that died is an orphan that ``gc`` removes (docs/design.md §3). Since records are separate
 gzip members, a partial file is still readable up to its last complete record.
 """
 
@@ -84,17 +84,13 @@ from warcio.archiveiterator import ArchiveIterator
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
-from batchcrawl.errors import BatchcrawlError
+from batchcrawl.errors import WarcError
 from batchcrawl.records import FetchResult
 
 WARC_VERSION = "WARC/1.1"
 REVISIT_PROFILE = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
 CONFORMS_TO = "https://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/"
 _TRUNCATED_BY_ERROR = {"reset": "disconnect", "body_short": "disconnect", "timeout": "time"}
-
-
-class WarcError(BatchcrawlError):
-    """A WARC file cannot be written or a record cannot be read back at the given location."""
 
 
 class WarcSettingError(WarcError, ValueError):

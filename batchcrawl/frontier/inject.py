@@ -1,4 +1,4 @@
-"""Inject: add seed URLs to the frontier (Nutch's ``inject``; DESIGN §4).
+"""Inject: add seed URLs to the frontier (Nutch's ``inject``; docs/design.md §4).
 
 Seeds are read one per line; blank lines and lines starting with ``#`` are skipped. Each seed is
 canonicalized (:func:`batchcrawl.urls.canonicalize`); a line that is not a URL is reported with its
@@ -20,12 +20,12 @@ from collections.abc import Iterable
 import numpy as np
 import pyarrow as pa
 
-from batchcrawl import drum, urls
+from batchcrawl import urls
 from batchcrawl.config import Config
-from batchcrawl.crawldir import CrawlDir
 from batchcrawl.errors import InvalidURL
-from batchcrawl.filters import FilterChain
-from batchcrawl.frontier import (
+from batchcrawl.frontier import drum
+from batchcrawl.frontier.generate import filters_fingerprint
+from batchcrawl.frontier.table import (
     bucket_entries,
     bucket_path,
     iter_buckets,
@@ -33,8 +33,9 @@ from batchcrawl.frontier import (
     seed_scope,
     write_bucket,
 )
-from batchcrawl.generate import filters_fingerprint
 from batchcrawl.records import UrlStatus
+from batchcrawl.scope.filters import FilterChain
+from batchcrawl.store.crawldir import CrawlDir
 
 __all__ = ["MAX_BAD_LINES_LISTED", "inject", "parse_seed_lines"]
 

@@ -4,7 +4,7 @@ The real-input integration test crawls a real site: the Debian ``python3.11-doc`
 (``/usr/share/doc/python3.11/html``, about 530 HTML pages and 1,000 files) served on loopback by
 :class:`batchcrawl.webserver.MultiHostServer` with :class:`DirectorySite` as its app.
 :func:`reachable_pages` is the ground truth: it follows the files' ``href``/``src`` attributes with
-lxml, independently of the crawler's parser (``batchcrawl.parse``).
+lxml, independently of the crawler's parser (``batchcrawl.fetch.parse``).
 
 How the hosts relate (decision)
 -------------------------------
@@ -40,7 +40,7 @@ from urllib.parse import unquote, urljoin, urlsplit
 from lxml import etree
 
 from batchcrawl.errors import BatchcrawlError
-from batchcrawl.webserver import Response
+from batchcrawl.testing.webserver import Response
 
 __all__ = ["DEFAULT_MIRROR_PREFIX", "DirectorySite", "StaticSiteError", "reachable_pages"]
 

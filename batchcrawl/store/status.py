@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from batchcrawl import sql
-from batchcrawl.crawldir import CrawlDir
+from batchcrawl.store import sql
+from batchcrawl.store.crawldir import CrawlDir
 
 #: Summary keys of a round's manifest copied into the ``rounds`` list when present.
 ROUND_SUMMARY_KEYS = ("pages", "fetched", "errors", "new_urls", "elapsed_s", "time_limit_hit")

@@ -16,8 +16,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from batchcrawl import schemas
-from batchcrawl.crawldir import CrawlDir, FileEntry
+from batchcrawl.store import schemas
+from batchcrawl.store.crawldir import CrawlDir, FileEntry
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Name resolution and the address policy, applied after resolving and before connecting.
 
 A fetch worker resolves each host once and caches the address (IRLbot and BUbiNG both keep a DNS
-cache per crawler; DESIGN §6). The ``[network] resolve`` override map answers first — it is how
+cache per crawler; docs/design.md §6). The ``[network] resolve`` override map answers first — it is how
 tests, demos and private deployments name hosts without a DNS server (``*.test = 127.0.0.1``) —
 then, only if ``system_dns`` is true, the system resolver. The :class:`AddressPolicy` then decides
 whether the address may be contacted at all (no loopback, private, link-local or cloud-metadata

@@ -2,7 +2,7 @@
 
 :class:`SampleWeb` is an *app* for :class:`batchcrawl.webserver.MultiHostServer`
 (``app(host, path_with_query, request_headers) -> Response``). It stands in for the web in tests,
-the demo and the benchmarks (DESIGN §10): every host is named ``hNNNN.test`` and served by one
+the demo and the benchmarks (docs/design.md §10): every host is named ``hNNNN.test`` and served by one
 loopback server that routes on the ``Host`` header (the crawler resolves ``*.test`` to 127.0.0.1
 through its override map).
 
@@ -64,7 +64,7 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from batchcrawl.errors import BatchcrawlError
-from batchcrawl.webserver import Response
+from batchcrawl.testing.webserver import Response
 
 __all__ = [
     "EXTERNAL_LINKS",
@@ -265,7 +265,7 @@ class SampleWeb:
     # -- serving --------------------------------------------------------------------------------
 
     def __call__(self, host: str, path_with_query: str, headers: Mapping[str, str]) -> Response:
-        """Answer one request (the ``App`` signature of ``batchcrawl.webserver``).
+        """Answer one request (the ``App`` signature of ``batchcrawl.testing.webserver``).
 
         The query string is ignored (as many real sites do); unknown hosts and paths get 404.
         """
@@ -535,7 +535,7 @@ class SampleWeb:
         """URLs a breadth-first crawl from ``from_seeds`` fetches within ``max_depth`` hops.
 
         A seed has depth 0; an ``<a href>``/``<img src>`` link or a redirect ``Location`` adds one
-        hop (redirect targets are new frontier entries, DESIGN §6). Only URLs on our hosts count
+        hop (redirect targets are new frontier entries, docs/design.md §6). Only URLs on our hosts count
         (external links are never fetched). With ``respect_robots`` a URL its host's robots.txt
         disallows is neither included nor followed. Every fetched URL is included whatever its
         status or type (filter with :meth:`kind_of`). ``max_depth`` keeps the trap finite.

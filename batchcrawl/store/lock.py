@@ -1,4 +1,4 @@
-"""The single-writer lock of a crawl directory (DESIGN §3 "One writer").
+"""The single-writer lock of a crawl directory (docs/design.md §3 "One writer").
 
 ``CRAWL/_lock.json`` names its holder (owner, host, pid, start time, last heartbeat, a random
 token). It is published exclusively, with the same trick as a manifest commit: a hard link from a
@@ -25,8 +25,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from batchcrawl.crawldir import CrawlDir
 from batchcrawl.errors import CrawlDirError, LockedError
+from batchcrawl.store.crawldir import CrawlDir
 
 LOCK_FILE = "_lock.json"
 log = logging.getLogger(__name__)

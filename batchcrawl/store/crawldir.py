@@ -1,4 +1,4 @@
-"""The crawl directory and its committed generations (DESIGN §3).
+"""The crawl directory and its committed generations (docs/design.md §3).
 
 A crawl directory is any fsspec URL (a local path by default, ``s3://bucket/crawl`` the same way)::
 
@@ -32,12 +32,13 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import duckdb
 import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from batchcrawl import schemas
 from batchcrawl.errors import CommitConflict, CrawlDirError
+from batchcrawl.store import schemas, sql
 
 CONFIG_FILE = "crawl.toml"
 COMMITS_DIR = "_commits"
@@ -315,10 +316,6 @@ class CrawlDir:
     def _after_publish(self, manifest: Manifest) -> None:
         """Refresh ``crawl.duckdb`` (local crawls). The manifest is the truth: a failure here is
         logged, never raised, and the next commit writes the file again."""
-        import duckdb
-
-        from batchcrawl import sql  # lazy: sql imports this module
-
         try:
             sql.refresh_duckdb(self, manifest)
         except (OSError, duckdb.Error) as exc:

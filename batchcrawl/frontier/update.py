@@ -1,8 +1,8 @@
 """Update: merge a round's fetch results and discovered links into the frontier (Nutch's
-``updatedb``; IRLbot's DRUM check+update, §5.1; DESIGN §4).
+``updatedb``; IRLbot's DRUM check+update, §5.1; docs/design.md §4).
 
 Each bucket is merged with its share of the round's facts in one sequential pass
-(:mod:`batchcrawl.drum`), independently of the other buckets, so the round graph runs one task per
+(:mod:`batchcrawl.frontier.drum`), independently of the other buckets, so the round graph runs one task per
 bucket: :func:`partition_by_bucket` the ``fetched`` and ``links`` rows, then :func:`update_bucket`
 each bucket. :func:`update` is the in-process driver (tests, small crawls, the benchmark).
 
@@ -44,7 +44,7 @@ Conflicts, resolved deterministically
 * A fetch result for a URL the frontier does not know is dropped and counted (``unknown``).
 * Several links to one new URL: the smallest ``(round, discovered_seq)`` wins, where
   ``discovered_seq = shard << 40 | seq`` (``seq`` < 2**40 per shard and round): the order links
-  were found in, shard by shard, which restores breadth-first order across rounds (DESIGN §4).
+  were found in, shard by shard, which restores breadth-first order across rounds (docs/design.md §4).
 * A link to a known URL changes nothing (a known URL keeps its depth and state; counted
   ``known``). A ``nofollow`` link is not crawled: dropped and counted (``nofollow``).
 * A new URL from a link with ``filter_reason`` is stored as ``filtered`` with that reason; a
@@ -64,11 +64,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from batchcrawl import drum, schemas
 from batchcrawl.config import Config
-from batchcrawl.crawldir import CrawlDir, FileEntry, Manifest
-from batchcrawl.drum import BucketSource, partition_by_bucket
-from batchcrawl.frontier import (
+from batchcrawl.frontier import drum
+from batchcrawl.frontier.drum import BucketSource, partition_by_bucket
+from batchcrawl.frontier.table import (
     FrontierError,
     bucket_entries,
     bucket_path,
@@ -77,6 +76,8 @@ from batchcrawl.frontier import (
     write_bucket,
 )
 from batchcrawl.records import Outcome, UrlStatus
+from batchcrawl.store import schemas
+from batchcrawl.store.crawldir import CrawlDir, FileEntry, Manifest
 
 __all__ = [
     "SEQ_BITS",

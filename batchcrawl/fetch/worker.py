@@ -1,6 +1,6 @@
 """The fetch worker of one shard: workbench + robots.txt + DNS/address policy + HTTP + parsing + WARC.
 
-A :class:`FetchWorker` owns every host of its shard (DESIGN §6). For one round it takes the shard's
+A :class:`FetchWorker` owns every host of its shard (docs/design.md §6). For one round it takes the shard's
 fetch list (breadth-first per host), resolves each host once and checks the address policy, puts the
 URLs into its BUbiNG workbench (§4.2) and runs ``fetch.threads`` fetch threads (blocking I/O, as
 BUbiNG argues). A thread takes a ready visit state, fetches robots.txt first when the host has no
@@ -14,7 +14,7 @@ Python anyway, but when several threads interleave their processing, every GIL r
 libxml2, zlib or SHA-1 becomes a thread switch: with 8 threads on 2 cores the lock took voluntary
 context switches from ~24 to ~7 per page and CPU per page down by ~15%
 (``scripts/bench_fetch.py``). A worker that needs more than about one core for processing is split
-into more shards (DESIGN §6), not given more threads. The per-phase thread CPU times are counted
+into more shards (docs/design.md §6), not given more threads. The per-phase thread CPU times are counted
 (``cpu_fetch_s``, ``cpu_parse_s``, ``cpu_links_s``, ``cpu_warc_s``).
 
 Outlinks are canonicalized, keyed, checked by the scope filters and de-duplicated by a bounded cache
@@ -42,15 +42,15 @@ from typing import Any
 
 from batchcrawl.config import Config
 from batchcrawl.errors import ConfigError, InvalidURL
-from batchcrawl.fetcher import Fetcher
-from batchcrawl.filters import FilterChain
-from batchcrawl.parse import parse_page
+from batchcrawl.fetch.fetcher import Fetcher
+from batchcrawl.fetch.parse import parse_page
+from batchcrawl.fetch.resolver import AddressPolicy, DNSError, Resolver
+from batchcrawl.fetch.robots import RobotsCache, fetch_robots, rules_from_fetch
+from batchcrawl.fetch.warc import WarcWriter, payload_digest
+from batchcrawl.fetch.workbench import Workbench
 from batchcrawl.records import FetchItem, FetchResult, Outcome
-from batchcrawl.resolver import AddressPolicy, DNSError, Resolver
-from batchcrawl.robots import RobotsCache, fetch_robots, rules_from_fetch
+from batchcrawl.scope.filters import FilterChain
 from batchcrawl.urls import canonicalize, domain_of, host_of, url_key
-from batchcrawl.warc import WarcWriter, payload_digest
-from batchcrawl.workbench import Workbench
 
 log = logging.getLogger(__name__)
 
@@ -663,7 +663,7 @@ class FetchWorker:
             counters["cpu_warc_s"] += t2 - t1
 
     def _remember_digest(self, digest: str, result: FetchResult) -> None:
-        from batchcrawl.warc import warc_date
+        from batchcrawl.fetch.warc import warc_date
 
         self._digests[digest] = (result.url, warc_date(result.started))
         if len(self._digests) > self.cfg.fetch.url_cache_size:

@@ -1,4 +1,4 @@
-"""HTTP fetching for the fetch threads: one GET, observed raw enough for WARC (DESIGN §6).
+"""HTTP fetching for the fetch threads: one GET, observed raw enough for WARC (docs/design.md §6).
 
 The fetcher connects to the address *we* resolved and the :class:`~batchcrawl.resolver.AddressPolicy`
 accepted — never letting an HTTP library resolve the name itself — and sends ``Host: name[:port]``.
@@ -38,8 +38,8 @@ from urllib3.util import is_connection_dropped
 
 from batchcrawl.config import CrawlSection, FetchSection
 from batchcrawl.errors import InvalidURL
+from batchcrawl.fetch.resolver import AddressPolicy, DNSError, Resolver
 from batchcrawl.records import FetchResult
-from batchcrawl.resolver import AddressPolicy, DNSError, Resolver
 
 #: Bytes asked for per read of the response body.
 READ_CHUNK_BYTES = 65536

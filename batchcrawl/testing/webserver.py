@@ -1,4 +1,4 @@
-"""A loopback multi-host HTTP/1.1 server for tests, scripts and the demo (DESIGN §10).
+"""A loopback multi-host HTTP/1.1 server for tests, scripts and the demo (docs/design.md §10).
 
 One listening socket on 127.0.0.1 serves many virtual hosts: requests are routed by their ``Host``
 header (port stripped, lower-cased) to an *app*, a plain function

@@ -1,4 +1,4 @@
-"""Shared helpers of the frontier (Nutch's CrawlDb; DESIGN §4): bucket files, reading and writing
+"""Shared helpers of the frontier (Nutch's CrawlDb; docs/design.md §4): bucket files, reading and writing
 buckets, building new rows, times, and the seed scope.
 
 The frontier of a generation is ``K = manifest.buckets`` Parquet files, one per DRUM bucket (IRLbot
@@ -19,10 +19,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from batchcrawl import schemas
-from batchcrawl.crawldir import CrawlDir, FileEntry, Manifest
 from batchcrawl.errors import BatchcrawlError, CrawlDirError
 from batchcrawl.records import UrlStatus
+from batchcrawl.store import schemas
+from batchcrawl.store.crawldir import CrawlDir, FileEntry, Manifest
 
 __all__ = [
     "DUE_STATUSES",
@@ -107,7 +107,7 @@ def write_bucket(
 ) -> FileEntry:
     """Write a bucket file at ``rel`` from one table or a stream of tables (already sorted by
     ``url_key``), validated against the frontier schema, in row groups of about
-    ``row_group_bytes`` bytes in memory (so :mod:`batchcrawl.drum` can stream it back by row group).
+    ``row_group_bytes`` bytes in memory (so :mod:`batchcrawl.frontier.drum` can stream it back by row group).
 
     Like :meth:`CrawlDir.write_table` (through :meth:`CrawlDir.open_output`), but streaming and
     with a row group size.

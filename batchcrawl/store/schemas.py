@@ -25,7 +25,7 @@ def storage_dir() -> Path:
     packaged = resources.files("batchcrawl") / "_storage"
     if packaged.is_dir():
         return Path(str(packaged))
-    return Path(__file__).resolve().parent.parent / "storage"
+    return Path(__file__).resolve().parents[2] / "storage"
 
 
 @functools.cache

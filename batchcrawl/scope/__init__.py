@@ -1,0 +1,1 @@
+"""The crawl scope: the URL filter chain used by inject, generate and fetch alike."""

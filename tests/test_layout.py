@@ -1,0 +1,141 @@
+"""The package layout is the architecture (docs/design.md §2): which part may import which, and no
+import cycles. Read from the source with :mod:`ast`, so a violation fails here before it confuses a
+reader."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "batchcrawl"
+
+# part -> the parts it may import (itself always allowed). Top-level modules are parts of their own.
+SHARED = {"errors", "config", "urls", "records"}
+ALLOWED = {
+    "store": {"errors", "config"},
+    "scope": {"errors", "config", "urls"},
+    "frontier": SHARED | {"store", "scope", "ring"},
+    "fetch": SHARED | {"store", "scope"},
+    "export": {"errors", "config", "urls", "store"},
+    "errors": set(),
+    "urls": {"errors"},
+    "ring": {"errors", "urls"},
+    "records": {"errors"},
+    "config": {"errors"},
+}
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _part(module: str) -> str:
+    """``batchcrawl.fetch.worker`` -> ``fetch``; ``batchcrawl.urls`` -> ``urls``."""
+    pieces = module.split(".")
+    return pieces[1] if len(pieces) > 1 else ""
+
+
+def _runtime_imports(path: Path) -> set[str]:
+    """Modules of batchcrawl imported by ``path`` when it runs (``if TYPE_CHECKING:`` excluded)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            return
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module == "batchcrawl":
+                found.update(f"batchcrawl.{a.name}" for a in node.names if a.name != "__version__")
+            elif node.module.startswith("batchcrawl."):
+                found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("batchcrawl."))
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    return {_module_name(p): _runtime_imports(p) for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def test_package_has_the_parts() -> None:
+    subpackages = {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
+    assert {"store", "frontier", "scope", "fetch", "export", "testing"} <= subpackages
+
+
+@pytest.mark.parametrize("part", sorted(ALLOWED))
+def test_part_imports_only_what_it_may(part: str) -> None:
+    bad = []
+    for module, imports in _graph().items():
+        if _part(module) != part:
+            continue
+        for target in imports:
+            other = _part(target)
+            if other != part and other not in ALLOWED[part]:
+                bad.append(f"{module} imports {target}")
+    assert not bad, "layering broken (docs/design.md §2):\n" + "\n".join(sorted(bad))
+
+
+def test_nothing_in_the_crawler_imports_testing() -> None:
+    users = [
+        m
+        for m, imports in _graph().items()
+        if _part(m) not in ("testing", "demo", "cli")
+        and any(_part(t) == "testing" for t in imports)
+    ]
+    assert users == []
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def strong(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in graph:
+                continue
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in graph:
+        if v not in index:
+            strong(v)
+    return out
+
+
+def test_no_import_cycles() -> None:
+    assert _cycles(_graph()) == []
+
+
+def test_cycle_finder_can_fail() -> None:
+    """Control: the cycle finder does report a cycle."""
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == [["a", "b", "c"]]
