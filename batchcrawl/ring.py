@@ -11,7 +11,7 @@ names instead. Many virtual nodes per shard even out the load (docs/design.md §
 
 Hashes (stable across processes and machines; never Python's ``hash()``):
 
-* a name's key is :func:`ring_key`: ``mmh3.hash64(name.encode("utf-8"), seed=0, signed=False)[0]``
+* a name's key is :func:`ring_key`: :func:`batchcrawl.urls.hash64` of the name
   (the same function as :func:`batchcrawl.urls.url_key`, applied to the name);
 * point ``i`` of shard ``s`` sits at ``mmh3.hash64(f"{s}#{i}".encode(), seed=seed,
   signed=False)[0]``; ``seed`` varies the placement of the points only, never the names' keys.
@@ -27,13 +27,16 @@ import mmh3
 import numpy as np
 
 from batchcrawl.errors import BatchcrawlError
+from batchcrawl.urls import bucket_ids, hash64, hash64_many
 
 __all__ = [
     "HashRing",
     "RingError",
     "modular_shard",
     "modular_shards",
+    "ROUTE_MODES",
     "ring_key",
+    "route_name",
     "ring_keys",
 ]
 
@@ -53,15 +56,35 @@ def ring_key(name: str) -> int:
     name : str
         Host (lower-case, punycode), pay-level domain or IP address, as routed by generate.
     """
-    return mmh3.hash64(name.encode("utf-8"), seed=0, signed=False)[0]
+    return hash64(name)
 
 
 def ring_keys(names: Iterable[str]) -> np.ndarray:
     """:func:`ring_key` of many names; ``numpy.ndarray`` of ``uint64``, shape ``(n,)``."""
-    hash64 = mmh3.hash64
-    return np.fromiter(
-        (hash64(n.encode("utf-8"), seed=0, signed=False)[0] for n in names), dtype=np.uint64
-    )
+    return hash64_many(names)
+
+
+#: What the ring hashes to route a URL (``generate.partition_by``).
+ROUTE_MODES = ("host", "domain", "ip")
+
+
+def route_name(host: str, domain: str, ip: str | None, mode: str) -> str:
+    """The name a URL's shard is chosen by (the one routing rule of generate and the shard
+    workers): its ``host``, its pay-level ``domain``, or its host's ``ip`` (``mode = "ip"``; a host
+    whose IP is not known yet is routed by its host name, so its URLs stay together).
+
+    Raises
+    ------
+    RingError
+        ``mode`` is not one of :data:`ROUTE_MODES`.
+    """
+    if mode == "host":
+        return host
+    if mode == "domain":
+        return domain
+    if mode == "ip":
+        return ip or host
+    raise RingError(f"partition mode must be one of {ROUTE_MODES}, got {mode!r}")
 
 
 def modular_shard(key: int, shards: int) -> int:
@@ -83,7 +106,7 @@ def modular_shards(keys: np.ndarray, shards: int) -> np.ndarray:
     """Vectorized :func:`modular_shard`: ``uint64`` keys, shape ``(n,)`` -> ``int64`` shard ids."""
     if shards < 1:
         raise RingError(f"shards must be at least 1, got {shards!r}")
-    return (np.asarray(keys, dtype=np.uint64) % np.uint64(shards)).astype(np.int64)
+    return bucket_ids(keys, shards)
 
 
 class HashRing:

@@ -41,13 +41,13 @@ from batchcrawl.frontier import table as frontier_mod
 from batchcrawl.frontier import update as update_mod
 from batchcrawl.frontier.drum import partition_by_bucket
 from batchcrawl.records import FetchItem
-from batchcrawl.ring import HashRing
+from batchcrawl.ring import HashRing, route_name
 from batchcrawl.scope.filters import FilterChain
-from batchcrawl.store import schemas
+from batchcrawl.store import paths, schemas
 from batchcrawl.store.crawldir import CrawlDir, FileEntry
 from batchcrawl.store.lock import WriterLock
 from batchcrawl.store.shuffle import Partitioned, read_partition, write_partitioned
-from batchcrawl.urls import domain_of
+from batchcrawl.urls import bucket_ids, domain_of
 
 log = logging.getLogger(__name__)
 
@@ -55,21 +55,10 @@ _ITEM_FIELDS = ("url_key", "url", "host", "domain", "depth", "hops_out", "discov
                 "discovered_seq", "retries")  # fmt: skip
 
 
-def hosts_path(generation: int, shard: int) -> str:
-    """``hosts/gen=G/shard=SS.parquet``."""
-    return f"hosts/gen={generation}/shard={shard:02d}.parquet"
-
-
-def shard_file(table: str, round: int, shard: int) -> str:
-    """``fetched/round=R/shard=SS.parquet`` (and the same for ``links``)."""
-    return f"{table}/round={round}/shard={shard:02d}.parquet"
-
-
 def host_shard(host: str, ip: str | None, cfg: Config, ring: HashRing) -> int:
-    """The shard owning ``host`` under ``generate.partition_by`` (same routing as generate)."""
-    mode = cfg.generate.partition_by
-    name = domain_of(host) if mode == "domain" else (ip or host) if mode == "ip" else host
-    return ring.shard_for(name)
+    """The shard owning ``host`` under ``generate.partition_by`` (:func:`batchcrawl.ring.route_name`,
+    the routing generate uses)."""
+    return ring.shard_for(route_name(host, domain_of(host), ip, cfg.generate.partition_by))
 
 
 class ShardActor:
@@ -137,13 +126,17 @@ class ShardActor:
         run = self.worker.run(items, round, progress=self._on_progress)
         fetched_table = pa.Table.from_pylist(run.fetched, schema=schemas.schema("fetched"))
         links_table = pa.table(run.links, schema=schemas.schema("links"))
-        fetched = write_partitioned(crawl, "fetched", shard_file("fetched", round, self.shard),
-                                    fetched_table, "url_key", buckets)  # fmt: skip
-        links = write_partitioned(crawl, "links", shard_file("links", round, self.shard),
-                                  links_table, "dst_url_key", buckets)  # fmt: skip
+        fetched = write_partitioned(
+            crawl, "fetched", paths.round_file("fetched", round, self.shard), fetched_table,
+            bucket_ids(fetched_table.column("url_key").to_numpy(), buckets),
+        )  # fmt: skip
+        links = write_partitioned(
+            crawl, "links", paths.round_file("links", round, self.shard), links_table,
+            bucket_ids(links_table.column("dst_url_key").to_numpy(), buckets),
+        )  # fmt: skip
         for row in self.worker.host_rows({i.host for i in items}):
             self.known_hosts[row["host"]] = row
-        hosts = crawl.write_table("hosts", hosts_path(generation, self.shard),
+        hosts = crawl.write_table("hosts", paths.hosts_file(generation, self.shard),
                                   sorted(self.known_hosts.values(), key=lambda r: r["host"]))  # fmt: skip
         counters = dict(run.counters)
         # outcomes from the rows themselves: the worker's counters also hold robots.txt states
@@ -296,7 +289,7 @@ class Crawler:
         manifest = crawl.manifest()
         rnd = manifest.round + 1
         gen = manifest.generation + 1
-        cold = crawl.fs.exists(crawl.path(f"fetchlists/round={rnd}"))
+        cold = crawl.fs.exists(crawl.path(paths.round_dir("fetchlists", rnd)))
         if cold:
             log.warning("round %d was started before and did not commit: rerunning it, with a full "
                         "politeness delay for every host first", rnd)  # fmt: skip

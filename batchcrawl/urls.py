@@ -73,7 +73,10 @@ from publicsuffixlist import PublicSuffixList
 from batchcrawl.errors import ConfigError, InvalidURL
 
 __all__ = [
+    "bucket_ids",
     "bucket_of",
+    "hash64",
+    "hash64_many",
     "canonicalize",
     "domain_of",
     "host_of",
@@ -203,12 +206,23 @@ def _canonical_from_href(href: str, original: str) -> str:
     return f"{scheme}://{host}{port_part}{path}{query_part}"
 
 
-def url_key(canonical: str) -> int:
-    """Stable 64-bit key of a canonical URL (frontier column ``url_key``).
+def hash64(text: str) -> int:
+    """The project's one 64-bit hash: ``mmh3.hash64(text.encode("utf-8"), seed=0,
+    signed=False)[0]``, the first 64 bits of MurmurHash3 x64-128 with seed 0, unsigned, in
+    ``[0, 2**64)``. Identical in every process, Python version and machine (never Python's
+    ``hash()``); stored on disk as ``url_key`` and used for ring positions, so it must never change.
+    """
+    return mmh3.hash64(text.encode("utf-8"), seed=0, signed=False)[0]
 
-    ``mmh3.hash64(canonical.encode("utf-8"), seed=0, signed=False)[0]``: the first 64 bits of
-    MurmurHash3 x64-128 with seed 0, as an unsigned int in ``[0, 2**64)``. Identical in every
-    process, Python version and machine; stored on disk, so it must never change.
+
+def hash64_many(texts: Iterable[str]) -> np.ndarray:
+    """:func:`hash64` of many strings; ``numpy.ndarray`` of ``uint64``, shape ``(n,)``."""
+    h = mmh3.hash64
+    return np.fromiter((h(t.encode("utf-8"), seed=0, signed=False)[0] for t in texts), np.uint64)
+
+
+def url_key(canonical: str) -> int:
+    """Stable 64-bit key of a canonical URL (frontier column ``url_key``): :func:`hash64`.
 
     Parameters
     ----------
@@ -216,7 +230,7 @@ def url_key(canonical: str) -> int:
         A canonical URL (output of :func:`canonicalize`); the key of a non-canonical spelling is a
         different key.
     """
-    return mmh3.hash64(canonical.encode("utf-8"), seed=0, signed=False)[0]
+    return hash64(canonical)
 
 
 def url_keys(canonicals: Iterable[str]) -> np.ndarray:
@@ -231,10 +245,7 @@ def url_keys(canonicals: Iterable[str]) -> np.ndarray:
     -------
     numpy.ndarray of uint64, shape (n,)
     """
-    hash64 = mmh3.hash64
-    return np.fromiter(
-        (hash64(c.encode("utf-8"), seed=0, signed=False)[0] for c in canonicals), dtype=np.uint64
-    )
+    return hash64_many(canonicals)
 
 
 def bucket_of(key: int, buckets: int) -> int:
@@ -255,6 +266,19 @@ def bucket_of(key: int, buckets: int) -> int:
     if buckets < 1:
         raise ConfigError(f"frontier.buckets must be at least 1, got {buckets!r}")
     return key % buckets
+
+
+def bucket_ids(keys: np.ndarray, buckets: int) -> np.ndarray:
+    """:func:`bucket_of` vectorized: ``uint64`` keys, shape ``(n,)`` -> ``int64`` bucket ids.
+
+    Raises
+    ------
+    ConfigError
+        ``buckets`` is less than 1.
+    """
+    if buckets < 1:
+        raise ConfigError(f"frontier.buckets must be at least 1, got {buckets!r}")
+    return (np.asarray(keys, dtype=np.uint64) % np.uint64(buckets)).astype(np.int64)
 
 
 def host_of(canonical: str) -> str:

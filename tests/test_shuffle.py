@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from hypothesis import given, settings
@@ -10,6 +11,7 @@ from hypothesis import strategies as st
 from batchcrawl.store import schemas
 from batchcrawl.store.crawldir import CrawlDir
 from batchcrawl.store.shuffle import read_partition, write_partitioned
+from batchcrawl.urls import bucket_ids
 
 
 def _links(keys: list[int]) -> pa.Table:
@@ -44,7 +46,7 @@ def test_each_bucket_reads_back_exactly_its_rows_in_discovery_order(
     crawl = CrawlDir.create(str(tmp_path_factory.mktemp("c")), "", buckets)
     parts = [
         write_partitioned(crawl, "links", f"links/round=1/shard={s:02d}.parquet", _links(keys),
-                          "dst_url_key", buckets)
+                          bucket_ids(np.array(keys, np.uint64), buckets))
         for s, keys in enumerate(shards)
     ]  # fmt: skip
     for part, keys in zip(parts, shards, strict=True):

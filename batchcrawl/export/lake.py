@@ -64,6 +64,7 @@ from batchcrawl import __version__
 from batchcrawl.errors import BatchcrawlError
 from batchcrawl.export import ccindex
 from batchcrawl.export.cdxj import cdxj_lines
+from batchcrawl.store import paths
 from batchcrawl.store.crawldir import CrawlDir, FileEntry, Manifest, utcnow_iso
 
 log = logging.getLogger(__name__)
@@ -79,8 +80,6 @@ MANIFEST_DIR = "_batchcrawl_export"
 FORMAT_VERSION = 1
 PARTITION_COLUMNS = ("crawl", "round")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-_ROUND_RE = re.compile(r"(?:^|/)round=(\d+)/")
-_SHARD_RE = re.compile(r"shard=(\d+)")
 _MARKER_RE = re.compile(r"^round=(\d+)\.json$")
 _COPY_CHUNK = 8 << 20
 
@@ -264,16 +263,16 @@ def round_entries(manifest: Manifest, table: str) -> dict[int, list[FileEntry]]:
     """``{round: entries}`` of a per-round table in a manifest (paths ``TABLE/round=N/...``)."""
     out: dict[int, list[FileEntry]] = {}
     for entry in manifest.tables.get(table, ()):
-        m = _ROUND_RE.search(entry.path)
-        if m is None:
+        rnd = paths.parse_round(entry.path)
+        if rnd is None:
             raise ExportError(f"{table}: manifest entry {entry.path!r} is not under round=N/")
-        out.setdefault(int(m.group(1)), []).append(entry)
+        out.setdefault(rnd, []).append(entry)
     return {r: sorted(es, key=lambda e: e.path) for r, es in out.items()}
 
 
 def _part_number(entry: FileEntry, position: int) -> int:
-    m = _SHARD_RE.search(posixpath.basename(entry.path))
-    return int(m.group(1)) if m else position
+    shard = paths.parse_shard(posixpath.basename(entry.path))
+    return position if shard is None else shard
 
 
 class _TeeReader(io.RawIOBase):

@@ -50,6 +50,7 @@ from batchcrawl.fetch.warc import WarcWriter, payload_digest
 from batchcrawl.fetch.workbench import Workbench
 from batchcrawl.records import FetchItem, FetchResult, Outcome
 from batchcrawl.scope.filters import FilterChain
+from batchcrawl.store import paths
 from batchcrawl.urls import canonicalize, domain_of, host_of, url_key
 
 log = logging.getLogger(__name__)
@@ -364,7 +365,7 @@ class FetchWorker:
         self._out = out
         self._seq = 0
         self._warc = WarcWriter(
-            self.fs, f"warc/round={round}", f"shard={self.shard:02d}",
+            self.fs, paths.warc_dir(round), paths.warc_prefix(self.shard),
             self.cfg.fetch.warc_rotate_bytes, self.cfg.crawl.user_agent,
             warcinfo_fields={"robots": "classic", "isPartOf": self.cfg.crawl.name or "batchcrawl"},
             compress_level=self.cfg.fetch.warc_compress_level,

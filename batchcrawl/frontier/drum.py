@@ -37,11 +37,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from batchcrawl.urls import bucket_ids
+
 __all__ = [
     "BucketFile",
     "Combine",
     "SortedBatch",
-    "bucket_ids",
     "check",
     "check_update",
     "iter_chunks",
@@ -75,13 +76,6 @@ def key_array(table: pa.Table, key: str = KEY) -> np.ndarray:
     if col.null_count:
         raise ValueError(f"DRUM key column {key!r} contains nulls; every row needs a key")
     return np.asarray(col.to_numpy(), dtype=np.uint64)
-
-
-def bucket_ids(keys: np.ndarray, buckets: int) -> np.ndarray:
-    """``keys % buckets`` (:func:`batchcrawl.urls.bucket_of`, vectorized) as ``int64``."""
-    if buckets < 1:
-        raise ValueError(f"bucket count must be at least 1, got {buckets!r}")
-    return (np.asarray(keys, dtype=np.uint64) % np.uint64(buckets)).astype(np.int64)
 
 
 def partition_by_bucket(table: pa.Table, buckets: int, key: str = KEY) -> dict[int, pa.Table]:

@@ -59,15 +59,14 @@ import pyarrow.compute as pc
 
 from batchcrawl.config import Config
 from batchcrawl.frontier.table import DUE_STATUSES, bucket_entries, epoch_ms, read_bucket
-from batchcrawl.ring import HashRing, ring_keys
+from batchcrawl.ring import HashRing, ring_keys, route_name
 from batchcrawl.scope.filters import FilterChain
-from batchcrawl.store import schemas
+from batchcrawl.store import paths, schemas
 from batchcrawl.store.crawldir import CrawlDir, FileEntry, Manifest
 
 __all__ = [
     "GenerateResult",
     "assign_fetchlists",
-    "fetchlist_path",
     "filters_fingerprint",
     "generate",
     "lease_bucket",
@@ -104,11 +103,6 @@ CANDIDATE_COLUMNS = [
     "retries",
 ]
 _CAP_REASONS = ("capped_host", "capped_domain", "capped_round")
-
-
-def fetchlist_path(round: int, shard: int) -> str:
-    """``fetchlists/round=R/shard=SS.parquet`` relative to the crawl root."""
-    return f"fetchlists/round={round}/shard={shard:02d}.parquet"
 
 
 def _codes(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
@@ -258,13 +252,10 @@ def route_names(
     (``generate.partition_by = "ip"``; a host without a known IP in the ``hosts`` table is routed
     by its host name, so its URLs stay together until its IP is known)."""
     mode = cfg.generate.partition_by
-    if mode == "domain":
-        return selected.column("domain").to_pylist()
+    ip_of = ip_of or {}
     hosts = selected.column("host").to_pylist()
-    if mode == "ip":
-        ip_of = ip_of or {}
-        return [ip_of.get(h) or h for h in hosts]
-    return hosts
+    domains = selected.column("domain").to_pylist()
+    return [route_name(h, d, ip_of.get(h), mode) for h, d in zip(hosts, domains, strict=True)]
 
 
 def assign_fetchlists(
@@ -513,7 +504,8 @@ def finish(
         )
     lists = assign_fetchlists(selected, round, cfg, ip_of)
     entries = {
-        s: crawl.write_table("fetchlists", fetchlist_path(round, s), t) for s, t in lists.items()
+        s: crawl.write_table("fetchlists", paths.round_file("fetchlists", round, s), t)
+        for s, t in lists.items()
     }
     lease_expired = counts.pop("lease_expired", 0)
     summary = {

@@ -23,6 +23,7 @@ from batchcrawl.errors import BatchcrawlError, CrawlDirError
 from batchcrawl.records import UrlStatus
 from batchcrawl.store import schemas
 from batchcrawl.store.crawldir import CrawlDir, FileEntry, Manifest
+from batchcrawl.store.paths import bucket_base as bucket_path
 
 __all__ = [
     "DUE_STATUSES",
@@ -52,12 +53,6 @@ DUE_STATUSES = (UrlStatus.QUEUED.value, UrlStatus.ERROR.value)
 
 #: Columns stored with Parquet dictionary encoding (few distinct values per bucket).
 _DICT_COLUMNS = ["host", "domain", "status", "reason", "content_digest"]
-
-
-def bucket_path(generation: int, bucket: int) -> str:
-    """Path of a bucket file relative to the crawl root: ``frontier/gen=G/bucket=BBB.parquet``
-    (``BBB`` zero-padded to at least 3 digits)."""
-    return f"frontier/gen={generation}/bucket={bucket:03d}.parquet"
 
 
 def bucket_entries(manifest: Manifest) -> list[FileEntry | None]:

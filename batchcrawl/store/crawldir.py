@@ -26,7 +26,6 @@ import json
 import logging
 import os
 import posixpath
-import re
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -38,12 +37,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from batchcrawl.errors import CommitConflict, CrawlDirError
-from batchcrawl.store import schemas, sql
+from batchcrawl.store import paths, schemas, sql
+from batchcrawl.store.paths import COMMITS_DIR, CONFIG_FILE
 
-CONFIG_FILE = "crawl.toml"
-COMMITS_DIR = "_commits"
 FORMAT_VERSION = 1
-_COMMIT_RE = re.compile(r"^(\d{6,})\.json$")
 log = logging.getLogger(__name__)
 
 
@@ -233,7 +230,7 @@ class CrawlDir:
             return []
         gens = []
         for name in names:
-            m = _COMMIT_RE.match(posixpath.basename(name.rstrip("/")))
+            m = paths.COMMIT_RE.match(posixpath.basename(name.rstrip("/")))
             if m:
                 gens.append(int(m.group(1)))
         return sorted(gens)
@@ -251,7 +248,7 @@ class CrawlDir:
             if not gens:
                 raise CrawlDirError(f"{self.url}: no committed generation")
             generation = gens[-1]
-        rel = _commit_name(generation)
+        rel = paths.commit_file(generation)
         try:
             raw = self.fs.cat_file(self.path(rel))
         except FileNotFoundError:
@@ -322,7 +319,7 @@ class CrawlDir:
             log.warning("%s: could not refresh %s: %s", self.url, sql.DUCKDB_FILE, exc)
 
     def _publish(self, manifest: Manifest) -> None:
-        rel = _commit_name(manifest.generation)
+        rel = paths.commit_file(manifest.generation)
         data = (json.dumps(manifest.to_json(), indent=1, sort_keys=True) + "\n").encode("utf-8")
         if not self.create_exclusive(rel, data):
             raise CommitConflict(
@@ -416,10 +413,6 @@ class CrawlDir:
     ) -> pa.Table:
         """All rows of ``table`` in ``generation`` (default current)."""
         return self.read_table(table, self.manifest(generation).tables.get(table, ()), columns)
-
-
-def _commit_name(generation: int) -> str:
-    return f"{COMMITS_DIR}/{generation:06d}.json"
 
 
 def _protocols(fs: fsspec.AbstractFileSystem) -> tuple[str, ...]:

@@ -22,9 +22,10 @@ from typing import Any
 import pyarrow.compute as pc
 
 from batchcrawl.errors import ConfigError
-from batchcrawl.store.crawldir import COMMITS_DIR, CrawlDir, _commit_name
+from batchcrawl.store import paths
+from batchcrawl.store.crawldir import CrawlDir
+from batchcrawl.store.paths import COMMITS_DIR, DATA_DIRS
 
-DATA_DIRS = ("frontier", "hosts", "fetchlists", "fetched", "links", "warc")
 TMP_MARKER = ".tmp-"
 log = logging.getLogger(__name__)
 
@@ -100,7 +101,7 @@ def gc(
     # Manifests first: once a generation's manifest is gone nobody reads its files.
     for gen in dropped:
         if not dry_run:
-            crawl.fs.rm_file(crawl.path(_commit_name(gen)))
+            crawl.fs.rm_file(crawl.path(paths.commit_file(gen)))
         stats["deleted_manifests"] += 1
     for folder in (*DATA_DIRS, COMMITS_DIR):
         for path, info in _walk(crawl, folder):

@@ -27,8 +27,8 @@ from typing import Any
 
 from batchcrawl.errors import CrawlDirError, LockedError
 from batchcrawl.store.crawldir import CrawlDir
+from batchcrawl.store.paths import LOCK_FILE
 
-LOCK_FILE = "_lock.json"
 log = logging.getLogger(__name__)
 
 

@@ -1,7 +1,7 @@
 """The memory-bounded shuffle between fetch shards and DRUM buckets (Hadoop's map-side partitioning).
 
 A fetch shard writes its ``fetched`` and ``links`` rows once, as the committed table files, sorted by
-DRUM bucket of their url key (``url_key`` resp. ``dst_url_key``; bucket = key % K) with **one Parquet
+DRUM bucket of their url key (``url_key`` resp. ``dst_url_key``, bucket ids from the caller) with **one Parquet
 row group per non-empty bucket**. The row group of each bucket is recorded in the returned
 :class:`Partitioned` index, so the update task of bucket *b* reads exactly its slice of every shard's
 file (``ParquetFile.read_row_group``) and nothing else: no spill files, no all-to-all transfer
@@ -29,17 +29,22 @@ class Partitioned:
 
 
 def write_partitioned(
-    crawl: CrawlDir, table: str, rel: str, data: pa.Table, key: str, buckets: int
+    crawl: CrawlDir, table: str, rel: str, data: pa.Table, bucket_of: np.ndarray
 ) -> Partitioned:
     """Validate ``data`` against ``table``'s schema and write it at ``rel`` (relative to the crawl),
-    sorted by ``key % buckets`` (stable: the rows of one bucket keep their order), one row group per
+    sorted by bucket (stable: the rows of one bucket keep their order), one row group per
     non-empty bucket.
+
+    ``bucket_of`` (int array, shape ``(data.num_rows,)``) is each row's DRUM bucket, computed by the
+    caller with the one bucket function (:func:`batchcrawl.urls.bucket_ids`), so the store layer
+    holds no copy of it.
 
     Raises :class:`~batchcrawl.errors.SchemaError` when ``data`` does not fit the schema.
     """
     data = schemas.conform(table, data)
-    keys = np.asarray(data.column(key).to_numpy(), dtype=np.uint64)
-    bucket_of = (keys % np.uint64(buckets)).astype(np.int64)
+    bucket_of = np.asarray(bucket_of, dtype=np.int64)
+    if len(bucket_of) != data.num_rows:
+        raise ValueError(f"write_partitioned: {len(bucket_of)} bucket ids for {data.num_rows} rows")
     order = np.argsort(bucket_of, kind="stable")
     data = data.take(pa.array(order))
     sorted_buckets = bucket_of[order]

@@ -28,11 +28,11 @@ import pyarrow as pa
 
 from batchcrawl.errors import CrawlDirError, SQLError
 from batchcrawl.store import schemas
+from batchcrawl.store.paths import DUCKDB_FILE
 
 if TYPE_CHECKING:
     from batchcrawl.store.crawldir import CrawlDir, Manifest
 
-DUCKDB_FILE = "crawl.duckdb"
 log = logging.getLogger(__name__)
 
 #: ``EXPLAIN [ANALYZE] [(options)]`` prefix; what follows is checked again.
