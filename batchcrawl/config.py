@@ -133,6 +133,11 @@ class FrontierSection:
     """Backoff before the first retry, seconds; doubled at each further retry."""
     drum_batch_bytes: int = 64_000_000
     """Memory budget of one bucket merge, in bytes: larger buckets are streamed by row group."""
+    compact_run_ratio: float = 0.5
+    """Compact a bucket (merge its delta runs into a new base) once its runs hold this many rows
+    per base row (LSM size ratio; 0.5 = runs total half the base)."""
+    max_runs: int = 8
+    """Compact a bucket once it has this many delta runs, whatever their size."""
 
 
 @dataclass(frozen=True)
@@ -316,6 +321,7 @@ _POSITIVE = {
     ("fetch", "max_body_bytes"),
     ("fetch", "warc_rotate_bytes"),
     ("frontier", "drum_batch_bytes"),
+    ("frontier", "max_runs"),
     ("politeness", "ip_concurrency"),
 }
 

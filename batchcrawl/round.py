@@ -10,7 +10,10 @@ bucket) -> commit (docs/design.md §7; Nutch's crawl cycle).
   from the ``hosts`` table in a fresh process. Each shard writes its ``fetched`` and ``links`` files
   partitioned by bucket (:mod:`batchcrawl.store.shuffle`), its WARC files and its ``hosts`` file.
 * **update** — one task per bucket merges the bucket with its slice of every shard's facts
-  (IRLbot's DRUM, :mod:`batchcrawl.frontier.update`) and writes the next generation's bucket.
+  (IRLbot's DRUM, :mod:`batchcrawl.frontier.update`) and writes only the changed and new rows as the
+  bucket's next delta run.
+* **compact** — one task per bucket whose delta runs passed the size ratio or count merges them
+  into a new base (:mod:`batchcrawl.frontier.runs`).
 * **commit** — the driver publishes the next manifest (:meth:`CrawlDir.commit`) under the writer lock.
 
 A round that dies anywhere before the commit leaves only orphan files: the committed generation is
@@ -37,9 +40,11 @@ from batchcrawl.config import Config
 from batchcrawl.errors import NothingDue
 from batchcrawl.fetch.worker import FetchWorker
 from batchcrawl.frontier import generate as gen_mod
+from batchcrawl.frontier import runs
 from batchcrawl.frontier import table as frontier_mod
 from batchcrawl.frontier import update as update_mod
 from batchcrawl.frontier.drum import partition_by_bucket
+from batchcrawl.frontier.runs import BucketFiles
 from batchcrawl.records import FetchItem
 from batchcrawl.ring import HashRing, route_name
 from batchcrawl.scope.filters import FilterChain
@@ -171,33 +176,53 @@ class ShardActor:
 
 
 # -- Dask tasks (plain functions: they run on any worker) -------------------------------------------
-def select_task(crawl_url: str, entry: FileEntry | None, round: int, cfg: Config, now: float):
+def select_task(crawl_url: str, files: BucketFiles, round: int, cfg: Config, now: float):
     """Generate, one bucket: its due, pre-capped candidates and the counts of rows not taken."""
-    crawl = CrawlDir.open(crawl_url)
-    table = frontier_mod.read_bucket(crawl, entry, gen_mod.SELECT_COLUMNS)
-    return (table.num_rows, *gen_mod.select_bucket(table, round, cfg, now))
+    return gen_mod.select_files(CrawlDir.open(crawl_url), files, round, cfg, now)
+
+
+def compact_task(crawl_url: str, files: BucketFiles, generation: int, cfg: Config) -> BucketFiles:
+    """Compaction, one bucket: merge its runs into a new base (:func:`runs.compact_bucket`)."""
+    return runs.compact_bucket(CrawlDir.open(crawl_url), files, generation, cfg)
 
 
 def update_task(
     crawl_url: str,
     generation: int,
-    bucket: int,
-    entry: FileEntry | None,
+    files: BucketFiles,
     fetched: list[Partitioned],
     links: list[Partitioned],
     refiltered: pa.Table | None,
     round: int,
     cfg: Config,
     now: float,
-) -> tuple[FileEntry, Counter, bool]:
-    """Update, one bucket: merge it with its slice of every shard's facts (DRUM)."""
+) -> tuple[BucketFiles, Counter, bool]:
+    """Update, one bucket: merge it with its slice of every shard's facts (DRUM, a delta run)."""
     crawl = CrawlDir.open(crawl_url)
-    return update_mod.update_bucket_file(
-        crawl, entry, generation, bucket,
-        read_partition(crawl, "fetched", fetched, bucket),
-        read_partition(crawl, "links", links, bucket),
+    b = files.bucket
+    return update_mod.update_bucket(
+        crawl, files, generation,
+        read_partition(crawl, "fetched", fetched, b),
+        read_partition(crawl, "links", links, b),
         refiltered, round=round, cfg=cfg, now=now,
     )  # fmt: skip
+
+
+def compact_buckets(
+    client: Any, crawl_url: str, buckets: list[BucketFiles], generation: int, cfg: Config
+) -> list[BucketFiles]:
+    """Compact, as Dask tasks, the buckets whose runs passed ``frontier.max_runs`` or
+    ``frontier.compact_run_ratio`` (:func:`runs.needs_compaction`); the others are returned as
+    they are. New bases are written for ``generation``; nothing is committed."""
+    todo = [i for i, bf in enumerate(buckets) if runs.needs_compaction(bf, cfg)]
+    done = client.gather(client.map(
+        compact_task, [crawl_url] * len(todo), [buckets[i] for i in todo],
+        [generation] * len(todo), [cfg] * len(todo), pure=False,
+    ))  # fmt: skip
+    out = list(buckets)
+    for i, bf in zip(todo, done, strict=True):
+        out[i] = bf
+    return out
 
 
 # -- the driver -------------------------------------------------------------------------------------
@@ -269,7 +294,7 @@ class Crawler:
         """Run one round under the writer lock and commit it; return its summary.
 
         ``progress`` receives the shards' live counters about twice a second while fetching;
-        ``on_step`` is called with ``"generate"``, ``"fetch"``, ``"update"``, ``"commit"`` as each
+        ``on_step`` is called with ``"generate"``, ``"fetch"``, ``"update"``, ``"compact"``, ``"commit"`` as each
         step starts (tests use it to crash a round at a known point).
 
         Raises
@@ -298,7 +323,7 @@ class Crawler:
         on_step("generate")
         t0 = time.monotonic()
         started_at = now()
-        entries = frontier_mod.bucket_entries(manifest)
+        entries = runs.bucket_files(manifest)
         selections = client.gather(client.map(
             select_task, [self.crawl_url] * len(entries), entries, [rnd] * len(entries),
             [cfg] * len(entries), [started_at] * len(entries), pure=False,
@@ -341,12 +366,17 @@ class Crawler:
         rparts = partition_by_bucket(refiltered, manifest.buckets) if refiltered.num_rows else {}
         updated = client.gather(client.map(
             update_task, [self.crawl_url] * len(entries), [gen] * len(entries),
-            list(range(len(entries))), entries, [fparts] * len(entries), [lparts] * len(entries),
+            entries, [fparts] * len(entries), [lparts] * len(entries),
             [rparts.get(b) for b in range(len(entries))], [rnd] * len(entries),
             [cfg] * len(entries), [started_at] * len(entries), pure=False,
         ))  # fmt: skip
         update_summary = update_mod.summarize(rnd, updated)
         steps["update"] = time.monotonic() - t0
+        # -- compact ----------------------------------------------------------------------------
+        on_step("compact")
+        t0 = time.monotonic()
+        buckets = compact_buckets(client, self.crawl_url, [u[0] for u in updated], gen, cfg)
+        steps["compact"] = time.monotonic() - t0
         # -- commit -----------------------------------------------------------------------------
         on_step("commit")
         t0 = time.monotonic()
@@ -375,6 +405,7 @@ class Crawler:
             "links": {k: int(v) for k, v in counters.items() if k.startswith("links_")},
             "generate": gen_summary,
             "update": update_summary,
+            "compacted": sum(1 for a, u in zip(buckets, updated, strict=True) if a is not u[0]),
             "rerun_after_crash": cold,
             "seconds_by_step": {k: round(v, 3) for k, v in steps.items()},
             "elapsed_s": round(time.monotonic() - t_start, 3),
@@ -383,7 +414,7 @@ class Crawler:
         committed = crawl.commit(
             manifest,
             {
-                "frontier": [u[0] for u in updated],
+                "frontier": runs.frontier_listing(buckets),
                 "hosts": [r["hosts"] for r in shard_results],
                 "fetchlists": list(manifest.tables.get("fetchlists", ()))
                 + list(fetchlists.values()),

@@ -2,7 +2,8 @@
 -- Arrow schemas are derived from this file at run time (batchcrawl/schemas.py); every writer validates
 -- against them. Times are UTC. url_key is the unsigned 64-bit murmur3 of the canonical URL.
 
--- frontier/gen=G/bucket=BBB.parquet: one row per known URL (Nutch's CrawlDb), sorted by url_key.
+-- frontier/gen=G/bucket=BBB.parquet (base) and bucket=BBB.run.parquet (delta runs): one row per URL
+-- (Nutch's CrawlDb), each file sorted by url_key; the newest file of a bucket wins per url_key.
 CREATE TABLE frontier (
     url_key          UBIGINT   NOT NULL, -- mmh3 64-bit of the canonical url
     url              VARCHAR   NOT NULL, -- canonical URL (batchcrawl.urls.canonicalize)
@@ -19,7 +20,7 @@ CREATE TABLE frontier (
     fetch_status     SMALLINT,           -- last HTTP status; NULL when no response
     content_digest   VARCHAR,            -- 'sha1:BASE32' of the last payload
     retries          INTEGER   NOT NULL, -- transient failures since the last success
-    next_fetch_time  TIMESTAMP_MS,       -- not due before this time (retry backoff); NULL = due now
+    next_fetch_time  TIMESTAMP_MS,       -- due from this time (new URLs: discovery time; retries: backoff); NULL = not due by time (fetched; the refetch schedule is the freshness issue)
     lease_round      INTEGER,            -- round holding the URL on a fetch list; NULL = not leased
     lease_shard      INTEGER             -- shard holding the lease
 );

@@ -17,7 +17,6 @@ from batchcrawl.frontier.drum import partition_by_bucket
 from batchcrawl.frontier.generate import (
     assign_fetchlists,
     generate,
-    lease_bucket,
     merge_candidates,
     route_names,
     select_bucket,
@@ -28,6 +27,7 @@ from batchcrawl.frontier.update import update
 from batchcrawl.ring import HashRing
 from batchcrawl.store import schemas
 from batchcrawl.store.crawldir import CrawlDir
+from batchcrawl.store.sql import query
 from batchcrawl.urls import url_key
 
 NOW = dt.datetime(2024, 5, 1, 12, 0, tzinfo=dt.UTC)
@@ -139,18 +139,6 @@ def test_due_rules_and_leases():
     assert (c["leased"], c["not_due"], c["status:fetched"], c["lease_expired"]) == (1, 1, 1, 1)
 
 
-def test_lease_bucket_sets_leases_and_select_skips_them():
-    t = make_table([(0, "queued", None, None, 0)] * 4).sort_by("url_key")
-    keys = np.asarray(t.column("url_key").to_numpy())[:2]
-    leased = lease_bucket(t, keys, 5, np.array([1, 0]))
-    assert leased.column("lease_round").to_pylist() == [5, 5, None, None]
-    assert leased.column("lease_shard").to_pylist() == [1, 0, None, None]
-    cands, c = select_bucket(leased, 5, Config(), NOW)
-    assert cands.num_rows == 2 and c["leased"] == 2
-    with pytest.raises(KeyError):
-        lease_bucket(t, np.array([1], np.uint64), 5, 0)
-
-
 def test_route_by_ip_falls_back_to_host():
     t = make_table(
         [(0, "queued", None, None, 0), (1, "queued", None, None, 0), (2, "queued", None, None, 0)]
@@ -170,7 +158,7 @@ def crawl(tmp_path):
         frontier={"buckets": 4}, fetch={"shards": 3}, generate={"max_urls_per_host": 3}
     )
     c = CrawlDir.create(str(tmp_path / "c"), to_toml(cfg), 4)
-    inject(c, cfg, ["http://a.test/", "http://b.test/", "http://b.test/x.zip"])
+    inject(c, cfg, ["http://a.test/", "http://b.test/", "http://b.test/x.zip"], clock=NOW.timestamp)
     m = c.manifest()
     links = []
     for i in range(10):
@@ -239,7 +227,8 @@ def test_refilter_at_generate(crawl):
         res.summary["not_selected"].values()
     )
     entries, s = update(c, m, 2, None, None, cfg2, NOW, refiltered=res.refiltered)
-    rows = c.read_table("frontier", entries).to_pylist()
+    c.commit(m, {"frontier": entries}, {"step": "test"})
+    rows = query(c, "SELECT * FROM frontier").to_pylist()
     assert (
         Counter((r["status"], r["reason"]) for r in rows if r["host"] == "b.test")[
             ("filtered", "deny_host")
@@ -252,7 +241,9 @@ def test_refilter_at_generate(crawl):
 def test_refilter_only_when_filters_changed(tmp_path):
     cfg = Config().replace(frontier={"buckets": 2})
     c = CrawlDir.create(str(tmp_path / "c"), to_toml(cfg), 2)
-    inject(c, cfg, ["http://a.test/", "http://b.test/"])  # records the filters fingerprint
+    inject(
+        c, cfg, ["http://a.test/", "http://b.test/"], clock=NOW.timestamp
+    )  # records the filters fingerprint
     m = c.manifest()
     same = generate(c, m, 1, cfg, NOW)
     assert same.summary["refiltered"] is False and same.summary["selected"] == 2

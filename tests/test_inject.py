@@ -6,7 +6,8 @@ import pytest
 
 from batchcrawl.config import Config, to_toml
 from batchcrawl.frontier.inject import MAX_BAD_LINES_LISTED, inject
-from batchcrawl.frontier.table import bucket_entries, read_bucket, seed_scope
+from batchcrawl.frontier.runs import bucket_files, read_bucket
+from batchcrawl.frontier.table import seed_scope
 from batchcrawl.store.crawldir import CrawlDir
 
 
@@ -45,7 +46,7 @@ def test_inject_new_crawl(tmp_path):
     assert s["filtered"] == {"extension": 1}
     m = crawl.manifest()
     assert m.generation == 1 and m.summary["step"] == "inject"
-    assert len(bucket_entries(m)) == 4
+    assert len(bucket_files(m)) == 4
     rows = frontier_rows(crawl)
     assert set(rows) == {"http://a.test/", "https://b.test/x", "https://c.test/big.zip"}
     a, b = rows["http://a.test/"], rows["https://b.test/x"]
@@ -58,7 +59,7 @@ def test_inject_new_crawl(tmp_path):
     assert a["discovered_seq"] < b["discovered_seq"]  # line order
     assert rows["https://c.test/big.zip"]["status"] == "filtered"
     assert rows["https://c.test/big.zip"]["reason"] == "extension"
-    for b_, entry in enumerate(bucket_entries(m)):  # each bucket sorted by key, in its bucket
+    for b_, entry in enumerate(bucket_files(m)):  # each bucket sorted by key, in its bucket
         keys = read_bucket(crawl, entry).column("url_key").to_pylist()
         assert keys == sorted(keys) and all(k % 4 == b_ for k in keys)
     assert seed_scope(crawl, m) == ({"a.test", "b.test", "c.test"}, {"a.test", "b.test", "c.test"})

@@ -3,9 +3,9 @@ results and links into the frontier (rows in = rows out + dropped, counted)."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 
-import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 from batchcrawl.config import Config, to_toml
 from batchcrawl.frontier.inject import inject
-from batchcrawl.frontier.table import FrontierError, bucket_entries, new_rows
-from batchcrawl.frontier.update import apply_outcomes, next_status, update, update_bucket
+from batchcrawl.frontier.runs import bucket_files, iter_buckets
+from batchcrawl.frontier.table import FrontierError
+from batchcrawl.frontier.update import apply_outcomes, next_status, update
 from batchcrawl.records import Outcome, UrlStatus
 from batchcrawl.store import schemas
 from batchcrawl.store.crawldir import CrawlDir
@@ -143,8 +144,15 @@ def crawl(tmp_path):
     return c, cfg
 
 
+def listed(crawl: CrawlDir, entries):
+    """The current manifest with ``entries`` as its (uncommitted) frontier listing."""
+    return dataclasses.replace(crawl.manifest(), tables={"frontier": tuple(entries)})
+
+
 def rows_by_url(crawl: CrawlDir, entries) -> dict[str, dict]:
-    return {r["url"]: r for r in crawl.read_table("frontier", entries).to_pylist()}
+    """The merged frontier (base + runs, newest wins) of an update's listing."""
+    rows = [r for _, t in iter_buckets(crawl, listed(crawl, entries)) for r in t.to_pylist()]
+    return {r["url"]: r for r in rows}
 
 
 def test_update_round(crawl):
@@ -177,7 +185,7 @@ def test_update_round(crawl):
         ],
     )
     entries, s = update(c, m, 1, fetched, links, cfg, NOW)
-    assert len(entries) == 4
+    assert len(bucket_files(listed(c, entries))) == 4
     f, lk = s["fetched"], s["links"]
     assert f["in"] == 8 and f["in"] == f["applied"] + f["superseded"] + f["unknown"]
     assert (f["superseded"], f["unknown"]) == (1, 1)
@@ -238,80 +246,14 @@ def test_idle_buckets_keep_their_file(crawl):
     url = "http://s0.test/"
     fetched = table("fetched", [fetched_row(url, "ok", status=200)])
     entries, s = update(c, m, 1, fetched, None, cfg, NOW)
-    old = bucket_entries(m)
-    changed = [b for b in range(4) if entries[b] != old[b]]
+    old, new = bucket_files(m), bucket_files(listed(c, entries))
+    changed = [b for b in range(4) if new[b] != old[b]]
     assert changed == [url_key(url) % 4]
     assert s["buckets_rewritten"] == 1
 
 
-def lease_table(n: int, lease_round: int | None) -> pa.Table:
-    urls = [f"http://l.test/{i}" for i in range(n)]
-    t = new_rows(
-        url_key=np.array([url_key(u) for u in urls], np.uint64),
-        url=urls,
-        host=["l.test"] * n,
-        domain=["l.test"] * n,
-        depth=1,
-        hops_out=0,
-        discovered_round=1,
-        discovered_seq=np.arange(n),
-    )
-    t = t.set_column(
-        t.schema.get_field_index("lease_round"),
-        "lease_round",
-        pa.array([lease_round] * n, pa.int32()),
-    )
-    t = t.set_column(
-        t.schema.get_field_index("lease_shard"),
-        "lease_shard",
-        pa.array([0 if lease_round is not None else None] * n, pa.int32()),
-    )
-    return t.sort_by("url_key")
-
-
-def test_leases_of_this_round_are_cleared():
-    cfg = Config()
-    t = lease_table(5, 3)
-    out, counts = update_bucket(t, None, None, round=3, cfg=cfg, now=NOW)
-    assert out.column("lease_round").null_count == 5 and counts["leases_cleared"] == 5
-    out, counts = update_bucket(lease_table(5, 4), None, None, round=3, cfg=cfg, now=NOW)
-    assert out.column("lease_round").to_pylist() == [4] * 5  # a later round's lease stays
-
-
-@settings(max_examples=25, deadline=None)
-@given(
-    n_old=st.integers(0, 300),
-    picks=st.lists(st.integers(0, 400), max_size=80),
-    budget=st.sampled_from([2_000, 64_000_000]),
-)
-def test_streamed_bucket_equals_in_memory(tmp_path_factory, n_old, picks, budget):
-    """A bucket bigger than drum_batch_bytes is merged by row group with the same result."""
-    from fsspec.implementations.local import LocalFileSystem
-
-    from batchcrawl.frontier.drum import BucketFile
-    from batchcrawl.frontier.table import write_bucket
-
-    tmp = tmp_path_factory.mktemp("u")
-    cfg = Config().replace(frontier={"drum_batch_bytes": budget})
-    old = lease_table(n_old, None)
-    c = CrawlDir(str(tmp))
-    write_bucket(c, "b.parquet", old, row_group_bytes=max(1, budget // 4))
-    links = table(
-        "links",
-        [link_row("http://l.test/0", f"http://l.test/{p}", seq=i) for i, p in enumerate(picks)],
-    )
-    src = BucketFile(LocalFileSystem(), str(tmp / "b.parquet"))
-    got, counts = update_bucket(src, None, links, round=2, cfg=cfg, now=NOW)
-    want, _ = update_bucket(old, None, links, round=2, cfg=Config(), now=NOW)
-    assert got.equals(want)
-    assert counts["rows_new"] == n_old + counts["links_new_queued"]
-    assert (
-        counts["links_in"]
-        == counts["links_duplicate"] + counts["links_known"] + counts["links_new_queued"]
-    )
-
-
-def test_link_seq_out_of_range():
+def test_link_seq_out_of_range(crawl):
+    c, cfg = crawl
     links = table("links", [link_row("http://a.test/", "http://b.test/", seq=1 << 40)])
     with pytest.raises(FrontierError, match="seq"):
-        update_bucket(None, None, links, round=1, cfg=Config(), now=NOW)
+        update(c, c.manifest(), 1, None, links, cfg, NOW)

@@ -32,9 +32,8 @@ in the frontier: :func:`generate` writes the fetch lists and commits nothing. Th
 fetch lists together with the updated frontier (:func:`batchcrawl.update.update`), in one
 generation. A round that crashes after generate and before its commit leaves only orphan files: the
 committed frontier still has every URL due, so the rerun selects them again and nothing is lost.
-The single writer lock guarantees no other generate runs meanwhile. :func:`lease_bucket` writes
-leases into frontier rows for callers that must commit them before fetching (streaming
-checkpoints); :func:`batchcrawl.update.update` clears them when their round is updated.
+The single writer lock guarantees no other generate runs meanwhile. (Rows with ``lease_round`` set
+come from older crawls or a future streaming mode; update clears the lease of every URL it touches.)
 
 Counters (``summary["not_selected"]``): ``status:<status>`` (not a due status), ``not_due``
 (``next_fetch_time`` in the future), ``leased``, ``capped_host``, ``capped_domain``,
@@ -58,7 +57,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from batchcrawl.config import Config
-from batchcrawl.frontier.table import DUE_STATUSES, bucket_entries, epoch_ms, read_bucket
+from batchcrawl.frontier.runs import BucketFiles, bucket_files, read_bucket
+from batchcrawl.frontier.table import DUE_STATUSES, epoch_ms
 from batchcrawl.ring import HashRing, ring_keys, route_name
 from batchcrawl.scope.filters import FilterChain
 from batchcrawl.store import paths, schemas
@@ -69,7 +69,6 @@ __all__ = [
     "assign_fetchlists",
     "filters_fingerprint",
     "generate",
-    "lease_bucket",
     "merge_candidates",
     "refilter",
     "select_bucket",
@@ -209,6 +208,15 @@ def select_bucket(
     return bucket.select(CANDIDATE_COLUMNS).take(pa.array(idx[why == 0])), counts
 
 
+def select_files(
+    crawl: CrawlDir, files: BucketFiles, round: int, cfg: Config, now: dt.datetime | float
+) -> tuple[int, pa.Table, Counter]:
+    """Generate, one bucket (one Dask task): read its merged rows (base + runs, newest wins) and
+    :func:`select_bucket` them. Returns ``(bucket rows, candidates, counts)``."""
+    table = read_bucket(crawl, files, SELECT_COLUMNS)
+    return (table.num_rows, *select_bucket(table, round, cfg, now))
+
+
 def merge_candidates(
     acc: pa.Table | None, candidates: pa.Table, cfg: Config
 ) -> tuple[pa.Table, Counter]:
@@ -290,41 +298,6 @@ def assign_fetchlists(
         part = part.append_column("round", pa.array(np.full(n, round), pa.int32()))
         part = part.append_column("shard", pa.array(np.full(n, s), pa.int32()))
         out[s] = schemas.conform("fetchlists", part)
-    return out
-
-
-def lease_bucket(
-    bucket: pa.Table, leased_keys: np.ndarray, round: int, shards: np.ndarray | int
-) -> pa.Table:
-    """Rows of a bucket with ``lease_round = round`` and ``lease_shard`` set for ``leased_keys``.
-
-    Parameters
-    ----------
-    bucket : pyarrow.Table
-        Frontier rows sorted by ``url_key``.
-    leased_keys : numpy.ndarray of uint64, shape (m,)
-        Keys to lease; each must be in the bucket.
-    shards : numpy.ndarray of int, shape (m,), or int
-        Shard holding each lease.
-
-    Raises
-    ------
-    KeyError
-        A leased key is not in the bucket.
-    """
-    keys = np.asarray(bucket.column("url_key").to_numpy(), dtype=np.uint64)
-    lk = np.asarray(leased_keys, dtype=np.uint64)
-    pos = np.searchsorted(keys, lk)
-    if len(lk) and (pos.max() >= len(keys) or not np.array_equal(keys[pos], lk)):
-        raise KeyError("lease_bucket: a leased url_key is not in this bucket")
-    lr = np.array(pc.fill_null(bucket.column("lease_round"), -1).to_numpy(), dtype=np.int64)
-    ls = np.array(pc.fill_null(bucket.column("lease_shard"), -1).to_numpy(), dtype=np.int64)
-    lr[pos] = round
-    ls[pos] = shards
-    out = bucket
-    for name, arr in (("lease_round", lr), ("lease_shard", ls)):
-        col = pa.array(arr, pa.int32(), mask=arr < 0)
-        out = out.set_column(out.schema.get_field_index(name), out.schema.field(name), col)
     return out
 
 
@@ -423,12 +396,11 @@ def generate(
         Nothing is committed.
     """
 
-    def one(entry: FileEntry | None) -> tuple[int, pa.Table, Counter]:
-        table = read_bucket(crawl, entry, SELECT_COLUMNS)
-        return table.num_rows, *select_bucket(table, round, cfg, now)
+    def one(files: BucketFiles) -> tuple[int, pa.Table, Counter]:
+        return select_files(crawl, files, round, cfg, now)
 
     selected, counts, rows = fold_candidates(
-        _bounded_map(one, bucket_entries(manifest), workers), cfg
+        _bounded_map(one, bucket_files(manifest), workers), cfg
     )
     return finish(
         crawl, manifest, round, cfg, selected, counts, rows,

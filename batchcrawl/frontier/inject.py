@@ -14,8 +14,9 @@ keeps its state. The step commits one generation. The caller (the CLI) holds the
 
 from __future__ import annotations
 
+import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 import pyarrow as pa
@@ -23,16 +24,10 @@ import pyarrow as pa
 from batchcrawl import urls
 from batchcrawl.config import Config
 from batchcrawl.errors import InvalidURL
-from batchcrawl.frontier import drum
+from batchcrawl.frontier import drum, runs
 from batchcrawl.frontier.generate import filters_fingerprint
-from batchcrawl.frontier.table import (
-    bucket_entries,
-    bucket_path,
-    iter_buckets,
-    new_rows,
-    seed_scope,
-    write_bucket,
-)
+from batchcrawl.frontier.runs import iter_buckets
+from batchcrawl.frontier.table import new_rows, seed_scope
 from batchcrawl.records import UrlStatus
 from batchcrawl.scope.filters import FilterChain
 from batchcrawl.store.crawldir import CrawlDir
@@ -84,7 +79,14 @@ def parse_seed_lines(
     return seeds, bad, counts
 
 
-def inject(crawl: CrawlDir, cfg: Config, lines: Iterable[str], *, source: str = "seeds") -> dict:
+def inject(
+    crawl: CrawlDir,
+    cfg: Config,
+    lines: Iterable[str],
+    *,
+    source: str = "seeds",
+    clock: Callable[[], float] = time.time,
+) -> dict:
     """Add the seeds in ``lines`` to the crawl's frontier and commit a generation.
 
     Parameters
@@ -97,6 +99,8 @@ def inject(crawl: CrawlDir, cfg: Config, lines: Iterable[str], *, source: str = 
         The seed file's lines (one URL per line; ``#`` comments and blank lines allowed).
     source : str
         Name of the seed source, recorded in the summary (a file name).
+    clock : callable
+        Wall clock, epoch seconds: new seeds are due from ``clock()`` (``next_fetch_time``).
 
     Returns
     -------
@@ -134,42 +138,26 @@ def inject(crawl: CrawlDir, cfg: Config, lines: Iterable[str], *, source: str = 
         status=[UrlStatus.QUEUED.value if r is None else UrlStatus.FILTERED.value for r in reasons],
         reason=reasons,
         source_url_key=None,
+        next_fetch_time=clock(),
     )
-    entries = bucket_entries(manifest)
-    parts = drum.partition_by_bucket(rows, manifest.buckets)
     gen = manifest.generation + 1
     new_count: Counter = Counter()
     out = []
-    for b, entry in enumerate(entries):
-        part = parts.get(b)
-        if part is None and entry is not None:
-            out.append(entry)
-            continue
-        src = None if entry is None else drum.BucketFile(crawl.fs, crawl.path(entry.path))
-        chunks: list[pa.Table] = []
+    rows_after = 0
+    parts = drum.partition_by_bucket(rows, manifest.buckets)
+    for files in runs.bucket_files(manifest):
+        part = parts.get(files.bucket)
         if part is None:
-            is_new = np.zeros(0, dtype=bool)
-            chunks.append(rows.schema.empty_table())
-        else:
-            _, is_new = drum.check_update(
-                src,
-                part,
-                budget_bytes=cfg.frontier.drum_batch_bytes,
-                sink=chunks.append,
-                schema=rows.schema,
-            )
-            added = part.filter(pa.array(is_new))
-            for why in added.column("reason").to_pylist():
-                new_count["queued" if why is None else f"filtered:{why}"] += 1
-            new_count["known"] += int((~is_new).sum())
-        out.append(
-            write_bucket(
-                crawl,
-                bucket_path(gen, b),
-                chunks,
-                row_group_bytes=cfg.frontier.drum_batch_bytes // 4,
-            )
-        )
+            out.append(files)
+            continue
+        keys = runs.bucket_keys(crawl, files)
+        batch = drum.SortedBatch(part)
+        added = batch.table.filter(pa.array(~runs.is_known(keys, batch.keys)))
+        for why in added.column("reason").to_pylist():
+            new_count["queued" if why is None else f"filtered:{why}"] += 1
+        new_count["known"] += part.num_rows - added.num_rows
+        rows_after += len(keys) + added.num_rows
+        out.append(runs.add_run(crawl, files, gen, added, cfg))
     seeds_new = sum(n for k, n in new_count.items() if k != "known")
     summary = {
         "step": "inject",
@@ -185,11 +173,21 @@ def inject(crawl: CrawlDir, cfg: Config, lines: Iterable[str], *, source: str = 
         "filtered": {
             k.split(":", 1)[1]: n for k, n in sorted(new_count.items()) if k.startswith("filtered:")
         },
-        "frontier_rows": sum(e.rows for e in out),
+        "frontier_rows": rows_after + _untouched_rows(crawl, out, parts),
         "filters_fingerprint": filters_fingerprint(cfg),
     }
-    committed = crawl.commit(manifest, {"frontier": out}, summary)
+    committed = crawl.commit(manifest, {"frontier": runs.frontier_listing(out)}, summary)
     return {**summary, "generation": committed.generation}
+
+
+def _untouched_rows(crawl: CrawlDir, buckets: list[runs.BucketFiles], touched) -> int:
+    """Rows of the buckets ``touched`` does not name (key columns only when they have runs)."""
+    total = 0
+    for bf in buckets:
+        if bf.bucket in touched:
+            continue
+        total += len(runs.bucket_keys(crawl, bf)) if bf.runs else (bf.base.rows if bf.base else 0)
+    return total
 
 
 def _max_seed_seq(crawl: CrawlDir, manifest) -> int:

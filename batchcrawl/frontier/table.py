@@ -1,10 +1,6 @@
-"""Shared helpers of the frontier (Nutch's CrawlDb; docs/design.md §4): bucket files, reading and writing
-buckets, building new rows, times, and the seed scope.
-
-The frontier of a generation is ``K = manifest.buckets`` Parquet files, one per DRUM bucket (IRLbot
-§5.1), listed in ``manifest.tables["frontier"]`` in bucket order; a URL lives in bucket
-``url_key % K`` and each file is sorted by ``url_key``. Generation 0 (``init``) lists no file: every
-bucket is then empty. A step that does not change a bucket keeps pointing at its older file.
+"""Shared helpers of the frontier (Nutch's CrawlDb; docs/design.md §4): building new rows, times, the
+due statuses and the seed scope. The bucket files themselves (base + delta runs, merged on read)
+are :mod:`batchcrawl.frontier.runs`.
 
 Times are stored as ``TIMESTAMP_MS`` holding UTC wall-clock time. Every step takes ``now`` from its
 caller (a :class:`datetime.datetime` or epoch seconds) and never reads the clock itself.
@@ -13,31 +9,24 @@ caller (a :class:`datetime.datetime` or epoch seconds) and never reads the clock
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from batchcrawl.errors import BatchcrawlError, CrawlDirError
+from batchcrawl.errors import BatchcrawlError
+from batchcrawl.frontier.runs import iter_buckets
 from batchcrawl.records import UrlStatus
 from batchcrawl.store import schemas
-from batchcrawl.store.crawldir import CrawlDir, FileEntry, Manifest
-from batchcrawl.store.paths import bucket_base as bucket_path
+from batchcrawl.store.crawldir import CrawlDir, Manifest
 
 __all__ = [
     "DUE_STATUSES",
     "FrontierError",
     "UrlStatus",
-    "bucket_entries",
-    "bucket_path",
     "empty_bucket",
     "epoch_ms",
-    "iter_buckets",
     "new_rows",
-    "read_bucket",
     "seed_scope",
-    "write_bucket",
 ]
 
 
@@ -51,83 +40,10 @@ class FrontierError(BatchcrawlError, ValueError):
 #: Statuses a URL may be fetched in (when not leased and its ``next_fetch_time`` has passed).
 DUE_STATUSES = (UrlStatus.QUEUED.value, UrlStatus.ERROR.value)
 
-#: Columns stored with Parquet dictionary encoding (few distinct values per bucket).
-_DICT_COLUMNS = ["host", "domain", "status", "reason", "content_digest"]
-
-
-def bucket_entries(manifest: Manifest) -> list[FileEntry | None]:
-    """The file of each bucket of ``manifest`` (``None``: the bucket is empty, generation 0).
-
-    Raises
-    ------
-    CrawlDirError
-        The manifest lists a number of frontier files other than 0 or ``manifest.buckets``.
-    """
-    entries = list(manifest.tables.get("frontier", ()))
-    if not entries:
-        return [None] * manifest.buckets
-    if len(entries) != manifest.buckets:
-        raise CrawlDirError(
-            f"generation {manifest.generation}: frontier lists {len(entries)} files but the crawl "
-            f"has {manifest.buckets} buckets; the manifest is damaged (restore an older generation)"
-        )
-    return entries
-
 
 def empty_bucket() -> pa.Table:
     """A zero-row frontier table."""
     return schemas.empty("frontier")
-
-
-def read_bucket(
-    crawl: CrawlDir, entry: FileEntry | None, columns: list[str] | None = None
-) -> pa.Table:
-    """Read one bucket file whole (``entry`` None: an empty bucket). ``columns`` projects."""
-    if entry is None:
-        t = empty_bucket()
-        return t if columns is None else t.select(columns)
-    return crawl.read_table("frontier", [entry], columns=columns)
-
-
-def iter_buckets(
-    crawl: CrawlDir, manifest: Manifest, columns: list[str] | None = None
-) -> Iterator[tuple[int, pa.Table]]:
-    """``(bucket, table)`` for every bucket of ``manifest``, one at a time (bounded memory)."""
-    for b, entry in enumerate(bucket_entries(manifest)):
-        yield b, read_bucket(crawl, entry, columns)
-
-
-def write_bucket(
-    crawl: CrawlDir, rel: str, parts: pa.Table | Iterable[pa.Table], *, row_group_bytes: int
-) -> FileEntry:
-    """Write a bucket file at ``rel`` from one table or a stream of tables (already sorted by
-    ``url_key``), validated against the frontier schema, in row groups of about
-    ``row_group_bytes`` bytes in memory (so :mod:`batchcrawl.frontier.drum` can stream it back by row group).
-
-    Like :meth:`CrawlDir.write_table` (through :meth:`CrawlDir.open_output`), but streaming and
-    with a row group size.
-    """
-    if isinstance(parts, pa.Table):
-        parts = [parts]
-    target = schemas.schema("frontier")
-    rows = 0
-    with crawl.open_output(rel) as fh:
-        writer = pq.ParquetWriter(
-            fh, target, compression="zstd", use_dictionary=_DICT_COLUMNS, write_statistics=True
-        )
-        try:
-            for part in parts:
-                part = schemas.conform("frontier", part)
-                if part.num_rows == 0:
-                    continue
-                per_row = max(1, part.nbytes // part.num_rows)
-                writer.write_table(part, row_group_size=max(1024, row_group_bytes // per_row))
-                rows += part.num_rows
-            if rows == 0:
-                writer.write_table(target.empty_table())
-        finally:
-            writer.close()
-    return FileEntry(rel, rows)
 
 
 def epoch_ms(now: dt.datetime | float | int) -> int:
@@ -158,6 +74,7 @@ def new_rows(
     status: pa.Array | list[str] | str = UrlStatus.QUEUED.value,
     reason: pa.Array | list[str | None] | None = None,
     source_url_key: np.ndarray | pa.Array | None = None,
+    next_fetch_time: dt.datetime | float | None = None,
 ) -> pa.Table:
     """Frontier rows for newly discovered URLs (never fetched, no lease, no retries), in the order
     given (not sorted).
@@ -173,6 +90,9 @@ def new_rows(
         Breadth-first order inside the discovery round.
     status, reason : string arrays shape (n,), or one value for all rows
     source_url_key : uint64 array shape (n,) with nulls, or None (seeds)
+    next_fetch_time : datetime, epoch seconds or None
+        When the new URLs become due: the discovering step's ``now`` (the due-time column; NULL
+        only for URLs that are never due by time).
     """
     n = len(url_key)
 
@@ -199,6 +119,11 @@ def new_rows(
             "discovered_seq": col(discovered_seq, pa.int64()),
             "source_url_key": col(source_url_key, pa.uint64()),
             "retries": pa.array(np.zeros(n, dtype=np.int32)),
+            "next_fetch_time": pa.array(
+                np.full(n, 0 if next_fetch_time is None else epoch_ms(next_fetch_time)),
+                pa.int64(),
+                mask=np.full(n, next_fetch_time is None),
+            ).cast(pa.timestamp("ms")),
         }
     )
     return schemas.conform("frontier", table)

@@ -4,7 +4,8 @@
 Each bucket is merged with its share of the round's facts in one sequential pass
 (:mod:`batchcrawl.frontier.drum`), independently of the other buckets, so the round graph runs one task per
 bucket: :func:`partition_by_bucket` the ``fetched`` and ``links`` rows, then :func:`update_bucket`
-each bucket. :func:`update` is the in-process driver (tests, small crawls, the benchmark).
+each bucket, which writes only the changed and new rows as a delta run
+(:mod:`batchcrawl.frontier.runs`). :func:`update` maps it over the buckets in this process.
 
 Status transitions
 ------------------
@@ -34,8 +35,8 @@ not_fetched         queued                      None                            
 ``detail`` is the HTTP status when there was a response, else the ``error`` kind, else the outcome.
 An ``error`` URL is due again ``retry_backoff_s * 2**(retries-1)`` seconds after ``now``; a
 ``robots_unavailable`` one after ``robots.retry_after_s``. Every other transition clears
-``next_fetch_time``. The lease of every URL touched, and every lease of this round or an earlier
-one, is cleared.
+``next_fetch_time`` (a fetched URL is then not due by time). New URLs are due from ``now``. The lease of
+every URL touched is cleared.
 
 Conflicts, resolved deterministically
 -------------------------------------
@@ -57,7 +58,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -65,16 +66,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from batchcrawl.config import Config
-from batchcrawl.frontier import drum
-from batchcrawl.frontier.drum import BucketSource, partition_by_bucket
-from batchcrawl.frontier.table import (
-    FrontierError,
-    bucket_entries,
-    bucket_path,
-    epoch_ms,
-    new_rows,
-    write_bucket,
-)
+from batchcrawl.frontier import drum, runs
+from batchcrawl.frontier.drum import partition_by_bucket
+from batchcrawl.frontier.runs import BucketFiles
+from batchcrawl.frontier.table import FrontierError, epoch_ms, new_rows
 from batchcrawl.records import Outcome, UrlStatus
 from batchcrawl.store import schemas
 from batchcrawl.store.crawldir import CrawlDir, FileEntry, Manifest
@@ -246,8 +241,9 @@ def _link_batch(links: pa.Table, counts: Counter) -> drum.SortedBatch:
     return sb
 
 
-def _link_rows(t: pa.Table) -> pa.Table:
-    """Frontier rows of new URLs from (renamed) links rows; ``filter_reason`` -> filtered."""
+def _link_rows(t: pa.Table, now: dt.datetime | float) -> pa.Table:
+    """Frontier rows of new URLs from (renamed) links rows, due from ``now``; ``filter_reason`` ->
+    filtered."""
     fr = pc.fill_null(t.column("filter_reason"), "")
     filtered = pc.not_equal(fr, "")
     return new_rows(
@@ -262,6 +258,7 @@ def _link_rows(t: pa.Table) -> pa.Table:
         status=pc.if_else(filtered, UrlStatus.FILTERED.value, UrlStatus.QUEUED.value),
         reason=pc.if_else(filtered, fr, pa.scalar(None, pa.string())),
         source_url_key=t.column("src_url_key"),
+        next_fetch_time=now,
     )
 
 
@@ -331,131 +328,100 @@ def _refilter_combine(old: pa.Table, got: pa.Table) -> pa.Table:
     )
 
 
-def _clear_leases(chunk: pa.Table, round: int, counts: Counter) -> pa.Table:
-    lr = chunk.column("lease_round")
-    if lr.null_count == chunk.num_rows:
-        return chunk
-    ended = pc.fill_null(pc.less_equal(lr, round), False)
-    n = pc.sum(ended).as_py() or 0
-    if not n:
-        return chunk
-    counts["leases_cleared"] += n
-    none = pa.scalar(None, pa.int32())
-    return _with(
-        chunk,
-        {
-            "lease_round": pc.if_else(ended, none, lr),
-            "lease_shard": pc.if_else(ended, none, chunk.column("lease_shard")),
-        },
-    )
-
-
-def iter_update_bucket(
-    old: BucketSource,
-    fetched: pa.Table | None,
-    links: pa.Table | None,
-    *,
-    round: int,
-    cfg: Config,
-    now: dt.datetime | float,
-    refiltered: pa.Table | None = None,
-    counts: Counter | None = None,
-) -> Iterator[pa.Table]:
-    """The merged chunks of one bucket, in key order (streamed: see :func:`update_bucket`)."""
-    counts = Counter() if counts is None else counts
-    now_ms = epoch_ms(now)
-    fb = _fetch_batch(fetched) if fetched is not None and fetched.num_rows else None
-    if fb is not None:
-        counts["fetched_in"] += fb.n
-        counts["fetched_superseded"] += fb.n - len(fb.keys)
-    lb = _link_batch(links, counts) if links is not None and links.num_rows else None
-    rb = drum.SortedBatch(refiltered) if refiltered is not None and refiltered.num_rows else None
-    combine = _fetch_combine(cfg, now_ms, counts)
-    for lo, hi, chunk in drum.iter_chunks(
-        old, budget_bytes=cfg.frontier.drum_batch_bytes, schema=schemas.schema("frontier")
-    ):
-        counts["rows_old"] += chunk.num_rows
-        if rb is not None:
-            s, e = rb.range(lo, hi)
-            chunk, known, _ = drum.merge_chunk(
-                chunk, rb, s, e, combine=_refilter_combine, insert=False
-            )
-            counts["refiltered"] += int(known.sum())
-        if fb is not None:
-            s, e = fb.range(lo, hi)
-            chunk, known, _ = drum.merge_chunk(chunk, fb, s, e, combine=combine, insert=False)
-            counts["fetched_applied"] += int(known.sum())
-            counts["fetched_unknown"] += int((~known).sum())
-        if lb is not None:
-            s, e = lb.range(lo, hi)
-            chunk, known, inserted = drum.merge_chunk(
-                chunk, lb, s, e, insert=True, apply=False, make_rows=_link_rows
-            )
-            counts["links_known"] += int(known.sum())
-            if inserted.any():
-                why = lb.table.column("filter_reason").slice(s, e - s).filter(pa.array(inserted))
-                counts["links_new_queued"] += why.null_count
-                if why.null_count < len(why):
-                    vc = pc.value_counts(why.drop_null())
-                    for r, n in zip(
-                        vc.field("values").to_pylist(), vc.field("counts").to_pylist(), strict=True
-                    ):
-                        counts[f"links_new_filtered:{r}"] += n
-        chunk = _clear_leases(chunk, round, counts)
-        counts["rows_new"] += chunk.num_rows
-        yield chunk
-
-
 def update_bucket(
-    old: BucketSource,
+    crawl: CrawlDir,
+    files: BucketFiles,
+    generation: int,
     fetched: pa.Table | None,
     links: pa.Table | None,
+    refiltered: pa.Table | None = None,
     *,
     round: int,
     cfg: Config,
     now: dt.datetime | float,
-    refiltered: pa.Table | None = None,
-) -> tuple[pa.Table, Counter]:
-    """Merge one bucket with its share of the round's facts (DRUM, one sequential pass).
+) -> tuple[BucketFiles, Counter, bool]:
+    """Update one bucket with its share of the round's facts (one Dask task): IRLbot's DRUM
+    check+update (§5.1) written as a delta run (docs/design.md §4, :mod:`batchcrawl.frontier.runs`).
+
+    Only the bucket's ``url_key`` columns are read to tell known from new links; whole rows are read
+    only for the URLs fetched or re-filtered. The changed and new rows are written as the bucket's
+    newest run, ``frontier/gen={generation}/bucket=BBB.run.parquet``; the base is not rewritten and
+    a bucket with no facts writes nothing.
 
     Parameters
     ----------
-    old : pyarrow.Table, drum.BucketFile or None
-        The bucket's current rows, sorted by ``url_key`` (None: empty bucket). A file larger than
-        ``frontier.drum_batch_bytes`` is streamed by row group.
+    crawl, files
+        The crawl and the bucket's committed base and runs.
+    generation : int
+        The generation being written (the parent's + 1).
     fetched : pyarrow.Table or None
         This bucket's ``fetched`` rows (schema ``fetched``), any order.
     links : pyarrow.Table or None
         This bucket's ``links`` rows (by ``dst_url_key``), any order.
+    refiltered : pyarrow.Table or None
+        ``(url_key, reason)`` of URLs the filters rejected at generate.
     round : int
-        The round being updated; leases of this round and earlier ones are cleared.
+        The round whose facts these are (new URLs get ``discovered_round`` from the links).
     cfg : Config
         Uses ``frontier.max_retries``, ``retry_backoff_s``, ``drum_batch_bytes`` and
         ``robots.retry_after_s``.
     now : datetime or float
-        Wall clock (UTC) used for ``next_fetch_time`` of retries, epoch seconds or datetime.
-    refiltered : pyarrow.Table or None
-        ``(url_key, reason)`` of URLs the filters rejected at generate.
+        Wall clock (UTC): ``next_fetch_time`` of new URLs and the base of retry backoffs.
 
     Returns
     -------
-    (table, counts)
-        The new bucket sorted by ``url_key`` and the counters (see :func:`update`).
+    (files, counts, written)
+        The bucket's new file list (uncommitted), the counters (see :func:`summarize`), and
+        whether a run was written.
     """
     counts: Counter = Counter()
-    parts = list(
-        iter_update_bucket(
-            old, fetched, links, round=round, cfg=cfg, now=now, refiltered=refiltered, counts=counts
+    fb = _fetch_batch(fetched) if fetched is not None and fetched.num_rows else None
+    lb = _link_batch(links, counts) if links is not None and links.num_rows else None
+    rb = drum.SortedBatch(refiltered) if refiltered is not None and refiltered.num_rows else None
+    if fb is None and lb is None and rb is None:
+        n = files.base.rows if not files.runs and files.base else None
+        n = len(runs.bucket_keys(crawl, files)) if n is None and files.runs else (n or 0)
+        return files, Counter(rows_old=n, rows_new=n), False
+    keys = runs.bucket_keys(crawl, files)
+    counts["rows_old"] += len(keys)
+    want = [b.keys for b in (fb, rb) if b is not None]
+    need = np.unique(np.concatenate(want)) if want else np.empty(0, np.uint64)
+    changed = runs.lookup(crawl, files, need[runs.is_known(keys, need)])
+    if rb is not None:
+        changed, known, _ = drum.merge_chunk(
+            changed, rb, 0, len(rb.keys), combine=_refilter_combine, insert=False
         )
-    )
-    return pa.concat_tables(parts), counts
-
-
-def _has_leases(crawl: CrawlDir, entry: FileEntry | None) -> bool:
-    if entry is None or entry.rows == 0:
-        return False
-    t = crawl.read_table("frontier", [entry], columns=["lease_round"])
-    return t.column("lease_round").null_count < t.num_rows
+        counts["refiltered"] += int(known.sum())
+    if fb is not None:
+        counts["fetched_in"] += fb.n
+        counts["fetched_superseded"] += fb.n - len(fb.keys)
+        combine = _fetch_combine(cfg, epoch_ms(now), counts)
+        changed, known, _ = drum.merge_chunk(
+            changed, fb, 0, len(fb.keys), combine=combine, insert=False
+        )
+        counts["fetched_applied"] += int(known.sum())
+        counts["fetched_unknown"] += int((~known).sum())
+    parts = [changed]
+    if lb is not None:
+        known = runs.is_known(keys, lb.keys)
+        counts["links_known"] += int(known.sum())
+        added = lb.table.filter(pa.array(~known))
+        why = added.column("filter_reason")
+        counts["links_new_queued"] += why.null_count
+        if why.null_count < len(why):
+            vc = pc.value_counts(why.drop_null())
+            for r, n in zip(
+                vc.field("values").to_pylist(), vc.field("counts").to_pylist(), strict=True
+            ):
+                counts[f"links_new_filtered:{r}"] += n
+        parts.append(_link_rows(added, now))
+        counts["rows_new"] += len(keys) + added.num_rows
+    else:
+        counts["rows_new"] += len(keys)
+    run_rows = pa.concat_tables([schemas.conform("frontier", p) for p in parts])
+    new_files = runs.add_run(crawl, files, generation, run_rows, cfg)
+    counts["rows_written"] += run_rows.num_rows
+    return new_files, counts, run_rows.num_rows > 0
 
 
 def update(
@@ -470,92 +436,37 @@ def update(
     refiltered: pa.Table | None = None,
     workers: int = 1,
 ) -> tuple[list[FileEntry], dict]:
-    """Run :func:`update_bucket` over every bucket in this process and write the new buckets.
-
-    Buckets with no facts and no lease keep their file. New files are written as
-    ``frontier/gen={manifest.generation + 1}/bucket=BBB.parquet``; nothing is committed (the
-    caller commits the returned entries with the rest of the round).
-
-    Parameters
-    ----------
-    crawl, manifest
-        The crawl and the generation whose frontier is updated.
-    round : int
-        The round whose facts these are.
-    fetched_rows, link_rows : pyarrow.Table or None
-        The round's ``fetched`` and ``links`` rows.
-    cfg, now, refiltered
-        As in :func:`update_bucket`.
-    workers : int
-        Buckets merged in parallel threads (Arrow and numpy release the GIL).
-
-    Returns
-    -------
-    (entries, summary)
-        One :class:`FileEntry` per bucket in bucket order; the summary counts ``fetched``
-        (``in = applied + superseded + unknown``), ``links``
-        (``in = nofollow + duplicate + known + new_*``), the new statuses of fetched URLs,
-        ``leases_cleared``, and the frontier rows before and after.
-    """
+    """Run :func:`update_bucket` over every bucket in this process (threads) and return the new
+    ``frontier`` listing and the summary; nothing is committed (the caller commits the listing
+    with the rest of the round). ``fetched_rows``/``link_rows`` are the round's tables, split by
+    bucket here; other arguments as in :func:`update_bucket`."""
     k = manifest.buckets
-    entries = bucket_entries(manifest)
     fparts = partition_by_bucket(fetched_rows, k) if fetched_rows is not None else {}
     lparts = partition_by_bucket(link_rows, k, "dst_url_key") if link_rows is not None else {}
     rparts = partition_by_bucket(refiltered, k) if refiltered is not None else {}
     gen = manifest.generation + 1
 
-    def one(b: int) -> tuple[FileEntry, Counter, bool]:
-        return update_bucket_file(
-            crawl, entries[b], gen, b, fparts.get(b), lparts.get(b), rparts.get(b),
+    def one(bf: BucketFiles) -> tuple[BucketFiles, Counter, bool]:
+        b = bf.bucket
+        return update_bucket(
+            crawl, bf, gen, fparts.get(b), lparts.get(b), rparts.get(b),
             round=round, cfg=cfg, now=now,
         )  # fmt: skip
 
+    buckets = runs.bucket_files(manifest)
     if workers > 1:
         with ThreadPoolExecutor(workers) as pool:
-            results = list(pool.map(one, range(k)))
+            results = list(pool.map(one, buckets))
     else:
-        results = [one(b) for b in range(k)]
-    return [r[0] for r in results], summarize(round, results)
+        results = [one(bf) for bf in buckets]
+    return runs.frontier_listing(r[0] for r in results), summarize(round, results)
 
 
-def update_bucket_file(
-    crawl: CrawlDir,
-    entry: FileEntry | None,
-    generation: int,
-    bucket: int,
-    fetched: pa.Table | None,
-    links: pa.Table | None,
-    refiltered: pa.Table | None,
-    *,
-    round: int,
-    cfg: Config,
-    now: dt.datetime | float,
-) -> tuple[FileEntry, Counter, bool]:
-    """Update one bucket file (one Dask task): merge ``entry`` with this bucket's facts and write
-    ``frontier/gen={generation}/bucket=BBB.parquet``, streaming (:func:`iter_update_bucket`).
-
-    A bucket with no facts and no lease keeps its file. Returns ``(entry, counts, rewritten)``.
-    """
-    idle = fetched is None and links is None and refiltered is None
-    if idle and entry is not None and not _has_leases(crawl, entry):
-        return entry, Counter(rows_old=entry.rows, rows_new=entry.rows), False
-    src = None if entry is None else drum.BucketFile(crawl.fs, crawl.path(entry.path))
-    counts: Counter = Counter()
-    chunks = iter_update_bucket(
-        src, fetched, links, round=round, cfg=cfg, now=now, refiltered=refiltered, counts=counts
-    )
-    new = write_bucket(
-        crawl, bucket_path(generation, bucket), chunks,
-        row_group_bytes=cfg.frontier.drum_batch_bytes // 4,
-    )  # fmt: skip
-    return new, counts, True
-
-
-def summarize(round: int, results: list[tuple[FileEntry, Counter, bool]]) -> dict:
-    """The update summary of a round from the per-bucket results of :func:`update_bucket_file`:
+def summarize(round: int, results: list[tuple[BucketFiles, Counter, bool]]) -> dict:
+    """The update summary of a round from the per-bucket results of :func:`update_bucket`:
     ``fetched`` (``in = applied + superseded + unknown``), ``links``
     (``in = nofollow + duplicate + known + new_*``), the new statuses of fetched URLs,
-    ``leases_cleared``, and the frontier rows before and after."""
+    ``rows_written`` (rows in the new runs), and the frontier rows before and after."""
     total: Counter = Counter()
     for _, c, _ in results:
         total.update(c)
@@ -569,11 +480,11 @@ def summarize(round: int, results: list[tuple[FileEntry, Counter, bool]]) -> dic
         "round": round,
         "buckets_rewritten": rewritten,
         "buckets_kept": len(results) - rewritten,
+        "rows_written": total["rows_written"],
         "frontier_rows_before": total["rows_old"],
         "frontier_rows_after": total["rows_new"],
         "fetched": group("fetched_"),
         "links": group("links_"),
         "status": group("status:"),
         "refiltered": total["refiltered"],
-        "leases_cleared": total["leases_cleared"],
     }

@@ -46,13 +46,32 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class FileEntry:
-    """One data file of a table: ``path`` relative to the crawl root, ``rows`` its row count."""
+    """One data file of a table: ``path`` relative to the crawl root, ``rows`` its row count.
+
+    Frontier files also name their DRUM ``bucket`` and whether they are a delta ``run`` (else the
+    bucket's base); other tables leave both at their defaults (docs/design.md §4).
+    """
 
     path: str
     rows: int
+    bucket: int | None = None
+    run: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return {"path": self.path, "rows": self.rows}
+        out: dict[str, Any] = {"path": self.path, "rows": self.rows}
+        if self.bucket is not None:
+            out.update(bucket=self.bucket, run=self.run)
+        return out
+
+    @classmethod
+    def from_json(cls, e: Mapping[str, Any]) -> FileEntry:
+        bucket = e.get("bucket")
+        return cls(
+            str(e["path"]),
+            int(e["rows"]),
+            None if bucket is None else int(bucket),
+            bool(e.get("run", False)),
+        )
 
 
 @dataclass(frozen=True)
@@ -111,7 +130,7 @@ class Manifest:
             if data.get("format") != FORMAT_VERSION:
                 raise ValueError(f"unsupported manifest format {data.get('format')!r}")
             tables = {
-                str(t): tuple(FileEntry(str(e["path"]), int(e["rows"])) for e in es)
+                str(t): tuple(FileEntry.from_json(e) for e in es)
                 for t, es in data["tables"].items()
             }
             return cls(

@@ -85,12 +85,26 @@ def _literal(text: str) -> str:
 def view_sql(crawl: CrawlDir, manifest: Manifest, table: str) -> str:
     """``CREATE OR REPLACE VIEW`` statement of ``table`` over the files of ``manifest``."""
     files = [crawl.full_url(rel) for rel in manifest.files(table)]
-    if files:
+    if files and any(e.run for e in manifest.tables.get(table, ())):
+        body = _newest_wins_sql(files)
+    elif files:
         listing = ", ".join(_literal(f) for f in files)
         body = f"SELECT * FROM read_parquet([{listing}])"
     else:
         body = _empty_selects()[table]
     return f"CREATE OR REPLACE VIEW {table} AS {body}"
+
+
+def _newest_wins_sql(files: list[str]) -> str:
+    """The frontier with delta runs (docs/design.md §4): one row per ``url_key``, from the file
+    listed last (the manifest lists each bucket's base, then its runs oldest first)."""
+    listing = ", ".join(_literal(f) for f in files)
+    ords = ", ".join(f"({_literal(f)}, {i})" for i, f in enumerate(files))
+    return (
+        f"SELECT * EXCLUDE (filename, ord) FROM read_parquet([{listing}], filename = true) "
+        f"JOIN (VALUES {ords}) AS o(filename, ord) USING (filename) "
+        "QUALIFY row_number() OVER (PARTITION BY url_key ORDER BY ord DESC) = 1"
+    )
 
 
 def _create_views(con: duckdb.DuckDBPyConnection, crawl: CrawlDir, manifest: Manifest) -> None:

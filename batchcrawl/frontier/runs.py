@@ -1,0 +1,260 @@
+"""Log-structured frontier buckets: a base file plus sorted delta runs (docs/design.md §4).
+
+IRLbot's DRUM (§5.1) merges every bucket with its batch and rewrites it, so a round costs the whole
+frontier. Here, as in an LSM tree (O'Neil et al., "The Log-Structured Merge-Tree", 1996), a bucket is
+a **base** file plus an ordered list of **delta runs**, each a Parquet file sorted by ``url_key``
+holding whole rows, and a round's update writes one new run per touched bucket with only the rows it
+changed or added. The manifest lists, per bucket, the base (if any) then the runs oldest first
+(:class:`~batchcrawl.store.crawldir.FileEntry` with ``bucket`` and ``run`` set). Readers merge them:
+for each ``url_key`` the row of the newest file wins. **Compaction** merges a bucket's runs into a
+new base once they hold ``frontier.compact_run_ratio`` rows per base row or number
+``frontier.max_runs``; like every write it only creates new files, published by the next manifest,
+and ``gc`` later drops the superseded ones.
+
+Deciding known vs new (DRUM *check*) reads only the ``url_key`` column of each file; memory is one
+bucket's keys (8 bytes per URL), never the frontier.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from batchcrawl.config import Config
+from batchcrawl.errors import CrawlDirError
+from batchcrawl.store import paths, schemas
+from batchcrawl.store.crawldir import CrawlDir, FileEntry, Manifest
+
+KEY = "url_key"
+#: Columns stored with Parquet dictionary encoding (few distinct values per bucket).
+_DICT_COLUMNS = ["host", "domain", "status", "reason", "content_digest"]
+
+
+@dataclass(frozen=True)
+class BucketFiles:
+    """The files of one bucket: ``base`` (None: no base yet) and ``runs``, oldest first."""
+
+    bucket: int
+    base: FileEntry | None = None
+    runs: tuple[FileEntry, ...] = ()
+
+    @property
+    def files(self) -> list[FileEntry]:
+        """Base then runs: the merge order (later wins)."""
+        return ([self.base] if self.base is not None else []) + list(self.runs)
+
+    def entries(self) -> list[FileEntry]:
+        """The manifest entries of this bucket (``bucket`` and ``run`` set)."""
+        out = []
+        if self.base is not None:
+            out.append(FileEntry(self.base.path, self.base.rows, self.bucket, False))
+        out += [FileEntry(r.path, r.rows, self.bucket, True) for r in self.runs]
+        return out
+
+
+def bucket_files(manifest: Manifest) -> list[BucketFiles]:
+    """The base and runs of every bucket of ``manifest``, in bucket order.
+
+    A manifest written before delta runs existed lists one plain file per bucket (or none): each is
+    read as that bucket's base.
+
+    Raises
+    ------
+    CrawlDirError
+        The frontier listing does not fit the crawl's bucket count.
+    """
+    k = manifest.buckets
+    entries = list(manifest.tables.get("frontier", ()))
+    if entries and all(e.bucket is None for e in entries):
+        if len(entries) != k:
+            raise CrawlDirError(
+                f"generation {manifest.generation}: frontier lists {len(entries)} files but the "
+                f"crawl has {k} buckets; the manifest is damaged (restore an older generation)"
+            )
+        return [BucketFiles(b, e) for b, e in enumerate(entries)]
+    base: list[FileEntry | None] = [None] * k
+    runs: list[list[FileEntry]] = [[] for _ in range(k)]
+    for e in entries:
+        if e.bucket is None or not 0 <= e.bucket < k or (not e.run and runs[e.bucket]):
+            raise CrawlDirError(
+                f"generation {manifest.generation}: frontier entry {e.path!r} has no valid bucket "
+                "or a base after a run; the manifest is damaged (restore an older generation)"
+            )
+        if e.run:
+            runs[e.bucket].append(e)
+        else:
+            base[e.bucket] = e
+    return [BucketFiles(b, base[b], tuple(runs[b])) for b in range(k)]
+
+
+def frontier_listing(buckets: Iterable[BucketFiles]) -> list[FileEntry]:
+    """The manifest's ``frontier`` listing of ``buckets`` (the inverse of :func:`bucket_files`)."""
+    return [e for bf in buckets for e in bf.entries()]
+
+
+def write_bucket(
+    crawl: CrawlDir, rel: str, parts: pa.Table | Iterable[pa.Table], *, row_group_bytes: int
+) -> FileEntry:
+    """Write a frontier file at ``rel`` from one table or a stream of tables (already sorted by
+    ``url_key``), validated against the frontier schema, in row groups of about
+    ``row_group_bytes`` bytes in memory (so :mod:`batchcrawl.frontier.drum` can stream it back).
+    Written through :meth:`CrawlDir.open_output` (whole or absent)."""
+    if isinstance(parts, pa.Table):
+        parts = [parts]
+    target = schemas.schema("frontier")
+    rows = 0
+    with crawl.open_output(rel) as fh:
+        writer = pq.ParquetWriter(
+            fh, target, compression="zstd", use_dictionary=_DICT_COLUMNS, write_statistics=True
+        )
+        try:
+            for part in parts:
+                part = schemas.conform("frontier", part)
+                if part.num_rows == 0:
+                    continue
+                per_row = max(1, part.nbytes // part.num_rows)
+                writer.write_table(part, row_group_size=max(1024, row_group_bytes // per_row))
+                rows += part.num_rows
+            if rows == 0:
+                writer.write_table(target.empty_table())
+        finally:
+            writer.close()
+    return FileEntry(rel, rows)
+
+
+def _read(crawl: CrawlDir, entry: FileEntry, columns: list[str] | None) -> pa.Table:
+    with crawl.fs.open(crawl.path(entry.path), "rb") as fh:
+        return pq.read_table(fh, columns=columns)
+
+
+def newest_wins(tables: list[pa.Table]) -> pa.Table:
+    """Merge tables each sorted by ``url_key`` with unique keys, oldest first: one row per key,
+    from the newest table holding it, sorted by key. Vectorized (a stable sort of the
+    concatenation, which timsort does in about linear time on sorted runs)."""
+    tables = [t for t in tables if t.num_rows] or tables[:1]
+    if len(tables) == 1:
+        return tables[0]
+    both = pa.concat_tables(tables, promote_options="default")
+    keys = np.asarray(both.column(KEY).to_numpy(), dtype=np.uint64)
+    order = np.argsort(keys, kind="stable")
+    sk = keys[order]
+    last = np.ones(len(sk), dtype=bool)
+    last[:-1] = sk[1:] != sk[:-1]
+    return both.take(pa.array(order[last]))
+
+
+def read_bucket(crawl: CrawlDir, files: BucketFiles, columns: list[str] | None = None) -> pa.Table:
+    """The merged rows of one bucket (newest run wins per ``url_key``), sorted by key.
+
+    ``columns`` projects (``url_key`` is always read, and kept only if asked for).
+    """
+    cols = None if columns is None else list(dict.fromkeys([KEY, *columns]))
+    parts = [_read(crawl, e, cols) for e in files.files]
+    if not parts:
+        t = schemas.empty("frontier")
+        return t if columns is None else t.select(columns)
+    merged = newest_wins(parts)
+    return merged if columns is None else merged.select(columns)
+
+
+def iter_buckets(
+    crawl: CrawlDir, manifest: Manifest, columns: list[str] | None = None
+) -> Iterator[tuple[int, pa.Table]]:
+    """``(bucket, merged table)`` for every bucket of ``manifest``, one at a time (bounded memory)."""
+    for bf in bucket_files(manifest):
+        yield bf.bucket, read_bucket(crawl, bf, columns)
+
+
+def bucket_keys(crawl: CrawlDir, files: BucketFiles) -> np.ndarray:
+    """The sorted unique ``url_key`` values of a bucket (base and runs), reading only that column
+    (IRLbot's DRUM check without the values): ``uint64``, shape ``(rows of the bucket,)``."""
+    keys = [
+        np.asarray(_read(crawl, e, [KEY]).column(KEY).to_numpy(), dtype=np.uint64)
+        for e in files.files
+    ]
+    if not keys:
+        return np.empty(0, np.uint64)
+    if len(keys) == 1:
+        return keys[0]
+    return np.unique(np.concatenate(keys))
+
+
+def is_known(bucket_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """For each of ``keys``, whether it is in the sorted ``bucket_keys`` (bool, shape of keys)."""
+    keys = np.asarray(keys, dtype=np.uint64)
+    if len(bucket_keys) == 0:
+        return np.zeros(len(keys), dtype=bool)
+    pos = np.minimum(np.searchsorted(bucket_keys, keys), len(bucket_keys) - 1)
+    return bucket_keys[pos] == keys
+
+
+def lookup(crawl: CrawlDir, files: BucketFiles, keys: np.ndarray) -> pa.Table:
+    """The merged rows of ``keys`` (sorted unique ``uint64``) that the bucket holds, sorted by key.
+
+    Each file's key column is read first; whole rows are read only from the row groups that hold
+    one of ``keys``.
+    """
+    keys = np.asarray(keys, dtype=np.uint64)
+    parts = []
+    for e in files.files:
+        if len(keys) == 0:
+            break
+        with crawl.fs.open(crawl.path(e.path), "rb") as fh:
+            pf = pq.ParquetFile(fh)
+            fk = np.asarray(pf.read(columns=[KEY]).column(KEY).to_numpy(), dtype=np.uint64)
+            hit = np.flatnonzero(np.isin(fk, keys, assume_unique=True))
+            if len(hit) == 0:
+                continue
+            sizes = [pf.metadata.row_group(i).num_rows for i in range(pf.num_row_groups)]
+            starts = np.concatenate(([0], np.cumsum(sizes)))
+            groups = np.unique(np.searchsorted(starts, hit, side="right") - 1)
+            t = pf.read_row_groups([int(g) for g in groups])
+            offset = np.concatenate(([0], np.cumsum([sizes[g] for g in groups])))
+            local = np.searchsorted(starts[groups], hit, side="right") - 1
+            parts.append(t.take(pa.array(offset[local] + hit - starts[groups][local])))
+    if not parts:
+        return schemas.empty("frontier")
+    return newest_wins(parts)
+
+
+def add_run(
+    crawl: CrawlDir, files: BucketFiles, generation: int, rows: pa.Table, cfg: Config
+) -> BucketFiles:
+    """Write ``rows`` (changed and new rows of the bucket, any order) as the bucket's newest run,
+    ``frontier/gen=G/bucket=BBB.run.parquet``; no rows: the bucket is unchanged. Returns the new
+    file list (uncommitted)."""
+    if rows.num_rows == 0:
+        return files
+    rows = rows.take(pa.array(np.argsort(rows.column(KEY).to_numpy(), kind="stable")))
+    rel = paths.bucket_run(generation, files.bucket)
+    entry = write_bucket(crawl, rel, rows, row_group_bytes=cfg.frontier.drum_batch_bytes // 4)
+    return BucketFiles(files.bucket, files.base, (*files.runs, entry))
+
+
+def needs_compaction(files: BucketFiles, cfg: Config) -> bool:
+    """Whether a bucket's runs passed ``frontier.max_runs`` (count) or
+    ``frontier.compact_run_ratio`` (run rows per base row)."""
+    if not files.runs:
+        return False
+    run_rows = sum(r.rows for r in files.runs)
+    base_rows = files.base.rows if files.base is not None else 0
+    f = cfg.frontier
+    return len(files.runs) >= f.max_runs or run_rows >= f.compact_run_ratio * max(base_rows, 1)
+
+
+def compact_bucket(
+    crawl: CrawlDir, files: BucketFiles, generation: int, cfg: Config
+) -> BucketFiles:
+    """Merge a bucket's base and runs into a new base ``frontier/gen=G/bucket=BBB.parquet``
+    (one Dask task per bucket). Only writes a new file: the old ones stay until ``gc`` finds no
+    kept manifest naming them. Returns the new file list (uncommitted). Memory: one bucket."""
+    if not files.runs:
+        return files
+    merged = read_bucket(crawl, files)
+    rel = paths.bucket_base(generation, files.bucket)
+    entry = write_bucket(crawl, rel, merged, row_group_bytes=cfg.frontier.drum_batch_bytes // 4)
+    return BucketFiles(files.bucket, entry, ())
