@@ -36,7 +36,7 @@ from batchcrawl.testing.webserver import MultiHostServer, RequestLogEntry  # noq
 
 REPO = Path(__file__).resolve().parents[1]
 #: Steps of a round, in order, as ``run_rounds(on_step=...)`` reports them.
-KILL_POINTS = ("generate", "fetch", "update", "commit")
+KILL_POINTS = ("generate", "fetch", "update", "compact", "commit")
 #: Clock tolerance of the politeness checks, seconds: the server stamps a request when its head is
 #: read, the crawler times its delay from the end of the previous response, so a true gap is never
 #: shorter than the delay; this only absorbs the millisecond rounding of the log.

@@ -46,7 +46,7 @@ from batchcrawl.store.crawldir import CrawlDir
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 DELAY_S = 2.5
-KILLS = ("generate", "fetch", "mid-fetch", "update", "commit")
+KILLS = ("generate", "fetch", "mid-fetch", "update", "compact", "commit")
 
 
 def crash_config():

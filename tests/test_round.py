@@ -58,7 +58,7 @@ def crawled(tmp_path_factory):
 
 def test_each_round_commits_a_generation_with_its_files(crawled):
     _, _, crawl, summaries, _, steps = crawled
-    assert steps[:4] == ["generate", "fetch", "update", "commit"]
+    assert steps[:5] == ["generate", "fetch", "update", "compact", "commit"]
     assert [s["round"] for s in summaries] == list(range(1, len(summaries) + 1))
     for s in summaries:
         manifest = crawl.manifest(s["generation"])
@@ -180,7 +180,7 @@ def test_round_command_json_exit_codes_and_state_reloaded_by_a_new_process(tmp_p
         summary = json.loads(lines[0])
         assert summary["round"] == n and summary["step"] == "round"
         assert summary["pages"] >= 1 and set(summary["seconds_by_step"]) == {
-            "generate", "fetch", "update", "commit"
+            "generate", "fetch", "update", "compact", "commit"
         }  # fmt: skip
     assert c.returncode == 75, c.stderr[-2000:]
     assert c.stdout == "" and "nothing is due" in c.stderr and log_c == []
