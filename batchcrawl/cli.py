@@ -337,6 +337,20 @@ def gc(crawl_url: str, keep: int | None, dry_run: bool, sets) -> None:
         _echo_json(run_gc(crawl, cfg.crawl.keep_generations, dry_run=dry_run))
 
 
+@main.command()
+@_crawl_arg
+@click.option("--all", "force", is_flag=True, help="Compact every bucket that has delta runs.")
+@_sets
+def compact(crawl_url: str, force: bool, sets) -> None:
+    """Merge the frontier's delta runs into new bucket bases and commit. Prints JSON."""
+    from batchcrawl.frontier.runs import compact as run_compact
+
+    crawl = _open(crawl_url)
+    cfg = load_crawl_config(crawl, sets)
+    with _lock(crawl, "compact"):
+        _echo_json(run_compact(crawl, cfg, force=force))
+
+
 # -- not built yet ---------------------------------------------------------------------------
 def _round_flags(scheduler, workers, time_limit, max_pages) -> dict[str, dict[str, Any]]:
     return {

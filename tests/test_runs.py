@@ -49,17 +49,6 @@ def fetched_table(rnd: int, done: list[int]) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=schemas.schema("fetched"))
 
 
-def compact_all(crawl: CrawlDir, cfg: Config, force: bool) -> None:
-    m = crawl.manifest()
-    out = [
-        runs.compact_bucket(crawl, bf, m.generation + 1, cfg)
-        if force or runs.needs_compaction(bf, cfg)
-        else bf
-        for bf in runs.bucket_files(m)
-    ]
-    crawl.commit(m, {"frontier": runs.frontier_listing(out)}, {"step": "compact"})
-
-
 rounds_st = st.lists(
     st.tuples(
         st.lists(st.integers(0, 40), max_size=25),  # link targets
@@ -93,7 +82,7 @@ def test_merged_frontier_equals_dict_reference(tmp_path_factory, rounds):
         assert s["frontier_rows_after"] == len(ref)
         crawl.commit(m, {"frontier": entries}, s, round=rnd)
         if compaction != "none":
-            compact_all(crawl, cfg, compaction == "force")
+            runs.compact(crawl, cfg, force=compaction == "force")
         want = sorted((k, *v) for k, v in ref.items())
         merged = sorted(
             (r["url_key"], r["status"], r["discovered_round"], r["discovered_seq"])
@@ -124,7 +113,7 @@ def test_update_writes_only_delta_and_gc_drops_superseded_runs(tmp_path):
     m = crawl.commit(m, {"frontier": entries}, s, round=2)
     assert sum(len(bf.runs) for bf in runs.bucket_files(m)) == 4  # 3 buckets + 1 run
     old_runs = {e.path for e in m.tables["frontier"]}
-    compact_all(crawl, cfg, force=False)  # the bucket with 2 runs passes max_runs
+    runs.compact(crawl, cfg)  # the bucket with 2 runs passes max_runs
     after = runs.bucket_files(crawl.manifest())
     assert sum(len(bf.runs) for bf in after) == 2 and sum(bf.base is not None for bf in after) == 1
     gc(crawl, keep=1)

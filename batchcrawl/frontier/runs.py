@@ -258,3 +258,36 @@ def compact_bucket(
     rel = paths.bucket_base(generation, files.bucket)
     entry = write_bucket(crawl, rel, merged, row_group_bytes=cfg.frontier.drum_batch_bytes // 4)
     return BucketFiles(files.bucket, entry, ())
+
+
+def compact(crawl: CrawlDir, cfg: Config, *, force: bool = False, workers: int = 1) -> dict:
+    """Compact the current generation's buckets and commit a generation (``batchcrawl compact``).
+
+    Buckets past ``frontier.max_runs`` or ``frontier.compact_run_ratio`` (every bucket with runs
+    if ``force``) get a new base; the caller holds the writer lock. Crash-safe like a round: new
+    files only, published by the next manifest; ``gc`` removes the superseded runs later.
+
+    Returns
+    -------
+    dict
+        The committed summary: ``step``, ``buckets_compacted``, ``rows_written``, ``generation``.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    manifest = crawl.manifest()
+    gen = manifest.generation + 1
+    buckets = bucket_files(manifest)
+
+    def one(bf: BucketFiles) -> BucketFiles:
+        return compact_bucket(crawl, bf, gen, cfg) if force or needs_compaction(bf, cfg) else bf
+
+    with ThreadPoolExecutor(max(1, workers)) as pool:
+        out = list(pool.map(one, buckets))
+    done = [a for a, b in zip(out, buckets, strict=True) if a is not b]
+    summary = {
+        "step": "compact",
+        "buckets_compacted": len(done),
+        "rows_written": sum(bf.base.rows for bf in done if bf.base is not None),
+    }
+    committed = crawl.commit(manifest, {"frontier": frontier_listing(out)}, summary)
+    return {**summary, "generation": committed.generation}
