@@ -2,6 +2,10 @@
 
     python scripts/bench_frontier.py --frontier-urls 1000000 --links 1000000
 
+With ``--rounds R`` it runs R successive updates of M links each (half to known URLs, half new),
+each followed by generate, printing per round ``update_s``, ``generate_s``, ``rows_rewritten``,
+``bytes_written``; then a compaction of every bucket and a generate after it.
+
 Builds, in a child process (so its memory does not count), a crawl whose frontier holds N synthetic
 URLs over a Zipf-like host distribution (host i gets a share proportional to 1/i; three hosts per
 pay-level domain; statuses 55 % queued, 30 % fetched, 10 % gone, 5 % filtered), and M links of one
@@ -38,9 +42,11 @@ import pyarrow.parquet as pq  # noqa: E402
 
 from batchcrawl.config import Config, to_toml  # noqa: E402
 from batchcrawl.frontier.drum import partition_by_bucket  # noqa: E402
-from batchcrawl.frontier.table import bucket_path, new_rows, write_bucket  # noqa: E402
+from batchcrawl.frontier.runs import write_bucket  # noqa: E402
+from batchcrawl.frontier.table import new_rows  # noqa: E402
 from batchcrawl.store import schemas  # noqa: E402
 from batchcrawl.store.crawldir import CrawlDir  # noqa: E402
+from batchcrawl.store.paths import bucket_base, round_file  # noqa: E402
 from batchcrawl.urls import url_keys  # noqa: E402
 
 NOW = 1_714_564_800.0  # 2024-05-01T12:00:00Z, epoch seconds
@@ -109,13 +115,14 @@ def build(args) -> None:
     for w in writers.values():
         w.close()
     entries = []
+    from batchcrawl.store.crawldir import FileEntry
+
     for b in range(args.buckets):
         path = spill / f"{b}.parquet"
         t = pq.read_table(path) if path.exists() else schemas.empty("frontier")
         t = t.take(pa.array(np.argsort(t.column("url_key").to_numpy(), kind="stable")))
-        entries.append(
-            write_bucket(crawl, bucket_path(1, b), t, row_group_bytes=args.drum_batch_bytes // 4)
-        )
+        e = write_bucket(crawl, bucket_base(1, b), t, row_group_bytes=args.drum_batch_bytes // 4)
+        entries.append(FileEntry(e.path, e.rows, b, False))
         path.unlink(missing_ok=True)
     m = crawl.manifest()
     crawl.commit(m, {"frontier": entries}, {"step": "bench-build"}, round=0)
@@ -147,9 +154,7 @@ def build(args) -> None:
                 "nofollow": pa.array(np.zeros(len(sel), bool)),
             }
         )
-        link_entries.append(
-            crawl.write_table("links", f"links/round=1/shard={shard:02d}.parquet", t)
-        )
+        link_entries.append(crawl.write_table("links", round_file("links", 1, shard), t))
     (root / "links.json").write_text(json.dumps([e.to_json() for e in link_entries]))
     shutil.rmtree(spill)
 
@@ -175,7 +180,45 @@ def emit(phase: str, args, seconds: float, links: int | None, rows: int) -> None
     )
 
 
+def next_links(rnd: int, first: pa.Table, args, rng) -> pa.Table:
+    """Round ``rnd``'s M links: half to known URLs (round 1's targets), half to new URLs."""
+    m = args.links
+    known = first.take(pa.array(rng.integers(0, first.num_rows, m // 2)))
+    ids = args.frontier_urls + rnd * m + np.arange(m - m // 2)
+    url, host, domain = url_parts(ids, host_sampler(args.hosts, rng)(len(ids)))
+    fresh = pa.table(
+        {
+            "dst_url_key": pa.array(url_keys(url.to_pylist())),
+            "dst_url": url,
+            "dst_host": host,
+            "dst_domain": domain,
+        }
+    )
+    dst = pa.concat_tables([known.select(fresh.column_names), fresh], promote_options="permissive")
+    n = dst.num_rows
+    return pa.table(
+        {
+            "round": pa.array(np.full(n, rnd, np.int32)),
+            "shard": pa.array(np.zeros(n, np.int32)),
+            "seq": pa.array(np.arange(n, dtype=np.int64)),
+            "src_url_key": pa.array(np.ones(n, np.uint64)),
+            **{c: dst.column(c) for c in fresh.column_names},
+            "depth": pa.array(np.full(n, 2, np.int32)),
+            "hops_out": pa.array(np.zeros(n, np.int32)),
+            "tag": pa.array(["a"] * n),
+            "nofollow": pa.array(np.zeros(n, bool)),
+            "filter_reason": pa.nulls(n, pa.string()),
+        }
+    )
+
+
+def bytes_of(crawl, before, after) -> int:
+    old = {e.path for e in before}
+    return sum(os.path.getsize(crawl.path(e.path)) for e in after if e.path not in old)
+
+
 def run(args) -> None:
+    from batchcrawl.frontier import runs
     from batchcrawl.frontier.generate import generate
     from batchcrawl.frontier.update import update
     from batchcrawl.store.crawldir import FileEntry
@@ -183,25 +226,57 @@ def run(args) -> None:
     cfg = config(args)
     root = Path(args.dir)
     crawl = CrawlDir.open(str(root / "crawl"))
-    m = crawl.manifest()
-    t0 = time.perf_counter()
+    rng = np.random.default_rng(7)
     link_entries = [
         FileEntry(e["path"], e["rows"]) for e in json.loads((root / "links.json").read_text())
     ]
-    links = crawl.read_table("links", link_entries)
-    entries, s = update(crawl, m, 1, None, links, cfg, NOW, workers=args.workers)
-    m = crawl.commit(m, {"frontier": entries}, s, round=1)
-    del links
-    dt_update = time.perf_counter() - t0
-    emit("update", args, dt_update, args.links, s["frontier_rows_before"])
-    if args.verbose:
-        print(json.dumps(s), file=sys.stderr)
+    first = crawl.read_table("links", link_entries)
+    for rnd in range(1, args.rounds + 1):
+        links = first if rnd == 1 else next_links(rnd, first, args, rng)
+        m = crawl.manifest()
+        t0 = time.perf_counter()
+        entries, s = update(crawl, m, rnd, None, links, cfg, NOW, workers=args.workers)
+        m2 = crawl.commit(m, {"frontier": entries}, s, round=rnd)
+        dt_update = time.perf_counter() - t0
+        written = bytes_of(crawl, m.tables["frontier"], m2.tables["frontier"])
+        t0 = time.perf_counter()
+        res = generate(
+            crawl, m2, rnd + 1, cfg, NOW, workers=args.workers, refilter_urls=args.refilter
+        )
+        dt_gen = time.perf_counter() - t0
+        emit_round(rnd, args, dt_update, dt_gen, s, written, res.summary)
     t0 = time.perf_counter()
-    res = generate(crawl, m, 2, cfg, NOW, workers=args.workers, refilter_urls=args.refilter)
+    out = runs.compact(crawl, cfg, force=True, workers=args.workers)
+    dt_c = time.perf_counter() - t0
+    emit_line(
+        {"phase": "compact_all", "frontier_urls": args.frontier_urls, "seconds": round(dt_c, 3),
+         "rows_written": out["rows_written"],
+         "rows_per_s": round(out["rows_written"] / max(dt_c, 1e-9)),
+         "peak_rss_mb": peak_rss_mb()}
+    )  # fmt: skip
+    t0 = time.perf_counter()
+    res = generate(crawl, crawl.manifest(), args.rounds + 1, cfg, NOW, workers=args.workers)
     dt_gen = time.perf_counter() - t0
-    emit("generate", args, dt_gen, None, res.summary["frontier_rows"])
-    if args.verbose:
-        print(json.dumps(res.summary), file=sys.stderr)
+    emit_line(
+        {"phase": "generate_after_compaction", "frontier_urls": args.frontier_urls,
+         "seconds": round(dt_gen, 3), "selected": res.summary["selected"],
+         "peak_rss_mb": peak_rss_mb()}
+    )  # fmt: skip
+
+
+def emit_line(data: dict) -> None:
+    print(json.dumps(data), flush=True)
+
+
+def emit_round(rnd, args, dt_update, dt_gen, s, written, gen_summary) -> None:
+    frontier = s["frontier_rows_after"]
+    emit_line(
+        {"phase": "round", "round": rnd, "frontier_urls": frontier, "links": args.links,
+         "update_s": round(dt_update, 3), "generate_s": round(dt_gen, 3),
+         "rows_rewritten": s["rows_written"], "bytes_written": written,
+         "bytes_per_frontier_row": round(written / max(frontier, 1), 3),
+         "selected": gen_summary["selected"], "peak_rss_mb": peak_rss_mb()}
+    )  # fmt: skip
 
 
 def main() -> None:
@@ -213,6 +288,7 @@ def main() -> None:
     ap.add_argument("--drum-batch-bytes", type=int, default=Config().frontier.drum_batch_bytes)
     ap.add_argument("--max-urls-per-round", type=int, default=Config().generate.max_urls_per_round)
     ap.add_argument("--workers", type=int, default=2, help="threads merging/scanning buckets")
+    ap.add_argument("--rounds", type=int, default=1, help="R: successive updates of M links each")
     ap.add_argument(
         "--refilter",
         action="store_true",
