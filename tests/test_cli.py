@@ -66,6 +66,18 @@ def test_init_from_config_file_and_its_errors_name_file_and_line(tmp_path):
     assert not (tmp_path / "b").exists()
 
 
+def test_init_into_an_export_exits_3_and_gc_is_never_reached(crawl, tmp_path):
+    lake = tmp_path / "lake"
+    assert run("export", crawl.url, lake, "--tables", "fetched,links").exit_code == 0
+    before = sorted(p.relative_to(lake) for p in lake.rglob("*"))
+    result = run("init", lake)
+    assert result.exit_code == 3
+    assert "not empty" in result.stderr and "fetched" in result.stderr
+    assert not (lake / "crawl.toml").exists()
+    assert sorted(p.relative_to(lake) for p in lake.rglob("*")) == before
+    assert run("gc", lake).exit_code == 3
+
+
 # -- sql -------------------------------------------------------------------------------------
 def test_sql_formats(crawl):
     q = "SELECT status, count(*) AS n FROM frontier GROUP BY status ORDER BY status"

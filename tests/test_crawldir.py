@@ -184,6 +184,67 @@ def test_gc_keeps_referenced_files_of_older_generations(tmp_path):
     assert_generation_complete(crawl)
 
 
+FOREIGN = (
+    "notes.txt",
+    "notes.tmp-1",
+    "crawl.duckdb.bak",
+    "_commits/README",
+    "_commits/000001.json.orig",
+    "frontier/mine.parquet",
+    "frontier/gen=1/bucket=000.parquet.bak",
+    "frontier/gen=1/extra.csv",
+    "frontier/keep/bucket=000.parquet",
+    "hosts/gen=1/shard=00.csv",
+    "fetchlists/round=1/part-00.parquet",
+    "fetched/crawl=lake/round=1/part-00.parquet",
+    "fetched/round=1/shard=00.parquet.old",
+    "links/round=1/links.json",
+    "warc/round=1/mine.warc.gz",
+    "warc/round=9/shard=00-00000.warc.gz.cdxj",
+    "_batchcrawl_export/crawl=c/round=1.json",
+    "other/frontier/gen=1/bucket=000.parquet",
+)
+
+
+def test_gc_deletes_only_the_crawls_own_layout_paths(tmp_path):
+    """Foreign files in every folder (root, _commits, each table folder, partition folders, an
+    export's layout) survive gc, even old ones whose names look like temp files; the crawl's own
+    orphans next to them go."""
+    crawl = small_crawl(tmp_path / "c", buckets=2)
+    g1 = crawl.manifest()
+    new0 = crawl.write_table("frontier", "frontier/gen=2/bucket=000.parquet", [frontier_row(0)])
+    crawl.commit(g1, {"frontier": [new0, g1.tables["frontier"][1]]}, {"step": "round"})
+    for rel in FOREIGN:
+        put(crawl, rel, b"not batchcrawl's")
+    os.makedirs(crawl.path("links/empty-but-mine"))
+    put(crawl, "fetched/round=9/shard=00.parquet", b"orphan")
+    put(crawl, "hosts/gen=9/shard=01.parquet.tmp-0a1b", b"partial")
+
+    result = gc(crawl, keep=1, tmp_min_age_s=0)
+    files = all_files(crawl.root)
+    assert set(FOREIGN) <= files
+    for rel in FOREIGN:
+        assert Path(crawl.path(rel)).read_bytes() == b"not batchcrawl's", rel
+    assert os.path.isdir(crawl.path("links/empty-but-mine"))
+    assert "fetched/round=9/shard=00.parquet" not in files
+    assert "hosts/gen=9/shard=01.parquet.tmp-0a1b" not in files
+    assert "frontier/gen=1/bucket=000.parquet" not in files  # only generation 1 used it
+    assert result["deleted_files"] == 3
+    assert_generation_complete(crawl)
+
+
+def test_init_refuses_a_non_empty_directory_naming_what_is_there(tmp_path):
+    lake = tmp_path / "lake"
+    (lake / "fetched").mkdir(parents=True)
+    (lake / "_batchcrawl_export").mkdir()
+    with pytest.raises(CrawlDirError, match=r"not empty.*_batchcrawl_export, fetched"):
+        CrawlDir.create(str(lake), "", buckets=2)
+    assert sorted(os.listdir(lake)) == ["_batchcrawl_export", "fetched"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert CrawlDir.create(str(empty), "", buckets=2).generations() == [0]
+
+
 def test_gc_spares_young_temp_files_and_dry_run_deletes_nothing(tmp_path):
     crawl = small_crawl(tmp_path / "c")
     put(crawl, "frontier/gen=5/bucket=000.parquet.tmp-young", b"being written")

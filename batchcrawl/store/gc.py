@@ -1,10 +1,15 @@
 """Garbage collection of a crawl directory: keep the last N generations, delete the rest (docs/design.md §3).
 
 A file is kept exactly when a kept manifest references it: directly (a table file) or, for WARC
-files, through the ``warc_filename`` column of a kept generation's ``fetched`` table. Everything else
-under the data folders goes: files of generations no longer kept, orphans of rounds that died before
-committing, and ``*.tmp-*`` leftovers of interrupted writes once older than a safety age (a write in
-progress has a young temp file). Like Nutch's ``current``/``old`` CrawlDb swap, but N deep.
+files, through the ``warc_filename`` column of a kept generation's ``fetched`` table. What goes:
+files of generations no longer kept, orphans of rounds that died before committing, and ``*.tmp-*``
+leftovers of interrupted writes once older than a safety age (a write in progress has a young temp
+file). Like Nutch's ``current``/``old`` CrawlDb swap, but N deep.
+
+``gc`` only ever deletes a file whose path the crawl's own layout produces (:data:`LAYOUT`, e.g.
+``frontier/gen=7/bucket=042.parquet``, ``warc/round=7/...warc.gz``, their ``.tmp-*`` temp files,
+old manifests, ``crawl.duckdb.tmp-*``): a file someone else put into the crawl directory, even
+inside a table folder, is never touched, and neither is a folder the layout does not name.
 
 Call it while holding the :class:`~batchcrawl.lock.WriterLock`: an uncommitted round's files are
 orphans until its commit, and ``gc`` would delete them.
@@ -15,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import posixpath
+import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -26,6 +32,24 @@ from batchcrawl.store.crawldir import COMMITS_DIR, CrawlDir, _commit_name
 
 DATA_DIRS = ("frontier", "hosts", "fetchlists", "fetched", "links", "warc")
 TMP_MARKER = ".tmp-"
+_TMP = r"(?:\.tmp-[0-9A-Za-z]+)?"
+_WARC_NAME = (
+    r"(?:shard=\d{2,}-\d{5,}"  # shard=SS-NNNNN (before unique names)
+    r"|[A-Za-z0-9_.-]+-\d{5,}-\d{2,}-\d{14}-\d{5,})"  # CRAWL-ROUND-SHARD-YYYYmmddHHMMSS-SEQ
+)
+#: The paths (relative to the crawl root) a crawl writes, by folder; ``gc`` deletes nothing else.
+LAYOUT = {
+    "frontier": rf"frontier/gen=\d+/bucket=\d{{3,}}\.parquet{_TMP}",
+    "hosts": rf"hosts/gen=\d+/shard=\d{{2,}}\.parquet{_TMP}",
+    "fetchlists": rf"fetchlists/round=\d+/shard=\d{{2,}}\.parquet{_TMP}",
+    "fetched": rf"fetched/round=\d+/shard=\d{{2,}}\.parquet{_TMP}",
+    "links": rf"links/round=\d+/shard=\d{{2,}}\.parquet{_TMP}",
+    "warc": rf"warc/round=\d+/{_WARC_NAME}\.warc\.gz{_TMP}",
+    COMMITS_DIR: rf"{COMMITS_DIR}/\d{{6,}}\.json{_TMP}",
+    "": r"(?:crawl\.duckdb\.tmp-[0-9A-Za-z]+(?:\.wal)?|_lock\.json\.(?:tmp|stale)-[0-9A-Za-z]+)",
+}
+_LAYOUT_RE = {folder: re.compile(pattern) for folder, pattern in LAYOUT.items()}
+_PARTITION_DIR_RE = re.compile(r"(?:gen|round)=\d+")
 log = logging.getLogger(__name__)
 
 
@@ -102,26 +126,30 @@ def gc(
         if not dry_run:
             crawl.fs.rm_file(crawl.path(_commit_name(gen)))
         stats["deleted_manifests"] += 1
-    for folder in (*DATA_DIRS, COMMITS_DIR):
+    for folder in (*DATA_DIRS, COMMITS_DIR, ""):
         for path, info in _walk(crawl, folder):
             rel = posixpath.relpath(path, crawl.root)
-            if TMP_MARKER in posixpath.basename(rel):
+            if not is_layout_path(folder, rel):
+                continue  # not ours: never touched, never counted
+            if TMP_MARKER in posixpath.basename(rel) or ".stale-" in posixpath.basename(rel):
                 if now - _mtime(info) >= tmp_min_age_s:
                     delete(path, info.get("size", 0))
-            elif folder != COMMITS_DIR and rel not in referenced:
+            elif folder not in (COMMITS_DIR, "") and rel not in referenced:
                 delete(path, info.get("size", 0))
             else:
                 stats["kept_files"] += 1
-    for path, info in _walk(crawl, ""):  # crawl.duckdb.tmp-*, _lock.json.{tmp,stale}-* at the root
-        name = posixpath.basename(path)
-        leftover = TMP_MARKER in name or ".stale-" in name
-        if leftover and now - _mtime(info) >= tmp_min_age_s:
-            delete(path, info.get("size", 0))
     if crawl.local and not dry_run:
         for folder in DATA_DIRS:
-            _remove_empty_dirs(crawl.path(folder))
+            _remove_empty_partition_dirs(crawl.path(folder))
     log.info("gc %s: kept generations %s, %s", crawl.url, kept, stats)
     return {"kept_generations": kept, **stats, "dry_run": dry_run}
+
+
+def is_layout_path(folder: str, rel: str) -> bool:
+    """True if ``rel`` (relative to the crawl root) is a path the crawl's layout produces in
+    ``folder`` (a table folder, ``_commits``, or ``""`` for the root's temp files)."""
+    pattern = _LAYOUT_RE.get(folder)
+    return pattern is not None and pattern.fullmatch(rel) is not None
 
 
 def _walk(crawl: CrawlDir, folder: str):
@@ -155,9 +183,12 @@ def _mtime(info: dict[str, Any]) -> float:
     return 0.0
 
 
-def _remove_empty_dirs(root: str) -> None:
+def _remove_empty_partition_dirs(root: str) -> None:
+    """Remove the empty ``gen=N`` / ``round=N`` folders directly under ``root`` (a table folder);
+    any other folder is not ours and stays."""
     if not os.path.isdir(root):
         return
-    for dirpath, _dirnames, _filenames in os.walk(root, topdown=False):
-        if dirpath != root and not os.listdir(dirpath):
-            os.rmdir(dirpath)
+    for name in os.listdir(root):
+        path = os.path.join(root, name)
+        if _PARTITION_DIR_RE.fullmatch(name) and os.path.isdir(path) and not os.listdir(path):
+            os.rmdir(path)
