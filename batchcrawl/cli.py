@@ -17,6 +17,8 @@ code meaning
 4    locked: another writer holds the crawl's lock, or committed first
 69   not available: the command exists but is not built yet
 75   nothing due: the frontier has no URL to fetch (Airflow maps it to a skip)
+130  stopped by SIGINT (Ctrl-C): the lock is released, committed rounds stay, the rest reruns
+143  stopped by SIGTERM (Airflow, Kubernetes): the same
 ==== =================================================================================
 
 Errors derived from :class:`~batchcrawl.errors.BatchcrawlError` print one line
@@ -37,7 +39,8 @@ import click
 
 from batchcrawl import __version__
 from batchcrawl.config import Config, load_config, to_toml
-from batchcrawl.errors import BatchcrawlError, ConfigError, NotAvailable
+from batchcrawl.errors import BatchcrawlError, ConfigError, NotAvailable, Stopped
+from batchcrawl.signals import stop_on_signals
 from batchcrawl.store.crawldir import CONFIG_FILE, CrawlDir
 
 log = logging.getLogger("batchcrawl")
@@ -75,10 +78,12 @@ class _Group(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            return super().invoke(ctx)
+            with stop_on_signals():
+                return super().invoke(ctx)
         except BatchcrawlError as exc:
             log.debug("error details", exc_info=True)
-            click.echo(f"batchcrawl: error: {exc}", err=True)
+            label = f"{exc.label}: " if exc.label else ""
+            click.echo(f"batchcrawl: {label}{exc}", err=True)
             ctx.exit(exc.exit_code)
         except FileNotFoundError as exc:
             # a data file named by a committed manifest is gone: the directory is damaged
@@ -90,9 +95,14 @@ class _Group(click.Group):
                 err=True,
             )
             ctx.exit(3)
-        except KeyboardInterrupt:
-            click.echo("batchcrawl: interrupted; nothing was committed, rerun the step", err=True)
-            ctx.exit(130)
+        except KeyboardInterrupt as exc:
+            name = getattr(exc, "signal_name", "SIGINT")
+            click.echo(
+                f"batchcrawl: stopped by {name} before the step finished; its commit did not "
+                "happen, committed generations are intact; rerun it",
+                err=True,
+            )
+            ctx.exit(getattr(exc, "exit_code", 130))
 
 
 def _sets(f):
@@ -385,19 +395,44 @@ def round_command(crawl_url, scheduler, workers, time_limit, max_pages, sets) ->
     """
     crawl = _open(crawl_url)
     cfg = load_crawl_config(crawl, sets, _round_flags(scheduler, workers, time_limit, max_pages))
-    _run_rounds(crawl.url, cfg, 1)
+    _run_rounds(crawl, cfg, 1)
 
 
-def _run_rounds(crawl_url: str, cfg: Config, rounds: int) -> list[dict]:
-    """Run rounds with a live progress display on a terminal; print each round's JSON summary."""
+def _run_rounds(crawl: CrawlDir, cfg: Config, rounds: int) -> list[dict]:
+    """Run rounds with a live progress display on a terminal; print each round's JSON summary.
+    A signal (Ctrl-C, SIGTERM) becomes :class:`Stopped`, saying what was committed."""
     from batchcrawl.progress import RoundProgress
     from batchcrawl.round import run_rounds
 
-    with RoundProgress(enabled=sys.stderr.isatty()) as progress:
-        return run_rounds(
-            crawl_url, cfg, rounds, progress=progress.update,
-            on_round=lambda summary: (progress.done(summary), _echo_json(summary)),
-        )  # fmt: skip
+    before = crawl.manifest()
+    try:
+        with RoundProgress(enabled=sys.stderr.isatty()) as progress:
+            return run_rounds(
+                crawl.url, cfg, rounds, progress=progress.update,
+                on_round=lambda summary: (progress.done(summary), _echo_json(summary)),
+            )  # fmt: skip
+    except KeyboardInterrupt as exc:
+        raise stopped(crawl, before, exc) from None
+
+
+def stopped(crawl: CrawlDir, before, exc: BaseException) -> Stopped:
+    """The :class:`Stopped` error for rounds interrupted by ``exc`` (a KeyboardInterrupt or
+    :class:`~batchcrawl.signals.Interrupted`): what this run committed since manifest ``before``
+    (the last generation) and which round was not committed."""
+    now = crawl.manifest()
+    if now.round > before.round:
+        first = before.round + 1
+        rounds = f"round {first}" if first == now.round else f"rounds {first}-{now.round}"
+        done = f"committed {rounds} (last generation {now.generation})"
+    else:
+        done = (
+            f"nothing committed by this run (last generation {now.generation}, round {now.round})"
+        )
+    return Stopped(
+        f"stopped by {getattr(exc, 'signal_name', 'SIGINT')}: {done}; round {now.round + 1} was "
+        "not committed: rerun to do it again (`batchcrawl gc` removes its partial files)",
+        getattr(exc, "exit_code", 130),
+    )
 
 
 @main.command("crawl")
@@ -412,7 +447,7 @@ def crawl_command(crawl_url, rounds, stream, scheduler, workers, time_limit, max
         raise _not_available("crawl --stream")
     crawl = _open(crawl_url)
     cfg = load_crawl_config(crawl, sets, _round_flags(scheduler, workers, time_limit, max_pages))
-    _run_rounds(crawl.url, cfg, rounds or 1_000_000)
+    _run_rounds(crawl, cfg, rounds or 1_000_000)
 
 
 @main.command()

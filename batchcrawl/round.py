@@ -43,6 +43,7 @@ from batchcrawl.frontier.drum import partition_by_bucket
 from batchcrawl.records import FetchItem
 from batchcrawl.ring import HashRing
 from batchcrawl.scope.filters import FilterChain
+from batchcrawl.signals import ignoring_sigint
 from batchcrawl.store import schemas
 from batchcrawl.store.crawldir import CrawlDir, FileEntry
 from batchcrawl.store.lock import WriterLock
@@ -435,14 +436,37 @@ _RESPONSE_OUTCOMES = frozenset(
 def dask_client(cfg: Config, scheduler: str | None = None) -> Iterator[Any]:
     """A ``distributed.Client``: to ``scheduler`` (an existing cluster) if given, else to an
     embedded ``LocalCluster`` of ``round.workers`` processes on 127.0.0.1 (closed on exit)."""
-    from distributed import Client, LocalCluster
+    from distributed import Client
 
     address = scheduler or cfg.round.scheduler
     if address:
         with Client(address) as client:
             yield client
         return
-    cluster = LocalCluster(
+    with ignoring_sigint():  # Ctrl-C stops this process cleanly; the workers never see it
+        cluster = _local_cluster(cfg)
+    client = Client(cluster)
+    timeout = None
+    try:
+        yield client
+    except KeyboardInterrupt:
+        # Ctrl-C or SIGTERM (signals.Interrupted): do not wait for the workers to say goodbye;
+        # nothing uncommitted matters (the round reruns whole).
+        timeout = 2
+        logging.getLogger("distributed").setLevel(logging.CRITICAL)
+        raise
+    finally:
+        with contextlib.suppress(Exception):
+            client.close(timeout=timeout)
+        with contextlib.suppress(Exception):
+            cluster.close(timeout=timeout)
+
+
+def _local_cluster(cfg: Config) -> Any:
+    """The embedded ``LocalCluster``: ``round.workers`` processes, everything on 127.0.0.1."""
+    from distributed import LocalCluster
+
+    return LocalCluster(
         n_workers=cfg.round.workers,
         threads_per_worker=cfg.round.threads_per_worker,
         processes=True,
@@ -453,21 +477,6 @@ def dask_client(cfg: Config, scheduler: str | None = None) -> Iterator[Any]:
         scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
         silence_logs=logging.WARNING,
     )
-    client = Client(cluster)
-    timeout = None
-    try:
-        yield client
-    except KeyboardInterrupt:
-        # Ctrl-C reached the worker processes too (one process group): do not wait for them to
-        # say goodbye; nothing uncommitted matters (the round reruns whole).
-        timeout = 2
-        logging.getLogger("distributed").setLevel(logging.CRITICAL)
-        raise
-    finally:
-        with contextlib.suppress(Exception):
-            client.close(timeout=timeout)
-        with contextlib.suppress(Exception):
-            cluster.close(timeout=timeout)
 
 
 def run_rounds(

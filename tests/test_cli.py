@@ -210,10 +210,22 @@ def test_help_lists_every_command_and_exit_codes_are_documented():
     result = run("--help")
     for command in ("init", "inject", "round", "crawl", "status", "sql", "export", "gc", "demo"):
         assert command in result.stdout
+    import re
+
     import batchcrawl.cli as cli_module
 
-    for code in ("0 ", "1 ", "2 ", "3 ", "4 ", "69 ", "75 "):
-        assert f"\n{code}" in cli_module.__doc__
+    documented = {int(c) for c in re.findall(r"^(\d+) ", cli_module.__doc__, re.MULTILINE)}
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    in_readme = {int(c) for c in re.findall(r"^\| (\d+) \|", readme, re.MULTILINE)}
+    assert documented == in_readme == {0, 1, 2, 3, 4, 69, 75, 130, 143}
+    from batchcrawl import errors
+
+    codes = {
+        cls.exit_code
+        for cls in vars(errors).values()
+        if isinstance(cls, type) and issubclass(cls, errors.BatchcrawlError)
+    }
+    assert codes <= documented
 
 
 def test_entry_point_module_runs():
