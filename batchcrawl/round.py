@@ -40,6 +40,7 @@ from batchcrawl.frontier import generate as gen_mod
 from batchcrawl.frontier import table as frontier_mod
 from batchcrawl.frontier import update as update_mod
 from batchcrawl.frontier.drum import partition_by_bucket
+from batchcrawl.nothing_due import nothing_due
 from batchcrawl.records import FetchItem
 from batchcrawl.ring import HashRing
 from batchcrawl.scope.filters import FilterChain
@@ -312,6 +313,8 @@ class Crawler:
             [cfg] * len(entries), [started_at] * len(entries), pure=False,
         ))  # fmt: skip
         selected, counts, rows = gen_mod.fold_candidates(selections, cfg)
+        if selected.num_rows == 0:  # write nothing: no fetch lists, no commit
+            raise nothing_due(crawl, manifest, started_at)
         generated = gen_mod.finish(crawl, manifest, rnd, cfg, selected, counts, rows)
         fetchlists, gen_summary, refiltered = (
             generated.fetchlists,
@@ -319,12 +322,6 @@ class Crawler:
             generated.refiltered,
         )
         steps["generate"] = time.monotonic() - t0
-        if gen_summary["selected"] == 0 and refiltered.num_rows == 0:
-            hint = "" if gen_summary["frontier_rows"] else "; the frontier is empty: inject seeds"
-            raise NothingDue(
-                f"{self.crawl_url}: nothing is due in round {rnd} "
-                f"(not selected: {gen_summary['not_selected']}){hint}"
-            )
         # -- fetch ------------------------------------------------------------------------------
         on_step("fetch")
         t0 = time.monotonic()
