@@ -74,6 +74,38 @@ def test_write_table_validates_schema(tmp_path):
         crawl.write_table("frontier", "frontier/x.parquet", [{"url_key": 1}])
 
 
+def test_copied_and_moved_crawl_duckdb_reads_its_own_files_from_any_directory(tmp_path):
+    """``cp -a crawl crawl2``, then change the original: plain duckdb (no batchcrawl) on the copy
+    reads the copy's files, from any working directory; after ``mv`` too; with the original gone
+    the moved copy still reads."""
+    import shutil
+
+    crawl = small_crawl(tmp_path / "c")
+    copy = tmp_path / "copies" / "c2"
+    copy.parent.mkdir()
+    subprocess.run(["cp", "-a", crawl.root, str(copy)], check=True)
+    crawl.commit(crawl.manifest(), {"fetched": []}, {"step": "x"})  # the original changes
+    code = (
+        "import duckdb, sys; con = duckdb.connect(sys.argv[1], read_only=True);"
+        "print(con.sql('SELECT count(*) FROM frontier').fetchall()[0][0],"
+        " con.sql('SELECT count(*) FROM fetched').fetchall()[0][0])"
+    )
+
+    def counts(db, cwd):
+        out = subprocess.run([sys.executable, "-c", code, str(db)], capture_output=True,
+                             text=True, cwd=cwd)  # fmt: skip
+        assert out.returncode == 0, out.stderr[-2000:]
+        return out.stdout.split()
+
+    assert counts(crawl.path("crawl.duckdb"), tmp_path) == ["6", "0"]
+    assert counts(copy / "crawl.duckdb", "/") == ["6", "5"]
+    moved = tmp_path / "moved"
+    shutil.move(str(copy), moved)
+    shutil.rmtree(crawl.root)
+    assert counts(moved / "crawl.duckdb", moved) == ["6", "5"]
+    assert counts("crawl.duckdb", moved) == ["6", "5"]
+
+
 def test_commit_refreshes_crawl_duckdb_usable_on_its_own(tmp_path):
     crawl = small_crawl(tmp_path / "c")
     db = crawl.path("crawl.duckdb")
