@@ -105,7 +105,30 @@ class _Group(click.Group):
             ctx.exit(getattr(exc, "exit_code", 130))
 
 
+def _set_verbosity(verbose: int) -> None:
+    level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
+    root = logging.getLogger("batchcrawl")
+    if not root.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        root.handlers[:] = [handler]
+    root.setLevel(min(root.level or logging.WARNING, level))
+
+
+def _verbose_after(ctx: click.Context, param: click.Parameter, value: int) -> None:
+    if value:
+        _set_verbosity(value)
+
+
 def _sets(f):
+    f = click.option(
+        "-v",
+        "--verbose",
+        count=True,
+        expose_value=False,
+        callback=_verbose_after,
+        help="Log more to stderr (-v INFO, -vv DEBUG); also accepted before the command.",
+    )(f)
     return click.option(
         "--set",
         "sets",
@@ -151,12 +174,12 @@ def _inject(crawl: CrawlDir, cfg: Config, stream: io.TextIOBase, source: str) ->
 @click.version_option(__version__, prog_name="batchcrawl")
 def main(verbose: int) -> None:
     """batchcrawl: a batch-cycle web crawler on Dask and Parquet."""
-    level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger("batchcrawl")
     root.handlers[:] = [handler]
-    root.setLevel(level)
+    root.setLevel(logging.WARNING)
+    _set_verbosity(verbose)
 
 
 # -- init / inject ---------------------------------------------------------------------------
@@ -250,12 +273,28 @@ def _print_table(table, fmt: str) -> None:
         import pyarrow.csv as pacsv
 
         buf = io.BytesIO()
-        pacsv.write_csv(table, buf)
+        pacsv.write_csv(_csv_ready(table), buf)
         click.echo(buf.getvalue().decode("utf-8"), nl=False)
     else:
         _render(
             _rows_table(None, table.column_names, [list(r.values()) for r in table.to_pylist()])
         )
+
+
+def _csv_ready(table):
+    """``table`` with every nested column (list, struct, map) as JSON text, which CSV can hold."""
+    import pyarrow as pa
+
+    for i, field in enumerate(table.schema):
+        if pa.types.is_nested(field.type):
+            text = [
+                None if v is None else json.dumps(v, default=str)
+                for v in table.column(i).to_pylist()
+            ]
+            table = table.set_column(
+                i, pa.field(field.name, pa.string()), pa.array(text, pa.string())
+            )
+    return table
 
 
 def _rows_table(title: str | None, columns: list[str], rows: Iterable[Iterable[Any]]):
@@ -486,6 +525,15 @@ def export(crawl_url, dest, rounds_range, tables, fmt, sets) -> None:
     wanted = parse_tables(tables)
     crawl = _open(crawl_url)
     cfg = load_crawl_config(crawl, sets)
+    last = crawl.manifest().round
+    if rounds is not None and rounds[1] > last:
+        missing = f"{max(rounds[0], last + 1)}..{rounds[1]}"
+        raise ConfigError(
+            f"--rounds {rounds_range}: rounds {missing} do not exist; {crawl.url} has committed "
+            f"rounds 1..{last}"
+            if last
+            else f"--rounds {rounds_range}: {crawl.url} has no committed round yet"
+        )
     try:
         summary = export_crawl(crawl, dest, crawl_name=cfg.crawl.name, rounds=rounds, tables=wanted)
     except BatchcrawlError:

@@ -305,3 +305,25 @@ def test_export_refuses_a_destination_inside_the_crawl_and_bad_protocols(crawl):
 def test_empty_crawl_argument_is_a_usage_error(tmp_path):
     result = run("init", "")
     assert result.exit_code == 2 and "must not be empty" in result.output
+
+
+def test_export_rounds_that_do_not_exist_exit_2_naming_them(crawl, tmp_path):
+    result = run("export", crawl.url, tmp_path / "lake", "--rounds", "2..5")
+    assert result.exit_code == 2
+    assert "rounds 2..5 do not exist" in result.stderr and "rounds 1..1" in result.stderr
+    assert not (tmp_path / "lake").exists()
+
+
+def test_verbose_flag_is_accepted_after_the_subcommand(crawl):
+    before = run("-v", "status", crawl.url, "--format", "json")
+    after = run("status", crawl.url, "--format", "json", "-vv")
+    assert before.exit_code == after.exit_code == 0, after.output
+    assert json.loads(before.stdout) == json.loads(after.stdout)
+
+
+def test_sql_csv_renders_list_and_struct_columns_as_json(crawl):
+    q = "SELECT 'a.test' AS host, ['s1', 's2'] AS sitemaps, {'k': 1} AS st, NULL::INT[] AS n"
+    result = run("sql", crawl.url, q, "--format", "csv")
+    assert result.exit_code == 0, result.output
+    rows = list(csv.reader(io.StringIO(result.stdout)))
+    assert rows == [["host", "sitemaps", "st", "n"], ["a.test", '["s1", "s2"]', '{"k": 1}', ""]]
