@@ -71,6 +71,11 @@ class NothingDue(BatchcrawlError):
     label = ""
 
 
+class ClusterUnreachable(BatchcrawlError):
+    """The Dask scheduler given by ``--scheduler`` / ``round.scheduler`` did not answer within
+    ``round.connect_timeout_s`` seconds (exit code 1). The message names the address."""
+
+
 class SQLError(BatchcrawlError, ValueError):
     """A query passed to ``batchcrawl sql`` failed or tried to write (exit code 2)."""
 

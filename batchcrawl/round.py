@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -34,7 +35,7 @@ import pyarrow as pa
 from fsspec.implementations.dirfs import DirFileSystem
 
 from batchcrawl.config import Config
-from batchcrawl.errors import NothingDue
+from batchcrawl.errors import ClusterUnreachable, NothingDue
 from batchcrawl.fetch.worker import FetchWorker
 from batchcrawl.frontier import generate as gen_mod
 from batchcrawl.frontier import table as frontier_mod
@@ -437,7 +438,16 @@ def dask_client(cfg: Config, scheduler: str | None = None) -> Iterator[Any]:
 
     address = scheduler or cfg.round.scheduler
     if address:
-        with Client(address) as client:
+        timeout = cfg.round.connect_timeout_s
+        try:
+            client = Client(address, timeout=timeout)
+        except (OSError, TimeoutError) as exc:
+            first = (str(exc).splitlines() or [type(exc).__name__])[0]
+            raise ClusterUnreachable(
+                f"cannot reach the Dask scheduler at {address} within {timeout:g} s ({first}); "
+                "check that it runs and the address, or raise round.connect_timeout_s"
+            ) from None
+        with client:
             yield client
         return
     with ignoring_sigint():  # Ctrl-C stops this process cleanly; the workers never see it
@@ -476,6 +486,13 @@ def _local_cluster(cfg: Config) -> Any:
     )
 
 
+def cluster_url(crawl_url: str) -> str:
+    """``crawl_url`` as every Dask worker must see it: a local path made absolute (a worker's
+    working directory is not ours), a remote URL unchanged."""
+    crawl = CrawlDir(crawl_url)
+    return os.path.abspath(crawl.root) if crawl.local else crawl_url
+
+
 def run_rounds(
     crawl_url: str,
     cfg: Config,
@@ -492,6 +509,7 @@ def run_rounds(
     very first round has nothing due.
     """
     summaries = []
+    crawl_url = cluster_url(crawl_url)
     with dask_client(cfg, scheduler) as client:
         crawler = Crawler(crawl_url, client)
         try:
