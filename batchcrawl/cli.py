@@ -13,7 +13,8 @@ code meaning
 0    success
 1    failure (an error during the step; see stderr)
 2    bad input: config key or value, URL, SQL statement, command-line usage
-3    crawl directory error: missing, not a crawl, already exists, malformed manifest or schema
+3    crawl directory error: missing, not a crawl, already exists, not empty, malformed manifest or
+     schema, cannot be written (read-only, full, a file in the way)
 4    locked: another writer holds the crawl's lock, or committed first
 69   not available: the command exists but is not built yet
 75   nothing due: the frontier has no URL to fetch (Airflow maps it to a skip)
@@ -92,6 +93,18 @@ class _Group(click.Group):
                 f"batchcrawl: error: missing file {exc.filename or exc}: a file named by the "
                 "crawl's manifest is gone; restore it, or query an older generation "
                 "(--generation N)",
+                err=True,
+            )
+            ctx.exit(3)
+        except OSError as exc:
+            # read-only or full file system, a file where a folder must be ...: the step did not
+            # commit, so the crawl is as it was
+            log.debug("error details", exc_info=True)
+            where = exc.filename or "the crawl directory"
+            click.echo(
+                f"batchcrawl: error: {where}: {exc.strerror or exc}; the step did not commit and "
+                "the last generation is intact: make the crawl directory writable (free space) "
+                "and rerun",
                 err=True,
             )
             ctx.exit(3)
@@ -382,6 +395,9 @@ def gc(crawl_url: str, keep: int | None, dry_run: bool, sets) -> None:
 
     crawl = _open(crawl_url)
     cfg = load_crawl_config(crawl, sets, flags={"crawl": {"keep_generations": keep}})
+    if dry_run:  # deletes nothing: no write lock needed (works on a read-only crawl)
+        _echo_json(run_gc(crawl, cfg.crawl.keep_generations, dry_run=True))
+        return
     with _lock(crawl, "gc"):
         _echo_json(run_gc(crawl, cfg.crawl.keep_generations, dry_run=dry_run))
 

@@ -327,3 +327,36 @@ def test_sql_csv_renders_list_and_struct_columns_as_json(crawl):
     assert result.exit_code == 0, result.output
     rows = list(csv.reader(io.StringIO(result.stdout)))
     assert rows == [["host", "sitemaps", "st", "n"], ["a.test", '["s1", "s2"]', '{"k": 1}', ""]]
+
+
+@pytest.mark.parametrize("target", ["/proc/batchcrawl-x", "/sys/batchcrawl-x", "/dev/null/x"])
+def test_init_where_nothing_can_be_written_is_one_line_exit_3(target):
+    proc = subprocess.run([sys.executable, "-m", "batchcrawl.cli", "init", target],
+                          capture_output=True, text=True)  # fmt: skip
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stderr.splitlines() == [
+        f"batchcrawl: error: {target}: cannot create a crawl here "
+        + proc.stderr.split("cannot create a crawl here ", 1)[1].strip()
+    ]
+    assert "manifest" not in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_unwritable_crawl_directory_is_one_line_exit_3_and_gc_dry_run_needs_no_lock(crawl):
+    """A file where a table folder must be stands in for a read-only or full file system (the
+    tests run as root, for whom permissions do not stop a write)."""
+    import shutil
+
+    shutil.rmtree(crawl.path("frontier"))
+    Path(crawl.path("frontier")).write_text("in the way")
+    proc = subprocess.run([sys.executable, "-m", "batchcrawl.cli", "inject", crawl.url, "-"],
+                          input="http://a.test/new\n", capture_output=True, text=True)  # fmt: skip
+    assert proc.returncode == 3, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and "the last generation is intact" in lines[0], proc.stderr
+    assert CrawlDir.open(crawl.url).generations() == [0, 1]
+    assert not os.path.exists(crawl.path(LOCK_FILE))
+    with WriterLock(crawl, owner="someone else"):
+        dry = run("gc", crawl.url, "--dry-run")
+        assert dry.exit_code == 0, dry.output
+        assert json.loads(dry.stdout)["dry_run"] is True
+        assert run("gc", crawl.url).exit_code == 4

@@ -186,8 +186,13 @@ class CrawlDir:
         if crawl.fs.exists(crawl.root) and crawl.fs.isfile(crawl.root):
             raise CrawlDirError(f"{url}: is a file, not a directory")
         _refuse_foreign_content(crawl, url)
-        crawl.fs.makedirs(crawl.path(COMMITS_DIR), exist_ok=True)
-        crawl.fs.pipe_file(crawl.path(CONFIG_FILE), config_text.encode("utf-8"))
+        try:
+            crawl.fs.makedirs(crawl.path(COMMITS_DIR), exist_ok=True)
+            crawl.fs.pipe_file(crawl.path(CONFIG_FILE), config_text.encode("utf-8"))
+        except OSError as exc:
+            raise CrawlDirError(
+                f"{url}: cannot create a crawl here ({exc.strerror or exc}); choose a writable path"
+            ) from None
         genesis = Manifest(
             generation=0,
             round=0,
