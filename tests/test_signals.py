@@ -11,6 +11,7 @@ gone; the committed generation is intact and ``gc`` removes the dead round's fil
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -96,6 +97,10 @@ def test_signal_mid_round_releases_the_lock_and_says_what_was_committed(tmp_path
     crawl = CrawlDir.open(crawl.url)
     assert (crawl.manifest().generation, crawl.manifest().round) == (2, 1)
     assert os.path.exists(crawl.path("fetchlists/round=2"))
+    warcs = os.listdir(crawl.path("warc/round=1"))
+    assert warcs and all(
+        re.fullmatch(r"crawl-00001-0[01]-\d{14}-\d{5}\.warc\.gz", n) for n in warcs
+    )
     gc(crawl, keep=1, tmp_min_age_s=0)
     assert not os.path.exists(crawl.path("fetchlists/round=2"))
 

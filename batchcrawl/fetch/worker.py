@@ -32,6 +32,7 @@ is restored by :meth:`FetchWorker.restore_hosts` in the next round; if the same 
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections import Counter, OrderedDict, deque
@@ -216,6 +217,16 @@ class TailDetector:
         return rate < self.ratio * self._best
 
 
+def warc_prefix(crawl_name: str, round: int, shard: int, wall_s: float) -> str:
+    """WARC file name prefix unique across crawls, rounds, shards and reruns, in the spirit of
+    Common Crawl's ``CC-MAIN-<timestamp>-<serial>-<host>.warc.gz``:
+    ``<crawl>-<round:05d>-<shard:02d>-<YYYYmmddHHMMSS UTC>``; the writer appends ``-<seq:05d>``.
+    Characters other than ``A-Z a-z 0-9 _ . -`` in the crawl name become ``-``."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "-", crawl_name) or "crawl"
+    stamp = datetime.fromtimestamp(wall_s, UTC).strftime("%Y%m%d%H%M%S")
+    return f"{safe}-{round:05d}-{shard:02d}-{stamp}"
+
+
 class FetchWorker:
     """The fetch worker of one shard.
 
@@ -364,7 +375,8 @@ class FetchWorker:
         self._out = out
         self._seq = 0
         self._warc = WarcWriter(
-            self.fs, f"warc/round={round}", f"shard={self.shard:02d}",
+            self.fs, f"warc/round={round}", warc_prefix(self._crawl_name(), round, self.shard,
+                                                        self.wall()),
             self.cfg.fetch.warc_rotate_bytes, self.cfg.crawl.user_agent,
             warcinfo_fields={"robots": "classic", "isPartOf": self.cfg.crawl.name or "batchcrawl"},
             compress_level=self.cfg.fetch.warc_compress_level,
@@ -668,6 +680,11 @@ class FetchWorker:
         self._digests[digest] = (result.url, warc_date(result.started))
         if len(self._digests) > self.cfg.fetch.url_cache_size:
             self._digests.popitem(last=False)
+
+    def _crawl_name(self) -> str:
+        """``crawl.name``, or the crawl directory's base name (``fs`` is rooted at it)."""
+        root = str(getattr(self.fs, "path", "")).rstrip("/")
+        return self.cfg.crawl.name or root.rsplit("/", 1)[-1] or "crawl"
 
     def _count(self, name: str, n: float = 1) -> None:
         with self._lock:
