@@ -13,10 +13,13 @@ code meaning
 0    success
 1    failure (an error during the step; see stderr)
 2    bad input: config key or value, URL, SQL statement, command-line usage
-3    crawl directory error: missing, not a crawl, already exists, malformed manifest or schema
+3    crawl directory error: missing, not a crawl, already exists, not empty, malformed manifest or
+     schema, cannot be written (read-only, full, a file in the way)
 4    locked: another writer holds the crawl's lock, or committed first
 69   not available: the command exists but is not built yet
 75   nothing due: the frontier has no URL to fetch (Airflow maps it to a skip)
+130  stopped by SIGINT (Ctrl-C): the lock is released, committed rounds stay, the rest reruns
+143  stopped by SIGTERM (Airflow, Kubernetes): the same
 ==== =================================================================================
 
 Errors derived from :class:`~batchcrawl.errors.BatchcrawlError` print one line
@@ -37,7 +40,8 @@ import click
 
 from batchcrawl import __version__
 from batchcrawl.config import Config, load_config, to_toml
-from batchcrawl.errors import BatchcrawlError, ConfigError, NotAvailable
+from batchcrawl.errors import BatchcrawlError, ConfigError, NotAvailable, Stopped
+from batchcrawl.signals import stop_on_signals
 from batchcrawl.store.crawldir import CONFIG_FILE, CrawlDir
 
 log = logging.getLogger("batchcrawl")
@@ -75,10 +79,12 @@ class _Group(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            return super().invoke(ctx)
+            with stop_on_signals():
+                return super().invoke(ctx)
         except BatchcrawlError as exc:
             log.debug("error details", exc_info=True)
-            click.echo(f"batchcrawl: error: {exc}", err=True)
+            label = f"{exc.label}: " if exc.label else ""
+            click.echo(f"batchcrawl: {label}{exc}", err=True)
             ctx.exit(exc.exit_code)
         except FileNotFoundError as exc:
             # a data file named by a committed manifest is gone: the directory is damaged
@@ -90,12 +96,52 @@ class _Group(click.Group):
                 err=True,
             )
             ctx.exit(3)
-        except KeyboardInterrupt:
-            click.echo("batchcrawl: interrupted; nothing was committed, rerun the step", err=True)
-            ctx.exit(130)
+        except OSError as exc:
+            # read-only or full file system, a file where a folder must be ...: the step did not
+            # commit, so the crawl is as it was
+            log.debug("error details", exc_info=True)
+            where = exc.filename or "the crawl directory"
+            click.echo(
+                f"batchcrawl: error: {where}: {exc.strerror or exc}; the step did not commit and "
+                "the last generation is intact: make the crawl directory writable (free space) "
+                "and rerun",
+                err=True,
+            )
+            ctx.exit(3)
+        except KeyboardInterrupt as exc:
+            name = getattr(exc, "signal_name", "SIGINT")
+            click.echo(
+                f"batchcrawl: stopped by {name} before the step finished; its commit did not "
+                "happen, committed generations are intact; rerun it",
+                err=True,
+            )
+            ctx.exit(getattr(exc, "exit_code", 130))
+
+
+def _set_verbosity(verbose: int) -> None:
+    level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
+    root = logging.getLogger("batchcrawl")
+    if not root.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        root.handlers[:] = [handler]
+    root.setLevel(min(root.level or logging.WARNING, level))
+
+
+def _verbose_after(ctx: click.Context, param: click.Parameter, value: int) -> None:
+    if value:
+        _set_verbosity(value)
 
 
 def _sets(f):
+    f = click.option(
+        "-v",
+        "--verbose",
+        count=True,
+        expose_value=False,
+        callback=_verbose_after,
+        help="Log more to stderr (-v INFO, -vv DEBUG); also accepted before the command.",
+    )(f)
     return click.option(
         "--set",
         "sets",
@@ -141,12 +187,12 @@ def _inject(crawl: CrawlDir, cfg: Config, stream: io.TextIOBase, source: str) ->
 @click.version_option(__version__, prog_name="batchcrawl")
 def main(verbose: int) -> None:
     """batchcrawl: a batch-cycle web crawler on Dask and Parquet."""
-    level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger("batchcrawl")
     root.handlers[:] = [handler]
-    root.setLevel(level)
+    root.setLevel(logging.WARNING)
+    _set_verbosity(verbose)
 
 
 # -- init / inject ---------------------------------------------------------------------------
@@ -240,12 +286,28 @@ def _print_table(table, fmt: str) -> None:
         import pyarrow.csv as pacsv
 
         buf = io.BytesIO()
-        pacsv.write_csv(table, buf)
+        pacsv.write_csv(_csv_ready(table), buf)
         click.echo(buf.getvalue().decode("utf-8"), nl=False)
     else:
         _render(
             _rows_table(None, table.column_names, [list(r.values()) for r in table.to_pylist()])
         )
+
+
+def _csv_ready(table):
+    """``table`` with every nested column (list, struct, map) as JSON text, which CSV can hold."""
+    import pyarrow as pa
+
+    for i, field in enumerate(table.schema):
+        if pa.types.is_nested(field.type):
+            text = [
+                None if v is None else json.dumps(v, default=str)
+                for v in table.column(i).to_pylist()
+            ]
+            table = table.set_column(
+                i, pa.field(field.name, pa.string()), pa.array(text, pa.string())
+            )
+    return table
 
 
 def _rows_table(title: str | None, columns: list[str], rows: Iterable[Iterable[Any]]):
@@ -333,6 +395,9 @@ def gc(crawl_url: str, keep: int | None, dry_run: bool, sets) -> None:
 
     crawl = _open(crawl_url)
     cfg = load_crawl_config(crawl, sets, flags={"crawl": {"keep_generations": keep}})
+    if dry_run:  # deletes nothing: no write lock needed (works on a read-only crawl)
+        _echo_json(run_gc(crawl, cfg.crawl.keep_generations, dry_run=True))
+        return
     with _lock(crawl, "gc"):
         _echo_json(run_gc(crawl, cfg.crawl.keep_generations, dry_run=dry_run))
 
@@ -399,19 +464,44 @@ def round_command(crawl_url, scheduler, workers, time_limit, max_pages, sets) ->
     """
     crawl = _open(crawl_url)
     cfg = load_crawl_config(crawl, sets, _round_flags(scheduler, workers, time_limit, max_pages))
-    _run_rounds(crawl.url, cfg, 1)
+    _run_rounds(crawl, cfg, 1)
 
 
-def _run_rounds(crawl_url: str, cfg: Config, rounds: int) -> list[dict]:
-    """Run rounds with a live progress display on a terminal; print each round's JSON summary."""
+def _run_rounds(crawl: CrawlDir, cfg: Config, rounds: int) -> list[dict]:
+    """Run rounds with a live progress display on a terminal; print each round's JSON summary.
+    A signal (Ctrl-C, SIGTERM) becomes :class:`Stopped`, saying what was committed."""
     from batchcrawl.progress import RoundProgress
     from batchcrawl.round import run_rounds
 
-    with RoundProgress(enabled=sys.stderr.isatty()) as progress:
-        return run_rounds(
-            crawl_url, cfg, rounds, progress=progress.update,
-            on_round=lambda summary: (progress.done(summary), _echo_json(summary)),
-        )  # fmt: skip
+    before = crawl.manifest()
+    try:
+        with RoundProgress(enabled=sys.stderr.isatty()) as progress:
+            return run_rounds(
+                crawl.url, cfg, rounds, progress=progress.update,
+                on_round=lambda summary: (progress.done(summary), _echo_json(summary)),
+            )  # fmt: skip
+    except KeyboardInterrupt as exc:
+        raise stopped(crawl, before, exc) from None
+
+
+def stopped(crawl: CrawlDir, before, exc: BaseException) -> Stopped:
+    """The :class:`Stopped` error for rounds interrupted by ``exc`` (a KeyboardInterrupt or
+    :class:`~batchcrawl.signals.Interrupted`): what this run committed since manifest ``before``
+    (the last generation) and which round was not committed."""
+    now = crawl.manifest()
+    if now.round > before.round:
+        first = before.round + 1
+        rounds = f"round {first}" if first == now.round else f"rounds {first}-{now.round}"
+        done = f"committed {rounds} (last generation {now.generation})"
+    else:
+        done = (
+            f"nothing committed by this run (last generation {now.generation}, round {now.round})"
+        )
+    return Stopped(
+        f"stopped by {getattr(exc, 'signal_name', 'SIGINT')}: {done}; round {now.round + 1} was "
+        "not committed: rerun to do it again (`batchcrawl gc` removes its partial files)",
+        getattr(exc, "exit_code", 130),
+    )
 
 
 @main.command("crawl")
@@ -426,7 +516,7 @@ def crawl_command(crawl_url, rounds, stream, scheduler, workers, time_limit, max
         raise _not_available("crawl --stream")
     crawl = _open(crawl_url)
     cfg = load_crawl_config(crawl, sets, _round_flags(scheduler, workers, time_limit, max_pages))
-    _run_rounds(crawl.url, cfg, rounds or 1_000_000)
+    _run_rounds(crawl, cfg, rounds or 1_000_000)
 
 
 @main.command()
@@ -465,6 +555,15 @@ def export(crawl_url, dest, rounds_range, tables, fmt, sets) -> None:
     wanted = parse_tables(tables)
     crawl = _open(crawl_url)
     cfg = load_crawl_config(crawl, sets)
+    last = crawl.manifest().round
+    if rounds is not None and rounds[1] > last:
+        missing = f"{max(rounds[0], last + 1)}..{rounds[1]}"
+        raise ConfigError(
+            f"--rounds {rounds_range}: rounds {missing} do not exist; {crawl.url} has committed "
+            f"rounds 1..{last}"
+            if last
+            else f"--rounds {rounds_range}: {crawl.url} has no committed round yet"
+        )
     try:
         summary = export_crawl(crawl, dest, crawl_name=cfg.crawl.name, rounds=rounds, tables=wanted)
     except BatchcrawlError:

@@ -275,6 +275,8 @@ class RoundSection:
     """Threads per Dask worker process of the embedded cluster (fetch threads are separate)."""
     scheduler: str = ""
     """Address of an existing Dask scheduler (``tcp://host:8786``); empty starts a LocalCluster."""
+    connect_timeout_s: float = 30.0
+    """Seconds to wait for the scheduler at ``scheduler`` to answer before giving up."""
 
 
 @dataclass(frozen=True)
@@ -393,6 +395,12 @@ def _coerce(section: str, key: str, value: Any, origin: str, from_string: bool) 
     return value
 
 
+#: ``[scheme://]host:port`` of a Dask scheduler (host: a name, IPv4, or ``[IPv6]``).
+_SCHEDULER_RE = re.compile(
+    r"(?:(?:tcp|tls|ws|wss|ucx)://)?(?:[A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.]+\]):\d{1,5}"
+)
+
+
 def _check_value(section: str, key: str, value: Any, where: str) -> None:
     choices = _CHOICES.get((section, key))
     if choices and value not in choices:
@@ -415,6 +423,13 @@ def _check_value(section: str, key: str, value: Any, where: str) -> None:
                 raise ConfigError(
                     f"{where}: {pattern!r} must map to an IP address, got {addr!r}"
                 ) from None
+    if section == "round" and key == "scheduler" and value and not _SCHEDULER_RE.fullmatch(value):
+        raise ConfigError(
+            f"{where}: {value!r} is not a Dask scheduler address; expected "
+            "tcp://HOST:PORT (or tls://, ws://, wss://), e.g. tcp://10.0.0.5:8786"
+        )
+    if section == "round" and key == "connect_timeout_s" and not value > 0:
+        raise ConfigError(f"{where}: expected seconds > 0, got {value!r}")
     if section == "filters" and key in ("allow_regex", "deny_regex"):
         for pattern in value:
             try:

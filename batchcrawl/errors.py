@@ -12,9 +12,12 @@ from __future__ import annotations
 
 
 class BatchcrawlError(Exception):
-    """Root of all batchcrawl errors. ``exit_code`` is the CLI exit status (default 1)."""
+    """Root of all batchcrawl errors. ``exit_code`` is the CLI exit status (default 1); ``label``
+    the word the CLI prints before the message (``batchcrawl: error: ...``; empty for states that
+    are not failures)."""
 
     exit_code = 1
+    label = "error"
 
 
 class ConfigError(BatchcrawlError, ValueError):
@@ -61,10 +64,16 @@ class CommitConflict(BatchcrawlError):
 class NothingDue(BatchcrawlError):
     """The frontier has no URL due for fetching: the round has nothing to do (exit code 75).
 
-    Not a failure: Airflow's task maps it to a skip.
+    Not a failure: Airflow's task maps it to a skip. The message says when the next URL is due.
     """
 
     exit_code = 75
+    label = ""
+
+
+class ClusterUnreachable(BatchcrawlError):
+    """The Dask scheduler given by ``--scheduler`` / ``round.scheduler`` did not answer within
+    ``round.connect_timeout_s`` seconds (exit code 1). The message names the address."""
 
 
 class SQLError(BatchcrawlError, ValueError):
@@ -81,3 +90,15 @@ class NotAvailable(BatchcrawlError):
 
 class WarcError(BatchcrawlError):
     """A WARC file cannot be written or a record cannot be read back at the given location."""
+
+
+class Stopped(BatchcrawlError):
+    """The command was stopped by a signal: 130 after SIGINT (Ctrl-C), 143 after SIGTERM
+    (``128 + signal number``). The message says what was committed and what was not."""
+
+    exit_code = 130
+    label = ""
+
+    def __init__(self, message: str, exit_code: int = 130) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -37,7 +38,7 @@ import pyarrow as pa
 from fsspec.implementations.dirfs import DirFileSystem
 
 from batchcrawl.config import Config
-from batchcrawl.errors import NothingDue
+from batchcrawl.errors import ClusterUnreachable, NothingDue
 from batchcrawl.fetch.worker import FetchWorker
 from batchcrawl.frontier import generate as gen_mod
 from batchcrawl.frontier import runs
@@ -45,9 +46,11 @@ from batchcrawl.frontier import table as frontier_mod
 from batchcrawl.frontier import update as update_mod
 from batchcrawl.frontier.drum import partition_by_bucket
 from batchcrawl.frontier.runs import BucketFiles
+from batchcrawl.nothing_due import nothing_due
 from batchcrawl.records import FetchItem
 from batchcrawl.ring import HashRing, route_name
 from batchcrawl.scope.filters import FilterChain
+from batchcrawl.signals import ignoring_sigint
 from batchcrawl.store import paths, schemas
 from batchcrawl.store.crawldir import CrawlDir, FileEntry
 from batchcrawl.store.lock import WriterLock
@@ -329,6 +332,8 @@ class Crawler:
             [cfg] * len(entries), [started_at] * len(entries), pure=False,
         ))  # fmt: skip
         selected, counts, rows = gen_mod.fold_candidates(selections, cfg)
+        if selected.num_rows == 0:  # write nothing: no fetch lists, no commit
+            raise nothing_due(crawl, manifest, started_at)
         generated = gen_mod.finish(crawl, manifest, rnd, cfg, selected, counts, rows)
         fetchlists, gen_summary, refiltered = (
             generated.fetchlists,
@@ -336,12 +341,6 @@ class Crawler:
             generated.refiltered,
         )
         steps["generate"] = time.monotonic() - t0
-        if gen_summary["selected"] == 0 and refiltered.num_rows == 0:
-            hint = "" if gen_summary["frontier_rows"] else "; the frontier is empty: inject seeds"
-            raise NothingDue(
-                f"{self.crawl_url}: nothing is due in round {rnd} "
-                f"(not selected: {gen_summary['not_selected']}){hint}"
-            )
         # -- fetch ------------------------------------------------------------------------------
         on_step("fetch")
         t0 = time.monotonic()
@@ -459,14 +458,46 @@ _RESPONSE_OUTCOMES = frozenset(
 def dask_client(cfg: Config, scheduler: str | None = None) -> Iterator[Any]:
     """A ``distributed.Client``: to ``scheduler`` (an existing cluster) if given, else to an
     embedded ``LocalCluster`` of ``round.workers`` processes on 127.0.0.1 (closed on exit)."""
-    from distributed import Client, LocalCluster
+    from distributed import Client
 
     address = scheduler or cfg.round.scheduler
     if address:
-        with Client(address) as client:
+        timeout = cfg.round.connect_timeout_s
+        try:
+            client = Client(address, timeout=timeout)
+        except (OSError, TimeoutError) as exc:
+            first = (str(exc).splitlines() or [type(exc).__name__])[0]
+            raise ClusterUnreachable(
+                f"cannot reach the Dask scheduler at {address} within {timeout:g} s ({first}); "
+                "check that it runs and the address, or raise round.connect_timeout_s"
+            ) from None
+        with client:
             yield client
         return
-    cluster = LocalCluster(
+    with ignoring_sigint():  # Ctrl-C stops this process cleanly; the workers never see it
+        cluster = _local_cluster(cfg)
+    client = Client(cluster)
+    timeout = None
+    try:
+        yield client
+    except KeyboardInterrupt:
+        # Ctrl-C or SIGTERM (signals.Interrupted): do not wait for the workers to say goodbye;
+        # nothing uncommitted matters (the round reruns whole).
+        timeout = 2
+        logging.getLogger("distributed").setLevel(logging.CRITICAL)
+        raise
+    finally:
+        with contextlib.suppress(Exception):
+            client.close(timeout=timeout)
+        with contextlib.suppress(Exception):
+            cluster.close(timeout=timeout)
+
+
+def _local_cluster(cfg: Config) -> Any:
+    """The embedded ``LocalCluster``: ``round.workers`` processes, everything on 127.0.0.1."""
+    from distributed import LocalCluster
+
+    return LocalCluster(
         n_workers=cfg.round.workers,
         threads_per_worker=cfg.round.threads_per_worker,
         processes=True,
@@ -477,21 +508,13 @@ def dask_client(cfg: Config, scheduler: str | None = None) -> Iterator[Any]:
         scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
         silence_logs=logging.WARNING,
     )
-    client = Client(cluster)
-    timeout = None
-    try:
-        yield client
-    except KeyboardInterrupt:
-        # Ctrl-C reached the worker processes too (one process group): do not wait for them to
-        # say goodbye; nothing uncommitted matters (the round reruns whole).
-        timeout = 2
-        logging.getLogger("distributed").setLevel(logging.CRITICAL)
-        raise
-    finally:
-        with contextlib.suppress(Exception):
-            client.close(timeout=timeout)
-        with contextlib.suppress(Exception):
-            cluster.close(timeout=timeout)
+
+
+def cluster_url(crawl_url: str) -> str:
+    """``crawl_url`` as every Dask worker must see it: a local path made absolute (a worker's
+    working directory is not ours), a remote URL unchanged."""
+    crawl = CrawlDir(crawl_url)
+    return os.path.abspath(crawl.root) if crawl.local else crawl_url
 
 
 def run_rounds(
@@ -510,6 +533,7 @@ def run_rounds(
     very first round has nothing due.
     """
     summaries = []
+    crawl_url = cluster_url(crawl_url)
     with dask_client(cfg, scheduler) as client:
         crawler = Crawler(crawl_url, client)
         try:

@@ -66,6 +66,18 @@ def test_init_from_config_file_and_its_errors_name_file_and_line(tmp_path):
     assert not (tmp_path / "b").exists()
 
 
+def test_init_into_an_export_exits_3_and_gc_is_never_reached(crawl, tmp_path):
+    lake = tmp_path / "lake"
+    assert run("export", crawl.url, lake, "--tables", "fetched,links").exit_code == 0
+    before = sorted(p.relative_to(lake) for p in lake.rglob("*"))
+    result = run("init", lake)
+    assert result.exit_code == 3
+    assert "not empty" in result.stderr and "fetched" in result.stderr
+    assert not (lake / "crawl.toml").exists()
+    assert sorted(p.relative_to(lake) for p in lake.rglob("*")) == before
+    assert run("gc", lake).exit_code == 3
+
+
 # -- sql -------------------------------------------------------------------------------------
 def test_sql_formats(crawl):
     q = "SELECT status, count(*) AS n FROM frontier GROUP BY status ORDER BY status"
@@ -198,10 +210,22 @@ def test_help_lists_every_command_and_exit_codes_are_documented():
     result = run("--help")
     for command in ("init", "inject", "round", "crawl", "status", "sql", "export", "gc", "demo"):
         assert command in result.stdout
+    import re
+
     import batchcrawl.cli as cli_module
 
-    for code in ("0 ", "1 ", "2 ", "3 ", "4 ", "69 ", "75 "):
-        assert f"\n{code}" in cli_module.__doc__
+    documented = {int(c) for c in re.findall(r"^(\d+) ", cli_module.__doc__, re.MULTILINE)}
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    in_readme = {int(c) for c in re.findall(r"^\| (\d+) \|", readme, re.MULTILINE)}
+    assert documented == in_readme == {0, 1, 2, 3, 4, 69, 75, 130, 143}
+    from batchcrawl import errors
+
+    codes = {
+        cls.exit_code
+        for cls in vars(errors).values()
+        if isinstance(cls, type) and issubclass(cls, errors.BatchcrawlError)
+    }
+    assert codes <= documented
 
 
 def test_entry_point_module_runs():
@@ -281,3 +305,58 @@ def test_export_refuses_a_destination_inside_the_crawl_and_bad_protocols(crawl):
 def test_empty_crawl_argument_is_a_usage_error(tmp_path):
     result = run("init", "")
     assert result.exit_code == 2 and "must not be empty" in result.output
+
+
+def test_export_rounds_that_do_not_exist_exit_2_naming_them(crawl, tmp_path):
+    result = run("export", crawl.url, tmp_path / "lake", "--rounds", "2..5")
+    assert result.exit_code == 2
+    assert "rounds 2..5 do not exist" in result.stderr and "rounds 1..1" in result.stderr
+    assert not (tmp_path / "lake").exists()
+
+
+def test_verbose_flag_is_accepted_after_the_subcommand(crawl):
+    before = run("-v", "status", crawl.url, "--format", "json")
+    after = run("status", crawl.url, "--format", "json", "-vv")
+    assert before.exit_code == after.exit_code == 0, after.output
+    assert json.loads(before.stdout) == json.loads(after.stdout)
+
+
+def test_sql_csv_renders_list_and_struct_columns_as_json(crawl):
+    q = "SELECT 'a.test' AS host, ['s1', 's2'] AS sitemaps, {'k': 1} AS st, NULL::INT[] AS n"
+    result = run("sql", crawl.url, q, "--format", "csv")
+    assert result.exit_code == 0, result.output
+    rows = list(csv.reader(io.StringIO(result.stdout)))
+    assert rows == [["host", "sitemaps", "st", "n"], ["a.test", '["s1", "s2"]', '{"k": 1}', ""]]
+
+
+@pytest.mark.parametrize("target", ["/proc/batchcrawl-x", "/sys/batchcrawl-x", "/dev/null/x"])
+def test_init_where_nothing_can_be_written_is_one_line_exit_3(target):
+    proc = subprocess.run([sys.executable, "-m", "batchcrawl.cli", "init", target],
+                          capture_output=True, text=True)  # fmt: skip
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stderr.splitlines() == [
+        f"batchcrawl: error: {target}: cannot create a crawl here "
+        + proc.stderr.split("cannot create a crawl here ", 1)[1].strip()
+    ]
+    assert "manifest" not in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_unwritable_crawl_directory_is_one_line_exit_3_and_gc_dry_run_needs_no_lock(crawl):
+    """A file where a table folder must be stands in for a read-only or full file system (the
+    tests run as root, for whom permissions do not stop a write)."""
+    import shutil
+
+    shutil.rmtree(crawl.path("frontier"))
+    Path(crawl.path("frontier")).write_text("in the way")
+    proc = subprocess.run([sys.executable, "-m", "batchcrawl.cli", "inject", crawl.url, "-"],
+                          input="http://a.test/new\n", capture_output=True, text=True)  # fmt: skip
+    assert proc.returncode == 3, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and "the last generation is intact" in lines[0], proc.stderr
+    assert CrawlDir.open(crawl.url).generations() == [0, 1]
+    assert not os.path.exists(crawl.path(LOCK_FILE))
+    with WriterLock(crawl, owner="someone else"):
+        dry = run("gc", crawl.url, "--dry-run")
+        assert dry.exit_code == 0, dry.output
+        assert json.loads(dry.stdout)["dry_run"] is True
+        assert run("gc", crawl.url).exit_code == 4

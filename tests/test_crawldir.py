@@ -74,6 +74,38 @@ def test_write_table_validates_schema(tmp_path):
         crawl.write_table("frontier", "frontier/x.parquet", [{"url_key": 1}])
 
 
+def test_copied_and_moved_crawl_duckdb_reads_its_own_files_from_any_directory(tmp_path):
+    """``cp -a crawl crawl2``, then change the original: plain duckdb (no batchcrawl) on the copy
+    reads the copy's files, from any working directory; after ``mv`` too; with the original gone
+    the moved copy still reads."""
+    import shutil
+
+    crawl = small_crawl(tmp_path / "c")
+    copy = tmp_path / "copies" / "c2"
+    copy.parent.mkdir()
+    subprocess.run(["cp", "-a", crawl.root, str(copy)], check=True)
+    crawl.commit(crawl.manifest(), {"fetched": []}, {"step": "x"})  # the original changes
+    code = (
+        "import duckdb, sys; con = duckdb.connect(sys.argv[1], read_only=True);"
+        "print(con.sql('SELECT count(*) FROM frontier').fetchall()[0][0],"
+        " con.sql('SELECT count(*) FROM fetched').fetchall()[0][0])"
+    )
+
+    def counts(db, cwd):
+        out = subprocess.run([sys.executable, "-c", code, str(db)], capture_output=True,
+                             text=True, cwd=cwd)  # fmt: skip
+        assert out.returncode == 0, out.stderr[-2000:]
+        return out.stdout.split()
+
+    assert counts(crawl.path("crawl.duckdb"), tmp_path) == ["6", "0"]
+    assert counts(copy / "crawl.duckdb", "/") == ["6", "5"]
+    moved = tmp_path / "moved"
+    shutil.move(str(copy), moved)
+    shutil.rmtree(crawl.root)
+    assert counts(moved / "crawl.duckdb", moved) == ["6", "5"]
+    assert counts("crawl.duckdb", moved) == ["6", "5"]
+
+
 def test_commit_refreshes_crawl_duckdb_usable_on_its_own(tmp_path):
     crawl = small_crawl(tmp_path / "c")
     db = crawl.path("crawl.duckdb")
@@ -182,6 +214,67 @@ def test_gc_keeps_referenced_files_of_older_generations(tmp_path):
     assert result["kept_generations"] == [g2.generation]
     assert result["deleted_manifests"] == 2 and result["deleted_files"] == 6
     assert_generation_complete(crawl)
+
+
+FOREIGN = (
+    "notes.txt",
+    "notes.tmp-1",
+    "crawl.duckdb.bak",
+    "_commits/README",
+    "_commits/000001.json.orig",
+    "frontier/mine.parquet",
+    "frontier/gen=1/bucket=000.parquet.bak",
+    "frontier/gen=1/extra.csv",
+    "frontier/keep/bucket=000.parquet",
+    "hosts/gen=1/shard=00.csv",
+    "fetchlists/round=1/part-00.parquet",
+    "fetched/crawl=lake/round=1/part-00.parquet",
+    "fetched/round=1/shard=00.parquet.old",
+    "links/round=1/links.json",
+    "warc/round=1/mine.warc.gz",
+    "warc/round=9/shard=00-00000.warc.gz.cdxj",
+    "_batchcrawl_export/crawl=c/round=1.json",
+    "other/frontier/gen=1/bucket=000.parquet",
+)
+
+
+def test_gc_deletes_only_the_crawls_own_layout_paths(tmp_path):
+    """Foreign files in every folder (root, _commits, each table folder, partition folders, an
+    export's layout) survive gc, even old ones whose names look like temp files; the crawl's own
+    orphans next to them go."""
+    crawl = small_crawl(tmp_path / "c", buckets=2)
+    g1 = crawl.manifest()
+    new0 = crawl.write_table("frontier", "frontier/gen=2/bucket=000.parquet", [frontier_row(0)])
+    crawl.commit(g1, {"frontier": [new0, g1.tables["frontier"][1]]}, {"step": "round"})
+    for rel in FOREIGN:
+        put(crawl, rel, b"not batchcrawl's")
+    os.makedirs(crawl.path("links/empty-but-mine"))
+    put(crawl, "fetched/round=9/shard=00.parquet", b"orphan")
+    put(crawl, "hosts/gen=9/shard=01.parquet.tmp-0a1b", b"partial")
+
+    result = gc(crawl, keep=1, tmp_min_age_s=0)
+    files = all_files(crawl.root)
+    assert set(FOREIGN) <= files
+    for rel in FOREIGN:
+        assert Path(crawl.path(rel)).read_bytes() == b"not batchcrawl's", rel
+    assert os.path.isdir(crawl.path("links/empty-but-mine"))
+    assert "fetched/round=9/shard=00.parquet" not in files
+    assert "hosts/gen=9/shard=01.parquet.tmp-0a1b" not in files
+    assert "frontier/gen=1/bucket=000.parquet" not in files  # only generation 1 used it
+    assert result["deleted_files"] == 3
+    assert_generation_complete(crawl)
+
+
+def test_init_refuses_a_non_empty_directory_naming_what_is_there(tmp_path):
+    lake = tmp_path / "lake"
+    (lake / "fetched").mkdir(parents=True)
+    (lake / "_batchcrawl_export").mkdir()
+    with pytest.raises(CrawlDirError, match=r"not empty.*_batchcrawl_export, fetched"):
+        CrawlDir.create(str(lake), "", buckets=2)
+    assert sorted(os.listdir(lake)) == ["_batchcrawl_export", "fetched"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert CrawlDir.create(str(empty), "", buckets=2).generations() == [0]
 
 
 def test_gc_spares_young_temp_files_and_dry_run_deletes_nothing(tmp_path):

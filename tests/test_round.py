@@ -183,7 +183,8 @@ def test_round_command_json_exit_codes_and_state_reloaded_by_a_new_process(tmp_p
             "generate", "fetch", "update", "compact", "commit"
         }  # fmt: skip
     assert c.returncode == 75, c.stderr[-2000:]
-    assert c.stdout == "" and "nothing is due" in c.stderr and log_c == []
+    assert c.stdout == "" and "batchcrawl: nothing due" in c.stderr and log_c == []
+    assert "error" not in c.stderr and not (target / "fetchlists" / "round=3").exists()
     # the second process reloaded the robots.txt cache and the politeness clock
     assert any(e.host == SLOW_HOST for e in log_b)
     delays = {SLOW_HOST: SLOW_DELAY_S}

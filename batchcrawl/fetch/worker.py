@@ -365,7 +365,8 @@ class FetchWorker:
         self._out = out
         self._seq = 0
         self._warc = WarcWriter(
-            self.fs, paths.warc_dir(round), paths.warc_prefix(self.shard),
+            self.fs, paths.warc_dir(round),
+            paths.warc_prefix(self._crawl_name(), round, self.shard, self.wall()),
             self.cfg.fetch.warc_rotate_bytes, self.cfg.crawl.user_agent,
             warcinfo_fields={"robots": "classic", "isPartOf": self.cfg.crawl.name or "batchcrawl"},
             compress_level=self.cfg.fetch.warc_compress_level,
@@ -669,6 +670,11 @@ class FetchWorker:
         self._digests[digest] = (result.url, warc_date(result.started))
         if len(self._digests) > self.cfg.fetch.url_cache_size:
             self._digests.popitem(last=False)
+
+    def _crawl_name(self) -> str:
+        """``crawl.name``, or the crawl directory's base name (``fs`` is rooted at it)."""
+        root = str(getattr(self.fs, "path", "")).rstrip("/")
+        return self.cfg.crawl.name or root.rsplit("/", 1)[-1] or "crawl"
 
     def _count(self, name: str, n: float = 1) -> None:
         with self._lock:

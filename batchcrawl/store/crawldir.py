@@ -193,15 +193,22 @@ class CrawlDir:
         Raises
         ------
         CrawlDirError
-            ``url`` already holds a crawl (never overwritten) or a file that is not a directory.
+            ``url`` already holds a crawl (never overwritten), is a file, or is a directory that
+            is not empty (its content is named: a crawl never shares its folder).
         """
         crawl = cls(url, storage_options)
         if crawl.fs.exists(crawl.path(CONFIG_FILE)) or crawl.fs.exists(crawl.path(COMMITS_DIR)):
             raise CrawlDirError(f"{url}: a crawl already exists here; choose another directory")
         if crawl.fs.exists(crawl.root) and crawl.fs.isfile(crawl.root):
             raise CrawlDirError(f"{url}: is a file, not a directory")
-        crawl.fs.makedirs(crawl.path(COMMITS_DIR), exist_ok=True)
-        crawl.fs.pipe_file(crawl.path(CONFIG_FILE), config_text.encode("utf-8"))
+        _refuse_foreign_content(crawl, url)
+        try:
+            crawl.fs.makedirs(crawl.path(COMMITS_DIR), exist_ok=True)
+            crawl.fs.pipe_file(crawl.path(CONFIG_FILE), config_text.encode("utf-8"))
+        except OSError as exc:
+            raise CrawlDirError(
+                f"{url}: cannot create a crawl here ({exc.strerror or exc}); choose a writable path"
+            ) from None
         genesis = Manifest(
             generation=0,
             round=0,
@@ -432,6 +439,24 @@ class CrawlDir:
     ) -> pa.Table:
         """All rows of ``table`` in ``generation`` (default current)."""
         return self.read_table(table, self.manifest(generation).tables.get(table, ()), columns)
+
+
+def _refuse_foreign_content(crawl: CrawlDir, url: str) -> None:
+    """Raise :class:`CrawlDirError` if ``crawl.root`` is a directory with anything in it: ``gc``
+    must never meet files the crawl did not write (an export, a user's files)."""
+    try:
+        names = sorted(
+            posixpath.basename(n.rstrip("/")) for n in crawl.fs.ls(crawl.root, detail=False)
+        )
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    names = [n for n in names if n]
+    if names:
+        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        raise CrawlDirError(
+            f"{url}: not empty and not a crawl (holds {shown}); init needs a new or empty "
+            "directory: choose another path"
+        )
 
 
 def _protocols(fs: fsspec.AbstractFileSystem) -> tuple[str, ...]:

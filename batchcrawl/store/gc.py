@@ -1,10 +1,15 @@
 """Garbage collection of a crawl directory: keep the last N generations, delete the rest (docs/design.md §3).
 
 A file is kept exactly when a kept manifest references it: directly (a table file) or, for WARC
-files, through the ``warc_filename`` column of a kept generation's ``fetched`` table. Everything else
-under the data folders goes: files of generations no longer kept, orphans of rounds that died before
-committing, and ``*.tmp-*`` leftovers of interrupted writes once older than a safety age (a write in
-progress has a young temp file). Like Nutch's ``current``/``old`` CrawlDb swap, but N deep.
+files, through the ``warc_filename`` column of a kept generation's ``fetched`` table. What goes:
+files of generations no longer kept, orphans of rounds that died before committing, and ``*.tmp-*``
+leftovers of interrupted writes once older than a safety age (a write in progress has a young temp
+file). Like Nutch's ``current``/``old`` CrawlDb swap, but N deep.
+
+``gc`` only ever deletes a file whose path the crawl's own layout produces (:data:`batchcrawl.store.paths.LAYOUT`, e.g.
+``frontier/gen=7/bucket=042.parquet``, ``warc/round=7/...warc.gz``, their ``.tmp-*`` temp files,
+old manifests, ``crawl.duckdb.tmp-*``): a file someone else put into the crawl directory, even
+inside a table folder, is never touched, and neither is a folder the layout does not name.
 
 Call it while holding the :class:`~batchcrawl.lock.WriterLock`: an uncommitted round's files are
 orphans until its commit, and ``gc`` would delete them.
@@ -24,9 +29,8 @@ import pyarrow.compute as pc
 from batchcrawl.errors import ConfigError
 from batchcrawl.store import paths
 from batchcrawl.store.crawldir import CrawlDir
-from batchcrawl.store.paths import COMMITS_DIR, DATA_DIRS
+from batchcrawl.store.paths import COMMITS_DIR, DATA_DIRS, LAYOUT_RE, PARTITION_DIR_RE, TMP_MARKER
 
-TMP_MARKER = ".tmp-"
 log = logging.getLogger(__name__)
 
 
@@ -103,26 +107,30 @@ def gc(
         if not dry_run:
             crawl.fs.rm_file(crawl.path(paths.commit_file(gen)))
         stats["deleted_manifests"] += 1
-    for folder in (*DATA_DIRS, COMMITS_DIR):
+    for folder in (*DATA_DIRS, COMMITS_DIR, ""):
         for path, info in _walk(crawl, folder):
             rel = posixpath.relpath(path, crawl.root)
-            if TMP_MARKER in posixpath.basename(rel):
+            if not is_layout_path(folder, rel):
+                continue  # not ours: never touched, never counted
+            if TMP_MARKER in posixpath.basename(rel) or ".stale-" in posixpath.basename(rel):
                 if now - _mtime(info) >= tmp_min_age_s:
                     delete(path, info.get("size", 0))
-            elif folder != COMMITS_DIR and rel not in referenced:
+            elif folder not in (COMMITS_DIR, "") and rel not in referenced:
                 delete(path, info.get("size", 0))
             else:
                 stats["kept_files"] += 1
-    for path, info in _walk(crawl, ""):  # crawl.duckdb.tmp-*, _lock.json.{tmp,stale}-* at the root
-        name = posixpath.basename(path)
-        leftover = TMP_MARKER in name or ".stale-" in name
-        if leftover and now - _mtime(info) >= tmp_min_age_s:
-            delete(path, info.get("size", 0))
     if crawl.local and not dry_run:
         for folder in DATA_DIRS:
-            _remove_empty_dirs(crawl.path(folder))
+            _remove_empty_partition_dirs(crawl.path(folder))
     log.info("gc %s: kept generations %s, %s", crawl.url, kept, stats)
     return {"kept_generations": kept, **stats, "dry_run": dry_run}
+
+
+def is_layout_path(folder: str, rel: str) -> bool:
+    """True if ``rel`` (relative to the crawl root) is a path the crawl's layout produces in
+    ``folder`` (a table folder, ``_commits``, or ``""`` for the root's temp files)."""
+    pattern = LAYOUT_RE.get(folder)
+    return pattern is not None and pattern.fullmatch(rel) is not None
 
 
 def _walk(crawl: CrawlDir, folder: str):
@@ -156,9 +164,12 @@ def _mtime(info: dict[str, Any]) -> float:
     return 0.0
 
 
-def _remove_empty_dirs(root: str) -> None:
+def _remove_empty_partition_dirs(root: str) -> None:
+    """Remove the empty ``gen=N`` / ``round=N`` folders directly under ``root`` (a table folder);
+    any other folder is not ours and stays."""
     if not os.path.isdir(root):
         return
-    for dirpath, _dirnames, _filenames in os.walk(root, topdown=False):
-        if dirpath != root and not os.listdir(dirpath):
-            os.rmdir(dirpath)
+    for name in os.listdir(root):
+        path = os.path.join(root, name)
+        if PARTITION_DIR_RE.fullmatch(name) and os.path.isdir(path) and not os.listdir(path):
+            os.rmdir(path)

@@ -20,6 +20,7 @@ parses it is defined here too, next to the function that builds it::
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 
 CONFIG_FILE = "crawl.toml"
 DUCKDB_FILE = "crawl.duckdb"
@@ -79,9 +80,14 @@ def warc_dir(round: int) -> str:
     return f"warc/round={round}"
 
 
-def warc_prefix(shard: int) -> str:
-    """``shard=SS``: the WARC file name prefix of a shard (the writer appends ``-NNNNN.warc.gz``)."""
-    return f"shard={shard:02d}"
+def warc_prefix(crawl_name: str, round: int, shard: int, wall_s: float) -> str:
+    """WARC file name prefix unique across crawls, rounds, shards and reruns, in the spirit of
+    Common Crawl's ``CC-MAIN-<timestamp>-<serial>-<host>.warc.gz``:
+    ``<crawl>-<round:05d>-<shard:02d>-<YYYYmmddHHMMSS UTC>``; the writer appends ``-<seq:05d>``.
+    Characters other than ``A-Z a-z 0-9 _ . -`` in the crawl name become ``-``."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "-", crawl_name) or "crawl"
+    stamp = datetime.fromtimestamp(wall_s, UTC).strftime("%Y%m%d%H%M%S")
+    return f"{safe}-{round:05d}-{shard:02d}-{stamp}"
 
 
 def parse_round(path: str) -> int | None:
@@ -94,3 +100,25 @@ def parse_shard(name: str) -> int | None:
     """The shard of a ``shard=SS...`` file name, or None."""
     m = SHARD_RE.search(name)
     return int(m.group(1)) if m else None
+
+
+TMP_MARKER = ".tmp-"
+_TMP = r"(?:\.tmp-[0-9A-Za-z]+)?"
+_WARC_NAME = (
+    r"(?:shard=\d{2,}-\d{5,}"  # shard=SS-NNNNN (before unique names)
+    r"|[A-Za-z0-9_.-]+-\d{5,}-\d{2,}-\d{14}-\d{5,})"  # CRAWL-ROUND-SHARD-YYYYmmddHHMMSS-SEQ
+)
+#: The paths (relative to the crawl root) a crawl writes, by folder (temp files of atomic writes
+#: included); ``gc`` deletes nothing else, so files it did not write are never touched.
+LAYOUT = {
+    "frontier": rf"frontier/gen=\d+/bucket=\d{{3,}}(?:\.run)?\.parquet{_TMP}",
+    "hosts": rf"hosts/gen=\d+/shard=\d{{2,}}\.parquet{_TMP}",
+    "fetchlists": rf"fetchlists/round=\d+/shard=\d{{2,}}\.parquet{_TMP}",
+    "fetched": rf"fetched/round=\d+/shard=\d{{2,}}\.parquet{_TMP}",
+    "links": rf"links/round=\d+/shard=\d{{2,}}\.parquet{_TMP}",
+    "warc": rf"warc/round=\d+/{_WARC_NAME}\.warc\.gz{_TMP}",
+    COMMITS_DIR: rf"{COMMITS_DIR}/\d{{6,}}\.json{_TMP}",
+    "": r"(?:crawl\.duckdb\.tmp-[0-9A-Za-z]+(?:\.wal)?|_lock\.json\.(?:tmp|stale)-[0-9A-Za-z]+)",
+}
+LAYOUT_RE = {folder: re.compile(pattern) for folder, pattern in LAYOUT.items()}
+PARTITION_DIR_RE = re.compile(r"(?:gen|round)=\d+")

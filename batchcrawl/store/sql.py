@@ -7,8 +7,9 @@ view typed from ``storage/schema.sql``. :func:`query` runs one read-only stateme
 named queries are the ``.sql`` files in ``storage/queries/`` (Common Crawl keeps its index queries as
 files the same way).
 
-:func:`refresh_duckdb` writes ``CRAWL/crawl.duckdb`` with the same views over absolute paths, so
-``duckdb CRAWL/crawl.duckdb`` works without batchcrawl. Only local crawls get one: a remote crawl
+:func:`refresh_duckdb` writes ``CRAWL/crawl.duckdb`` with the same views over paths relative to
+the database file, so ``duckdb CRAWL/crawl.duckdb`` works without batchcrawl, from any working
+directory, and a copied or moved crawl reads its own files (never the original's). Only local crawls get one: a remote crawl
 (``s3://...``) skips it, since a DuckDB file cannot be updated in place on an object store; use
 ``batchcrawl sql`` there.
 """
@@ -82,34 +83,51 @@ def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def view_sql(crawl: CrawlDir, manifest: Manifest, table: str) -> str:
-    """``CREATE OR REPLACE VIEW`` statement of ``table`` over the files of ``manifest``."""
-    files = [crawl.full_url(rel) for rel in manifest.files(table)]
-    if files and any(e.run for e in manifest.tables.get(table, ())):
+#: Persisted in ``crawl.duckdb``: the crawl-relative paths ``files`` made absolute with the
+#: directory of the database file. DuckDB has no function for that directory, but the default
+#: ``temp_directory`` of a database file is ``<database file>.tmp``; when the user has changed it,
+#: the paths stay relative and resolve from ``file_search_path`` (default: the working directory).
+_CRAWL_FILES_MACRO = (
+    "CREATE OR REPLACE MACRO crawl_files(files) AS list_transform(files, lambda f: "
+    f"CASE WHEN suffix(current_setting('temp_directory'), '/{DUCKDB_FILE}.tmp') "
+    f"THEN current_setting('temp_directory')[:-{len(DUCKDB_FILE) + 5}] ELSE '' END || f)"
+)
+
+
+def view_sql(crawl: CrawlDir, manifest: Manifest, table: str, *, relative: bool = False) -> str:
+    """``CREATE OR REPLACE VIEW`` statement of ``table`` over the files of ``manifest``: absolute
+    paths or URLs, or with ``relative`` paths relative to the crawl root passed through the
+    ``crawl_files`` macro of ``crawl.duckdb`` (so a copied or moved crawl reads its own files).
+    A table with delta runs (the frontier) shows one row per ``url_key``, the newest."""
+    rels = manifest.files(table)
+    if not rels:
+        return f"CREATE OR REPLACE VIEW {table} AS {_empty_selects()[table]}"
+    listing = ", ".join(_literal(rel if relative else crawl.full_url(rel)) for rel in rels)
+    files = f"crawl_files([{listing}])" if relative else f"[{listing}]"
+    if any(e.run for e in manifest.tables.get(table, ())):
         body = _newest_wins_sql(files)
-    elif files:
-        listing = ", ".join(_literal(f) for f in files)
-        body = f"SELECT * FROM read_parquet([{listing}])"
     else:
-        body = _empty_selects()[table]
+        body = f"SELECT * FROM read_parquet({files})"
     return f"CREATE OR REPLACE VIEW {table} AS {body}"
 
 
-def _newest_wins_sql(files: list[str]) -> str:
+def _newest_wins_sql(files: str) -> str:
     """The frontier with delta runs (docs/design.md §4): one row per ``url_key``, from the file
-    listed last (the manifest lists each bucket's base, then its runs oldest first)."""
-    listing = ", ".join(_literal(f) for f in files)
-    ords = ", ".join(f"({_literal(f)}, {i})" for i, f in enumerate(files))
+    listed last (the manifest lists each bucket's base, then its runs oldest first). ``files`` is
+    a DuckDB list expression; a file's position in it is its age."""
     return (
-        f"SELECT * EXCLUDE (filename, ord) FROM read_parquet([{listing}], filename = true) "
-        f"JOIN (VALUES {ords}) AS o(filename, ord) USING (filename) "
+        f"SELECT * EXCLUDE (filename, ord) FROM read_parquet({files}, filename = true) "
+        f"JOIN (SELECT unnest(l) AS filename, unnest(range(len(l))) AS ord "
+        f"FROM (SELECT {files} AS l)) AS o USING (filename) "
         "QUALIFY row_number() OVER (PARTITION BY url_key ORDER BY ord DESC) = 1"
     )
 
 
-def _create_views(con: duckdb.DuckDBPyConnection, crawl: CrawlDir, manifest: Manifest) -> None:
+def _create_views(
+    con: duckdb.DuckDBPyConnection, crawl: CrawlDir, manifest: Manifest, *, relative: bool = False
+) -> None:
     for table in schemas.TABLES:
-        con.execute(view_sql(crawl, manifest, table))
+        con.execute(view_sql(crawl, manifest, table, relative=relative))
 
 
 def connect(crawl: CrawlDir, generation: int | None = None) -> duckdb.DuckDBPyConnection:
@@ -258,7 +276,8 @@ def named_query(name: str) -> str:
 
 
 def refresh_duckdb(crawl: CrawlDir, manifest: Manifest) -> str | None:
-    """Write ``CRAWL/crawl.duckdb`` with views over ``manifest``'s files (absolute paths).
+    """Write ``CRAWL/crawl.duckdb`` with views over ``manifest``'s files, by paths relative to
+    the database file (``cp -a CRAWL COPY`` or ``mv``: the copy reads its own files).
 
     Written to a temp file and renamed into place, so a reader opening it sees the old or the new
     views, never a half-written file. Remote crawls are skipped (returns None).
@@ -275,7 +294,11 @@ def refresh_duckdb(crawl: CrawlDir, manifest: Manifest) -> str | None:
     try:
         con = duckdb.connect(tmp)
         try:
-            _create_views(con, crawl, manifest)
+            con.execute(_CRAWL_FILES_MACRO)
+            # views are bound when created: the temp file's name does not end in crawl.duckdb,
+            # so the relative paths resolve from file_search_path (this session only)
+            con.execute(f"SET file_search_path = {_literal(crawl.root)}")
+            _create_views(con, crawl, manifest, relative=True)
             con.execute("CHECKPOINT")
         finally:
             con.close()

@@ -1,0 +1,57 @@
+"""What to say when a round has nothing to fetch: when the next URL becomes due.
+
+A round with nothing due writes nothing (no fetch lists, no commit) and raises
+:class:`~batchcrawl.errors.NothingDue` (exit 75, not a failure) whose message is
+``nothing due; next URL due at <time> (in <duration>)``, or ``nothing due`` alone when no URL will
+ever be due again (every URL is fetched, gone, filtered ...).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from batchcrawl.errors import NothingDue
+from batchcrawl.frontier import table as frontier_mod
+from batchcrawl.store.crawldir import CrawlDir, Manifest
+
+
+def next_due_ms(crawl: CrawlDir, manifest: Manifest) -> int | None:
+    """Earliest ``next_fetch_time`` (epoch milliseconds, UTC) of a URL in a due status
+    (``queued``, ``error``) of ``manifest``'s frontier, or None when no such URL exists. Reads two
+    columns of every bucket, one bucket at a time."""
+    earliest = None
+    for _, bucket in frontier_mod.iter_buckets(crawl, manifest, ["status", "next_fetch_time"]):
+        due = pc.is_in(bucket.column("status"), pa.array(frontier_mod.DUE_STATUSES))
+        times = bucket.column("next_fetch_time").filter(due).cast("int64")
+        value = pc.min(times).as_py()
+        if value is not None and (earliest is None or value < earliest):
+            earliest = value
+    return earliest
+
+
+def format_duration(seconds: float) -> str:
+    """``42 s``, ``3 min 20 s``, ``2 h 5 min``, ``3 d 4 h``: two units at most, rounded down."""
+    s = max(0, int(seconds))
+    for unit, size, sub, sub_size in (("d", 86400, "h", 3600), ("h", 3600, "min", 60),
+                                      ("min", 60, "s", 1)):  # fmt: skip
+        if s >= size:
+            rest = (s % size) // sub_size
+            return f"{s // size} {unit}" + (f" {rest} {sub}" if rest else "")
+    return f"{s} s"
+
+
+def nothing_due(crawl: CrawlDir, manifest: Manifest, now_s: float) -> NothingDue:
+    """The :class:`NothingDue` for ``manifest`` at wall clock ``now_s`` (epoch seconds)."""
+    if not manifest.rows("frontier"):
+        return NothingDue("nothing due; the frontier is empty: inject seeds (batchcrawl inject)")
+    at_ms = next_due_ms(crawl, manifest)
+    if at_ms is None:
+        return NothingDue("nothing due")
+    at = dt.datetime.fromtimestamp(at_ms / 1000, dt.UTC)
+    return NothingDue(
+        f"nothing due; next URL due at {at.isoformat(timespec='seconds').replace('+00:00', 'Z')} "
+        f"(in {format_duration(at_ms / 1000 - now_s)})"
+    )
