@@ -51,9 +51,6 @@ from batchcrawl.urls import domain_of
 
 log = logging.getLogger(__name__)
 
-_ITEM_FIELDS = ("url_key", "url", "host", "domain", "depth", "hops_out", "discovered_round",
-                "discovered_seq", "retries")  # fmt: skip
-
 
 def hosts_path(generation: int, shard: int) -> str:
     """``hosts/gen=G/shard=SS.parquet``."""
@@ -129,7 +126,9 @@ class ShardActor:
         else:
             self.worker.cfg = cfg
             self.worker.filters = FilterChain.from_config(cfg.filters, seed_hosts, seed_domains)
-        table = crawl.read_table("fetchlists", [fetchlist], columns=list(_ITEM_FIELDS))
+        table = crawl.read_table(
+            "fetchlists", [fetchlist], columns=list(schemas.fetch_item_columns())
+        )
         items = [FetchItem(**row) for row in table.to_pylist()]
         if cold:
             self.worker.cool_down({i.host for i in items})

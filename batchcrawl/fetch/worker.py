@@ -50,6 +50,7 @@ from batchcrawl.fetch.warc import WarcWriter, payload_digest
 from batchcrawl.fetch.workbench import Workbench
 from batchcrawl.records import FetchItem, FetchResult, Outcome
 from batchcrawl.scope.filters import FilterChain
+from batchcrawl.store import schemas
 from batchcrawl.urls import canonicalize, domain_of, host_of, url_key
 
 log = logging.getLogger(__name__)
@@ -178,12 +179,6 @@ class ShardRun:
     counters: Counter = field(default_factory=Counter)
     warc_files: list[str] = field(default_factory=list)
     seconds: float = 0.0
-
-
-_LINK_COLUMNS = (
-    "round", "shard", "seq", "src_url_key", "dst_url_key", "dst_url", "dst_host", "dst_domain",
-    "depth", "hops_out", "tag", "nofollow", "filter_reason",
-)  # fmt: skip
 
 
 class TailDetector:
@@ -359,7 +354,7 @@ class FetchWorker:
         started = self.clock()
         limit = self.cfg.fetch.time_limit_s if time_limit_s is None else time_limit_s
         deadline = started + limit
-        out = ShardRun(links={c: [] for c in _LINK_COLUMNS})
+        out = ShardRun(links={c: [] for c in schemas.schema("links").names})
         self._round = round
         self._out = out
         self._seq = 0
