@@ -50,11 +50,9 @@ chain trusts the
 
 Patterns
 --------
-Host and domain patterns are an exact name (``example.org``: only that name), ``*.example.org``
-(every name ending in ``.example.org``, at any depth, but not ``example.org`` itself: a wildcard
-stands for at least one label, as in ``network.resolve``, TLS certificates and RFC 4592), or ``*``
-(every name). Patterns are normalized like hosts (lower case, IDN to punycode, no trailing dot);
-a wildcard over an IP address (``*.0.0.1``), a port or a path is a :class:`ConfigError`.
+Host and domain patterns are an exact name (``example.org``), ``*.example.org`` (its subdomains at
+any depth, not the name itself) or ``*``, read by :class:`~batchcrawl.scope.hostpatterns.HostPatterns`
+exactly as ``network.resolve`` reads them (:mod:`batchcrawl.scope.hostpatterns`).
 Regular expressions are Python ``re`` patterns searched (``re.search``, anywhere) in the canonical
 URL, as Nutch's ``regex-urlfilter`` does.
 """
@@ -68,8 +66,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from batchcrawl.config import FiltersSection
-from batchcrawl.errors import ConfigError, InvalidURL
-from batchcrawl.urls import canonicalize, domain_of, host_of
+from batchcrawl.errors import ConfigError
+from batchcrawl.scope.hostpatterns import HostPatterns
+from batchcrawl.urls import domain_of
 
 __all__ = [
     "REASONS",
@@ -105,9 +104,6 @@ REASONS = (
     "out_of_scope",
     "default_reject",
 )
-
-_MEMO_LIMIT = 1 << 16  # entries of a per-host memo before it is cleared
-_IPV4 = re.compile(r"[0-9]{1,3}(?:\.[0-9]{1,3}){3}")
 
 
 class Decision(enum.Enum):
@@ -306,83 +302,6 @@ class RejectTooDeep:
 
 
 # --- 2./3. host, domain and regex lists -----------------------------------------------------------
-
-
-def _normalize_pattern(pattern: str, key: str) -> str:
-    """A host pattern normalized like a host: ``*``, ``*.name`` or ``name`` (punycode, lower case)."""
-    p = pattern.strip()
-    if p == "*":
-        return p
-    wildcard = p.startswith("*.")
-    name = p[2:] if wildcard else p
-    bad = not name or "*" in name or any(ch in name for ch in "/?#@ ")
-    if not bad and ":" in name and not (name.startswith("[") and name.endswith("]")):
-        bad = True  # a port, or an IPv6 address without brackets
-    if not bad:
-        try:
-            canonical = canonicalize(f"http://{name}/")
-        except InvalidURL:
-            bad = True
-        else:
-            name = host_of(canonical)
-            bad = canonical != f"http://{name}/"
-            if wildcard and (name.startswith("[") or _IPV4.fullmatch(name)):
-                bad = True  # an address has no subdomains
-    if bad:
-        raise ConfigError(
-            f"{key}: {pattern!r} is not a host pattern; write a name ('example.org'), a wildcard "
-            f"for its subdomains ('*.example.org') or '*'"
-        )
-    return "*." + name if wildcard else name
-
-
-class HostPatterns:
-    """A set of host (or domain) patterns, matched in O(labels) with a per-name memo.
-
-    Parameters
-    ----------
-    patterns : iterable of str
-        ``name``, ``*.name`` or ``*`` (see the module docstring).
-    key : str
-        Config key named in error messages, e.g. ``"filters.deny_hosts"``.
-
-    Raises
-    ------
-    ConfigError
-        A pattern with ``*`` other than as the whole first label, a port, a path or bad characters.
-    """
-
-    def __init__(self, patterns: Iterable[str], key: str) -> None:
-        self.patterns = tuple(_normalize_pattern(p, key) for p in patterns)
-        self._all = "*" in self.patterns
-        self._exact = frozenset(p for p in self.patterns if not p.startswith("*"))
-        self._suffixes = frozenset(p[2:] for p in self.patterns if p.startswith("*."))
-        self._memo: dict[str, bool] = {}
-
-    def __bool__(self) -> bool:
-        return bool(self.patterns)
-
-    def matches(self, name: str) -> bool:
-        """True if ``name`` (a host as :func:`batchcrawl.urls.host_of` gives it) matches a pattern."""
-        hit = self._memo.get(name)
-        if hit is None:
-            hit = self._match(name)
-            if len(self._memo) >= _MEMO_LIMIT:
-                self._memo.clear()
-            self._memo[name] = hit
-        return hit
-
-    def _match(self, name: str) -> bool:
-        if self._all or name in self._exact:
-            return True
-        if not self._suffixes or name.startswith("["):
-            return False
-        dot = name.find(".")
-        while dot >= 0:
-            if name[dot + 1 :] in self._suffixes:
-                return True
-            dot = name.find(".", dot + 1)
-        return False
 
 
 class RejectHosts:
