@@ -42,7 +42,6 @@ from batchcrawl.frontier import update as update_mod
 from batchcrawl.frontier.drum import partition_by_bucket
 from batchcrawl.records import FetchItem
 from batchcrawl.ring import HashRing
-from batchcrawl.scope.filters import FilterChain
 from batchcrawl.store import schemas
 from batchcrawl.store.crawldir import CrawlDir, FileEntry
 from batchcrawl.store.lock import WriterLock
@@ -124,12 +123,14 @@ class ShardActor:
             self.known_hosts = {r["host"]: r for r in rows}
             self.worker.restore_hosts(rows)
         else:
-            self.worker.cfg = cfg
-            self.worker.filters = FilterChain.from_config(cfg.filters, seed_hosts, seed_domains)
+            self.worker.reconfigure(cfg, seed_hosts=seed_hosts, seed_domains=seed_domains)
         table = crawl.read_table(
             "fetchlists", [fetchlist], columns=list(schemas.fetch_item_columns())
         )
         items = [FetchItem(**row) for row in table.to_pylist()]
+        # hosts the long-lived worker forgot (FetchWorker.forget_idle_hosts) come back from their rows
+        returning = {i.host for i in items if not self.worker.knows(i.host)}
+        self.worker.restore_hosts(self.known_hosts[h] for h in returning if h in self.known_hosts)
         if cold:
             self.worker.cool_down({i.host for i in items})
         self.counters = Counter()

@@ -144,6 +144,12 @@ class Resolver:
             return str(sockaddr[0]), "dns"
         return None, "system resolver returned no address"
 
+    @property
+    def cached_count(self) -> int:
+        """Host names in the cache (answers and cached failures)."""
+        with self._lock:
+            return len(self._cache)
+
     def forget(self, host: str) -> None:
         """Drop ``host`` from the cache (the next :meth:`resolve` looks it up again)."""
         with self._lock:
