@@ -61,11 +61,12 @@ from __future__ import annotations
 
 import enum
 import re
+import typing
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from batchcrawl.config import FiltersSection
+from batchcrawl.config import FiltersSection, SeedScope
 from batchcrawl.errors import ConfigError
 from batchcrawl.scope.hostpatterns import HostPatterns
 from batchcrawl.urls import domain_of
@@ -162,7 +163,7 @@ class RejectLongUrls:
     reason = "url_length"
 
     def __init__(self, max_chars: int) -> None:
-        self.max_chars = _non_negative("filters.max_url_length", max_chars)
+        self.max_chars = max_chars
 
     def decide(self, c: Candidate) -> Decision:
         """REJECT if ``len(c.url) > max_chars``, else ABSTAIN."""
@@ -229,7 +230,7 @@ class RejectRepeatedSegments:
     reason = "repeated_segments"
 
     def __init__(self, max_repeats: int) -> None:
-        self.max_repeats = _non_negative("filters.max_repeated_segments", max_repeats)
+        self.max_repeats = max_repeats
 
     def decide(self, c: Candidate) -> Decision:
         """REJECT if some non-empty segment occurs more than ``max_repeats`` times, else ABSTAIN."""
@@ -269,7 +270,7 @@ class RejectManyQueryParams:
     reason = "query_params"
 
     def __init__(self, max_params: int) -> None:
-        self.max_params = _non_negative("filters.max_query_params", max_params)
+        self.max_params = max_params
 
     def decide(self, c: Candidate) -> Decision:
         """REJECT if the query has more than ``max_params`` non-empty parameters, else ABSTAIN."""
@@ -294,7 +295,7 @@ class RejectTooDeep:
     reason = "max_depth"
 
     def __init__(self, max_depth: int) -> None:
-        self.max_depth = _non_negative("filters.max_depth", max_depth)
+        self.max_depth = max_depth
 
     def decide(self, c: Candidate) -> Decision:
         """REJECT if ``c.depth > max_depth``, else ABSTAIN."""
@@ -342,14 +343,9 @@ class RejectDomains:
         return Decision.REJECT if self.patterns.matches(c.domain) else Decision.ABSTAIN
 
 
-def _compile_all(patterns: Iterable[str], key: str) -> tuple[re.Pattern[str], ...]:
-    out = []
-    for p in patterns:
-        try:
-            out.append(re.compile(p))
-        except re.error as exc:
-            raise ConfigError(f"{key}: bad regular expression {p!r}: {exc}") from None
-    return tuple(out)
+def _compile_all(patterns: Iterable[str]) -> tuple[re.Pattern[str], ...]:
+    """Compile regular expressions already checked by the config (``Regexes``)."""
+    return tuple(re.compile(p) for p in patterns)
 
 
 class RejectMatching:
@@ -364,7 +360,7 @@ class RejectMatching:
     reason = "deny_regex"
 
     def __init__(self, patterns: Iterable[str]) -> None:
-        self.regexes = _compile_all(patterns, "filters.deny_regex")
+        self.regexes = _compile_all(patterns)
 
     def decide(self, c: Candidate) -> Decision:
         """REJECT if some pattern is found in ``c.url``, else ABSTAIN."""
@@ -425,7 +421,7 @@ class AllowMatching:
     reason = "allow_regex"
 
     def __init__(self, patterns: Iterable[str]) -> None:
-        self.regexes = _compile_all(patterns, "filters.allow_regex")
+        self.regexes = _compile_all(patterns)
 
     def decide(self, c: Candidate) -> Decision:
         """ALLOW if some pattern is found in ``c.url``, else ABSTAIN."""
@@ -455,7 +451,7 @@ class KeepToSeedScope:
     reason = "out_of_scope"
 
     def __init__(self, external_hops: int) -> None:
-        self.external_hops = _non_negative("filters.external_hops", external_hops)
+        self.external_hops = external_hops
 
     def decide(self, c: Candidate) -> Decision:
         """ALLOW within ``external_hops`` of the seed scope, else REJECT."""
@@ -491,15 +487,16 @@ class FilterChain:
         filters: Sequence[Filter],
         default: Decision,
         *,
-        seed_scope: str = "none",
+        seed_scope: SeedScope = "none",
         seed_hosts: Iterable[str] = (),
         seed_domains: Iterable[str] = (),
     ) -> None:
         if default is Decision.ABSTAIN or not isinstance(default, Decision):
             raise ConfigError(f"filters.default: expected allow or reject, got {default!r}")
-        if seed_scope not in ("host", "domain", "none"):
+        if seed_scope not in typing.get_args(SeedScope):  # a caller that skipped the config
             raise ConfigError(
-                f"filters.seed_scope: expected one of host, domain, none, got {seed_scope!r}"
+                f"filters.seed_scope: expected one of {', '.join(typing.get_args(SeedScope))}, "
+                f"got {seed_scope!r}"
             )
         self.filters = tuple(filters)
         self.default = default
@@ -536,8 +533,6 @@ class FilterChain:
         ConfigError
             A bad pattern, regular expression, extension, choice or negative limit.
         """
-        if filters.default not in ("allow", "reject"):
-            raise ConfigError(f"filters.default: expected allow or reject, got {filters.default!r}")
         chain: list[Filter] = [
             RejectLongUrls(filters.max_url_length),
             RejectTooDeep(filters.max_depth),
@@ -628,9 +623,3 @@ class FilterChain:
         if self.in_seed_scope(host, domain):
             return 0
         return parent_hops_out + 1
-
-
-def _non_negative(key: str, value: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ConfigError(f"{key}: expected an integer >= 0, got {value!r}")
-    return value
