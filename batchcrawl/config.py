@@ -231,7 +231,7 @@ class FetchSection:
     """A WARC file is closed and a new one started past this many bytes."""
     warc_compress_level: Annotated[int, Range(0, 9)] = 1
     """zlib level (0-9) of each WARC record's gzip member; 1 costs about 60% of the WARC CPU of 6 for
-    ~16% more bytes (measured in batchcrawl.fetch.warc's module docstring)."""
+    ~16% more bytes (measured in docs/benchmarks.md)."""
     url_cache_size: int = 100_000
     """Recently seen url keys remembered per worker, so repeated menu links are sent once
     (BUbiNG's URL cache)."""

@@ -9,13 +9,11 @@ next allowed time: politeness is the workbench's job), and then archives, parses
 while other threads fetch.
 
 CPU per page. Processing a page (parse, links, WARC) is CPU work, and only one fetch thread at a
-time does it (a processing lock; the others keep fetching). On CPython the GIL lets one thread run
-Python anyway, but when several threads interleave their processing, every GIL release inside
-libxml2, zlib or SHA-1 becomes a thread switch: with 8 threads on 2 cores the lock took voluntary
-context switches from ~24 to ~7 per page and CPU per page down by ~15%
-(``scripts/bench_fetch.py``). A worker that needs more than about one core for processing is split
-into more shards (docs/design.md §6), not given more threads. The per-phase thread CPU times are counted
-(``cpu_fetch_s``, ``cpu_parse_s``, ``cpu_links_s``, ``cpu_warc_s``).
+time does it (a processing lock; the others keep fetching): interleaved processing turns every GIL
+release inside libxml2, zlib or SHA-1 into a thread switch (measured in ``docs/benchmarks.md``,
+"Fetch worker processing lock"). A worker that needs more than about one core for processing is
+split into more shards (docs/design.md §6), not given more threads. The per-phase thread CPU times
+are counted (``cpu_fetch_s``, ``cpu_parse_s``, ``cpu_links_s``, ``cpu_warc_s``).
 
 Outlinks are canonicalized, keyed, checked by the scope filters and de-duplicated by a bounded cache
 of recent url keys (BUbiNG's URL cache) before they leave the worker, so the menu links repeated on
