@@ -8,6 +8,11 @@ checks it agrees with the defaults here, which are the one source of truth.
 Units are in the names: ``_s`` seconds, ``_bytes`` bytes. Unknown keys and bad values raise
 :class:`~batchcrawl.errors.ConfigError` naming the key, its origin (file and line when known) and
 what was expected.
+
+Every rule a value must follow is written here, on its field's type, and checked once, when the
+config is read: choices are ``Literal`` types, bounds are :class:`Range` and the syntax of lists and
+tables (regular expressions, CIDR networks, IP addresses) a validator in the field's ``Annotated``
+metadata. Numbers are >= 0 unless a ``Range`` says more. The modules that use the config trust it.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import tomllib
 import typing
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from batchcrawl.errors import ConfigError
 
@@ -53,6 +58,78 @@ DEFAULT_DENY_NETWORKS = (
 
 
 @dataclass(frozen=True)
+class Range:
+    """Inclusive bounds of a number setting (``None``: unbounded on that side)."""
+
+    min: float | None = None
+    max: float | None = None
+
+    def check(self, value: float, where: str) -> None:
+        """Raise :class:`ConfigError` naming ``where`` if ``value`` is out of bounds."""
+        if (self.min is not None and value < self.min) or (
+            self.max is not None and value > self.max
+        ):
+            lo = "" if self.min is None else f">= {self.min:g}"
+            hi = "" if self.max is None else f"<= {self.max:g}"
+            raise ConfigError(f"{where}: expected a value {' and '.join(filter(None, (lo, hi)))}, "
+                              f"got {value!r}")  # fmt: skip
+
+
+def _regexes(value: list[str], where: str) -> None:
+    for pattern in value:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ConfigError(f"{where}: bad regular expression {pattern!r}: {exc}") from None
+
+
+def _networks(value: list[str], where: str) -> None:
+    for cidr in value:
+        try:
+            ipaddress.ip_network(cidr, strict=False)
+        except ValueError as exc:
+            raise ConfigError(f"{where}: {cidr!r} is not a CIDR network ({exc})") from None
+
+
+def _addresses(value: dict[str, str], where: str) -> None:
+    for pattern, addr in value.items():
+        try:
+            ipaddress.ip_address(addr)
+        except ValueError:
+            raise ConfigError(
+                f"{where}: {pattern!r} must map to an IP address, got {addr!r}"
+            ) from None
+
+
+#: ``[scheme://]host:port`` of a Dask scheduler (host: a name, IPv4, or ``[IPv6]``).
+_SCHEDULER_RE = re.compile(
+    r"(?:(?:tcp|tls|ws|wss|ucx)://)?(?:[A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.]+\]):\d{1,5}"
+)
+
+
+def _scheduler(value: str, where: str) -> None:
+    if value and not _SCHEDULER_RE.fullmatch(value):
+        raise ConfigError(
+            f"{where}: {value!r} is not a Dask scheduler address; expected "
+            "tcp://HOST:PORT (or tls://, ws://, wss://), e.g. tcp://10.0.0.5:8786"
+        )
+
+
+def _above_zero(value: float, where: str) -> None:
+    if not value > 0:
+        raise ConfigError(f"{where}: expected a value > 0, got {value!r}")
+
+
+#: A count of things that must exist (buckets, shards, threads, bytes of a buffer): >= 1.
+Positive = Annotated[int, Range(1)]
+Regexes = Annotated[list[str], _regexes]
+Networks = Annotated[list[str], _networks]
+SeedScope = Literal["host", "domain", "none"]
+FilterDefault = Literal["allow", "reject"]
+PartitionBy = Literal["host", "domain", "ip"]
+
+
+@dataclass(frozen=True)
 class CrawlSection:
     """``[crawl]``: identity of the crawler and of the crawl."""
 
@@ -62,7 +139,7 @@ class CrawlSection:
     """User-Agent header sent with every request."""
     robots_agent: str = "batchcrawl"
     """Product token matched against robots.txt ``User-agent`` lines (RFC 9309 §2.2.1)."""
-    keep_generations: int = 5
+    keep_generations: Positive = 5
     """Committed generations kept by ``gc`` (time travel); older files are removed. At least 1."""
 
 
@@ -71,7 +148,7 @@ class NetworkSection:
     """``[network]``: name resolution and the address policy (checked after resolving, before
     connecting)."""
 
-    resolve: dict[str, str] = field(default_factory=dict)
+    resolve: Annotated[dict[str, str], _addresses] = field(default_factory=dict)
     """Host pattern -> IP address, consulted before DNS. ``"*.test" = "127.0.0.1"`` matches any
     subdomain of ``test``; an exact name matches only itself."""
     system_dns: bool = True
@@ -79,10 +156,10 @@ class NetworkSection:
     names in ``resolve`` resolve, and no DNS server is ever asked."""
     dns_ttl_s: float = 3600.0
     """How long a resolved address is cached per host, in seconds."""
-    allow_networks: list[str] = field(default_factory=list)
+    allow_networks: Networks = field(default_factory=list)
     """CIDRs. If non-empty, only addresses inside one of them may be contacted; an address inside one
     of them is allowed even when ``deny_networks`` also covers it."""
-    deny_networks: list[str] = field(default_factory=lambda: list(DEFAULT_DENY_NETWORKS))
+    deny_networks: Networks = field(default_factory=lambda: list(DEFAULT_DENY_NETWORKS))
     """CIDRs never contacted (unless also in ``allow_networks``). Default: loopback, private,
     link-local, CGNAT, multicast, unspecified, reserved and metadata ranges."""
 
@@ -96,7 +173,7 @@ class PolitenessSection:
     ip_delay_s: float = 1.0
     """Least time between the end of any request to one IP address (any host on it) and the start
     of the next, seconds."""
-    ip_concurrency: int = 1
+    ip_concurrency: Positive = 1
     """Most fetches in flight at once to one IP address (hosts sharing an address); 1 is
     BUbiNG's one-connection-per-IP rule."""
     max_crawl_delay_s: float = 30.0
@@ -112,7 +189,7 @@ class RobotsSection:
 
     cache_ttl_s: float = 86400.0
     """A fetched robots.txt is reused for at most this long, seconds (RFC 9309 §2.4: 24 h)."""
-    max_bytes: int = 512000
+    max_bytes: Positive = 512000
     """Bytes of robots.txt parsed; RFC 9309 §2.5 requires at least 500 KiB."""
     max_redirects: int = 5
     """Redirect hops followed when fetching robots.txt (RFC 9309 §2.3.1.2)."""
@@ -125,18 +202,18 @@ class RobotsSection:
 class FrontierSection:
     """``[frontier]``: the DRUM-bucketed URL table (IRLbot DRUM; Nutch CrawlDb)."""
 
-    buckets: int = 64
+    buckets: Positive = 64
     """Number of DRUM buckets K, fixed at ``init``; a URL's bucket is ``url_key % K``."""
     max_retries: int = 3
     """Transient fetch errors retried this many times before a URL becomes ``gone``."""
     retry_backoff_s: float = 3600.0
     """Backoff before the first retry, seconds; doubled at each further retry."""
-    drum_batch_bytes: int = 64_000_000
+    drum_batch_bytes: Positive = 64_000_000
     """Memory budget of one bucket merge, in bytes: larger buckets are streamed by row group."""
-    compact_run_ratio: float = 0.5
+    compact_run_ratio: Annotated[float, _above_zero] = 0.5
     """Compact a bucket (merge its delta runs into a new base) once its runs hold this many rows
     per base row (LSM size ratio; 0.5 = runs total half the base)."""
-    max_runs: int = 8
+    max_runs: Positive = 8
     """Compact a bucket once it has this many delta runs, whatever their size."""
 
 
@@ -150,7 +227,7 @@ class GenerateSection:
     """Most URLs of one host per round."""
     max_urls_per_domain: int = 5000
     """Most URLs of one pay-level domain per round."""
-    partition_by: str = "host"
+    partition_by: PartitionBy = "host"
     """What the shard ring hashes: ``host``, ``domain`` (pay-level domain) or ``ip``."""
 
 
@@ -158,11 +235,11 @@ class GenerateSection:
 class FetchSection:
     """``[fetch]``: the host-sharded fetch workers."""
 
-    shards: int = 2
+    shards: Positive = 2
     """Number of fetch shards (one fetch worker each), placed on a consistent-hash ring."""
-    ring_vnodes: int = 100
+    ring_vnodes: Positive = 100
     """Virtual nodes per shard on the ring (Karger et al.)."""
-    threads: int = 16
+    threads: Positive = 16
     """Fetch threads per worker (blocking I/O, as BUbiNG argues)."""
     connect_timeout_s: float = 10.0
     """TCP connect timeout, seconds."""
@@ -170,19 +247,19 @@ class FetchSection:
     """Longest wait for the next bytes of a response, seconds."""
     total_timeout_s: float = 60.0
     """Longest whole fetch (connect to last byte), seconds."""
-    max_body_bytes: int = 10_485_760
+    max_body_bytes: Positive = 10_485_760
     """Cap on the decoded body; longer bodies are cut here and flagged truncated."""
     time_limit_s: float = 3600.0
     """Longest fetch phase of one round, seconds; what is left stays queued for the next round."""
-    warc_rotate_bytes: int = 1_000_000_000
+    warc_rotate_bytes: Positive = 1_000_000_000
     """A WARC file is closed and a new one started past this many bytes."""
-    warc_compress_level: int = 1
+    warc_compress_level: Annotated[int, Range(0, 9)] = 1
     """zlib level (0-9) of each WARC record's gzip member; 1 costs about 60% of the WARC CPU of 6 for
-    ~16% more bytes (measured in batchcrawl.fetch.warc's module docstring)."""
+    ~16% more bytes (measured in docs/benchmarks.md)."""
     url_cache_size: int = 100_000
     """Recently seen url keys remembered per worker, so repeated menu links are sent once
     (BUbiNG's URL cache)."""
-    tail_rate_ratio: float = 0.3
+    tail_rate_ratio: Annotated[float, Range(0, 1)] = 0.3
     """End a shard's fetch phase early once its pages/s over the last ``throughput_window_s`` falls
     below this fraction of its best window, so a few slow hosts (e.g. a large Crawl-delay) do not
     hold the round; their URLs stay queued, first in line, for the next round. 0 never ends early
@@ -195,9 +272,9 @@ class FetchSection:
 class FiltersSection:
     """``[filters]``: the scope chain; each filter answers ALLOW, REJECT or ABSTAIN."""
 
-    default: str = "allow"
+    default: FilterDefault = "allow"
     """Answer when every filter abstains: ``allow`` or ``reject``."""
-    seed_scope: str = "domain"
+    seed_scope: SeedScope = "domain"
     """Keep to the seeds' ``host``s, their pay-level ``domain``s, or ``none`` (no seed scope)."""
     external_hops: int = 0
     """Links may leave the seed scope by this many hops."""
@@ -209,9 +286,9 @@ class FiltersSection:
     """Pay-level domains always in scope."""
     deny_domains: list[str] = field(default_factory=list)
     """Pay-level domains never fetched."""
-    allow_regex: list[str] = field(default_factory=list)
+    allow_regex: Regexes = field(default_factory=list)
     """Regular expressions (Python ``re``) over the canonical URL: a match allows."""
-    deny_regex: list[str] = field(default_factory=list)
+    deny_regex: Regexes = field(default_factory=list)
     """Regular expressions over the canonical URL: a match rejects."""
     max_depth: int = 20
     """Links more than this many hops from a seed are rejected (``filtered:max_depth``)."""
@@ -269,13 +346,13 @@ class FiltersSection:
 class RoundSection:
     """``[round]``: how ``batchcrawl round`` runs its Dask graph."""
 
-    workers: int = 2
+    workers: Positive = 2
     """Worker processes of the embedded ``LocalCluster``."""
-    threads_per_worker: int = 2
+    threads_per_worker: Positive = 2
     """Threads per Dask worker process of the embedded cluster (fetch threads are separate)."""
-    scheduler: str = ""
+    scheduler: Annotated[str, _scheduler] = ""
     """Address of an existing Dask scheduler (``tcp://host:8786``); empty starts a LocalCluster."""
-    connect_timeout_s: float = 30.0
+    connect_timeout_s: Annotated[float, _above_zero] = 30.0
     """Seconds to wait for the scheduler at ``scheduler`` to answer before giving up."""
 
 
@@ -306,30 +383,17 @@ SECTIONS: dict[str, type] = {
     f.name: f.default_factory().__class__ for f in dataclasses.fields(Config)
 }
 
-_CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
-    ("filters", "default"): ("allow", "reject"),
-    ("filters", "seed_scope"): ("host", "domain", "none"),
-    ("generate", "partition_by"): ("host", "domain", "ip"),
-}
-_POSITIVE = {
-    ("frontier", "buckets"),
-    ("fetch", "shards"),
-    ("fetch", "threads"),
-    ("fetch", "ring_vnodes"),
-    ("crawl", "keep_generations"),
-    ("round", "workers"),
-    ("round", "threads_per_worker"),
-    ("robots", "max_bytes"),
-    ("fetch", "max_body_bytes"),
-    ("fetch", "warc_rotate_bytes"),
-    ("frontier", "drum_batch_bytes"),
-    ("frontier", "max_runs"),
-    ("politeness", "ip_concurrency"),
-}
-
 
 def _field_types(section: str) -> dict[str, Any]:
-    return typing.get_type_hints(SECTIONS[section])
+    return typing.get_type_hints(SECTIONS[section], include_extras=True)
+
+
+def _split_hint(hint: Any) -> tuple[Any, tuple[Any, ...]]:
+    """``Annotated[T, *rules]`` -> ``(T, rules)``; any other hint -> ``(hint, ())``."""
+    if typing.get_origin(hint) is Annotated:
+        base, *rules = typing.get_args(hint)
+        return base, tuple(rules)
+    return hint, ()
 
 
 def _origin_line(path: str, text: str, section: str, key: str) -> str:
@@ -349,7 +413,7 @@ def _origin_line(path: str, text: str, section: str, key: str) -> str:
 def _coerce(section: str, key: str, value: Any, origin: str, from_string: bool) -> Any:
     """Check ``value`` against the declared type of ``section.key``; strings from the environment or
     ``--set`` are parsed as TOML values first (falling back to a bare string)."""
-    hint = _field_types(section)[key]
+    hint, rules = _split_hint(_field_types(section)[key])
     if from_string and isinstance(value, str):
         try:
             value = tomllib.loads(f"v = {value}")["v"]
@@ -357,7 +421,11 @@ def _coerce(section: str, key: str, value: Any, origin: str, from_string: bool) 
             pass
     where = f"{section}.{key} (from {origin})"
     base = typing.get_origin(hint) or hint
-    if base is bool:
+    if base is Literal:
+        choices = typing.get_args(hint)
+        if value not in choices:
+            raise ConfigError(f"{where}: expected one of {', '.join(choices)}, got {value!r}")
+    elif base is bool:
         if not isinstance(value, bool):
             raise ConfigError(f"{where}: expected true or false, got {value!r}")
     elif base is int:
@@ -367,8 +435,6 @@ def _coerce(section: str, key: str, value: Any, origin: str, from_string: bool) 
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ConfigError(f"{where}: expected a number of seconds or a ratio, got {value!r}")
         value = float(value)
-        if value < 0:
-            raise ConfigError(f"{where}: expected a value >= 0, got {value!r}")
     elif base is str:
         if not isinstance(value, str):
             raise ConfigError(f"{where}: expected a string, got {value!r}")
@@ -391,51 +457,14 @@ def _coerce(section: str, key: str, value: Any, origin: str, from_string: bool) 
         value = dict(value)
     else:  # pragma: no cover - every declared type is handled above
         raise TypeError(f"unsupported config type {hint!r}")
-    _check_value(section, key, value, where)
-    return value
-
-
-#: ``[scheme://]host:port`` of a Dask scheduler (host: a name, IPv4, or ``[IPv6]``).
-_SCHEDULER_RE = re.compile(
-    r"(?:(?:tcp|tls|ws|wss|ucx)://)?(?:[A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.]+\]):\d{1,5}"
-)
-
-
-def _check_value(section: str, key: str, value: Any, where: str) -> None:
-    choices = _CHOICES.get((section, key))
-    if choices and value not in choices:
-        raise ConfigError(f"{where}: expected one of {', '.join(choices)}, got {value!r}")
-    if (section, key) in _POSITIVE and value < 1:
-        raise ConfigError(f"{where}: expected a positive integer, got {value!r}")
-    if isinstance(value, int) and not isinstance(value, bool) and value < 0:
+    if base in (int, float) and value < 0:
         raise ConfigError(f"{where}: expected a value >= 0, got {value!r}")
-    if section == "network" and key in ("allow_networks", "deny_networks"):
-        for cidr in value:
-            try:
-                ipaddress.ip_network(cidr, strict=False)
-            except ValueError as exc:
-                raise ConfigError(f"{where}: {cidr!r} is not a CIDR network ({exc})") from None
-    if section == "network" and key == "resolve":
-        for pattern, addr in value.items():
-            try:
-                ipaddress.ip_address(addr)
-            except ValueError:
-                raise ConfigError(
-                    f"{where}: {pattern!r} must map to an IP address, got {addr!r}"
-                ) from None
-    if section == "round" and key == "scheduler" and value and not _SCHEDULER_RE.fullmatch(value):
-        raise ConfigError(
-            f"{where}: {value!r} is not a Dask scheduler address; expected "
-            "tcp://HOST:PORT (or tls://, ws://, wss://), e.g. tcp://10.0.0.5:8786"
-        )
-    if section == "round" and key == "connect_timeout_s" and not value > 0:
-        raise ConfigError(f"{where}: expected seconds > 0, got {value!r}")
-    if section == "filters" and key in ("allow_regex", "deny_regex"):
-        for pattern in value:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ConfigError(f"{where}: bad regular expression {pattern!r}: {exc}") from None
+    for rule in rules:
+        if isinstance(rule, Range):
+            rule.check(value, where)
+        else:
+            rule(value, where)
+    return value
 
 
 Layer = tuple[Mapping[str, Any], str]

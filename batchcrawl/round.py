@@ -49,7 +49,6 @@ from batchcrawl.frontier.runs import BucketFiles
 from batchcrawl.nothing_due import nothing_due
 from batchcrawl.records import FetchItem
 from batchcrawl.ring import HashRing, route_name
-from batchcrawl.scope.filters import FilterChain
 from batchcrawl.signals import ignoring_sigint
 from batchcrawl.store import paths, schemas
 from batchcrawl.store.crawldir import CrawlDir, FileEntry
@@ -58,9 +57,6 @@ from batchcrawl.store.shuffle import Partitioned, read_partition, write_partitio
 from batchcrawl.urls import bucket_ids, domain_of
 
 log = logging.getLogger(__name__)
-
-_ITEM_FIELDS = ("url_key", "url", "host", "domain", "depth", "hops_out", "discovered_round",
-                "discovered_seq", "retries")  # fmt: skip
 
 
 def host_shard(host: str, ip: str | None, cfg: Config, ring: HashRing) -> int:
@@ -124,10 +120,14 @@ class ShardActor:
             self.known_hosts = {r["host"]: r for r in rows}
             self.worker.restore_hosts(rows)
         else:
-            self.worker.cfg = cfg
-            self.worker.filters = FilterChain.from_config(cfg.filters, seed_hosts, seed_domains)
-        table = crawl.read_table("fetchlists", [fetchlist], columns=list(_ITEM_FIELDS))
+            self.worker.reconfigure(cfg, seed_hosts=seed_hosts, seed_domains=seed_domains)
+        table = crawl.read_table(
+            "fetchlists", [fetchlist], columns=list(schemas.fetch_item_columns())
+        )
         items = [FetchItem(**row) for row in table.to_pylist()]
+        # hosts the long-lived worker forgot (FetchWorker.forget_idle_hosts) come back from their rows
+        returning = {i.host for i in items if not self.worker.knows(i.host)}
+        self.worker.restore_hosts(self.known_hosts[h] for h in returning if h in self.known_hosts)
         if cold:
             self.worker.cool_down({i.host for i in items})
         self.counters = Counter()

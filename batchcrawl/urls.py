@@ -33,22 +33,8 @@ The canonical form (our policy)
    raw (``[ ] | ^ ` { } \\``) are encoded, so the result is a valid RFC 3986 URI and ``|``/``%7C``
    agree.
 
-Where we differ from other crawlers' normalizers, and why (tests run the cases that agree with us):
-
-* Nutch ``BasicURLNormalizer``: Nutch collapses ``//`` in paths (``/a//b`` -> ``/a/b``); we keep
-  them (RFC 3986 treats them as different paths and some servers do too). Nutch keeps Unicode
-  hosts by default and uses IDNA 2003 when asked (``straße`` -> ``strasse``); we always emit
-  UTS #46 nontransitional punycode, as browsers do. Nutch turns ``http:`` into ``http:/``; WHATWG
-  (and we) reject a special URL without a host. Nutch keeps ``file:`` and ``ftp:`` URLs; we reject
-  them.
-* w3lib ``canonicalize_url``: it sorts query parameters, rewrites ``%20`` in the query as ``+`` and
-  drops blank values on request; that makes a dedup key but can change what the server sees
-  (parameter order matters to some sites), so we keep the query order and spelling. It keeps
-  userinfo; we drop it.
-* Heritrix: ``StripWWW(N)Rule`` and session-id stripping are not applied (``www.example.com`` and
-  ``example.com`` may be different sites; session-id rules are a scope/filter concern), nor is the
-  whole-URL ``LowercaseRule`` (paths are case-sensitive); ``FixupQueryString`` is applied only to an
-  empty query (we keep ``?&x=y`` as written).
+How this differs from Nutch's, w3lib's and Heritrix's normalizers, and why, is in
+``docs/benchmarks.md``, "Comparisons with other crawlers" (the tests run the cases that agree).
 
 Keys
 ----

@@ -83,7 +83,7 @@ def main() -> None:
     t_snap = time.perf_counter() - t0
     print(f"snapshot: {len(states):>8} hosts  {len(states) / t_snap:>12,.0f} hosts/s")
     t0 = time.perf_counter()
-    forgot = wb.prune_idle()
+    forgot = len(wb.prune_idle())
     print(f"prune:   {forgot:>9} idle hosts  {forgot / (time.perf_counter() - t0):>12,.0f} hosts/s")
 
 

@@ -7,6 +7,8 @@
   should use its own host names (``host_name`` gives a fresh one).
 * ``test_config`` — :func:`batchcrawl.config.loopback_test_config` with small delays and timeouts:
   only ``*.test`` resolves (to 127.0.0.1), no DNS is asked, only 127.0.0.0/8 may be contacted.
+* ``s3_env`` — a moto S3 server on loopback (one per test module) with a bucket ``lake``; its endpoint and
+  credentials are in the ``AWS_*`` environment while the session runs (skips without s3fs/moto).
 """
 
 from __future__ import annotations
@@ -61,3 +63,38 @@ def test_config() -> Config:
         },
         robots={"retry_after_s": 60.0},
     )
+
+
+@pytest.fixture(scope="module")
+def s3_env():
+    """A moto S3 server on loopback; its endpoint and credentials in the AWS_* environment."""
+    pytest.importorskip("s3fs")
+    moto_server = pytest.importorskip("moto.server")
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    env = {
+        "AWS_ENDPOINT_URL": f"http://{host}:{port}",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    import s3fs
+
+    s3fs.S3FileSystem.clear_instance_cache()
+    try:
+        s3fs.S3FileSystem().mkdir("lake")
+    except FileExistsError:  # moto keeps its buckets in the process, across servers
+        pass
+    try:
+        yield env
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        s3fs.S3FileSystem.clear_instance_cache()
+        server.stop()

@@ -119,3 +119,25 @@ def test_error_from_set_names_the_option(crawl):
         load_crawl_config(crawl, sets=["shards=2"], environ={})
     with pytest.raises(ConfigError, match="unknown section"):
         load_crawl_config(crawl, sets=["fetcher.shards=2"], environ={})
+
+
+@pytest.mark.parametrize(
+    ("section", "key", "value", "message"),
+    [
+        ("fetch", "warc_compress_level", 10, r"expected a value >= 0 and <= 9, got 10"),
+        ("fetch", "tail_rate_ratio", 1.5, r"expected a value >= 0 and <= 1, got 1.5"),
+        ("fetch", "shards", 0, r"expected a value >= 1, got 0"),
+        ("generate", "partition_by", "url", r"expected one of host, domain, ip, got 'url'"),
+        ("network", "deny_networks", ["10.0.0.0/33"], r"'10.0.0.0/33' is not a CIDR network"),
+        ("network", "resolve", {"*.test": "localhost"}, r".*must map to an IP address"),
+    ],
+)
+def test_rules_live_on_the_config_types(section, key, value, message):
+    with pytest.raises(ConfigError, match=rf"{section}\.{key} \(from replace\(\)\): {message}"):
+        Config().replace(**{section: {key: value}})
+
+
+def test_rule_error_names_file_and_line(tmp_path):
+    text = "[fetch]\nthreads = 4\nwarc_compress_level = 12\n"
+    with pytest.raises(ConfigError, match=r"fetch\.warc_compress_level \(from c\.toml:3\): .*<= 9"):
+        load_config(files=[("c.toml", text)], environ={})

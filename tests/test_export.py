@@ -42,6 +42,7 @@ from batchcrawl.export.lake import (
 from batchcrawl.fetch.warc import read_record
 from batchcrawl.frontier.inject import inject
 from batchcrawl.round import run_rounds
+from batchcrawl.store import schemas
 from batchcrawl.store.crawldir import CrawlDir
 from batchcrawl.testing.sampleweb import SampleWeb
 from batchcrawl.testing.webserver import MultiHostServer
@@ -204,7 +205,7 @@ def test_index_matches_common_crawl_schema_and_the_crawl(crawl, local_export):
     dataset = ds.dataset(str(dest / "index"), format="parquet", partitioning="hive")
     table = dataset.to_table()
     # every Common Crawl column we have, with Common Crawl's type; crawl comes from the partition
-    for field in ccindex.INDEX_SCHEMA:
+    for field in schemas.schema("index"):
         if field.name != "crawl":
             assert dataset.schema.field(field.name).type == field.type, field.name
     assert set(table.column("crawl").to_pylist()) == {NAME}
@@ -302,38 +303,6 @@ def test_export_errors_name_the_input(crawl, tmp_path):
 
 
 # -- S3 (moto) ---------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def s3_env():
-    """A moto S3 server on loopback; its endpoint and credentials in the AWS_* environment."""
-    pytest.importorskip("s3fs")
-    moto_server = pytest.importorskip("moto.server")
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    env = {
-        "AWS_ENDPOINT_URL": f"http://{host}:{port}",
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    import s3fs
-
-    s3fs.S3FileSystem.clear_instance_cache()
-    s3fs.S3FileSystem().mkdir("lake")
-    try:
-        yield env
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        s3fs.S3FileSystem.clear_instance_cache()
-        server.stop()
-
-
 def s3():
     import s3fs
 
@@ -379,6 +348,7 @@ def test_s3_export_reads_back_with_duckdb_and_pyarrow(crawl, s3_env):
 
 _KILLABLE = """
 import sys
+from batchcrawl.store import schemas
 from batchcrawl.store.crawldir import CrawlDir
 from batchcrawl.export.lake import export_crawl
 

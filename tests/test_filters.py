@@ -148,13 +148,23 @@ def test_bad_host_patterns_raise_config_error(pattern):
         RejectHosts([pattern])
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("allow_regex", ["("], "bad regular expression"),
+        ("max_depth", -1, "expected a value >= 0"),
+        ("default", "maybe", "expected one of allow, reject"),
+        ("seed_scope", "planet", "expected one of host, domain, none"),
+    ],
+)
+def test_bad_filter_settings_are_refused_by_the_config(key, value, message):
+    with pytest.raises(ConfigError, match=rf"filters\.{key} \(from replace\(\)\): {message}"):
+        Config().replace(filters={key: value})
+
+
 def test_bad_config_values_raise_config_error():
-    with pytest.raises(ConfigError, match="allow_regex"):
-        AllowMatching(["("])
     with pytest.raises(ConfigError, match="deny_extensions"):
         RejectExtensions(["."])
-    with pytest.raises(ConfigError, match="max_depth"):
-        RejectTooDeep(-1)
     with pytest.raises(ConfigError, match="filters.default"):
         FilterChain([], Decision.ABSTAIN)
     with pytest.raises(ConfigError, match="seed_scope"):

@@ -396,7 +396,7 @@ class WorkbenchMachine(RuleBasedStateMachine):
 
     @rule()
     def prune_idle(self):
-        forgot, expected = self.wb.prune_idle(), self.model.forget_idle(self.clock.now)
+        forgot, expected = len(self.wb.prune_idle()), self.model.forget_idle(self.clock.now)
         assert forgot == expected, f"prune_idle forgot {forgot} hosts, the delays say {expected}"
 
     @precondition(lambda self: not self.held)
@@ -724,9 +724,11 @@ def test_drain_and_prune_idle():
     wb.release(vs, 0.0)
     assert wb.drain() == [("a.test", [2]), ("b.test", [3])]
     assert len(wb) == 0 and wb.acquire() == (None, math.inf)
-    assert wb.prune_idle() == 2  # b and c; a waits until t=2
+    assert wb.prune_idle() == ["b.test", "c.test"]  # a waits until t=2
     clock.now = 2.0
-    assert wb.prune_idle() == 1
+    wb.add("d.test", "10.0.0.4", [])
+    assert wb.prune_idle(keep={"d.test"}) == ["a.test"]  # d is kept: its round is about to start
+    assert wb.prune_idle() == ["d.test"]
     assert wb.host_count == 0 and wb._ips == {}
 
 

@@ -220,3 +220,75 @@ def test_tail_detector_fires_only_when_the_rate_drops_below_the_ratio():
     # ratio 0 disables it, even when fetching stops entirely
     off = TailDetector(ratio=0.0, window_s=5.0)
     assert not any(off.observe(i * 0.5, 0 if i > 20 else i * 10) for i in range(100))
+
+
+# -- a long-lived worker (a Dask actor kept across rounds) -------------------------------------------
+def _skewed_clock():
+    """A monotonic clock the test can move forward (so politeness delays pass without sleeping)."""
+    import time
+
+    skew = [0.0]
+    return (lambda: time.monotonic() + skew[0]), skew
+
+
+def test_long_lived_worker_forgets_hosts_it_no_longer_serves(web, test_config, dirfs):
+    clock, skew = _skewed_clock()
+    worker = FetchWorker(test_config, 0, dirfs, clock=clock)
+    sizes = []
+    rows = {}
+    for round_ in range(1, 13):
+        hosts = [f"ll{round_}x{i}.test" for i in range(3)]  # three new hosts every round
+        for h in hosts:
+            web.app.add(h, "/robots.txt", Response(200, [], b"User-agent: *\nDisallow: /no\n"))
+            web.app.add(h, "/", _html("<p>hi</p>"))
+        run = worker.run([_item(web.base_url(h) + "/") for h in hosts], round=round_)
+        assert [r["outcome"] for r in run.fetched] == [Outcome.OK] * 3
+        rows.update({r["host"]: r for r in worker.host_rows(hosts)})
+        sizes.append(worker.state_sizes())
+        skew[0] += 60.0  # every politeness delay has passed before the next round
+    worker.close()
+    # per-host state follows the current round's hosts, not all 36 hosts ever fetched
+    assert sizes[0] == sizes[-1] == {"hosts": 3, "robots": 3, "addresses": 3, "counters": 3}
+    assert max(s["hosts"] for s in sizes) == 3
+    assert len(rows) == 36  # nothing was lost: each host's last state is in its hosts row
+
+
+def test_forgotten_host_comes_back_from_its_row(web, host_name, test_config, dirfs):
+    clock, skew = _skewed_clock()
+    base = web.base_url(host_name)
+    web.app.add(host_name, "/robots.txt", Response(200, [], b"User-agent: *\nDisallow: /no\n"))
+    web.app.add(host_name, "/", _html("<p>hi</p>"))
+    worker = FetchWorker(test_config, 0, dirfs, clock=clock)
+    worker.run([_item(base + "/")], round=1)
+    (row,) = worker.host_rows([host_name])
+    skew[0] += 60.0
+    assert worker.forget_idle_hosts() == [host_name] and not worker.knows(host_name)
+    assert worker.restore_hosts([row]) == 1 and worker.knows(host_name)
+    mark = web.log.mark()
+    run = worker.run([_item(base + "/"), _item(base + "/no")], round=2)
+    worker.close()
+    assert [e.path for e in web.log.since(mark) if e.host == host_name] == ["/"]  # no robots.txt
+    assert {r["outcome"] for r in run.fetched} == {Outcome.OK, Outcome.ROBOTS_DENIED}
+    assert worker.host_rows([host_name])[0]["pages_fetched"] == 2  # counted across the gap
+
+
+def test_reconfigure_applies_new_filters_and_politeness_and_keeps_host_state(
+    web, host_name, test_config, dirfs
+):
+    base = web.base_url(host_name)
+    web.app.add(host_name, "/robots.txt", Response(200, [], b"User-agent: *\nCrawl-delay: 0.2\n"))
+    web.app.add(host_name, "/", _html('<a href="/a">a</a>'))
+    web.app.add(host_name, "/b", _html('<a href="/c">c</a>'))
+    worker = _worker(test_config, dirfs, {host_name})
+    run = worker.run([_item(base + "/")], round=1)
+    assert run.links["filter_reason"] == [None]
+    cfg = test_config.replace(filters={"max_depth": 0}, politeness={"host_delay_s": 0.06})
+    worker.reconfigure(cfg, seed_hosts={host_name}, seed_domains={domain_of(host_name)})
+    assert worker.cfg is cfg and worker.workbench.host_delay_s == 0.06
+    vs = worker.workbench.visit_state(host_name)
+    assert vs is not None and vs.crawl_delay_s == 0.2  # the host's state moved to the new workbench
+    mark = web.log.mark()
+    run = worker.run([_item(base + "/b", depth=0)], round=2)
+    worker.close()
+    assert run.links["filter_reason"] == ["max_depth"]  # the new filters decide
+    assert [e.path for e in web.log.since(mark) if e.host == host_name] == ["/b"]  # robots kept

@@ -5,7 +5,8 @@ Common Crawl publishes, for every crawl, a Parquet table with one row per WARC c
 query with Athena, Spark or DuckDB to find pages and cut their records out of the WARC files by
 ``(warc_filename, warc_record_offset, warc_record_length)``. This module builds the same table for a
 batchcrawl round, with the same column names, types and meanings as far as we have the data, so
-queries written for Common Crawl's index run on ours.
+queries written for Common Crawl's index run on ours. The table's schema is defined in
+``storage/export.sql`` and read through :func:`batchcrawl.store.schemas.schema` (``"index"``).
 
 Rows come from two sources:
 
@@ -38,44 +39,9 @@ import pyarrow.compute as pc
 from publicsuffixlist import PublicSuffixList
 
 from batchcrawl.errors import BatchcrawlError
+from batchcrawl.store import schemas
 from batchcrawl.urls import surt
 
-#: Column names and types of the index, in Common Crawl's order (cc-index-schema-flat.json; Spark
-#: ``short`` -> int16, ``integer`` -> int32, ``timestamp`` -> timestamp, UTC without zone).
-INDEX_SCHEMA = pa.schema(
-    [
-        pa.field("url_surtkey", pa.string(), nullable=False),
-        pa.field("url", pa.string(), nullable=False),
-        pa.field("url_host_name", pa.string(), nullable=False),
-        pa.field("url_host_tld", pa.string()),
-        pa.field("url_host_2nd_last_part", pa.string()),
-        pa.field("url_host_3rd_last_part", pa.string()),
-        pa.field("url_host_4th_last_part", pa.string()),
-        pa.field("url_host_5th_last_part", pa.string()),
-        pa.field("url_host_registry_suffix", pa.string()),
-        pa.field("url_host_registered_domain", pa.string()),
-        pa.field("url_host_private_suffix", pa.string()),
-        pa.field("url_host_private_domain", pa.string()),
-        pa.field("url_host_name_reversed", pa.string()),
-        pa.field("url_protocol", pa.string(), nullable=False),
-        pa.field("url_port", pa.int32()),
-        pa.field("url_path", pa.string(), nullable=False),
-        pa.field("url_query", pa.string()),
-        pa.field("fetch_time", pa.timestamp("ms"), nullable=False),
-        pa.field("fetch_status", pa.int16(), nullable=False),
-        pa.field("fetch_redirect", pa.string()),
-        pa.field("content_digest", pa.string()),
-        pa.field("content_mime_type", pa.string()),
-        pa.field("content_charset", pa.string()),
-        pa.field("content_truncated", pa.string()),
-        pa.field("warc_filename", pa.string(), nullable=False),
-        pa.field("warc_record_offset", pa.int32(), nullable=False),
-        pa.field("warc_record_length", pa.int32(), nullable=False),
-        pa.field("warc_segment", pa.string(), nullable=False),
-        pa.field("crawl", pa.string(), nullable=False),
-        pa.field("subset", pa.string(), nullable=False),
-    ]
-)
 SUBSETS = ("warc", "crawldiagnostics", "robotstxt")
 _INT32_MAX = 2**31 - 1
 _HOST_PARTS = ("url_host_tld", "url_host_2nd_last_part", "url_host_3rd_last_part",
@@ -264,7 +230,7 @@ def index_table(
     Returns
     -------
     pyarrow.Table
-        Conforming to :data:`INDEX_SCHEMA`, sorted by ``url_surtkey``, ``fetch_time``.
+        Conforming to the ``index`` schema (``storage/export.sql``), sorted by ``url_surtkey``, ``fetch_time``.
 
     Raises
     ------
@@ -301,4 +267,4 @@ def index_table(
                 f"2 GiB, beyond the index's 32-bit offsets; set fetch.warc_rotate_bytes below 2 GiB"
             )
     rows.sort(key=lambda r: (r["url_surtkey"], r["fetch_time"], r["warc_record_offset"]))
-    return pa.Table.from_pylist(rows, schema=INDEX_SCHEMA)
+    return pa.Table.from_pylist(rows, schema=schemas.schema("index"))

@@ -41,6 +41,7 @@ Credentials. ``DEST`` is opened with fsspec's usual configuration: ``AWS_ACCESS_
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import logging
@@ -49,8 +50,7 @@ import posixpath
 import re
 import threading
 import time
-import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import IO, Any
@@ -64,7 +64,7 @@ from batchcrawl import __version__
 from batchcrawl.errors import BatchcrawlError
 from batchcrawl.export import ccindex
 from batchcrawl.export.cdxj import cdxj_lines
-from batchcrawl.store import paths
+from batchcrawl.store import atomic, paths
 from batchcrawl.store.crawldir import CrawlDir, FileEntry, Manifest, utcnow_iso
 
 log = logging.getLogger(__name__)
@@ -177,16 +177,33 @@ class Destination:
         self.url = str(url)
         self.fs, root = fsspec.core.url_to_fs(self.url, **dict(storage_options or {}))
         self.root = root.rstrip("/") or root
-        proto = self.fs.protocol
-        self.local = "file" in ((proto,) if isinstance(proto, str) else tuple(proto))
+        self.local = atomic.is_local(self.fs)
 
     def path(self, rel: str) -> str:
         """Filesystem path of ``rel`` (relative to DEST)."""
         return posixpath.join(self.root, rel)
 
-    def open_write(self, rel: str) -> _WholeFile:
-        """A binary file at ``rel`` that appears only when closed without error."""
-        return _WholeFile(self, rel)
+    @contextlib.contextmanager
+    def open_write(self, rel: str) -> Iterator[IO[bytes]]:
+        """A binary file at ``rel`` that appears only when the block ends without error
+        (:func:`batchcrawl.store.atomic.open_whole`).
+
+        Raises
+        ------
+        ExportError
+            The file cannot be created or written (the filesystem's error is its cause).
+        """
+        final = self.path(rel)
+        in_block = False  # errors of the caller's block pass through unchanged
+        try:
+            with atomic.open_whole(self.fs, final) as fh:
+                in_block = True
+                yield fh
+                in_block = False
+        except OSError as exc:
+            if in_block:
+                raise
+            raise ExportError(f"{final}: cannot write: {exc}") from exc
 
     def put(self, rel: str, data: bytes) -> None:
         """Write ``data`` at ``rel`` whole."""
@@ -205,57 +222,6 @@ class Destination:
             raise ExportError(
                 f"{self.path(rel)}: not valid JSON ({exc}); delete it to redo"
             ) from None
-
-
-class _WholeFile:
-    """Context manager behind :meth:`Destination.open_write`."""
-
-    def __init__(self, dest: Destination, rel: str) -> None:
-        self.dest, self.rel = dest, rel
-        self.final = dest.path(rel)
-        self.target = f"{self.final}.tmp-{uuid.uuid4().hex}" if dest.local else self.final
-        self.fh: IO[bytes] | None = None
-
-    def __enter__(self) -> IO[bytes]:
-        try:
-            self.dest.fs.makedirs(posixpath.dirname(self.final), exist_ok=True)
-            self.fh = self.dest.fs.open(self.target, "wb")
-        except OSError as exc:
-            raise ExportError(f"{self.final}: cannot create: {exc}") from exc
-        return self.fh
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is not None:
-            _discard(self.fh)  # an aborted multipart upload never becomes visible
-            if self.dest.local:
-                _remove_quietly(self.target)
-            return
-        try:
-            self.fh.close()
-            if self.dest.local:
-                os.replace(self.target, self.final)
-        except OSError as exc:
-            raise ExportError(f"{self.final}: cannot write: {exc}") from exc
-
-
-def _discard(fh: Any) -> None:
-    if fh is None:
-        return
-    discard = getattr(fh, "discard", None)  # fsspec buffered files: drop without committing
-    try:
-        if discard is not None:
-            discard()
-        else:
-            fh.close()
-    except Exception as exc:  # noqa: BLE001 - cleanup after the real error, which is re-raised
-        log.debug("discarding a partial file failed: %s", exc)
-
-
-def _remove_quietly(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
 
 
 # -- reading the crawl --------------------------------------------------------------------------

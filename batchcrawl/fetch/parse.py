@@ -35,12 +35,8 @@ Policy (what counts as an outlink)
   clears ``nofollow``). URLs are absolute, *not* canonicalized: the fragment is kept and the caller
   applies ``batchcrawl.urls.canonicalize`` (one job per module).
 
-Where we differ from the shared test suites (``../shared/testdata/link-extraction``): Scrapy keeps
-``ftp:`` links (we drop them: not crawlable) and drops ``.jpg`` etc. in the extractor (we leave
-extension filtering to the scope filters); Scrapy percent-encodes the query in the document's
-encoding (``?c=%A4`` on an ISO-8859-15 page) while ada-url always uses UTF-8. Nutch also emits
-``img``/``source`` ``src`` and GET form actions, drops ``rel=nofollow`` links instead of flagging them
-and uses ``<img alt>`` as anchor text.
+How this policy compares with Scrapy's and Nutch's extractors (and the shared test suites) is in
+``docs/benchmarks.md``, "Comparisons with other crawlers".
 
 Encoding (HTML Standard §13.2.3 "determining the character encoding"): BOM, then the HTTP
 ``charset``, then the ``<meta>`` prescan of the first 1024 bytes, then UTF-8; decoding uses

@@ -17,7 +17,8 @@ import time
 from collections.abc import Callable
 
 from batchcrawl.config import NetworkSection
-from batchcrawl.errors import BatchcrawlError, ConfigError
+from batchcrawl.errors import BatchcrawlError
+from batchcrawl.scope.hostpatterns import HostPatternMap
 
 #: Seconds an unresolvable name is remembered (never longer than ``dns_ttl_s``).
 NEGATIVE_TTL_S = 60.0
@@ -56,16 +57,16 @@ class Resolver:
         The system lookup, ``socket.getaddrinfo`` by default; only ever called when
         ``network.system_dns`` is true.
 
-    Pattern rules: ``"*.test"`` matches every name *ending in* ``.test`` (any depth of subdomain)
-    but not ``test`` itself — a wildcard stands for at least one label, as in TLS certificates and
-    DNS wildcards (RFC 4592). An exact name matches only itself; an exact match wins over any
-    wildcard, and a longer wildcard suffix wins over a shorter one. ``"*"`` alone matches every
-    name. IP literals (``127.0.0.1``, ``[::1]``) resolve to themselves without any lookup.
+    Patterns are read by :class:`~batchcrawl.scope.hostpatterns.HostPatternMap`, as the filters
+    read theirs: ``"*.test"`` matches every name *ending in* ``.test`` (any depth) but not ``test``
+    itself; an exact match wins over any wildcard, a longer wildcard suffix over a shorter one,
+    and ``"*"`` alone matches every name. IP literals (``127.0.0.1``, ``[::1]``) resolve to
+    themselves without any lookup.
 
     Raises
     ------
     ConfigError
-        A pattern with ``*`` anywhere but as the whole first label.
+        A pattern that is not ``name``, ``*.name`` or ``*``.
     """
 
     def __init__(
@@ -75,23 +76,7 @@ class Resolver:
         *,
         getaddrinfo: Callable[..., list] = socket.getaddrinfo,
     ) -> None:
-        self._exact: dict[str, str] = {}
-        self._suffixes: list[tuple[str, str]] = []  # (".test", ip), longest first
-        self._catch_all: str | None = None
-        for pattern, ip in network.resolve.items():
-            name = _normalize_host(pattern)
-            if name == "*":
-                self._catch_all = ip
-            elif name.startswith("*.") and "*" not in name[2:]:
-                self._suffixes.append((name[1:], ip))
-            elif "*" in name:
-                raise ConfigError(
-                    f"network.resolve: pattern {pattern!r} is not supported; write an exact name "
-                    f"or '*.' followed by a domain (e.g. '*.test')"
-                )
-            else:
-                self._exact[name] = ip
-        self._suffixes.sort(key=lambda s: -len(s[0]))
+        self._overrides = HostPatternMap(network.resolve, "network.resolve")
         self._system_dns = network.system_dns
         self._ttl_s = network.dns_ttl_s
         self._negative_ttl_s = min(NEGATIVE_TTL_S, network.dns_ttl_s)
@@ -104,13 +89,7 @@ class Resolver:
         """The address the override map gives ``host`` (normalized: lower-case, no final dot),
         or None when no pattern matches. Never asks DNS."""
         name = _normalize_host(host)
-        ip = self._exact.get(name)
-        if ip is not None:
-            return ip
-        for suffix, ip in self._suffixes:
-            if name.endswith(suffix) and len(name) > len(suffix):
-                return ip
-        return self._catch_all
+        return self._overrides.get(f"[{name}]" if ":" in name else name)
 
     def resolve(self, host: str) -> str:
         """One IP address (string) for ``host``.
@@ -164,6 +143,12 @@ class Resolver:
         for _family, _type, _proto, _canon, sockaddr in infos:
             return str(sockaddr[0]), "dns"
         return None, "system resolver returned no address"
+
+    @property
+    def cached_count(self) -> int:
+        """Host names in the cache (answers and cached failures)."""
+        with self._lock:
+            return len(self._cache)
 
     def forget(self, host: str) -> None:
         """Drop ``host`` from the cache (the next :meth:`resolve` looks it up again)."""

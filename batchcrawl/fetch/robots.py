@@ -355,6 +355,11 @@ class RobotsCache:
         with self._lock:
             return len(self._entries)
 
+    def forget(self, host: str) -> None:
+        """Drop ``host``'s entry (a worker that no longer serves the host)."""
+        with self._lock:
+            self._entries.pop(host, None)
+
     def to_row(self, host: str) -> dict[str, Any]:
         """The ``hosts`` columns for ``host`` (all None when nothing live is cached):
         ``robots_status``, ``robots_txt``, ``robots_fetch_time``, ``robots_expires`` (naive UTC

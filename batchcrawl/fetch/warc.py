@@ -36,28 +36,10 @@ computes ``WARC-Block-Digest``, ``Content-Type`` and ``Content-Length``); HTTP h
 warcio's ``StatusAndHeaders`` text encoded as Latin-1. Two things are ours: the payload digest the
 fetch worker has already computed is passed in as ``WARC-Payload-Digest`` (warcio then skips its
 own payload pass), and each record's serialized bytes are compressed here with one
-``zlib.compress`` call into one gzip member, outside the writer's lock. Writing is on the fetch
-workers' hot path: its cost is warcio's record building, block digest and serialization (level 0
-below) plus deflate. Measured with
-``scripts/bench_fetch.py --hosts 50 --pages 3000 --threads 1 --warc-compress-level N`` (20 KB HTML
-pages with 60 links; request + response + metadata records; warcio 1.8.1, zlib 1.2.13 on this
-2-core machine, lower of two runs):
-
-=====  ============================  ==================
-level  WARC CPU per page (ms)        WARC bytes per page
-=====  ============================  ==================
-0      0.30                          23,657
-1      0.53                          8,420
-3      0.57                          7,943
-6      0.89                          7,283
-9      1.33                          7,206
-=====  ============================  ==================
-
-Level 1 is the default of ``fetch.warc_compress_level``: 16% more bytes than gzip's default 6 for
-60% of its WARC CPU (0.23 ms of deflate per page instead of 0.59), which on one core of a fetch
-worker is the difference between about 1.3 ms and 1.7 ms of CPU per page. Crawls that are short of
-disk rather than CPU may set 6. (Recompressing a file offline must keep one gzip member per record,
-or the offsets in ``fetched`` break.)
+``zlib.compress`` call into one gzip member, outside the writer's lock. Writing is on the fetch workers' hot path; the cost per compression level (CPU
+per page, bytes per page) is measured in ``docs/benchmarks.md`` ("WARC compression level"), which
+is why ``fetch.warc_compress_level`` defaults to 1. Recompressing a file offline must keep one gzip
+member per record, or the offsets in ``fetched`` break.
 
 Files are written in place, not under a temporary name: a rename is a copy on object stores. This is
 safe because readers find WARC files only through the ``fetched`` rows of a committed round; the

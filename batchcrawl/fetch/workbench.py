@@ -54,7 +54,7 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass, replace
 from typing import Generic, TypeVar
 
@@ -737,16 +737,17 @@ class Workbench(Generic[T]):
                     vs.last_download_s = st.last_download_s
             self._cond.notify_all()
 
-    def prune_idle(self) -> int:
-        """Forget idle hosts (no items, not acquired) whose next-allowed time has passed, and IP
-        entries left without hosts whose next-allowed time has passed. Returns the number of hosts
-        forgotten. O(hosts): call it now and then (e.g. at round end), not per fetch."""
+    def prune_idle(self, keep: Container[str] = frozenset()) -> list[str]:
+        """Forget idle hosts (no items, not acquired) whose next-allowed time has passed, except
+        those in ``keep``, and IP entries left without hosts whose next-allowed time has passed.
+        Returns the hosts forgotten, in the order they were first added. O(hosts): call it now and
+        then (e.g. at round start), not per fetch."""
         with self._lock:
             now = self._clock()
             gone = [
                 h
                 for h, vs in self._hosts.items()
-                if not vs.queue and not vs.acquired and vs.next_allowed <= now
+                if not vs.queue and not vs.acquired and vs.next_allowed <= now and h not in keep
             ]
             for h in gone:
                 self._hosts.pop(h)._entry.hosts -= 1
@@ -756,7 +757,7 @@ class Workbench(Generic[T]):
                 if e.hosts == 0 and e.active == 0 and e.next_allowed <= now
             ]:
                 del self._ips[ip]
-            return len(gone)
+            return gone
 
     def __len__(self) -> int:
         """Items queued in all visit states (acquired ones included)."""

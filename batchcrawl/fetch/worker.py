@@ -9,13 +9,11 @@ next allowed time: politeness is the workbench's job), and then archives, parses
 while other threads fetch.
 
 CPU per page. Processing a page (parse, links, WARC) is CPU work, and only one fetch thread at a
-time does it (a processing lock; the others keep fetching). On CPython the GIL lets one thread run
-Python anyway, but when several threads interleave their processing, every GIL release inside
-libxml2, zlib or SHA-1 becomes a thread switch: with 8 threads on 2 cores the lock took voluntary
-context switches from ~24 to ~7 per page and CPU per page down by ~15%
-(``scripts/bench_fetch.py``). A worker that needs more than about one core for processing is split
-into more shards (docs/design.md §6), not given more threads. The per-phase thread CPU times are counted
-(``cpu_fetch_s``, ``cpu_parse_s``, ``cpu_links_s``, ``cpu_warc_s``).
+time does it (a processing lock; the others keep fetching): interleaved processing turns every GIL
+release inside libxml2, zlib or SHA-1 into a thread switch (measured in ``docs/benchmarks.md``,
+"Fetch worker processing lock"). A worker that needs more than about one core for processing is
+split into more shards (docs/design.md §6), not given more threads. The per-phase thread CPU times
+are counted (``cpu_fetch_s``, ``cpu_parse_s``, ``cpu_links_s``, ``cpu_warc_s``).
 
 Outlinks are canonicalized, keyed, checked by the scope filters and de-duplicated by a bounded cache
 of recent url keys (BUbiNG's URL cache) before they leave the worker, so the menu links repeated on
@@ -41,7 +39,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from batchcrawl.config import Config
-from batchcrawl.errors import ConfigError, InvalidURL
+from batchcrawl.errors import InvalidURL
 from batchcrawl.fetch.fetcher import Fetcher
 from batchcrawl.fetch.parse import parse_page
 from batchcrawl.fetch.resolver import AddressPolicy, DNSError, Resolver
@@ -50,7 +48,7 @@ from batchcrawl.fetch.warc import WarcWriter, payload_digest
 from batchcrawl.fetch.workbench import Workbench
 from batchcrawl.records import FetchItem, FetchResult, Outcome
 from batchcrawl.scope.filters import FilterChain
-from batchcrawl.store import paths
+from batchcrawl.store import paths, schemas
 from batchcrawl.urls import canonicalize, domain_of, host_of, url_key
 
 log = logging.getLogger(__name__)
@@ -181,10 +179,18 @@ class ShardRun:
     seconds: float = 0.0
 
 
-_LINK_COLUMNS = (
-    "round", "shard", "seq", "src_url_key", "dst_url_key", "dst_url", "dst_host", "dst_domain",
-    "depth", "hops_out", "tag", "nofollow", "filter_reason",
-)  # fmt: skip
+@dataclass
+class _Run:
+    """The state of one :meth:`FetchWorker.run`, handed to its fetch threads (never kept on the
+    worker, so a long-lived worker carries nothing from one run into the next)."""
+
+    round: int
+    out: ShardRun
+    warc: WarcWriter
+    deadline: float  # on the worker's monotonic clock
+    pending: int = 0  # items not finished yet (guarded by the worker's lock)
+    seq: int = 0  # discovery order of the links of this run
+    stop: threading.Event = field(default_factory=threading.Event)
 
 
 class TailDetector:
@@ -234,10 +240,10 @@ class FetchWorker:
     clock
         Monotonic clock in seconds (politeness); ``wall`` the wall clock (timestamps).
 
-    Raises
-    ------
-    ConfigError
-        ``fetch.warc_compress_level`` is not an integer from 0 to 9.
+    A worker may live for many rounds (a Dask actor): :meth:`reconfigure` gives it the next round's
+    configuration, and each :meth:`run` first forgets the idle hosts it no longer serves
+    (:meth:`forget_idle_hosts`), so its memory follows the hosts of the current round, not every host
+    it has ever fetched.
     """
 
     def __init__(
@@ -251,17 +257,11 @@ class FetchWorker:
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
     ) -> None:
-        level = cfg.fetch.warc_compress_level
-        if isinstance(level, bool) or not isinstance(level, int) or not 0 <= level <= 9:
-            raise ConfigError(
-                f"fetch.warc_compress_level = {level!r}: expected an integer from 0 (stored) "
-                "to 9 (smallest); 1 is the fastest that compresses"
-            )
-        self.cfg = cfg
         self.shard = shard
         self.fs = fs
         self.clock = clock
         self.wall = wall
+        self.cfg = cfg
         self.agent = cfg.crawl.robots_agent
         self.resolver = Resolver(cfg.network)
         self.policy = AddressPolicy(cfg.network)
@@ -276,6 +276,71 @@ class FetchWorker:
         self._lock = threading.Lock()
         # One fetch thread at a time parses, extracts links and archives (see _fetch_loop).
         self._processing = threading.Lock()
+
+    # -- configuration ---------------------------------------------------------------------------
+    def reconfigure(
+        self, cfg: Config, *, seed_hosts: Iterable[str] = (), seed_domains: Iterable[str] = ()
+    ) -> None:
+        """Use ``cfg`` and the seeds' scope from the next :meth:`run` on (call between runs).
+
+        The filters are rebuilt from ``cfg.filters`` and the seeds; the HTTP stack (resolver,
+        address policy, fetcher: sections ``network``, ``fetch``, ``crawl``) is rebuilt if one of
+        those sections changed. Per-host state is kept: a changed ``politeness`` section moves the
+        hosts' visit states (next allowed times, Crawl-delays) into a new workbench, a changed
+        ``robots`` section reloads the live robots.txt entries into a new cache.
+        """
+        old, self.cfg = self.cfg, cfg
+        self.filters = FilterChain.from_config(cfg.filters, seed_hosts, seed_domains)
+        if (old.network, old.fetch, old.crawl) != (cfg.network, cfg.fetch, cfg.crawl):
+            self.fetcher.close()
+            self.agent = cfg.crawl.robots_agent
+            self.resolver = Resolver(cfg.network)
+            self.policy = AddressPolicy(cfg.network)
+            self.fetcher = Fetcher(cfg.fetch, cfg.crawl, self.resolver, self.policy)
+        if old.fetch.url_cache_size != cfg.fetch.url_cache_size:
+            self.url_cache = _KeyCache(cfg.fetch.url_cache_size)
+            self._canonical = _CanonicalMemo(cfg.fetch.url_cache_size)
+        if old.politeness != cfg.politeness:
+            states = self.workbench.snapshot()
+            self.workbench = Workbench.from_config(cfg.politeness, self.clock)
+            self.workbench.restore(states)
+        if old.robots != cfg.robots or old.crawl.robots_agent != cfg.crawl.robots_agent:
+            hosts = [st.host for st in self.workbench.snapshot()]
+            rows = {h: self.robots.to_row(h) for h in hosts}
+            self.robots = RobotsCache(cfg.robots, self.agent, clock=self.wall)
+            for host, row in rows.items():
+                self.robots.load_row(host, row)
+
+    def forget_idle_hosts(self, keep: Iterable[str] = ()) -> list[str]:
+        """Forget every idle host not in ``keep`` whose politeness delay has passed: its visit
+        state (:meth:`Workbench.prune_idle`), robots.txt entry, cached address and counters.
+
+        Their last state is what :meth:`host_rows` gave at the end of their last round (the
+        ``hosts`` table); :meth:`restore_hosts` brings a host back if it returns. Returns the hosts
+        forgotten.
+        """
+        gone = self.workbench.prune_idle(keep=frozenset(keep))
+        for host in gone:
+            self.robots.forget(host)
+            self.resolver.forget(host)
+            self._host_counts.pop(host, None)
+        return gone
+
+    def knows(self, host: str) -> bool:
+        """True if this worker holds state for ``host`` (it was restored or fetched and not
+        forgotten since)."""
+        return self.workbench.visit_state(host) is not None
+
+    def state_sizes(self) -> dict[str, int]:
+        """Entries of each per-host structure: ``hosts`` (visit states), ``robots`` (robots.txt
+        cache), ``addresses`` (resolver cache), ``counters`` (per-host counts). Bounded caches
+        (URL cache, digests) are not per host."""
+        return {
+            "hosts": self.workbench.host_count,
+            "robots": len(self.robots),
+            "addresses": self.resolver.cached_count,
+            "counters": len(self._host_counts),
+        }
 
     # -- state across rounds -------------------------------------------------------------------
     def restore_hosts(self, rows: Iterable[Mapping[str, Any]]) -> int:
@@ -359,23 +424,20 @@ class FetchWorker:
         """
         started = self.clock()
         limit = self.cfg.fetch.time_limit_s if time_limit_s is None else time_limit_s
-        deadline = started + limit
-        out = ShardRun(links={c: [] for c in _LINK_COLUMNS})
-        self._round = round
-        self._out = out
-        self._seq = 0
-        self._warc = WarcWriter(
+        items = list(items)
+        self.forget_idle_hosts(keep={i.host for i in items})
+        warc = WarcWriter(
             self.fs, paths.warc_dir(round),
             paths.warc_prefix(self._crawl_name(), round, self.shard, self.wall()),
             self.cfg.fetch.warc_rotate_bytes, self.cfg.crawl.user_agent,
             warcinfo_fields={"robots": "classic", "isPartOf": self.cfg.crawl.name or "batchcrawl"},
             compress_level=self.cfg.fetch.warc_compress_level,
         )  # fmt: skip
-        pending = self._enqueue(items)
-        self._pending = pending
-        stop = threading.Event()
+        out = ShardRun(links={c: [] for c in schemas.schema("links").names})
+        run = _Run(round=round, out=out, warc=warc, deadline=started + limit)
+        pending = run.pending = self._enqueue(run, items)
         threads = [
-            threading.Thread(target=self._fetch_loop, args=(stop, deadline), daemon=True,
+            threading.Thread(target=self._fetch_loop, args=(run,), daemon=True,
                              name=f"fetch-{self.shard}-{i}")
             for i in range(max(1, min(self.cfg.fetch.threads, max(pending, 1))))
         ]  # fmt: skip
@@ -391,24 +453,24 @@ class FetchWorker:
                         progress(Counter(out.counters))
                 now = self.clock()
                 with self._lock:
-                    done = pending - self._pending
-                if now >= deadline or (tail.observe(now, done) and not stop.is_set()):
-                    if now < deadline:
+                    done = pending - run.pending
+                if now >= run.deadline or (tail.observe(now, done) and not run.stop.is_set()):
+                    if now < run.deadline:
                         out.counters["tail_cut"] = 1
-                    stop.set()
+                    run.stop.set()
                     self.workbench.wakeup()
         finally:
-            stop.set()
+            run.stop.set()
             self.workbench.wakeup()
             for t in threads:
                 t.join()
-            self._warc.close()
+            warc.close()
         for _host, rest in self.workbench.drain():
             for item in rest:
                 if item is not ROBOTS:
                     out.unfetched.append(item)
         out.counters["not_fetched"] += len(out.unfetched)
-        out.warc_files = list(self._warc.files)
+        out.warc_files = list(warc.files)
         out.seconds = self.clock() - started
         return out
 
@@ -417,7 +479,7 @@ class FetchWorker:
         self.fetcher.close()
 
     # -- internals ------------------------------------------------------------------------------
-    def _enqueue(self, items: Iterable[FetchItem]) -> int:
+    def _enqueue(self, run: _Run, items: Iterable[FetchItem]) -> int:
         by_host: dict[str, list[FetchItem]] = {}
         for item in items:
             by_host.setdefault(item.host, []).append(item)
@@ -427,12 +489,12 @@ class FetchWorker:
                 ip = self.resolver.resolve(host)
             except DNSError as exc:
                 for item in host_items:
-                    self._record_failure(item, Outcome.DNS_ERROR, "dns", str(exc))
+                    self._record_failure(run, item, Outcome.DNS_ERROR, "dns", str(exc))
                 continue
             refused = self.policy.check(ip)
             if refused is not None:
                 for item in host_items:
-                    self._record_failure(item, Outcome.REFUSED, refused, ip=ip)
+                    self._record_failure(run, item, Outcome.REFUSED, refused, ip=ip)
                 continue
             queue: list[Any] = list(host_items)
             if self.robots.get(host) is None:
@@ -446,16 +508,17 @@ class FetchWorker:
         if vs is not None:
             vs.set_crawl_delay(rules.crawl_delay(self.agent))
 
-    def _done(self, n: int = 1) -> None:
+    def _done(self, run: _Run, n: int = 1) -> None:
         with self._lock:
-            self._pending -= n
-            if self._pending <= 0:
+            run.pending -= n
+            if run.pending <= 0:
                 self.workbench.wakeup()
 
-    def _fetch_loop(self, stop: threading.Event, deadline: float) -> None:
+    def _fetch_loop(self, run: _Run) -> None:
         wb = self.workbench
+        stop, deadline = run.stop, run.deadline
         while not stop.is_set():
-            if self._pending <= 0:  # read without the lock: an int read is atomic
+            if run.pending <= 0:  # read without the lock: an int read is atomic
                 return
             wait = max(0.0, min(1.0, deadline - self.clock()))
             vs = wb.acquire_wait(wait, stop)
@@ -468,7 +531,7 @@ class FetchWorker:
                 continue
             item = vs.pop()
             if item is ROBOTS:
-                self._fetch_robots(vs)
+                self._fetch_robots(run, vs)
                 continue
             rules = self.robots.get(vs.host)
             if rules is None:  # expired during the round: fetch again first
@@ -482,13 +545,13 @@ class FetchWorker:
                     vs.pop()
                 wb.release(vs, None)
                 for it in rest:
-                    self._record_failure(it, Outcome.ROBOTS_UNAVAILABLE, "robots_unavailable")
-                self._done(len(rest))
+                    self._record_failure(run, it, Outcome.ROBOTS_UNAVAILABLE, "robots_unavailable")
+                self._done(run, len(rest))
                 continue
             if not rules.allowed(item.url, self.agent):
                 wb.release(vs, None)
-                self._record_failure(item, Outcome.ROBOTS_DENIED, "robots_denied")
-                self._done()
+                self._record_failure(run, item, Outcome.ROBOTS_DENIED, "robots_denied")
+                self._done(run)
                 continue
             t0 = time.thread_time()
             try:
@@ -496,20 +559,20 @@ class FetchWorker:
             except Exception:  # a bug below the fetcher must not kill the thread or leak the host
                 log.exception("fetching %s failed", item.url)
                 wb.release(vs, self.cfg.politeness.host_delay_s)  # assume a request was made
-                self._record_failure(item, Outcome.NETWORK_ERROR, "internal")
-                self._done()
+                self._record_failure(run, item, Outcome.NETWORK_ERROR, "internal")
+                self._done(run)
                 continue
             cpu_fetch_s = time.thread_time() - t0
             wb.release(vs, result.download_s if result.status is not None or result.ip else None)
             try:
                 with self._processing:
-                    self._process(item, result, cpu_fetch_s)
+                    self._process(run, item, result, cpu_fetch_s)
             except Exception:  # a bug in one page's processing must not stop the shard
                 log.exception("processing %s failed", item.url)
-                self._record_failure(item, Outcome.NETWORK_ERROR, "internal")
-                self._done()
+                self._record_failure(run, item, Outcome.NETWORK_ERROR, "internal")
+                self._done(run)
 
-    def _fetch_robots(self, vs) -> None:
+    def _fetch_robots(self, run: _Run, vs) -> None:
         """Fetch robots.txt for ``vs.host`` (held by this thread), following redirects (RFC 9309
         §2.3.1.2), archive every hop, cache the rules and set the host's Crawl-delay. If robots.txt
         is unavailable (5xx, network failure), every queued URL of the host is given back as
@@ -532,29 +595,30 @@ class FetchWorker:
         contacted = any(r.ip for r in chain)
         self.workbench.release(vs, sum(r.download_s for r in chain) if contacted else None)
         with self._lock:
-            self._out.counters["robots_fetches"] += len(chain)
-            self._out.counters[f"robots_state_{rules.state}"] += 1
+            run.out.counters["robots_fetches"] += len(chain)
+            run.out.counters[f"robots_state_{rules.state}"] += 1
             for r in chain:
                 if r.status is not None:
-                    self._warc.write_fetch(r)
+                    run.warc.write_fetch(r)
         for it in dropped:
-            self._record_failure(it, Outcome.ROBOTS_UNAVAILABLE, "robots_unavailable")
+            self._record_failure(run, it, Outcome.ROBOTS_UNAVAILABLE, "robots_unavailable")
         if dropped:
-            self._done(len(dropped))
+            self._done(run, len(dropped))
 
     def _record_failure(
         self,
+        run: _Run,
         item: FetchItem,
         outcome: Outcome,
         error: str | None,
         detail: str | None = None,
         ip: str | None = None,
     ) -> None:
-        row = self._base_row(item, self.wall())
+        row = self._base_row(run, item, self.wall())
         row.update(outcome=outcome.value, error=error, fetch_ip=ip)
         with self._lock:
-            self._out.fetched.append(row)
-            self._out.counters[outcome.value] += 1
+            run.out.fetched.append(row)
+            run.out.counters[outcome.value] += 1
             if outcome not in (Outcome.ROBOTS_DENIED,):
                 self._count_host(item.host, error=True)
 
@@ -562,7 +626,7 @@ class FetchWorker:
         counts = self._host_counts.setdefault(host, [0, 0])
         counts[1 if error else 0] += 1
 
-    def _base_row(self, item: FetchItem, when: float) -> dict[str, Any]:
+    def _base_row(self, run: _Run, item: FetchItem, when: float) -> dict[str, Any]:
         return {
             "url_key": item.url_key,
             "url": item.url,
@@ -570,16 +634,18 @@ class FetchWorker:
             "url_host_registered_domain": item.domain,
             "fetch_time": _utc(when),
             "depth": item.depth,
-            "round": self._round,
+            "round": run.round,
             "shard": self.shard,
         }
 
-    def _process(self, item: FetchItem, result: FetchResult, cpu_fetch_s: float = 0.0) -> None:
+    def _process(
+        self, run: _Run, item: FetchItem, result: FetchResult, cpu_fetch_s: float = 0.0
+    ) -> None:
         """Classify, archive, parse and extract the links of one fetch, then record it and mark it
         done. The worker's lock is taken twice per page (URL cache; rows and counters), never per
         link; parsing, canonicalization and the WARC write run unlocked."""
         outcome = classify(result)
-        row = self._base_row(item, result.started or self.wall())
+        row = self._base_row(run, item, result.started or self.wall())
         row.update(
             fetch_status=result.status,
             outcome=outcome.value,
@@ -626,7 +692,7 @@ class FetchWorker:
                 # OrderedDict.get is one atomic step under the GIL; a duplicate fetched by two
                 # threads at once is simply archived twice.
                 revisit = self._digests.get(digest)
-            loc = self._warc.write_fetch(
+            loc = run.warc.write_fetch(
                 result,
                 outlinks=[u for u, _, _ in found] if found else None,
                 revisit_of=revisit,
@@ -643,7 +709,7 @@ class FetchWorker:
         links = self._scope_links(item, new) if new else []
         t3 = time.thread_time()
         with self._lock:
-            counters = self._out.counters
+            counters = run.out.counters
             counters["links_cached"] += len(canonical) - len(new)
             if invalid:
                 counters["links_invalid"] += invalid
@@ -652,12 +718,12 @@ class FetchWorker:
                     self._remember_digest(digest, result)
                 else:
                     counters["revisits"] += revisit is not None
-            self._out.fetched.append(row)
+            run.out.fetched.append(row)
             counters[outcome.value] += 1
             self._count_host(item.host, error=outcome not in _HOST_OK)
-            self._emit_links(item, links)
-            self._pending -= 1
-            if self._pending <= 0:
+            self._emit_links(run, item, links)
+            run.pending -= 1
+            if run.pending <= 0:
                 self.workbench.wakeup()
             counters["cpu_fetch_s"] += cpu_fetch_s
             counters["cpu_parse_s"] += cpu_parse_s
@@ -675,10 +741,6 @@ class FetchWorker:
         """``crawl.name``, or the crawl directory's base name (``fs`` is rooted at it)."""
         root = str(getattr(self.fs, "path", "")).rstrip("/")
         return self.cfg.crawl.name or root.rsplit("/", 1)[-1] or "crawl"
-
-    def _count(self, name: str, n: float = 1) -> None:
-        with self._lock:
-            self._out.counters[name] += n
 
     def _canonical_links(
         self, found: list[tuple[str, str, bool]]
@@ -711,15 +773,15 @@ class FetchWorker:
             out.append((key, url, host, domain, tag, nofollow, reason, hops_out))
         return out
 
-    def _emit_links(self, item: FetchItem, links) -> None:
+    def _emit_links(self, run: _Run, item: FetchItem, links) -> None:
         """Append link rows (lock held)."""
-        cols = self._out.links
+        cols = run.out.links
         depth = item.depth + 1
         for key, url, host, domain, tag, nofollow, reason, hops_out in links:
-            self._seq += 1
-            cols["round"].append(self._round)
+            run.seq += 1
+            cols["round"].append(run.round)
             cols["shard"].append(self.shard)
-            cols["seq"].append(self._seq)
+            cols["seq"].append(run.seq)
             cols["src_url_key"].append(item.url_key)
             cols["dst_url_key"].append(key)
             cols["dst_url"].append(url)
@@ -730,4 +792,4 @@ class FetchWorker:
             cols["tag"].append(tag)
             cols["nofollow"].append(nofollow)
             cols["filter_reason"].append(reason)
-        self._out.counters["links_new"] += len(links)
+        run.out.counters["links_new"] += len(links)

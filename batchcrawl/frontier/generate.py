@@ -89,18 +89,8 @@ SELECT_COLUMNS = [
     "next_fetch_time",
     "lease_round",
 ]
-#: Columns of a candidates table (breadth-first order).
-CANDIDATE_COLUMNS = [
-    "url_key",
-    "url",
-    "host",
-    "domain",
-    "depth",
-    "hops_out",
-    "discovered_round",
-    "discovered_seq",
-    "retries",
-]
+#: Columns of a candidates table (breadth-first order): a fetch item's.
+CANDIDATE_COLUMNS = list(schemas.fetch_item_columns())
 _CAP_REASONS = ("capped_host", "capped_domain", "capped_round")
 
 

@@ -50,11 +50,9 @@ chain trusts the
 
 Patterns
 --------
-Host and domain patterns are an exact name (``example.org``: only that name), ``*.example.org``
-(every name ending in ``.example.org``, at any depth, but not ``example.org`` itself: a wildcard
-stands for at least one label, as in ``network.resolve``, TLS certificates and RFC 4592), or ``*``
-(every name). Patterns are normalized like hosts (lower case, IDN to punycode, no trailing dot);
-a wildcard over an IP address (``*.0.0.1``), a port or a path is a :class:`ConfigError`.
+Host and domain patterns are an exact name (``example.org``), ``*.example.org`` (its subdomains at
+any depth, not the name itself) or ``*``, read by :class:`~batchcrawl.scope.hostpatterns.HostPatterns`
+exactly as ``network.resolve`` reads them (:mod:`batchcrawl.scope.hostpatterns`).
 Regular expressions are Python ``re`` patterns searched (``re.search``, anywhere) in the canonical
 URL, as Nutch's ``regex-urlfilter`` does.
 """
@@ -63,13 +61,15 @@ from __future__ import annotations
 
 import enum
 import re
+import typing
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from batchcrawl.config import FiltersSection
-from batchcrawl.errors import ConfigError, InvalidURL
-from batchcrawl.urls import canonicalize, domain_of, host_of
+from batchcrawl.config import FiltersSection, SeedScope
+from batchcrawl.errors import ConfigError
+from batchcrawl.scope.hostpatterns import HostPatterns
+from batchcrawl.urls import domain_of
 
 __all__ = [
     "REASONS",
@@ -105,9 +105,6 @@ REASONS = (
     "out_of_scope",
     "default_reject",
 )
-
-_MEMO_LIMIT = 1 << 16  # entries of a per-host memo before it is cleared
-_IPV4 = re.compile(r"[0-9]{1,3}(?:\.[0-9]{1,3}){3}")
 
 
 class Decision(enum.Enum):
@@ -166,7 +163,7 @@ class RejectLongUrls:
     reason = "url_length"
 
     def __init__(self, max_chars: int) -> None:
-        self.max_chars = _non_negative("filters.max_url_length", max_chars)
+        self.max_chars = max_chars
 
     def decide(self, c: Candidate) -> Decision:
         """REJECT if ``len(c.url) > max_chars``, else ABSTAIN."""
@@ -233,7 +230,7 @@ class RejectRepeatedSegments:
     reason = "repeated_segments"
 
     def __init__(self, max_repeats: int) -> None:
-        self.max_repeats = _non_negative("filters.max_repeated_segments", max_repeats)
+        self.max_repeats = max_repeats
 
     def decide(self, c: Candidate) -> Decision:
         """REJECT if some non-empty segment occurs more than ``max_repeats`` times, else ABSTAIN."""
@@ -273,7 +270,7 @@ class RejectManyQueryParams:
     reason = "query_params"
 
     def __init__(self, max_params: int) -> None:
-        self.max_params = _non_negative("filters.max_query_params", max_params)
+        self.max_params = max_params
 
     def decide(self, c: Candidate) -> Decision:
         """REJECT if the query has more than ``max_params`` non-empty parameters, else ABSTAIN."""
@@ -298,7 +295,7 @@ class RejectTooDeep:
     reason = "max_depth"
 
     def __init__(self, max_depth: int) -> None:
-        self.max_depth = _non_negative("filters.max_depth", max_depth)
+        self.max_depth = max_depth
 
     def decide(self, c: Candidate) -> Decision:
         """REJECT if ``c.depth > max_depth``, else ABSTAIN."""
@@ -306,83 +303,6 @@ class RejectTooDeep:
 
 
 # --- 2./3. host, domain and regex lists -----------------------------------------------------------
-
-
-def _normalize_pattern(pattern: str, key: str) -> str:
-    """A host pattern normalized like a host: ``*``, ``*.name`` or ``name`` (punycode, lower case)."""
-    p = pattern.strip()
-    if p == "*":
-        return p
-    wildcard = p.startswith("*.")
-    name = p[2:] if wildcard else p
-    bad = not name or "*" in name or any(ch in name for ch in "/?#@ ")
-    if not bad and ":" in name and not (name.startswith("[") and name.endswith("]")):
-        bad = True  # a port, or an IPv6 address without brackets
-    if not bad:
-        try:
-            canonical = canonicalize(f"http://{name}/")
-        except InvalidURL:
-            bad = True
-        else:
-            name = host_of(canonical)
-            bad = canonical != f"http://{name}/"
-            if wildcard and (name.startswith("[") or _IPV4.fullmatch(name)):
-                bad = True  # an address has no subdomains
-    if bad:
-        raise ConfigError(
-            f"{key}: {pattern!r} is not a host pattern; write a name ('example.org'), a wildcard "
-            f"for its subdomains ('*.example.org') or '*'"
-        )
-    return "*." + name if wildcard else name
-
-
-class HostPatterns:
-    """A set of host (or domain) patterns, matched in O(labels) with a per-name memo.
-
-    Parameters
-    ----------
-    patterns : iterable of str
-        ``name``, ``*.name`` or ``*`` (see the module docstring).
-    key : str
-        Config key named in error messages, e.g. ``"filters.deny_hosts"``.
-
-    Raises
-    ------
-    ConfigError
-        A pattern with ``*`` other than as the whole first label, a port, a path or bad characters.
-    """
-
-    def __init__(self, patterns: Iterable[str], key: str) -> None:
-        self.patterns = tuple(_normalize_pattern(p, key) for p in patterns)
-        self._all = "*" in self.patterns
-        self._exact = frozenset(p for p in self.patterns if not p.startswith("*"))
-        self._suffixes = frozenset(p[2:] for p in self.patterns if p.startswith("*."))
-        self._memo: dict[str, bool] = {}
-
-    def __bool__(self) -> bool:
-        return bool(self.patterns)
-
-    def matches(self, name: str) -> bool:
-        """True if ``name`` (a host as :func:`batchcrawl.urls.host_of` gives it) matches a pattern."""
-        hit = self._memo.get(name)
-        if hit is None:
-            hit = self._match(name)
-            if len(self._memo) >= _MEMO_LIMIT:
-                self._memo.clear()
-            self._memo[name] = hit
-        return hit
-
-    def _match(self, name: str) -> bool:
-        if self._all or name in self._exact:
-            return True
-        if not self._suffixes or name.startswith("["):
-            return False
-        dot = name.find(".")
-        while dot >= 0:
-            if name[dot + 1 :] in self._suffixes:
-                return True
-            dot = name.find(".", dot + 1)
-        return False
 
 
 class RejectHosts:
@@ -423,14 +343,9 @@ class RejectDomains:
         return Decision.REJECT if self.patterns.matches(c.domain) else Decision.ABSTAIN
 
 
-def _compile_all(patterns: Iterable[str], key: str) -> tuple[re.Pattern[str], ...]:
-    out = []
-    for p in patterns:
-        try:
-            out.append(re.compile(p))
-        except re.error as exc:
-            raise ConfigError(f"{key}: bad regular expression {p!r}: {exc}") from None
-    return tuple(out)
+def _compile_all(patterns: Iterable[str]) -> tuple[re.Pattern[str], ...]:
+    """Compile regular expressions already checked by the config (``Regexes``)."""
+    return tuple(re.compile(p) for p in patterns)
 
 
 class RejectMatching:
@@ -445,7 +360,7 @@ class RejectMatching:
     reason = "deny_regex"
 
     def __init__(self, patterns: Iterable[str]) -> None:
-        self.regexes = _compile_all(patterns, "filters.deny_regex")
+        self.regexes = _compile_all(patterns)
 
     def decide(self, c: Candidate) -> Decision:
         """REJECT if some pattern is found in ``c.url``, else ABSTAIN."""
@@ -506,7 +421,7 @@ class AllowMatching:
     reason = "allow_regex"
 
     def __init__(self, patterns: Iterable[str]) -> None:
-        self.regexes = _compile_all(patterns, "filters.allow_regex")
+        self.regexes = _compile_all(patterns)
 
     def decide(self, c: Candidate) -> Decision:
         """ALLOW if some pattern is found in ``c.url``, else ABSTAIN."""
@@ -536,7 +451,7 @@ class KeepToSeedScope:
     reason = "out_of_scope"
 
     def __init__(self, external_hops: int) -> None:
-        self.external_hops = _non_negative("filters.external_hops", external_hops)
+        self.external_hops = external_hops
 
     def decide(self, c: Candidate) -> Decision:
         """ALLOW within ``external_hops`` of the seed scope, else REJECT."""
@@ -572,15 +487,16 @@ class FilterChain:
         filters: Sequence[Filter],
         default: Decision,
         *,
-        seed_scope: str = "none",
+        seed_scope: SeedScope = "none",
         seed_hosts: Iterable[str] = (),
         seed_domains: Iterable[str] = (),
     ) -> None:
         if default is Decision.ABSTAIN or not isinstance(default, Decision):
             raise ConfigError(f"filters.default: expected allow or reject, got {default!r}")
-        if seed_scope not in ("host", "domain", "none"):
+        if seed_scope not in typing.get_args(SeedScope):  # a caller that skipped the config
             raise ConfigError(
-                f"filters.seed_scope: expected one of host, domain, none, got {seed_scope!r}"
+                f"filters.seed_scope: expected one of {', '.join(typing.get_args(SeedScope))}, "
+                f"got {seed_scope!r}"
             )
         self.filters = tuple(filters)
         self.default = default
@@ -617,8 +533,6 @@ class FilterChain:
         ConfigError
             A bad pattern, regular expression, extension, choice or negative limit.
         """
-        if filters.default not in ("allow", "reject"):
-            raise ConfigError(f"filters.default: expected allow or reject, got {filters.default!r}")
         chain: list[Filter] = [
             RejectLongUrls(filters.max_url_length),
             RejectTooDeep(filters.max_depth),
@@ -709,9 +623,3 @@ class FilterChain:
         if self.in_seed_scope(host, domain):
             return 0
         return parent_hops_out + 1
-
-
-def _non_negative(key: str, value: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ConfigError(f"{key}: expected an integer >= 0, got {value!r}")
-    return value

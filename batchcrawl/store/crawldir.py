@@ -26,10 +26,9 @@ import json
 import logging
 import os
 import posixpath
-import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any
 
 import duckdb
 import fsspec
@@ -37,7 +36,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from batchcrawl.errors import CommitConflict, CrawlDirError
-from batchcrawl.store import paths, schemas, sql
+from batchcrawl.store import atomic, paths, schemas, sql
 from batchcrawl.store.paths import COMMITS_DIR, CONFIG_FILE
 
 FORMAT_VERSION = 1
@@ -168,7 +167,7 @@ class CrawlDir:
         self.url = str(url)
         self.fs, root = fsspec.core.url_to_fs(self.url, **dict(storage_options or {}))
         self.root = root.rstrip("/") or root
-        self.local = "file" in _protocols(self.fs)
+        self.local = atomic.is_local(self.fs)
 
     # -- paths -------------------------------------------------------------------------------
     def path(self, rel: str) -> str:
@@ -368,7 +367,7 @@ class CrawlDir:
                 return False
             return True
         os.makedirs(os.path.dirname(final), exist_ok=True)
-        tmp = f"{final}.tmp-{uuid.uuid4().hex}"
+        tmp = atomic.temp_name(final)
         with open(tmp, "wb") as fh:
             fh.write(data)
             fh.flush()
@@ -383,27 +382,13 @@ class CrawlDir:
         return True
 
     # -- table files -------------------------------------------------------------------------
-    @contextlib.contextmanager
-    def open_output(self, rel: str) -> Iterator[Any]:
+    def open_output(self, rel: str) -> contextlib.AbstractContextManager[IO[bytes]]:
         """A binary file handle for a *new* data file ``rel``, whole or absent once the block ends.
 
-        Locally the bytes go to ``rel.tmp-<uuid>``, renamed into place when the block ends without
-        an error (removed otherwise; ``gc`` removes the leftovers of a killed process). On object
-        stores a put is already all-or-nothing, so the file is written at its name.
+        Through :func:`batchcrawl.store.atomic.open_whole`: a temp file renamed into place locally,
+        an upload completed only on success on object stores; on error nothing appears at ``rel``.
         """
-        final = self.path(rel)
-        self.fs.makedirs(posixpath.dirname(final), exist_ok=True)
-        target = f"{final}.tmp-{uuid.uuid4().hex}" if self.local else final
-        try:
-            with self.fs.open(target, "wb") as fh:
-                yield fh
-        except BaseException:
-            if self.local:
-                with contextlib.suppress(OSError):
-                    os.unlink(target)
-            raise
-        if self.local:
-            os.replace(target, final)
+        return atomic.open_whole(self.fs, self.path(rel))
 
     def write_table(self, table: str, rel: str, data: pa.Table | dict | list) -> FileEntry:
         """Validate ``data`` against ``table``'s schema and write it as Parquet at ``rel``
@@ -457,11 +442,6 @@ def _refuse_foreign_content(crawl: CrawlDir, url: str) -> None:
             f"{url}: not empty and not a crawl (holds {shown}); init needs a new or empty "
             "directory: choose another path"
         )
-
-
-def _protocols(fs: fsspec.AbstractFileSystem) -> tuple[str, ...]:
-    proto = fs.protocol
-    return (proto,) if isinstance(proto, str) else tuple(proto)
 
 
 def _fsync_dir(path: str) -> None:

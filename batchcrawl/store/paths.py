@@ -102,6 +102,8 @@ def parse_shard(name: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+#: Marker in the names of temp files that an interrupted write may leave behind (``gc`` removes
+#: them; :mod:`batchcrawl.store.atomic` makes them).
 TMP_MARKER = ".tmp-"
 _TMP = r"(?:\.tmp-[0-9A-Za-z]+)?"
 _WARC_NAME = (

@@ -1,5 +1,6 @@
-"""Arrow schemas of the crawl tables, derived at run time from the one definition in
-``storage/schema.sql`` (DuckDB DDL), and validation of tables before they are written.
+"""Arrow schemas of the crawl tables and the export tables, derived at run time from their one
+definition in ``storage/`` (DuckDB DDL: ``schema.sql`` for the crawl directory, ``export.sql`` for
+the data lake), and validation of tables before they are written.
 
 DuckDB itself reads the DDL (so the SQL views and the Parquet files can never disagree on types);
 nullability comes from ``duckdb_columns()``.
@@ -16,7 +17,11 @@ import pyarrow as pa
 
 from batchcrawl.errors import SchemaError
 
+#: Tables of the crawl directory (``storage/schema.sql``).
 TABLES = ("frontier", "hosts", "fetchlists", "fetched", "links")
+#: Tables the export writes to a data lake (``storage/export.sql``): the Common Crawl-style index.
+EXPORT_TABLES = ("index",)
+_DDL = {"schema.sql": TABLES, "export.sql": EXPORT_TABLES}
 
 
 def storage_dir() -> Path:
@@ -29,19 +34,26 @@ def storage_dir() -> Path:
 
 
 @functools.cache
-def schema_sql() -> str:
-    """Text of ``storage/schema.sql``."""
-    return (storage_dir() / "schema.sql").read_text(encoding="utf-8")
+def schema_sql(name: str = "schema.sql") -> str:
+    """Text of ``storage/NAME`` (default: the crawl tables' DDL)."""
+    return (storage_dir() / name).read_text(encoding="utf-8")
 
 
 @functools.cache
 def _schemas() -> dict[str, pa.Schema]:
+    out: dict[str, pa.Schema] = {}
+    for name, tables in _DDL.items():
+        out.update(_read_ddl(schema_sql(name), tables))
+    return out
+
+
+def _read_ddl(ddl: str, tables: tuple[str, ...]) -> dict[str, pa.Schema]:
     con = duckdb.connect(":memory:")
     try:
-        con.execute(schema_sql())
+        con.execute(ddl)
         out: dict[str, pa.Schema] = {}
-        for table in TABLES:
-            arrow = con.sql(f"SELECT * FROM {table} LIMIT 0").to_arrow_table().schema
+        for table in tables:
+            arrow = con.sql(f'SELECT * FROM "{table}" LIMIT 0').to_arrow_table().schema
             nullable = dict(
                 con.execute(
                     "SELECT column_name, is_nullable FROM duckdb_columns() WHERE table_name = ?",
@@ -57,17 +69,34 @@ def _schemas() -> dict[str, pa.Schema]:
 
 
 def schema(table: str) -> pa.Schema:
-    """Arrow schema of ``table`` (one of :data:`TABLES`).
+    """Arrow schema of ``table`` (one of :data:`TABLES` or :data:`EXPORT_TABLES`).
 
     Raises
     ------
     SchemaError
-        ``table`` is not a crawl table.
+        ``table`` is not a known table.
     """
     try:
         return _schemas()[table]
     except KeyError:
-        raise SchemaError(f"unknown table {table!r}; tables are {', '.join(TABLES)}") from None
+        known = ", ".join(TABLES + EXPORT_TABLES)
+        raise SchemaError(f"unknown table {table!r}; tables are {known}") from None
+
+
+#: Columns of a ``fetchlists`` row that place it (which round, which shard) rather than describe the
+#: URL; the other columns are a fetch item's.
+FETCHLIST_PLACEMENT = ("round", "shard")
+
+
+@functools.cache
+def fetch_item_columns() -> tuple[str, ...]:
+    """Columns of one fetch item, in schema order: the ``fetchlists`` columns without
+    :data:`FETCHLIST_PLACEMENT`.
+
+    The one list behind :class:`batchcrawl.records.FetchItem` (a test checks its fields against
+    it), generate's candidate tables and the fetch lists a shard reads.
+    """
+    return tuple(n for n in schema("fetchlists").names if n not in FETCHLIST_PLACEMENT)
 
 
 def empty(table: str) -> pa.Table:
