@@ -166,7 +166,8 @@ class FetchSection:
     total_timeout_s: float = 60.0
     """Longest whole fetch (connect to last byte), seconds."""
     max_body_bytes: int = 10_485_760
-    """Cap on the decoded body; longer bodies are cut here and flagged truncated."""
+    """Cap on the body's wire bytes, on each content-decoding stage and on the decoded body; longer
+    bodies are cut here and flagged truncated (``length``)."""
     time_limit_s: float = 3600.0
     """Longest fetch phase of one round, seconds; what is left stays queued for the next round."""
     warc_rotate_bytes: int = 1_000_000_000
