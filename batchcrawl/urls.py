@@ -78,6 +78,7 @@ __all__ = [
     "domain_of",
     "host_of",
     "parse_url_parts",
+    "redirect_target",
     "surt",
     "url_key",
     "url_keys",
@@ -201,6 +202,45 @@ def _canonical_from_href(href: str, original: str) -> str:
     port_part = ":" + port if port else ""
     query_part = "?" + query if query else ""
     return f"{scheme}://{host}{port_part}{path}{query_part}"
+
+
+# Octets of a header value that cannot stand in a URL as they are: controls, space, DEL, non-ASCII.
+_NOT_URL_OCTET = re.compile(rb"[^\x21-\x7e]")
+
+
+def redirect_target(location: str, base: str) -> str:
+    """Canonical URL a ``Location`` header value points to, resolved against ``base``.
+
+    The value is taken as the octets the server sent: http.client hands header values over decoded
+    as Latin-1, so ``location.encode("latin-1")`` gives the wire bytes back. Every octet that cannot
+    stand in a URL as it is (controls, space, DEL, non-ASCII) is percent-encoded *as received*,
+    then the reference is resolved and canonicalized (:func:`canonicalize`). Raw UTF-8 therefore
+    becomes its own escapes (``/fa/اع`` sent as UTF-8 -> ``/fa/%D8%A7%D8%B9``), never Latin-1
+    mojibake re-encoded (``%C3%98%C2%A7...``), and a raw space becomes ``%20``. Browsers do the
+    same (WHATWG URL Standard: the percent-encode sets apply to the bytes of the input). Leading and
+    trailing whitespace is dropped (RFC 9110 §5.5: it is not part of a field value).
+
+    Parameters
+    ----------
+    location : str
+        The header value as the HTTP client returns it (``FetchResult.header("Location")``).
+    base : str
+        Absolute URL of the response that carried it.
+
+    Raises
+    ------
+    InvalidURL
+        The target does not parse, is not http(s) or has no host.
+    """
+    try:
+        raw = location.encode("latin-1")
+    except UnicodeEncodeError:  # text that never came off the wire: take its UTF-8 octets
+        raw = location.encode("utf-8")
+    raw = raw.strip(b" \t\r\n\x0b\x0c")
+    ref = _NOT_URL_OCTET.sub(lambda m: b"%%%02X" % m.group()[0], raw).decode("ascii")
+    if not ref:
+        raise InvalidURL(f"empty Location {location!r} (redirect from {base})")
+    return canonicalize(ref, base)
 
 
 def url_key(canonical: str) -> int:

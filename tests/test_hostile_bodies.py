@@ -6,13 +6,11 @@ from a raw socket; payloads are generated here and are small on the wire."""
 from __future__ import annotations
 
 import gzip
-import socket
-import threading
 import tracemalloc
-from collections.abc import Callable
 
 import fsspec
 import pytest
+from raw_server import RawServer
 from test_decode import hostile_inner_member
 
 from batchcrawl.fetch.fetcher import Fetcher
@@ -22,52 +20,6 @@ from batchcrawl.fetch.worker import classify
 from batchcrawl.records import Outcome
 
 CAP = 1_000_000
-
-
-class RawServer:
-    """Serves every connection on 127.0.0.1 (port chosen by the OS) with ``send(conn, release)``
-    after reading the request head; ``release`` is an Event set when the server stops, for senders
-    that hold the connection open until then."""
-
-    def __init__(self, send: Callable[[socket.socket, threading.Event], None]) -> None:
-        self._send = send
-        self._sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self._sock.getsockname()[1]
-        self.release = threading.Event()
-        self._threads: list[threading.Thread] = []
-        self._accepting = threading.Thread(target=self._accept, daemon=True)
-        self._accepting.start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self._sock.accept()
-            except OSError:
-                return
-            t = threading.Thread(target=self._serve, args=(conn,), daemon=True)
-            self._threads.append(t)
-            t.start()
-
-    def _serve(self, conn: socket.socket) -> None:
-        with conn:
-            head = b""
-            while b"\r\n\r\n" not in head:
-                data = conn.recv(4096)
-                if not data:
-                    return
-                head += data
-            try:
-                self._send(conn, self.release)
-            except OSError:  # the client left (cap or deadline): expected
-                pass
-
-    def close(self) -> None:
-        self.release.set()
-        self._sock.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept() (close alone does not)
-        self._sock.close()
-        self._accepting.join()
-        for t in self._threads:
-            t.join()
 
 
 @pytest.fixture
@@ -94,7 +46,7 @@ def head(*headers: str) -> bytes:
 
 
 def whole(body: bytes, coding: str):
-    def send(conn, _release):
+    def send(conn, _release, _head):
         conn.sendall(
             head(
                 f"Content-Encoding: {coding}",
@@ -156,7 +108,7 @@ def test_control_stacked_members_under_the_cap_decode_completely(serve, test_con
     assert (r.error, r.truncated, r.body) == (None, None, b"the end")
 
 
-def endless_empty_members(conn, release):
+def endless_empty_members(conn, release, _head):
     conn.sendall(head("Content-Encoding: gzip", "Connection: close"))
     unit = gzip.compress(b"") * 5000
     while not release.is_set():
@@ -175,7 +127,7 @@ def test_endless_empty_members_cap_the_wire_bytes(serve, test_config):
     assert peak < 8 * CAP
 
 
-def one_piece_then_hold(conn, release):
+def one_piece_then_hold(conn, release, _head):
     """No Content-Length, Connection: close, one piece of the body, then nothing until the server
     stops: only the fetch's own deadline can end this body."""
     conn.sendall(head("Content-Type: text/html", "Connection: close") + b"<html>first piece")
@@ -203,7 +155,7 @@ def test_deadline_cut_of_a_close_delimited_body_is_truncated_time(serve, test_co
 
 
 def test_control_close_delimited_body_that_ends_is_complete(serve, test_config):
-    def send(conn, _release):
+    def send(conn, _release, _head):
         conn.sendall(head("Content-Type: text/html", "Connection: close") + b"<html>all")
 
     url = serve(send)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import heapq
 import http.client
+import re
 import socket
 import threading
 import time
@@ -47,6 +48,9 @@ READ_CHUNK_BYTES = 65536
 #: Idle keep-alive connections kept per (scheme, host, port), and in all.
 MAX_IDLE_PER_HOST = 2
 MAX_IDLE_TOTAL = 256
+
+#: What may not be sent in a request line: the URL must be percent-encoded ASCII (RFC 9112 §3.2).
+_UNSENDABLE = re.compile(r"[^\x21-\x7e]")
 
 ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
 ACCEPT_ENCODING = "gzip, deflate, br"
@@ -269,7 +273,8 @@ class Fetcher:
         Raises
         ------
         InvalidURL
-            ``url`` is not absolute http(s) with a host.
+            ``url`` is not absolute http(s) with a host, or holds characters that cannot be sent
+            (non-ASCII, space, controls).
         """
         started = time.time()
         try:
@@ -279,6 +284,11 @@ class Fetcher:
             raise InvalidURL(f"cannot fetch {url!r}: {exc}") from None
         if scheme not in ("http", "https") or not host:
             raise InvalidURL(f"cannot fetch {url!r}: expected an absolute http(s) URL with a host")
+        if _UNSENDABLE.search(url):
+            raise InvalidURL(
+                f"cannot fetch {url!r}: non-ASCII, space or control characters; pass the URL "
+                "through batchcrawl.urls.canonicalize (or redirect_target for a Location)"
+            )
         if port is None:
             port = 443 if scheme == "https" else 80
         result = FetchResult(url=url, started=started)
