@@ -298,7 +298,8 @@ def bucket_of(key: int, buckets: int) -> int:
 
 
 def host_of(canonical: str) -> str:
-    """Host of a canonical URL, without port: lower-case, punycode; IPv6 in brackets.
+    """Host of a canonical URL, without port: lower-case, punycode; IPv6 in brackets; never a
+    trailing dot (``www.example.com.`` and ``www.example.com`` are one host).
 
     Parameters
     ----------
@@ -319,7 +320,8 @@ def host_of(canonical: str) -> str:
     if authority.startswith("["):
         return authority[: authority.find("]") + 1]
     colon = authority.find(":")
-    return authority if colon < 0 else authority[:colon]
+    host = authority if colon < 0 else authority[:colon]
+    return host.rstrip(".") if host.endswith(".") else host
 
 
 @functools.cache
@@ -368,13 +370,36 @@ def parse_url_parts(canonical: str) -> tuple[str, str]:
 def surt(canonical: str) -> str:
     """SURT key of a URL, as Common Crawl's ``url_surtkey`` (``com,example)/path?q``).
 
-    Uses the ``surt`` package with its defaults (Internet Archive canonicalization: drops ``www``,
-    lower-cases the whole URL, sorts the query, decodes some escapes), so it is a sort/lookup key
+    The one SURT function of the crawl: the index (``export/ccindex``) and CDXJ (``export/cdxj``)
+    keys both come from here. Uses the ``surt`` package (Internet Archive canonicalization:
+    lower-cases the whole URL, sorts the query, decodes some escapes) with its ``www`` stripping
+    replaced by a stricter one: a leading ``www``/``www<digits>`` label is dropped only when what is
+    left is still a registrable host with a dot (not a public suffix by the Public Suffix List).
+    So ``www.example.com`` -> ``com,example)/``, but ``www.com`` -> ``com,www)/`` and
+    ``www3288.com`` -> ``com,www3288)/`` (the package maps both to ``com)/``). A sort/lookup key
     for CDX indexes, not an identity: two canonical URLs may share a SURT.
 
     Parameters
     ----------
     canonical : str
         A canonical URL.
+
+    Raises
+    ------
+    ValueError
+        The ``surt`` package cannot take the URL apart.
     """
-    return _surt.surt(canonical)
+    key = _surt.surt(canonical, host_massage=False)
+    host, sep, rest = key.partition(")")
+    if not sep:
+        return key
+    name, colon, port = host.partition(":")
+    labels = name.split(",")
+    if len(labels) >= 3 and _WWW_LABEL.fullmatch(labels[-1]):
+        left = ".".join(reversed(labels[:-1]))
+        if _psl().privatesuffix(left) is not None:
+            name = ",".join(labels[:-1])
+    return f"{name}{colon}{port}{sep}{rest}"
+
+
+_WWW_LABEL = re.compile(r"www[0-9]*")
