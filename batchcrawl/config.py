@@ -111,9 +111,10 @@ class RobotsSection:
     """``[robots]``: robots.txt fetching and caching (RFC 9309)."""
 
     cache_ttl_s: float = 86400.0
-    """A fetched robots.txt is reused for at most this long, seconds (RFC 9309 §2.4: 24 h)."""
+    """A fetched robots.txt is reused for at most this long, seconds; at most 86400 (RFC 9309 §2.4:
+    24 h)."""
     max_bytes: int = 512000
-    """Bytes of robots.txt parsed; RFC 9309 §2.5 requires at least 500 KiB."""
+    """Bytes of robots.txt parsed; at least 512000 (RFC 9309 §2.5 requires at least 500 KiB)."""
     max_redirects: int = 5
     """Redirect hops followed when fetching robots.txt (RFC 9309 §2.3.1.2)."""
     retry_after_s: float = 300.0
@@ -321,6 +322,17 @@ _POSITIVE = {
 }
 
 
+#: (section, key) -> (lowest, highest, why): bounds set by a standard, not by taste.
+_BOUNDS: dict[tuple[str, str], tuple[float | None, float | None, str]] = {
+    ("robots", "cache_ttl_s"): (
+        None,
+        86400.0,
+        "RFC 9309 §2.4: a robots.txt is cached 24 h at most",
+    ),
+    ("robots", "max_bytes"): (512000, None, "RFC 9309 §2.5: parse at least 500 KiB"),
+}
+
+
 def _field_types(section: str) -> dict[str, Any]:
     return typing.get_type_hints(SECTIONS[section])
 
@@ -394,6 +406,12 @@ def _check_value(section: str, key: str, value: Any, where: str) -> None:
         raise ConfigError(f"{where}: expected one of {', '.join(choices)}, got {value!r}")
     if (section, key) in _POSITIVE and value < 1:
         raise ConfigError(f"{where}: expected a positive integer, got {value!r}")
+    bound = _BOUNDS.get((section, key))
+    if bound is not None:
+        low, high, why = bound
+        if (low is not None and value < low) or (high is not None and value > high):
+            limit = f"at least {low}" if low is not None else f"at most {high}"
+            raise ConfigError(f"{where}: expected {limit} ({why}), got {value!r}")
     if isinstance(value, int) and not isinstance(value, bool) and value < 0:
         raise ConfigError(f"{where}: expected a value >= 0, got {value!r}")
     if section == "network" and key in ("allow_networks", "deny_networks"):
