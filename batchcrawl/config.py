@@ -63,6 +63,8 @@ class Range:
 
     min: float | None = None
     max: float | None = None
+    why: str = ""
+    """Where the bound comes from (a standard, a format), added to the error message."""
 
     def check(self, value: float, where: str) -> None:
         """Raise :class:`ConfigError` naming ``where`` if ``value`` is out of bounds."""
@@ -71,8 +73,9 @@ class Range:
         ):
             lo = "" if self.min is None else f">= {self.min:g}"
             hi = "" if self.max is None else f"<= {self.max:g}"
-            raise ConfigError(f"{where}: expected a value {' and '.join(filter(None, (lo, hi)))}, "
-                              f"got {value!r}")  # fmt: skip
+            because = f" ({self.why})" if self.why else ""
+            raise ConfigError(f"{where}: expected a value {' and '.join(filter(None, (lo, hi)))}"
+                              f"{because}, got {value!r}")  # fmt: skip
 
 
 def _regexes(value: list[str], where: str) -> None:
@@ -187,10 +190,13 @@ class PolitenessSection:
 class RobotsSection:
     """``[robots]``: robots.txt fetching and caching (RFC 9309)."""
 
-    cache_ttl_s: float = 86400.0
-    """A fetched robots.txt is reused for at most this long, seconds (RFC 9309 §2.4: 24 h)."""
-    max_bytes: Positive = 512000
-    """Bytes of robots.txt parsed; RFC 9309 §2.5 requires at least 500 KiB."""
+    cache_ttl_s: Annotated[
+        float, Range(0, 86400, why="RFC 9309 §2.4: a robots.txt is cached 24 h at most")
+    ] = 86400.0
+    """A fetched robots.txt is reused for at most this long, seconds; at most 86400 (RFC 9309 §2.4:
+    24 h)."""
+    max_bytes: Annotated[int, Range(512000, why="RFC 9309 §2.5: parse at least 500 KiB")] = 512000
+    """Bytes of robots.txt parsed; at least 512000 (RFC 9309 §2.5 requires at least 500 KiB)."""
     max_redirects: int = 5
     """Redirect hops followed when fetching robots.txt (RFC 9309 §2.3.1.2)."""
     retry_after_s: float = 300.0
@@ -248,7 +254,8 @@ class FetchSection:
     total_timeout_s: float = 60.0
     """Longest whole fetch (connect to last byte), seconds."""
     max_body_bytes: Positive = 10_485_760
-    """Cap on the decoded body; longer bodies are cut here and flagged truncated."""
+    """Cap on the body's wire bytes, on each content-decoding stage and on the decoded body; longer
+    bodies are cut here and flagged truncated (``length``)."""
     time_limit_s: float = 3600.0
     """Longest fetch phase of one round, seconds; what is left stays queued for the next round."""
     warc_rotate_bytes: Positive = 1_000_000_000

@@ -67,6 +67,7 @@ __all__ = [
     "domain_of",
     "host_of",
     "parse_url_parts",
+    "redirect_target",
     "surt",
     "url_key",
     "url_keys",
@@ -201,6 +202,45 @@ def hash64(text: str) -> int:
     return mmh3.hash64(text.encode("utf-8"), seed=0, signed=False)[0]
 
 
+# Octets of a header value that cannot stand in a URL as they are: controls, space, DEL, non-ASCII.
+_NOT_URL_OCTET = re.compile(rb"[^\x21-\x7e]")
+
+
+def redirect_target(location: str, base: str) -> str:
+    """Canonical URL a ``Location`` header value points to, resolved against ``base``.
+
+    The value is taken as the octets the server sent: http.client hands header values over decoded
+    as Latin-1, so ``location.encode("latin-1")`` gives the wire bytes back. Every octet that cannot
+    stand in a URL as it is (controls, space, DEL, non-ASCII) is percent-encoded *as received*,
+    then the reference is resolved and canonicalized (:func:`canonicalize`). Raw UTF-8 therefore
+    becomes its own escapes (``/fa/اع`` sent as UTF-8 -> ``/fa/%D8%A7%D8%B9``), never Latin-1
+    mojibake re-encoded (``%C3%98%C2%A7...``), and a raw space becomes ``%20``. Browsers do the
+    same (WHATWG URL Standard: the percent-encode sets apply to the bytes of the input). Leading and
+    trailing whitespace is dropped (RFC 9110 §5.5: it is not part of a field value).
+
+    Parameters
+    ----------
+    location : str
+        The header value as the HTTP client returns it (``FetchResult.header("Location")``).
+    base : str
+        Absolute URL of the response that carried it.
+
+    Raises
+    ------
+    InvalidURL
+        The target does not parse, is not http(s) or has no host.
+    """
+    try:
+        raw = location.encode("latin-1")
+    except UnicodeEncodeError:  # text that never came off the wire: take its UTF-8 octets
+        raw = location.encode("utf-8")
+    raw = raw.strip(b" \t\r\n\x0b\x0c")
+    ref = _NOT_URL_OCTET.sub(lambda m: b"%%%02X" % m.group()[0], raw).decode("ascii")
+    if not ref:
+        raise InvalidURL(f"empty Location {location!r} (redirect from {base})")
+    return canonicalize(ref, base)
+
+
 def hash64_many(texts: Iterable[str]) -> np.ndarray:
     """:func:`hash64` of many strings; ``numpy.ndarray`` of ``uint64``, shape ``(n,)``."""
     h = mmh3.hash64
@@ -268,7 +308,8 @@ def bucket_ids(keys: np.ndarray, buckets: int) -> np.ndarray:
 
 
 def host_of(canonical: str) -> str:
-    """Host of a canonical URL, without port: lower-case, punycode; IPv6 in brackets.
+    """Host of a canonical URL, without port: lower-case, punycode; IPv6 in brackets; never a
+    trailing dot (``www.example.com.`` and ``www.example.com`` are one host).
 
     Parameters
     ----------
@@ -289,7 +330,8 @@ def host_of(canonical: str) -> str:
     if authority.startswith("["):
         return authority[: authority.find("]") + 1]
     colon = authority.find(":")
-    return authority if colon < 0 else authority[:colon]
+    host = authority if colon < 0 else authority[:colon]
+    return host.rstrip(".") if host.endswith(".") else host
 
 
 @functools.cache
@@ -338,13 +380,36 @@ def parse_url_parts(canonical: str) -> tuple[str, str]:
 def surt(canonical: str) -> str:
     """SURT key of a URL, as Common Crawl's ``url_surtkey`` (``com,example)/path?q``).
 
-    Uses the ``surt`` package with its defaults (Internet Archive canonicalization: drops ``www``,
-    lower-cases the whole URL, sorts the query, decodes some escapes), so it is a sort/lookup key
+    The one SURT function of the crawl: the index (``export/ccindex``) and CDXJ (``export/cdxj``)
+    keys both come from here. Uses the ``surt`` package (Internet Archive canonicalization:
+    lower-cases the whole URL, sorts the query, decodes some escapes) with its ``www`` stripping
+    replaced by a stricter one: a leading ``www``/``www<digits>`` label is dropped only when what is
+    left is still a registrable host with a dot (not a public suffix by the Public Suffix List).
+    So ``www.example.com`` -> ``com,example)/``, but ``www.com`` -> ``com,www)/`` and
+    ``www3288.com`` -> ``com,www3288)/`` (the package maps both to ``com)/``). A sort/lookup key
     for CDX indexes, not an identity: two canonical URLs may share a SURT.
 
     Parameters
     ----------
     canonical : str
         A canonical URL.
+
+    Raises
+    ------
+    ValueError
+        The ``surt`` package cannot take the URL apart.
     """
-    return _surt.surt(canonical)
+    key = _surt.surt(canonical, host_massage=False)
+    host, sep, rest = key.partition(")")
+    if not sep:
+        return key
+    name, colon, port = host.partition(":")
+    labels = name.split(",")
+    if len(labels) >= 3 and _WWW_LABEL.fullmatch(labels[-1]):
+        left = ".".join(reversed(labels[:-1]))
+        if _psl().privatesuffix(left) is not None:
+            name = ",".join(labels[:-1])
+    return f"{name}{colon}{port}{sep}{rest}"
+
+
+_WWW_LABEL = re.compile(r"www[0-9]*")

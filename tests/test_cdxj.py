@@ -181,3 +181,34 @@ def test_shared_warc_files():
         "example-wrong-chunks.warc.gz, which warcio cannot read past its first record)"
     )
     assert errors == 3 and indexed_files == 17
+
+
+#: Issue 14, item 3: the ``www`` label goes only when a registrable host with a dot is left.
+WWW_KEYS = {
+    "https://www3288.com/": "com,www3288)/",
+    "https://www.com/": "com,www)/",
+    "http://www.co.uk/": "uk,co,www)/",
+    "https://www.example.com/": "com,example)/",
+    "http://www2.example.co.uk:8080/x": "uk,co,example:8080)/x",
+    "http://www.example.com./": "com,example)/",
+}
+
+
+def test_cdxj_and_index_keys_keep_www_unless_a_registrable_host_is_left():
+    from batchcrawl.export.ccindex import url_columns
+
+    fs = fsspec.filesystem("memory")
+    root = f"/test-cdxj-{uuid.uuid4().hex}"
+    try:
+        with WarcWriter(fs, root, "s", 10**9, "test", clock=lambda: T0) as w:
+            for url in WWW_KEYS:
+                w.write_fetch(fetch(url, b"<html></html>"))
+            path = w.files[0]
+        out = io.StringIO()
+        write_cdxj(path, out, fs)
+    finally:
+        fs.rm(root, recursive=True)
+    cdxj = {parse(line)[2]["url"]: parse(line)[0] for line in out.getvalue().splitlines()}
+    assert cdxj == WWW_KEYS
+    assert {u: url_columns(u)["url_surtkey"] for u in WWW_KEYS} == WWW_KEYS
+    assert url_columns("http://www.example.com./")["url_host_name"] == "www.example.com"

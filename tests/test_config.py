@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from batchcrawl.cli import load_crawl_config
-from batchcrawl.config import Config, load_config, to_toml
+from batchcrawl.config import Config, load_config, loopback_test_config, to_toml
 from batchcrawl.errors import ConfigError
 from batchcrawl.store.crawldir import CrawlDir
 
@@ -141,3 +141,17 @@ def test_rule_error_names_file_and_line(tmp_path):
     text = "[fetch]\nthreads = 4\nwarc_compress_level = 12\n"
     with pytest.raises(ConfigError, match=r"fetch\.warc_compress_level \(from c\.toml:3\): .*<= 9"):
         load_config(files=[("c.toml", text)], environ={})
+
+
+@pytest.mark.parametrize(
+    ("robots", "message"),
+    [
+        ({"cache_ttl_s": 86400.5}, r"robots\.cache_ttl_s .*<= 86400 \(RFC 9309"),
+        ({"max_bytes": 511_999}, r"robots\.max_bytes .*>= 512000 \(RFC 9309"),
+    ],
+)
+def test_robots_bounds_of_rfc_9309_are_enforced(robots, message):
+    with pytest.raises(ConfigError, match=message):
+        loopback_test_config(robots=robots)
+    edge = {k: 86400.0 if k == "cache_ttl_s" else 512_000 for k in robots}
+    assert loopback_test_config(robots=edge)  # the bound itself is fine

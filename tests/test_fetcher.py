@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import gzip
 import threading
-import zlib
 
-import brotli
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from batchcrawl.errors import InvalidURL
-from batchcrawl.fetch.fetcher import Fetcher, make_decoder
+from batchcrawl.fetch.fetcher import Fetcher
 from batchcrawl.fetch.resolver import AddressPolicy, Resolver
 from batchcrawl.testing.webserver import Response
 
@@ -251,57 +246,6 @@ def test_many_threads_get_their_own_bodies(web, fetcher):
     for t in threads:
         t.join()
     assert errors == []
-
-
-# -- incremental decoding, without the network -------------------------------------------------------
-
-ENCODERS = {
-    "gzip": gzip.compress,
-    "br": brotli.compress,
-    "deflate-zlib": zlib.compress,
-    "deflate-raw": lambda d: (lambda c: c.compress(d) + c.flush())(
-        zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS)
-    ),
-}
-
-
-def _decode(coding: str, encoded: bytes, cuts: list[int], cap: int) -> bytes:
-    dec = make_decoder("deflate" if coding.startswith("deflate") else coding)
-    out = b""
-    points = sorted({c % (len(encoded) + 1) for c in cuts} | {0, len(encoded)})
-    for a, b in zip(points, points[1:], strict=False):
-        out += dec.feed(encoded[a:b], cap - len(out) + 1)
-        if len(out) > cap:
-            return out[:cap]
-    return (out + dec.flush())[:cap]
-
-
-@settings(max_examples=60, deadline=None)
-@given(
-    st.sampled_from(sorted(ENCODERS)),
-    st.binary(max_size=3000) | st.text(max_size=2000).map(str.encode),
-    st.lists(st.integers(0, 10_000), max_size=6),
-    st.integers(0, 4000),
-)
-def test_decoders_give_the_prefix_of_the_plain_body(coding, data, cuts, cap):
-    assert _decode(coding, ENCODERS[coding](data), cuts, cap) == data[:cap]
-
-
-def test_decoder_bounds_output_of_a_bomb():
-    bomb = gzip.compress(b"\0" * 20_000_000)
-    dec = make_decoder("gzip")
-    out = dec.feed(bomb, 1001)
-    assert 1001 <= len(out) <= 1001 + 65536
-
-
-def test_multiple_gzip_members_and_stacked_codings():
-    assert make_decoder("gzip").feed(gzip.compress(b"ab") + gzip.compress(b"cd"), 100) == b"abcd"
-    stacked = brotli.compress(gzip.compress(b"hello"))
-    dec = make_decoder("gzip, br")
-    assert dec.feed(stacked, 100) + dec.flush() == b"hello"
-    assert make_decoder("identity") is None and make_decoder(None) is None
-    with pytest.raises(ValueError, match="compress"):
-        make_decoder("compress")
 
 
 def test_idle_pool_evicts_while_a_host_connection_is_in_use(web, test_config, monkeypatch):

@@ -206,3 +206,58 @@ def test_wildcard_matches_exactly_the_subdomains(label_path):
     assert r.lookup_override(label_path + ".test") == "127.0.0.1"
     expected = "127.0.0.1" if label_path.endswith(".test") else None
     assert r.lookup_override(label_path) == expected
+
+
+# -- IPv6 transition forms carrying IPv4 addresses (issue 14, item 6) ----------------------------
+
+
+def _wrapped(v4: ipaddress.IPv4Address) -> dict[str, ipaddress.IPv6Address]:
+    n = int(v4)
+    public = int(ipaddress.IPv4Address("65.54.227.120"))  # a Teredo server address
+    return {
+        "6to4": ipaddress.IPv6Address((0x2002 << 112) | (n << 80) | 1),
+        "teredo-client": ipaddress.IPv6Address(
+            (0x20010000 << 96) | (public << 64) | (n ^ 0xFFFFFFFF)
+        ),
+        "teredo-server": ipaddress.IPv6Address((0x20010000 << 96) | (n << 64) | 0xF7F7F7F7),
+        "nat64": ipaddress.IPv6Address(int(ipaddress.IPv6Address("64:ff9b::")) | n),
+        "ipv4-compatible": ipaddress.IPv6Address(n),
+    }
+
+
+V4_DENIED = [
+    net.network_address + (1 if net.num_addresses > 1 else 0)
+    for net in DENY_NETS
+    if net.version == 4 and int(net.network_address + 1) > 1
+]
+
+
+@pytest.mark.parametrize("v4", V4_DENIED, ids=str)
+@pytest.mark.parametrize("form", sorted(_wrapped(ipaddress.IPv4Address("1.2.3.4"))))
+def test_every_default_denied_ipv4_range_is_refused_inside_each_ipv6_form(form, v4, test_config):
+    """Through a resolver override and the real fetcher: refused, no socket opened."""
+    from batchcrawl.fetch.fetcher import Fetcher
+
+    wrapped = _wrapped(v4)[form]
+    assert AddressPolicy(NetworkSection()).check(wrapped) is not None
+    network = {"resolve": {"wrapped.example": str(wrapped)}, "allow_networks": []}
+    cfg = test_config.replace(network={**network, "system_dns": False})
+    with Fetcher(cfg.fetch, cfg.crawl, Resolver(cfg.network), AddressPolicy(cfg.network)) as f:
+        r = f.fetch("http://wrapped.example/")
+    assert (r.error, r.ip, r.status) == ("refused", None, None)
+
+
+@pytest.mark.parametrize("form", ["6to4", "teredo-client", "ipv4-compatible"])
+def test_control_a_public_ipv4_inside_the_same_forms_is_allowed(form):
+    """Policy check only (nothing is contacted): the refusal above comes from the embedded
+    address, not from the form."""
+    wrapped = _wrapped(ipaddress.IPv4Address("8.8.8.8"))[form]
+    assert AddressPolicy(NetworkSection()).check(wrapped) is None
+
+
+def test_allow_networks_never_allow_a_wrapped_loopback_address():
+    """6to4 of 127.0.0.1 is a route through a relay, not 127.0.0.1: the loopback-only test policy
+    refuses it (only IPv4-mapped addresses are the IPv4 address itself)."""
+    policy = AddressPolicy(loopback_test_config().network)
+    assert policy.check("2002:7f00:1::") is not None
+    assert policy.check("::ffff:127.0.0.1") is None

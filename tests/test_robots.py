@@ -11,6 +11,7 @@ import pytest
 from conftest import TESTDATA
 from hypothesis import given
 from hypothesis import strategies as st
+from raw_server import RawServer
 
 from batchcrawl.fetch.fetcher import Fetcher
 from batchcrawl.fetch.resolver import AddressPolicy, Resolver
@@ -301,13 +302,27 @@ def test_live_redirect_loop_stops_after_five_hops(web, fetcher):
     assert rules.state == ALLOW_ALL  # RFC 9309 §2.3.1.2: may be treated as unavailable (4xx)
 
 
-def test_live_timeout_is_unavailable(web, fetcher):
-    chain, rules = _robots(web, fetcher, "robots-slow.test")
-    assert chain[-1].error == "timeout" and rules.unavailable
+def test_live_timeout_is_unavailable(fetcher):
+    """A server that reads the request and never answers (until the test ends): only the read
+    timeout can end the fetch, however loaded the machine is."""
+
+    def hold(_conn, release, _head):
+        release.wait()
+
+    server = RawServer(hold)
+    try:
+        chain = fetch_robots(fetcher, f"http://robots-hold.test:{server.port}", max_redirects=5)
+    finally:
+        server.close()
+    assert chain[-1].error == "timeout" and rules_from_fetch(chain[-1]).unavailable
 
 
-def test_live_reset_is_unavailable(web, fetcher):
-    chain, rules = _robots(web, fetcher, "robots-reset.test")
+def test_live_reset_is_unavailable(web, test_config):
+    """Timeouts far longer than any scheduling delay: only the reset can end this fetch (with the
+    0.3 s read timeout of the shared fixture a slow server thread once made it a timeout)."""
+    cfg = test_config.replace(fetch={"read_timeout_s": 60.0, "total_timeout_s": 120.0})
+    with Fetcher(cfg.fetch, cfg.crawl, Resolver(cfg.network), AddressPolicy(cfg.network)) as f:
+        chain, rules = _robots(web, f, "robots-reset.test")
     assert chain[-1].error == "reset" and rules.unavailable
 
 

@@ -508,7 +508,44 @@ def test_parse_url_parts() -> None:
         ("http://www.example.com/a/B?z=1&a=2", "com,example)/a/b?a=2&z=1"),
         ("http://h1.test:8080/x", "test,h1:8080)/x"),
         ("https://example.com/", "com,example)/"),
+        ("https://www3288.com/", "com,www3288)/"),
+        ("https://www.com/", "com,www)/"),
+        ("http://www.co.uk/", "uk,co,www)/"),
+        ("http://www7.example.co.uk/", "uk,co,example)/"),
+        ("http://wwwx.example.com/", "com,example,wwwx)/"),
+        ("http://www.www.example.com/", "com,example,www)/"),
+        ("http://www.h1.test/", "test,h1)/"),
     ],
 )
 def test_surt(url: str, key: str) -> None:
     assert surt(url) == key
+
+
+_LABEL = st.sampled_from(
+    ["www", "www1", "www3288", "wwwx", "example", "co", "uk", "com", "h1", "a"]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_LABEL, min_size=1, max_size=5))
+def test_surt_drops_at_most_a_leading_www_label_and_only_before_a_registrable_host(labels):
+    from publicsuffixlist import PublicSuffixList
+
+    host = ".".join(labels)
+    rest = ".".join(labels[1:])
+    droppable = (
+        re.fullmatch(r"www[0-9]*", labels[0]) is not None
+        and "." in rest
+        and PublicSuffixList().privatesuffix(rest) is not None
+    )
+    key_host = surt(f"http://{host}/").split(")", 1)[0]
+    assert key_host == ",".join(reversed(labels[1:] if droppable else labels))
+
+
+@pytest.mark.parametrize(
+    "url", ["http://www.example.com./x", "http://www.example.com.:8080/", "HTTP://A.TEST../"]
+)
+def test_trailing_dot_hosts_are_stored_dotless(url):
+    canonical = canonicalize(url)
+    assert not host_of(canonical).endswith(".")
+    assert host_of(url.lower()) == host_of(canonical)  # also for a URL that was never canonical

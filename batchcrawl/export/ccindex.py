@@ -123,7 +123,7 @@ def url_columns(url: str) -> dict[str, Any]:
         ``url`` has no host (not an absolute http(s) URL).
     """
     parts = urlsplit(url)
-    host = (parts.hostname or "").lower()
+    host = (parts.hostname or "").lower().rstrip(".")  # www.example.com. is www.example.com
     if not host:
         raise CCIndexError(f"{url!r}: no host; the index takes absolute http(s) URLs only")
     try:

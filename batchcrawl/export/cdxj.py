@@ -4,7 +4,8 @@ One line per capture record (``response``, ``revisit``, ``resource``)::
 
     com,example)/page 20231114221320 {"url": "http://example.com/page", "mime": "text/html", ...}
 
-that is, the SURT form of the URL (``surt`` package, as pywb does), a 14-digit timestamp from
+that is, the SURT form of the URL (:func:`batchcrawl.urls.surt`, the same key as the index table's
+``url_surtkey``), a 14-digit timestamp from
 WARC-Date, and a JSON object with ``url``, ``mime`` (``warc/revisit`` for revisits, Content-Type
 without parameters otherwise), ``status`` (HTTP status), ``digest`` (payload digest, base32 without the
 ``sha1:`` prefix), ``length`` and ``offset`` (bytes of the record's gzip member in the file) and
@@ -19,11 +20,11 @@ import posixpath
 from typing import IO, Any
 
 import fsspec
-import surt
 from warcio.archiveiterator import ArchiveIterator
 from warcio.exceptions import ArchiveLoadFailed
 
 from batchcrawl.errors import WarcError
+from batchcrawl.urls import surt
 
 INDEXED_TYPES = ("response", "revisit", "resource")
 
@@ -135,7 +136,7 @@ def write_cdxj(
 
 def _surt(url: str) -> str:
     try:
-        return surt.surt(url)
+        return surt(url)
     except ValueError:  # not a URL surt can take apart: index it as it is
         return url
 

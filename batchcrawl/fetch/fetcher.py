@@ -8,28 +8,29 @@ into a new frontier entry), and bounds every fetch three ways: a connect timeout
 each ``recv``, and a whole-fetch deadline enforced by one watchdog thread per :class:`Fetcher` that
 shuts the socket down when a fetch overruns — a trickling server cannot hold a thread.
 
-The body is read raw (content-encoded) and decoded incrementally here (gzip, deflate in both its
-zlib and raw forms, br), so ``max_body_bytes`` caps the *decoded* size and a decompression bomb
-stops at the cap (``truncated="length"``). Fetch threads are blocking, as BUbiNG argues (§4.3).
+The body is read raw (content-encoded, ``decode_content=False``) and decoded incrementally by
+:class:`~batchcrawl.fetch.decode.ContentDecoder`, so ``max_body_bytes`` caps the wire bytes, every
+decoding stage and the decoded body alike: a decompression bomb, stacked codings or an endless
+stream of empty gzip members stop at the cap (``truncated="length"``), and decoding stops at the
+fetch's deadline like the socket does (``truncated="time"``). Fetch threads are blocking, as
+BUbiNG argues (§4.3).
 """
 
 from __future__ import annotations
 
 import heapq
 import http.client
+import re
 import socket
 import threading
 import time
-import zlib
 from collections import OrderedDict
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
-import brotli
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.exceptions import (
     ConnectTimeoutError,
-    DecodeError,
     HTTPError,
     NewConnectionError,
     ReadTimeoutError,
@@ -38,6 +39,7 @@ from urllib3.util import is_connection_dropped
 
 from batchcrawl.config import CrawlSection, FetchSection
 from batchcrawl.errors import InvalidURL
+from batchcrawl.fetch.decode import CORRUPT, ContentDecoder, UnsupportedCoding
 from batchcrawl.fetch.resolver import AddressPolicy, DNSError, Resolver
 from batchcrawl.records import FetchResult
 
@@ -47,114 +49,11 @@ READ_CHUNK_BYTES = 65536
 MAX_IDLE_PER_HOST = 2
 MAX_IDLE_TOTAL = 256
 
+#: What may not be sent in a request line: the URL must be percent-encoded ASCII (RFC 9112 §3.2).
+_UNSENDABLE = re.compile(r"[^\x21-\x7e]")
+
 ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
 ACCEPT_ENCODING = "gzip, deflate, br"
-
-
-# -- content decoding ------------------------------------------------------------------------------
-
-
-class _ZlibDecoder:
-    """gzip (possibly several members) or deflate; ``deflate`` picks zlib or raw from the first
-    two bytes (RFC 1950 header check), since servers send both under that name."""
-
-    __slots__ = ("_d", "_gzip", "_pending")
-
-    def __init__(self, gzip: bool) -> None:
-        self._gzip = gzip
-        self._d = zlib.decompressobj(16 + zlib.MAX_WBITS) if gzip else None
-        self._pending = b""
-
-    def feed(self, data: bytes, limit: int) -> bytes:
-        if self._d is None:
-            data = self._pending + data
-            if len(data) < 2:
-                self._pending = data
-                return b""
-            self._pending = b""
-            zlib_header = (data[0] & 0x0F) == 8 and ((data[0] << 8) | data[1]) % 31 == 0
-            self._d = zlib.decompressobj(zlib.MAX_WBITS if zlib_header else -zlib.MAX_WBITS)
-        if self._d.unconsumed_tail:  # left over when the previous call hit its limit
-            data = self._d.unconsumed_tail + data
-        out = self._d.decompress(data, limit)
-        while self._gzip and self._d.eof and self._d.unused_data and len(out) < limit:
-            rest = self._d.unused_data
-            self._d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-            out += self._d.decompress(rest, limit - len(out))
-        return out
-
-    def flush(self) -> bytes:
-        if self._d is None:
-            return b"" if not self._pending else zlib.decompress(self._pending, -zlib.MAX_WBITS)
-        return self._d.flush()
-
-
-class _BrotliDecoder:
-    __slots__ = ("_d",)
-
-    def __init__(self) -> None:
-        self._d = brotli.Decompressor()
-
-    def feed(self, data: bytes, limit: int) -> bytes:
-        out = self._d.process(data, output_buffer_limit=limit)
-        while len(out) < limit and not self._d.can_accept_more_data():
-            more = self._d.process(b"", output_buffer_limit=limit - len(out))
-            if not more:
-                break
-            out += more
-        return out
-
-    def flush(self) -> bytes:
-        return b""
-
-
-class _ChainDecoder:
-    """Several content codings, applied in the order listed, so decoded in reverse."""
-
-    __slots__ = ("_stages",)
-
-    def __init__(self, stages: list) -> None:
-        self._stages = stages
-
-    def feed(self, data: bytes, limit: int) -> bytes:
-        for stage in self._stages:
-            data = stage.feed(data, limit)
-        return data
-
-    def flush(self) -> bytes:
-        data = b""
-        for stage in self._stages:
-            data = stage.feed(data, 1 << 62) + stage.flush() if data else stage.flush()
-        return data
-
-
-def make_decoder(content_encoding: str | None):
-    """Incremental decoder for a ``Content-Encoding`` value, or None for identity.
-
-    The decoder has ``feed(data, limit) -> bytes`` (at most about ``limit`` bytes out per call)
-    and ``flush() -> bytes``.
-
-    Raises
-    ------
-    ValueError
-        An encoding other than gzip, x-gzip, deflate, br, identity.
-    """
-    if not content_encoding:
-        return None
-    names = [n.strip().lower() for n in content_encoding.split(",") if n.strip()]
-    stages = []
-    for name in reversed(names):
-        if name in ("gzip", "x-gzip"):
-            stages.append(_ZlibDecoder(gzip=True))
-        elif name == "deflate":
-            stages.append(_ZlibDecoder(gzip=False))
-        elif name == "br":
-            stages.append(_BrotliDecoder())
-        elif name != "identity":
-            raise ValueError(f"Content-Encoding {content_encoding!r}: cannot decode {name!r}")
-    if not stages:
-        return None
-    return stages[0] if len(stages) == 1 else _ChainDecoder(stages)
 
 
 # -- whole-fetch deadlines ---------------------------------------------------------------------------
@@ -251,7 +150,8 @@ class Fetcher:
     ----------
     fetch
         ``[fetch]`` section: ``connect_timeout_s``, ``read_timeout_s``, ``total_timeout_s``
-        (seconds) and ``max_body_bytes`` (bytes of *decoded* body kept).
+        (seconds) and ``max_body_bytes`` (bytes kept of the wire body, of every decoding stage and
+        of the decoded body).
     crawl
         ``[crawl]`` section: ``user_agent`` is sent with every request.
     resolver, policy
@@ -366,13 +266,15 @@ class Fetcher:
             was opened), ``connect``, ``timeout`` (connect, or a read stalled ``read_timeout_s``),
             ``reset``, ``bad_response``, ``body_short`` (fewer bytes than Content-Length or a cut
             chunked body; the body is not complete) or ``decode``. ``truncated`` is ``"length"``
-            when the decoded body reached ``max_body_bytes`` and ``"time"`` when the whole-fetch
-            deadline cut the body (what arrived is kept).
+            when the wire body, a decoding stage or the decoded body went past ``max_body_bytes``
+            and ``"time"`` when the whole-fetch deadline cut the body or its decoding (what
+            arrived is kept), also for a body delimited by the connection's close.
 
         Raises
         ------
         InvalidURL
-            ``url`` is not absolute http(s) with a host.
+            ``url`` is not absolute http(s) with a host, or holds characters that cannot be sent
+            (non-ASCII, space, controls).
         """
         started = time.time()
         try:
@@ -382,6 +284,11 @@ class Fetcher:
             raise InvalidURL(f"cannot fetch {url!r}: {exc}") from None
         if scheme not in ("http", "https") or not host:
             raise InvalidURL(f"cannot fetch {url!r}: expected an absolute http(s) URL with a host")
+        if _UNSENDABLE.search(url):
+            raise InvalidURL(
+                f"cannot fetch {url!r}: non-ASCII, space or control characters; pass the URL "
+                "through batchcrawl.urls.canonicalize (or redirect_target for a Location)"
+            )
         if port is None:
             port = 443 if scheme == "https" else 80
         result = FetchResult(url=url, started=started)
@@ -462,7 +369,7 @@ class Fetcher:
             result.reason = resp.reason
             result.http_version = "HTTP/1.0" if resp.version == 10 else "HTTP/1.1"
             result.response_headers = list(resp.headers.iteritems())
-            keep = self._read_body(result, resp, timer)
+            keep = self._read_body(result, resp, timer, deadline)
         except _Stale:
             raise
         except NewConnectionError:
@@ -482,53 +389,65 @@ class Fetcher:
                     resp.close()
                 conn.close()
 
-    def _read_body(self, result: FetchResult, resp, timer: _Timer) -> bool:
-        """Fill ``raw_body``/``body``/``truncated``/``error``; True if ``conn`` is reusable."""
+    def _read_body(self, result: FetchResult, resp, timer: _Timer, deadline: float) -> bool:
+        """Fill ``raw_body``/``body``/``truncated``/``error``; True if ``conn`` is reusable.
+
+        Both the wire bytes (``raw_body``) and every decoding stage stop at ``max_body_bytes``
+        (``truncated="length"``); the deadline, whether it cut the socket or the decoding,
+        gives ``truncated="time"``.
+        """
         cap = self._cap
         try:
-            decoder = make_decoder(resp.headers.get("Content-Encoding"))
-        except ValueError:
+            decoder = ContentDecoder(
+                resp.headers.get("Content-Encoding") or "", limit=cap, deadline=deadline
+            )
+        except UnsupportedCoding:
             decoder = None
             result.error = "decode"
+        decoding = decoder is not None and not decoder.identity
         raw: list[bytes] = []
         out: list[bytes] = []
-        size = 0
+        raw_size = size = 0
+        truncated = None
         complete = False
         try:
-            while True:
-                chunk = resp.read1(READ_CHUNK_BYTES, decode_content=False)
+            while truncated is None and not complete:
+                chunk = resp.read1(min(READ_CHUNK_BYTES, cap + 1 - raw_size), decode_content=False)
                 if not chunk:
-                    complete = True
-                    if decoder is not None:
-                        tail = decoder.flush()
-                        if size + len(tail) > cap:
-                            tail = tail[: cap - size]
-                            result.truncated = "length"
-                        out.append(tail)
-                    break
-                raw.append(chunk)
-                piece = decoder.feed(chunk, cap - size + 1) if decoder is not None else chunk
-                if size + len(piece) > cap:
-                    out.append(piece[: cap - size])
-                    size = cap
-                    result.truncated = "length"
-                    break
-                out.append(piece)
-                size += len(piece)
-        except (zlib.error, brotli.error, DecodeError):
+                    complete = not timer.fired  # a deadline shutdown also ends the stream
+                    truncated = "time" if timer.fired else None
+                elif raw_size + len(chunk) > cap:  # the wire cap
+                    chunk = chunk[: cap - raw_size]
+                    truncated = "length"
+                if chunk:
+                    raw.append(chunk)
+                    raw_size += len(chunk)
+                if not decoding:
+                    continue
+                for piece in decoder.feed(chunk) if chunk else decoder.finish():
+                    if size + len(piece) > cap:
+                        out.append(piece[: cap - size])
+                        size = cap
+                        truncated = "length"
+                        break
+                    out.append(piece)
+                    size += len(piece)
+                truncated = decoder.truncated or truncated
+        except CORRUPT:
             result.error = "decode"
         except (HTTPError, http.client.HTTPException, OSError) as exc:
             if timer.fired:
-                result.truncated = "time"
+                truncated = "time"
             elif isinstance(exc, ReadTimeoutError | TimeoutError):
                 result.error = "timeout"
             else:
                 result.error = "body_short"
+        result.truncated = truncated
         result.raw_body = raw[0] if len(raw) == 1 else b"".join(raw)
         if result.error == "decode":
             result.body = b""
-        elif decoder is None and size == len(result.raw_body):
+        elif not decoding:
             result.body = result.raw_body
         else:
             result.body = b"".join(out)
-        return complete and result.error is None and not result.truncated
+        return complete and result.error is None and truncated is None

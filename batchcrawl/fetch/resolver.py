@@ -168,7 +168,10 @@ class AddressPolicy:
     covers it); if ``allow_networks`` is non-empty, every other address is refused; otherwise an
     address inside ``deny_networks`` is refused and the rest allowed. IPv4-mapped IPv6 addresses
     (``::ffff:127.0.0.1``) are unmapped first, so they cannot smuggle an IPv4 address past the
-    IPv4 rules. Anything that is not an IP address is refused (fail closed).
+    IPv4 rules. An IPv6 address that carries IPv4 addresses (6to4, Teredo, NAT64,
+    IPv4-compatible: see :func:`embedded_ipv4`) is allowed only when the IPv6 address *and* every
+    embedded IPv4 address are (so ``2002:7f00:1::``, 6to4 for 127.0.0.1, is refused by default).
+    Anything that is not an IP address is refused (fail closed).
     """
 
     def __init__(self, network: NetworkSection) -> None:
@@ -184,6 +187,14 @@ class AddressPolicy:
             return f"{ip!r} is not an IP address"
         if addr.version == 6 and addr.ipv4_mapped is not None:
             addr = addr.ipv4_mapped
+        if addr.version == 6:
+            for inner in embedded_ipv4(addr):
+                refused = self._check_one(inner)
+                if refused is not None:
+                    return f"{addr} embeds {inner}: {refused}"
+        return self._check_one(addr)
+
+    def _check_one(self, addr: IPAddress) -> str | None:
         for net in self._allow:
             if addr.version == net.version and addr in net:
                 return None
@@ -197,3 +208,31 @@ class AddressPolicy:
     def allowed(self, ip: str | IPAddress) -> bool:
         """True when :meth:`check` finds no reason to refuse ``ip``."""
         return self.check(ip) is None
+
+
+#: RFC 6052 §2.1 NAT64 well-known prefix; RFC 4291 §2.5.5.1 IPv4-compatible addresses live in ::/96.
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+
+
+def embedded_ipv4(addr: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """IPv4 addresses an IPv6 address carries by a transition mechanism (empty list if none).
+
+    * 6to4, ``2002::/16`` (RFC 3056): bits 16-47;
+    * Teredo, ``2001::/32`` (RFC 4380): the server and the (obfuscated) client address;
+    * NAT64 well-known prefix ``64:ff9b::/96`` (RFC 6052): the last 32 bits;
+    * IPv4-compatible ``::a.b.c.d`` (RFC 4291 §2.5.5.1, deprecated): the last 32 bits (``::`` and
+      ``::1`` are not IPv4-compatible addresses).
+
+    IPv4-mapped addresses (``::ffff:a.b.c.d``) are left to the caller: they *are* the IPv4
+    address, not a route to it.
+    """
+    out: list[ipaddress.IPv4Address] = []
+    if addr.sixtofour is not None:
+        out.append(addr.sixtofour)
+    if addr.teredo is not None:
+        out.extend(addr.teredo)
+    low = ipaddress.IPv4Address(int(addr) & 0xFFFFFFFF)
+    if addr in _NAT64 or (addr in _IPV4_COMPATIBLE and int(addr) > 1):
+        out.append(low)
+    return out

@@ -27,12 +27,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import urljoin, urlsplit
 
 from protego import Protego
 
 from batchcrawl.config import RobotsSection
+from batchcrawl.errors import InvalidURL
 from batchcrawl.records import FetchResult
+from batchcrawl.urls import redirect_target
 
 #: Fields protego understands (and their spellings it tolerates); other lines are dropped.
 KNOWN_FIELDS = frozenset(
@@ -255,7 +256,9 @@ def fetch_robots(
     list of FetchResult
         Every hop in order (archive each in WARC); the last one decides, see
         :func:`rules_from_fetch`. A chain that still ends on a 3xx gave up (too many hops, a
-        Location that is missing or not http(s)).
+        Location that is missing, invalid or not http(s)). Each hop's URL is
+        :func:`~batchcrawl.urls.redirect_target` of the Location: raw octets percent-encoded as
+        received, canonical.
     """
     url = scheme_host_port.rstrip("/") + "/robots.txt"
     chain = [fetcher.fetch(url, extra_headers=extra_headers)]
@@ -264,8 +267,9 @@ def fetch_robots(
         location = last.header("Location") if last.status in REDIRECT_STATUSES else None
         if not location:
             break
-        url = urljoin(last.url, location.strip())
-        if urlsplit(url).scheme not in ("http", "https"):
+        try:  # the octets as received, percent-encoded; canonical (no trailing host dot)
+            url = redirect_target(location, last.url)
+        except InvalidURL:  # not http(s), no host, does not parse: the chain ends on its 3xx
             break
         chain.append(fetcher.fetch(url, extra_headers=extra_headers))
     return chain

@@ -49,7 +49,7 @@ from batchcrawl.fetch.workbench import Workbench
 from batchcrawl.records import FetchItem, FetchResult, Outcome
 from batchcrawl.scope.filters import FilterChain
 from batchcrawl.store import paths, schemas
-from batchcrawl.urls import canonicalize, domain_of, host_of, url_key
+from batchcrawl.urls import canonicalize, domain_of, host_of, redirect_target, url_key
 
 log = logging.getLogger(__name__)
 
@@ -531,7 +531,7 @@ class FetchWorker:
                 continue
             item = vs.pop()
             if item is ROBOTS:
-                self._fetch_robots(run, vs)
+                self._fetch_robots(run, vs)  # never raises: any failure is robots_unavailable
                 continue
             rules = self.robots.get(vs.host)
             if rules is None:  # expired during the round: fetch again first
@@ -582,7 +582,11 @@ class FetchWorker:
         if isinstance(first, FetchItem):
             scheme, _, rest = first.url.partition("://")
             origin = f"{scheme}://{rest.split('/', 1)[0]}"
-        chain = fetch_robots(self.fetcher, origin, max_redirects=self.cfg.robots.max_redirects)
+        try:
+            chain = fetch_robots(self.fetcher, origin, max_redirects=self.cfg.robots.max_redirects)
+        except Exception:  # a bug below must not kill the thread: robots.txt is unavailable
+            log.exception("fetching robots.txt of %s failed", origin)
+            chain = [FetchResult(url=origin + "/robots.txt", error="internal")]
         rules = rules_from_fetch(chain[-1], self.cfg.robots.max_bytes)
         self.robots.put(vs.host, rules)
         vs.set_crawl_delay(rules.crawl_delay(self.agent))
@@ -665,7 +669,7 @@ class FetchWorker:
             row["content_digest"] = digest
             if outcome is Outcome.REDIRECT:
                 try:
-                    target = canonicalize(result.header("Location") or "", item.url)
+                    target = redirect_target(result.header("Location") or "", item.url)
                 except InvalidURL:
                     target = None
                     invalid += 1
