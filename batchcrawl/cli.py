@@ -323,6 +323,25 @@ def status(crawl_url: str, fmt: str, generation: int | None, sets) -> None:
 @main.command()
 @_crawl_arg
 @click.option(
+    "--out",
+    default="report.html",
+    show_default=True,
+    help="HTML file to write (path or fsspec URL).",
+)
+@click.option("--generation", type=int, help="Report this committed generation (default current).")
+@_sets
+def report(crawl_url: str, out: str, generation: int | None, sets) -> None:
+    """Write a self-contained HTML report of CRAWL with plots (rounds, frontier, responses, hosts,
+    depth, politeness, robots.txt, bytes stored). Prints a JSON summary."""
+    from batchcrawl.report import write_report
+
+    crawl = _open(crawl_url)
+    _echo_json(write_report(crawl, load_crawl_config(crawl, sets), out, generation))
+
+
+@main.command()
+@_crawl_arg
+@click.option(
     "--keep", type=click.IntRange(min=1), help="Generations to keep [crawl.keep_generations]."
 )
 @click.option("--dry-run", is_flag=True, help="Count what would be deleted; delete nothing.")
