@@ -82,7 +82,8 @@ def timeline(d: ReportData) -> Figure:
     for r in rows:
         by_round[r["round"]].append(r)
     for rnd, rs in sorted(by_round.items()):
-        line = ax.plot([r["second"] for r in rs], [r["attempts"] for r in rs], label=f"round {rnd}")
+        line = ax.plot([r["second"] for r in rs], [r["attempts"] for r in rs], ".-",
+                       label=f"round {rnd}")  # fmt: skip
         failed = [r for r in rs if r["failed"]]
         if failed:
             ax.plot([r["second"] for r in failed], [r["failed"] for r in failed], "x",
@@ -207,13 +208,19 @@ def politeness(d: ReportData) -> Figure:
 
 def robots(d: ReportData) -> Figure:
     fig, (ax1, ax2) = plots.new_figure(1, 2, height_in=2.8)
-    for ax, counted, title, unit in (
-        (ax1, "hosts", "robots.txt per host", "hosts"),
-        (ax2, "urls", "URLs not fetched because of robots.txt", "URLs"),
+    for ax, counted, title, unit, empty in (
+        (ax1, "hosts", "robots.txt per host", "hosts", "no host state yet"),
+        (
+            ax2,
+            "urls",
+            "URLs not fetched because of robots.txt",
+            "URLs",
+            "robots.txt kept no URL out",
+        ),
     ):
         rows = [r for r in d.tables["robots-outcomes"] if r["counted"] == counted and r["n"]]
         if not rows:
-            plots.no_data(ax, f"no {unit}")
+            plots.no_data(ax, empty)
             continue
         rows = rows[::-1]
         ax.barh([r["outcome"] for r in rows], [r["n"] for r in rows],

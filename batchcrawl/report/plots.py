@@ -85,7 +85,15 @@ def svg(fig: Figure) -> str:
 def no_data(ax, message: str) -> None:
     """Mark an empty plot: the axes hidden, ``message`` in their middle."""
     ax.set_axis_off()
-    ax.text(0.5, 0.5, message, ha="center", va="center", transform=ax.transAxes, color="#616161")
+    ax.text(
+        0.5,
+        0.5,
+        f"no data: {message}",
+        ha="center",
+        va="center",
+        transform=ax.transAxes,
+        color="#616161",
+    )
 
 
 def human_bytes(n: float) -> str:

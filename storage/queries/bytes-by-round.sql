@@ -2,7 +2,8 @@
 SELECT round,
        CAST(coalesce(sum(content_length), 0) AS BIGINT)     AS content_bytes,
        CAST(coalesce(sum(warc_record_length), 0) AS BIGINT) AS warc_bytes,
-       CAST(sum(sum(warc_record_length)) OVER (ORDER BY round) AS BIGINT) AS warc_bytes_total
+       CAST(sum(coalesce(sum(warc_record_length), 0)) OVER (ORDER BY round) AS BIGINT)
+                                                            AS warc_bytes_total
 FROM fetched
 GROUP BY round
 ORDER BY round;

@@ -12,6 +12,7 @@ FROM hosts
 GROUP BY 1, 2
 UNION ALL
 SELECT 'hosts', 'Crawl-delay set', count(*) FROM hosts WHERE crawl_delay_s IS NOT NULL
+HAVING count(*) > 0
 UNION ALL
 SELECT 'urls', outcome, count(*)
 FROM fetched
