@@ -268,36 +268,9 @@ def _render(*tables) -> None:
 
 
 def _status_tables(st: dict[str, Any]) -> list:
-    overview = _rows_table(
-        f"crawl {st['crawl']}",
-        ["", "value"],
-        [
-            ["generation", st["generation"]],
-            ["round", st["round"]],
-            ["committed", st["created"]],
-            ["buckets", st["buckets"]],
-            ["urls", st["urls"]["total"]],
-            ["hosts", st["hosts"]["total"]],
-            ["domains", st["hosts"]["domains"]],
-            ["fetch attempts", st["fetched"]["attempts"]],
-        ],
-    )
-    total = st["urls"]["total"] or 1
-    by_status = _rows_table(
-        "URLs by status",
-        ["status", "urls", "share"],
-        [[k, v, f"{100 * v / total:.1f}%"] for k, v in st["urls"]["by_status"].items()],
-    )
-    depth = _rows_table("URLs by depth", ["depth", "urls"], st["depth"].items())
-    outcomes = _rows_table(
-        "fetch attempts by outcome", ["outcome", "attempts"], st["fetched"]["by_outcome"].items()
-    )
-    keys = ["generation", "round", "step", "created"]
-    extra = sorted({k for g in st["generations"] for k in g} - set(keys))
-    gens = _rows_table(
-        "generations", keys + extra, [[g.get(k) for k in keys + extra] for g in st["generations"]]
-    )
-    return [overview, by_status, depth, outcomes, gens]
+    from batchcrawl.status_view import status_tables
+
+    return status_tables(st)
 
 
 @main.command()
