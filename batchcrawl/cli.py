@@ -330,36 +330,9 @@ def _render(*tables) -> None:
 
 
 def _status_tables(st: dict[str, Any]) -> list:
-    overview = _rows_table(
-        f"crawl {st['crawl']}",
-        ["", "value"],
-        [
-            ["generation", st["generation"]],
-            ["round", st["round"]],
-            ["committed", st["created"]],
-            ["buckets", st["buckets"]],
-            ["urls", st["urls"]["total"]],
-            ["hosts", st["hosts"]["total"]],
-            ["domains", st["hosts"]["domains"]],
-            ["fetch attempts", st["fetched"]["attempts"]],
-        ],
-    )
-    total = st["urls"]["total"] or 1
-    by_status = _rows_table(
-        "URLs by status",
-        ["status", "urls", "share"],
-        [[k, v, f"{100 * v / total:.1f}%"] for k, v in st["urls"]["by_status"].items()],
-    )
-    depth = _rows_table("URLs by depth", ["depth", "urls"], st["depth"].items())
-    outcomes = _rows_table(
-        "fetch attempts by outcome", ["outcome", "attempts"], st["fetched"]["by_outcome"].items()
-    )
-    keys = ["generation", "round", "step", "created"]
-    extra = sorted({k for g in st["generations"] for k in g} - set(keys))
-    gens = _rows_table(
-        "generations", keys + extra, [[g.get(k) for k in keys + extra] for g in st["generations"]]
-    )
-    return [overview, by_status, depth, outcomes, gens]
+    from batchcrawl.status_view import status_tables
+
+    return status_tables(st)
 
 
 @main.command()
@@ -380,6 +353,25 @@ def status(crawl_url: str, fmt: str, generation: int | None, sets) -> None:
         _echo_json(result)
     else:
         _render(*_status_tables(result))
+
+
+@main.command()
+@_crawl_arg
+@click.option(
+    "--out",
+    default="report.html",
+    show_default=True,
+    help="HTML file to write (path or fsspec URL).",
+)
+@click.option("--generation", type=int, help="Report this committed generation (default current).")
+@_sets
+def report(crawl_url: str, out: str, generation: int | None, sets) -> None:
+    """Write a self-contained HTML report of CRAWL with plots (rounds, frontier, responses, hosts,
+    depth, politeness, robots.txt, bytes stored). Prints a JSON summary."""
+    from batchcrawl.report import write_report
+
+    crawl = _open(crawl_url)
+    _echo_json(write_report(crawl, load_crawl_config(crawl, sets), out, generation))
 
 
 @main.command()

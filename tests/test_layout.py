@@ -19,6 +19,7 @@ ALLOWED = {
     "frontier": SHARED | {"store", "scope", "ring"},
     "fetch": SHARED | {"store", "scope"},
     "export": {"errors", "config", "urls", "store"},
+    "report": {"errors", "config", "store"},
     "errors": set(),
     "urls": {"errors"},
     "ring": {"errors", "urls"},

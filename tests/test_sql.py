@@ -191,6 +191,51 @@ NAMED_EXPECTED = {
             "span_s": 6.0,
         },
     ],
+    "outcomes-by-round": [
+        {"round": 1, "outcome": "gone", "attempts": 1},
+        {"round": 1, "outcome": "network_error", "attempts": 1},
+        {"round": 1, "outcome": "ok", "attempts": 3},
+    ],
+    "fetch-timeline": [
+        {"round": 1, "second": 0, "attempts": 1, "failed": 0},
+        {"round": 1, "second": 2, "attempts": 1, "failed": 0},
+        {"round": 1, "second": 3, "attempts": 1, "failed": 1},
+        {"round": 1, "second": 5, "attempts": 1, "failed": 1},
+        {"round": 1, "second": 6, "attempts": 1, "failed": 0},
+    ],
+    "http-status": [
+        {"fetch_status": 200, "attempts": 3},
+        {"fetch_status": 404, "attempts": 1},
+        {"fetch_status": None, "attempts": 1},
+    ],
+    "mime-types": [{"mime_type": "(none)", "responses": 4, "content_bytes": 300}],
+    "top-error-hosts": [
+        {"host": "a.test", "attempts": 3, "failed": 1, "top_outcome": "gone"},
+        {"host": "b.test", "attempts": 2, "failed": 1, "top_outcome": "network_error"},
+    ],
+    # a.test requests start at 0, 2 and 3 s; b.test at 5 and 6 s (no hosts rows: no delays)
+    "host-intervals": [
+        {
+            "host": "a.test",
+            "gaps": 2,
+            "min_gap_s": 1.0,
+            "median_gap_s": 1.5,
+            "host_delay_s": None,
+            "crawl_delay_s": None,
+        },
+        {
+            "host": "b.test",
+            "gaps": 1,
+            "min_gap_s": 1.0,
+            "median_gap_s": 1.0,
+            "host_delay_s": None,
+            "crawl_delay_s": None,
+        },
+    ],
+    "robots-outcomes": [],  # no hosts table; tests/test_report.py checks it with hosts rows
+    "bytes-by-round": [
+        {"round": 1, "content_bytes": 300, "warc_bytes": 0, "warc_bytes_total": 0},
+    ],
 }
 
 

@@ -1,0 +1,72 @@
+"""``batchcrawl report``: one self-contained HTML page of plots a crawl operator reads (rounds,
+frontier, responses, hosts, depth, politeness, robots.txt, bytes stored).
+
+Three steps, one module each: :mod:`~batchcrawl.report.data` runs the named queries of
+``storage/queries`` over one committed generation, :mod:`~batchcrawl.report.figures` draws them with
+matplotlib as inline SVG, :mod:`~batchcrawl.report.page` lays them out as HTML.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import fsspec
+
+from batchcrawl.config import Config
+from batchcrawl.errors import ConfigError
+from batchcrawl.store.crawldir import CrawlDir
+
+
+def build_report(crawl: CrawlDir, cfg: Config, generation: int | None = None) -> tuple[str, int]:
+    """The report of ``crawl`` at ``generation`` (default current).
+
+    Parameters
+    ----------
+    crawl
+        The crawl directory.
+    cfg
+        The crawl's effective configuration (the configured delays are drawn in the politeness plot).
+    generation
+        Committed generation to show; None for the current one.
+
+    Returns
+    -------
+    tuple[str, int]
+        The HTML text and the generation shown.
+
+    Raises
+    ------
+    CrawlDirError
+        ``generation`` does not exist, or a file its manifest names cannot be read.
+    """
+    from batchcrawl.report import data, figures, page  # lazy: matplotlib loads in ~1 s
+
+    d = data.read_report_data(crawl, cfg, generation)
+    return page.render(d, figures.draw(d)), d.generation
+
+
+def write_report(
+    crawl: CrawlDir, cfg: Config, out: str, generation: int | None = None
+) -> dict[str, Any]:
+    """Write the report of ``crawl`` to ``out`` (a path or fsspec URL).
+
+    Returns
+    -------
+    dict
+        ``{"report": out, "generation": g, "bytes": n}``; ``bytes`` is the size of the HTML file.
+
+    Raises
+    ------
+    CrawlDirError
+        ``generation`` does not exist, or a file its manifest names cannot be read.
+    ConfigError
+        ``out`` cannot be written (bad folder, protocol or access).
+    """
+    html, gen = build_report(crawl, cfg, generation)
+    body = html.encode("utf-8")
+    try:
+        with fsspec.open(out, "wb") as f:
+            f.write(body)
+    except (OSError, ValueError, ImportError) as exc:
+        raise ConfigError(f"report output {out!r}: {type(exc).__name__}: {exc}") from None
+    return {"report": out, "generation": gen, "bytes": len(body)}

@@ -1,0 +1,130 @@
+"""Plots of the crawl's progress: rounds (speed, failures), attempts over time within a round, the
+frontier by status per generation, bytes stored. One function per figure, each from
+:class:`~batchcrawl.report.data.ReportData` rows, returning a matplotlib Figure.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+
+from batchcrawl.report import plots
+from batchcrawl.report.data import ReportData
+
+#: Outcomes that are not failures (the ``failed`` columns of the named queries agree).
+_GOOD = ("ok", "truncated", "redirect", "not_modified")
+
+
+def _round_rates(d: ReportData) -> dict[int, float]:
+    """Responses per second of each round's fetch phase (manifest), else of its request span."""
+    rates = {}
+    for r in d.tables["rounds"]:
+        span = r["span_s"] or 0.0
+        rates[r["round"]] = (r["attempts"] / span) if span > 0 else 0.0
+    for s in d.rounds:
+        fetch_s = (s.get("seconds_by_step") or {}).get("fetch")
+        if fetch_s and s.get("pages") is not None:
+            rates[s["round"]] = s["pages"] / fetch_s
+    return rates
+
+
+def rounds(d: ReportData) -> Figure:
+    """Per round: responses per second of its fetch phase (1/s; from the manifest, else over
+    the span of its request starts) and its failed attempts stacked by outcome."""
+    fig, (ax1, ax2) = plots.new_figure(1, 2)
+    rates = _round_rates(d)
+    if not rates:
+        plots.no_data(ax1, "no round fetched yet")
+        plots.no_data(ax2, "no round fetched yet")
+        return fig
+    xs = sorted(rates)
+    ax1.bar(xs, [rates[x] for x in xs], color=plots.MAIN)
+    ax1.set(title="pages/s per round", xlabel="round", ylabel="responses / s")
+    per = defaultdict(dict)
+    for r in d.tables["outcomes-by-round"]:
+        if r["outcome"] not in _GOOD:
+            per[r["outcome"]][r["round"]] = r["attempts"]
+    bottom = [0] * len(xs)
+    for outcome in sorted(per):
+        ys = [per[outcome].get(x, 0) for x in xs]
+        color = plots.OUTCOME_COLORS.get(outcome, plots.OTHER)
+        ax2.bar(xs, ys, bottom=bottom, label=outcome, color=color)
+        bottom = [b + y for b, y in zip(bottom, ys, strict=True)]
+    ax2.set(title="failed attempts per round", xlabel="round", ylabel="attempts")
+    if per:
+        ax2.legend(fontsize=7, loc="upper left")
+    for ax in (ax1, ax2):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.yaxis.set_major_locator(MaxNLocator(integer=ax is ax2))
+    return fig
+
+
+def timeline(d: ReportData) -> Figure:
+    """Fetch attempts per second (1/s) against seconds since each round's first request, one
+    line per round; failed attempts as crosses."""
+    fig, ax = plots.new_figure()
+    rows = d.tables["fetch-timeline"]
+    if not rows:
+        plots.no_data(ax, "no fetch attempts yet")
+        return fig
+    by_round = defaultdict(list)
+    for r in rows:
+        by_round[r["round"]].append(r)
+    for rnd, rs in sorted(by_round.items()):
+        line = ax.plot([r["second"] for r in rs], [r["attempts"] for r in rs], ".-",
+                       label=f"round {rnd}")  # fmt: skip
+        failed = [r for r in rs if r["failed"]]
+        if failed:
+            ax.plot([r["second"] for r in failed], [r["failed"] for r in failed], "x",
+                    color=line[0].get_color())  # fmt: skip
+    ax.set(xlabel="seconds since the round's first request", ylabel="attempts / s")
+    ax.legend(fontsize=7, ncols=min(4, len(by_round)), title="line: attempts, x: failed")
+    return fig
+
+
+def frontier(d: ReportData) -> Figure:
+    """Known URLs stacked by status after each kept generation (at most
+    :data:`~batchcrawl.report.data.MAX_GENERATIONS`)."""
+    fig, ax = plots.new_figure()
+    gens = d.frontier_by_generation
+    if not any(g["by_status"] for g in gens):
+        plots.no_data(ax, "the frontier is empty")
+        return fig
+    statuses = sorted({s for g in gens for s in g["by_status"]},
+                      key=lambda s: (list(plots.STATUS_COLORS).index(s)
+                                     if s in plots.STATUS_COLORS else 99, s))  # fmt: skip
+    xs = [g["generation"] for g in gens]
+    bottom = [0] * len(gens)
+    for status in statuses:
+        ys = [g["by_status"].get(status, 0) for g in gens]
+        ax.bar(xs, ys, bottom=bottom, label=status,
+               color=plots.STATUS_COLORS.get(status, plots.OTHER))  # fmt: skip
+        bottom = [b + y for b, y in zip(bottom, ys, strict=True)]
+    ax.set(xlabel="generation", ylabel="URLs")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.legend(fontsize=7, loc="upper left", reverse=True)
+    return fig
+
+
+def storage(d: ReportData) -> Figure:
+    """Payload bytes and WARC bytes written per round, and the running WARC total (axis in
+    B, KiB, MiB ... whichever fits the largest value)."""
+    fig, ax = plots.new_figure(height_in=3.0)
+    rows = d.tables["bytes-by-round"]
+    if not rows:
+        plots.no_data(ax, "nothing stored yet")
+        return fig
+    xs = [r["round"] for r in rows]
+    scale, unit = plots.byte_unit(max(max(r["content_bytes"], r["warc_bytes_total"]) for r in rows))
+    ax.bar([x - 0.2 for x in xs], [r["content_bytes"] / scale for r in rows], width=0.4,
+           color="#90caf9", label="payload bytes")  # fmt: skip
+    ax.bar([x + 0.2 for x in xs], [r["warc_bytes"] / scale for r in rows], width=0.4,
+           color=plots.MAIN, label="WARC bytes (gzip)")  # fmt: skip
+    ax.plot(xs, [r["warc_bytes_total"] / scale for r in rows], "o-", color=plots.BAD,
+            label="WARC bytes, running total")  # fmt: skip
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set(xlabel="round", ylabel=unit)
+    ax.legend(fontsize=7, loc="upper left")
+    return fig

@@ -1,0 +1,87 @@
+"""``batchcrawl status`` at 80 columns (issue 15 item 6): long values wrap, big counts shorten,
+the generations table keeps short columns; ``--format json`` keeps every field."""
+
+from __future__ import annotations
+
+import io
+import json
+
+from click.testing import CliRunner
+from crawl_helpers import small_crawl
+from rich.console import Console
+from rich.table import Table
+
+from batchcrawl.cli import main
+from batchcrawl.status_view import MAX_GENERATIONS, status_tables
+
+LONG_URL = "s3://a-very-long-bucket-name/projects/2026/november/the-big-crawl-of-everything/run-1"
+
+
+def render(tables, width: int = 80) -> list[str]:
+    buf = io.StringIO()
+    console = Console(file=buf, width=width, soft_wrap=False, color_system=None)
+    for t in tables:
+        console.print(t)
+    return buf.getvalue().splitlines()
+
+
+def big_status(generations: int = 25) -> dict:
+    gens = [
+        {"generation": g, "round": g // 2, "step": "round", "created": "2026-11-30T20:23:59.990Z",
+         "pages": 123_456_789, "fetched": 135_802_468, "new_urls": 987_654_321,
+         "errors": {"robots_denied": 12_345_678, "gone": 1, "network_error": 3},
+         "elapsed_s": 86_399.25, "time_limit_hit": g % 2 == 0}
+        for g in range(generations)
+    ]  # fmt: skip
+    return {
+        "crawl": LONG_URL,
+        "generation": generations - 1,
+        "round": 12,
+        "buckets": 4096,
+        "created": "2026-11-30T20:23:59.990Z",
+        "urls": {"total": 9_876_543_210, "by_status": {"queued": 9_876_543_200, "gone": 10}},
+        "hosts": {"total": 12_345_678, "domains": 1_234_567},
+        "depth": {str(i): 10**i for i in range(12)},
+        "fetched": {"attempts": 5, "by_outcome": {"robots_unavailable": 5}},
+        "generations": gens,
+    }
+
+
+def test_status_of_a_big_crawl_fits_80_columns_without_cutting_anything():
+    lines = render(status_tables(big_status()))
+    assert max(len(line) for line in lines) <= 80
+    text = "\n".join(lines)
+    assert "…" not in text  # no header or cell cut with an ellipsis
+    assert LONG_URL in "".join(line.strip() for line in lines)  # wrapped, whole
+    assert "9.9G" in text and "123.5M" in text and "4,096" in text
+    # generations: the newest MAX_GENERATIONS, errors summed, time limit marked
+    rows = [line.split() for line in lines if line.strip().endswith(("*", "86,399.2"))]
+    assert len(rows) == MAX_GENERATIONS and rows[-1][0] == "24"
+    assert "12.3M" in rows[-1] and rows[-1][-1] == "86,399.2*"
+    assert "5 older generations: see --format json" in text
+
+
+def test_the_width_check_can_fail():
+    """Control: a table with every summary key as a column, as status printed before, does not
+    fit 80 columns: rich cuts its headers with ellipses."""
+    st = big_status()
+    wide = Table()
+    keys = sorted({k for g in st["generations"] for k in g})
+    for k in keys:
+        wide.add_column(k)
+    for g in st["generations"]:
+        wide.add_row(*(str(g[k]) for k in keys))
+    assert "…" in "\n".join(render([wide]))
+
+
+def test_status_command_at_80_columns_and_json_keeps_everything(tmp_path):
+    crawl = small_crawl(tmp_path / "c")
+    table = CliRunner().invoke(main, ["status", crawl.url], env={"COLUMNS": "80"})
+    assert table.exit_code == 0, table.output
+    lines = table.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    for title in ("URLs by status", "URLs by depth", "generations", "queued", "fetch attempts"):
+        assert title in table.stdout
+    js = CliRunner().invoke(main, ["status", crawl.url, "--format", "json"])
+    gens = json.loads(js.stdout)["generations"]
+    assert gens[-1]["pages"] == 5 and gens[-1]["elapsed_s"] == 6.5
