@@ -34,8 +34,9 @@ not_fetched         queued                      None                            
 
 ``detail`` is the HTTP status when there was a response, else the ``error`` kind, else the outcome.
 An ``error`` URL is due again ``retry_backoff_s * 2**(retries-1)`` seconds after ``now``; a
-``robots_unavailable`` one after ``robots.retry_after_s``. Every other transition clears
-``next_fetch_time`` (a fetched URL is then not due by time). New URLs are due from ``now``. The lease of
+``robots_unavailable`` one after ``robots.retry_after_s``; a ``not_fetched`` one from ``now``
+(:func:`next_fetch_time`). Every other transition clears ``next_fetch_time`` (a fetched URL is then
+not due by time). New URLs are due from ``now``. The lease of
 every URL touched is cleared.
 
 Conflicts, resolved deterministically
@@ -78,6 +79,7 @@ __all__ = [
     "SEQ_BITS",
     "apply_outcomes",
     "discovered_seq",
+    "next_fetch_time",
     "next_status",
     "partition_by_bucket",
     "update",
@@ -262,8 +264,40 @@ def _link_rows(t: pa.Table, now: dt.datetime | float) -> pa.Table:
     )
 
 
-def _ms_col(values_ms: np.ndarray, mask: np.ndarray) -> pa.Array:
-    return pa.array(values_ms, pa.int64(), mask=~mask).cast(pa.timestamp("ms"))
+def next_fetch_time(
+    status: np.ndarray, outcome: np.ndarray, retries: np.ndarray, now_ms: int, cfg: Config
+) -> pa.Array:
+    """When each URL is due again after a fetch attempt: the one place update decides it.
+
+    Parameters
+    ----------
+    status, outcome : object arrays of str, shape (n,)
+        The new :class:`~batchcrawl.records.UrlStatus` and the attempt's
+        :class:`~batchcrawl.records.Outcome`.
+    retries : int array, shape (n,)
+        The new retry count.
+    now_ms : int
+        The update's wall clock, epoch milliseconds (UTC).
+    cfg : Config
+        ``frontier.retry_backoff_s`` (seconds, doubled per retry) and ``robots.retry_after_s``.
+
+    Returns
+    -------
+    pyarrow.Array of timestamp[ms], shape (n,)
+        ``error``: ``now + retry_backoff_s * 2**(retries-1)``; ``queued`` after
+        ``robots_unavailable``: ``now + robots.retry_after_s``; ``queued`` after ``not_fetched``:
+        ``now``; every other status: null, never due by time (the freshness policy,
+        docs/design.md §8a, will give ``fetched`` rows a refetch time here).
+    """
+    is_err = status == UrlStatus.ERROR.value
+    queued = status == UrlStatus.QUEUED.value
+    is_robots = queued & (outcome == Outcome.ROBOTS_UNAVAILABLE.value)
+    backoff_ms = cfg.frontier.retry_backoff_s * 1000.0 * np.exp2(np.maximum(retries - 1, 0))
+    wait_ms = np.where(
+        is_err, backoff_ms, np.where(is_robots, cfg.robots.retry_after_s * 1000.0, 0)
+    )
+    values = (now_ms + wait_ms).astype(np.int64)
+    return pa.array(values, pa.int64(), mask=~(is_err | queued)).cast(pa.timestamp("ms"))
 
 
 def _fetch_combine(cfg: Config, now_ms: int, counts: Counter):
@@ -283,10 +317,7 @@ def _fetch_combine(cfg: Config, now_ms: int, counts: Counter):
         st = np.asarray(status.to_numpy(zero_copy_only=False), dtype=object)
         outc = np.asarray(got.column("outcome").to_numpy(zero_copy_only=False), dtype=object)
         nr = _np(retries).astype(np.int64)
-        is_err = st == UrlStatus.ERROR.value
-        is_robots = (st == UrlStatus.QUEUED.value) & (outc == Outcome.ROBOTS_UNAVAILABLE.value)
-        backoff_ms = cfg.frontier.retry_backoff_s * 1000.0 * np.exp2(np.maximum(nr - 1, 0))
-        nxt = np.where(is_err, now_ms + backoff_ms, now_ms + cfg.robots.retry_after_s * 1000.0)
+        nft = next_fetch_time(st, outc, nr, now_ms, cfg)
         for s, n in Counter(st.tolist()).items():
             counts[f"status:{s}"] += n
         n = old.num_rows
@@ -299,7 +330,7 @@ def _fetch_combine(cfg: Config, now_ms: int, counts: Counter):
             "content_digest": pc.coalesce(
                 got.column("content_digest"), old.column("content_digest")
             ),
-            "next_fetch_time": _ms_col(nxt.astype(np.int64), is_err | is_robots),
+            "next_fetch_time": nft,
             "lease_round": pa.nulls(n, pa.int32()),
             "lease_shard": pa.nulls(n, pa.int32()),
         }
@@ -379,8 +410,7 @@ def update_bucket(
     lb = _link_batch(links, counts) if links is not None and links.num_rows else None
     rb = drum.SortedBatch(refiltered) if refiltered is not None and refiltered.num_rows else None
     if fb is None and lb is None and rb is None:
-        n = files.base.rows if not files.runs and files.base else None
-        n = len(runs.bucket_keys(crawl, files)) if n is None and files.runs else (n or 0)
+        n = runs.bucket_rows(crawl, files)
         return files, Counter(rows_old=n, rows_new=n), False
     keys = runs.bucket_keys(crawl, files)
     counts["rows_old"] += len(keys)
@@ -419,7 +449,9 @@ def update_bucket(
     else:
         counts["rows_new"] += len(keys)
     run_rows = pa.concat_tables([schemas.conform("frontier", p) for p in parts])
-    new_files = runs.add_run(crawl, files, generation, run_rows, cfg)
+    new_files = runs.add_run(
+        crawl, files, generation, run_rows, cfg, bucket_rows=counts["rows_new"]
+    )
     counts["rows_written"] += run_rows.num_rows
     return new_files, counts, run_rows.num_rows > 0
 
