@@ -47,11 +47,11 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import hashlib
 import json
-from collections import Counter, deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -60,7 +60,7 @@ import pyarrow.compute as pc
 
 from batchcrawl.config import Config
 from batchcrawl.frontier import due
-from batchcrawl.frontier.runs import BucketFiles, bucket_files, bucket_rows
+from batchcrawl.frontier.runs import BucketFiles, Mapper, bucket_files, bucket_rows, thread_mapper
 from batchcrawl.frontier.table import epoch_ms
 from batchcrawl.ring import HashRing, ring_keys, route_name
 from batchcrawl.scope.filters import FilterChain
@@ -309,19 +309,8 @@ def _recorded_fingerprint(summary: Mapping) -> str | None:
     return None
 
 
-def _bounded_map(fn: Callable, items: Iterable, workers: int) -> Iterator:
-    """``map(fn, items)`` in order, on ``workers`` threads, with few results pending."""
-    if workers <= 1:
-        yield from map(fn, items)
-        return
-    with ThreadPoolExecutor(workers) as pool:
-        pending: deque = deque()
-        for item in items:
-            pending.append(pool.submit(fn, item))
-            if len(pending) > workers:
-                yield pending.popleft().result()
-        while pending:
-            yield pending.popleft().result()
+def _select_task(crawl_url: str, files: BucketFiles, *, round: int, cfg: Config, now):
+    return select_files(CrawlDir.open(crawl_url), files, round, cfg, now)
 
 
 @dataclass
@@ -357,10 +346,12 @@ def generate(
     now: dt.datetime | float,
     *,
     chain: FilterChain | None = None,
-    workers: int = 1,
+    mapper: Mapper | None = None,
     refilter_urls: bool | None = None,
 ) -> GenerateResult:
-    """In-process driver: select every bucket, merge, refilter, assign, write the fetch lists.
+    """Generate a round's fetch lists: select every bucket (:func:`select_files`, one task each
+    through ``mapper``: Dask tasks in a round, threads in tests and benchmarks), fold the
+    candidates, refilter, assign to shards, write the fetch lists.
 
     Parameters
     ----------
@@ -374,9 +365,8 @@ def generate(
         Wall clock (UTC), for ``next_fetch_time``.
     chain : FilterChain or None
         The filter chain (default: built from ``cfg.filters``; ``check`` needs no seeds).
-    workers : int
-        Buckets read and selected in parallel threads (at most ``workers + 1`` buckets' results
-        are held at once).
+    mapper : Mapper or None
+        Runs the per-bucket selections (default: this thread, in order).
     refilter_urls : bool or None
         Re-apply the filter chain to the selected URLs. None (default): only when the
         ``[filters]`` config differs from the one recorded in ``manifest.summary`` as
@@ -390,13 +380,9 @@ def generate(
     GenerateResult
         Nothing is committed.
     """
-
-    def one(files: BucketFiles) -> tuple[int, pa.Table, Counter]:
-        return select_files(crawl, files, round, cfg, now)
-
-    selected, counts, rows = fold_candidates(
-        _bounded_map(one, bucket_files(manifest), workers), cfg
-    )
+    task = functools.partial(_select_task, crawl.url, round=round, cfg=cfg, now=now)
+    selections = (mapper or thread_mapper(1))(task, bucket_files(manifest))
+    selected, counts, rows = fold_candidates(selections, cfg)
     return finish(
         crawl, manifest, round, cfg, selected, counts, rows,
         chain=chain, refilter_urls=refilter_urls,

@@ -18,8 +18,10 @@ bucket's keys (8 bytes per URL), never the frontier.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -32,6 +34,22 @@ from batchcrawl.store import paths, schemas
 from batchcrawl.store.crawldir import CrawlDir, FileEntry, Manifest
 
 KEY = "url_key"
+#: ``mapper(fn, items) -> list``: runs one task per item (threads here, Dask in a round).
+Mapper = Callable[[Callable[[Any], Any], list[Any]], list[Any]]
+
+
+def thread_mapper(workers: int) -> Mapper:
+    """A :data:`Mapper` on ``workers`` threads of this process (1: in order, no threads)."""
+
+    def mapper(fn, items):
+        if workers <= 1:
+            return [fn(i) for i in items]
+        with ThreadPoolExecutor(workers) as pool:
+            return list(pool.map(fn, items))
+
+    return mapper
+
+
 #: Columns stored with Parquet dictionary encoding (few distinct values per bucket).
 _DICT_COLUMNS = ["host", "domain", "status", "reason", "content_digest"]
 
