@@ -44,7 +44,6 @@ from batchcrawl.frontier import generate as gen_mod
 from batchcrawl.frontier import runs
 from batchcrawl.frontier import table as frontier_mod
 from batchcrawl.frontier import update as update_mod
-from batchcrawl.frontier.drum import partition_by_bucket
 from batchcrawl.frontier.runs import BucketFiles
 from batchcrawl.nothing_due import nothing_due
 from batchcrawl.records import FetchItem
@@ -53,7 +52,7 @@ from batchcrawl.signals import ignoring_sigint
 from batchcrawl.store import paths, schemas
 from batchcrawl.store.crawldir import CrawlDir, FileEntry
 from batchcrawl.store.lock import WriterLock
-from batchcrawl.store.shuffle import Partitioned, read_partition, write_partitioned
+from batchcrawl.store.shuffle import write_partitioned
 from batchcrawl.urls import bucket_ids, domain_of
 
 log = logging.getLogger(__name__)
@@ -179,36 +178,15 @@ class ShardActor:
 
 
 # -- Dask tasks (plain functions: they run on any worker) -------------------------------------------
-def select_task(crawl_url: str, files: BucketFiles, round: int, cfg: Config, now: float):
-    """Generate, one bucket: its due, pre-capped candidates and the counts of rows not taken."""
-    return gen_mod.select_files(CrawlDir.open(crawl_url), files, round, cfg, now)
+def dask_mapper(client: Any) -> runs.Mapper:
+    """A :data:`~batchcrawl.frontier.runs.Mapper` that runs one Dask task per item: the round's
+    generate and update are the library's own drivers, mapped on the cluster."""
+    return lambda fn, items: client.gather(client.map(fn, list(items), pure=False))
 
 
 def compact_task(crawl_url: str, files: BucketFiles, generation: int, cfg: Config) -> BucketFiles:
     """Compaction, one bucket: merge its runs into a new base (:func:`runs.compact_bucket`)."""
     return runs.compact_bucket(CrawlDir.open(crawl_url), files, generation, cfg)
-
-
-def update_task(
-    crawl_url: str,
-    generation: int,
-    files: BucketFiles,
-    fetched: list[Partitioned],
-    links: list[Partitioned],
-    refiltered: pa.Table | None,
-    round: int,
-    cfg: Config,
-    now: float,
-) -> tuple[BucketFiles, Counter, bool]:
-    """Update, one bucket: merge it with its slice of every shard's facts (DRUM, a delta run)."""
-    crawl = CrawlDir.open(crawl_url)
-    b = files.bucket
-    return update_mod.update_bucket(
-        crawl, files, generation,
-        read_partition(crawl, "fetched", fetched, b),
-        read_partition(crawl, "links", links, b),
-        refiltered, round=round, cfg=cfg, now=now,
-    )  # fmt: skip
 
 
 def compact_buckets(
@@ -326,12 +304,9 @@ class Crawler:
         on_step("generate")
         t0 = time.monotonic()
         started_at = now()
-        entries = runs.bucket_files(manifest)
-        selections = client.gather(client.map(
-            select_task, [self.crawl_url] * len(entries), entries, [rnd] * len(entries),
-            [cfg] * len(entries), [started_at] * len(entries), pure=False,
-        ))  # fmt: skip
-        selected, counts, rows = gen_mod.fold_candidates(selections, cfg)
+        selected, counts, rows = gen_mod.select(
+            crawl, manifest, rnd, cfg, started_at, mapper=dask_mapper(client)
+        )
         if selected.num_rows == 0:  # write nothing: no fetch lists, no commit
             raise nothing_due(crawl, manifest, started_at)
         generated = gen_mod.finish(crawl, manifest, rnd, cfg, selected, counts, rows)
@@ -362,19 +337,16 @@ class Crawler:
         t0 = time.monotonic()
         fparts = [r["fetched"] for r in shard_results]
         lparts = [r["links"] for r in shard_results]
-        rparts = partition_by_bucket(refiltered, manifest.buckets) if refiltered.num_rows else {}
-        updated = client.gather(client.map(
-            update_task, [self.crawl_url] * len(entries), [gen] * len(entries),
-            entries, [fparts] * len(entries), [lparts] * len(entries),
-            [rparts.get(b) for b in range(len(entries))], [rnd] * len(entries),
-            [cfg] * len(entries), [started_at] * len(entries), pure=False,
-        ))  # fmt: skip
-        update_summary = update_mod.summarize(rnd, updated)
+        updated = update_mod.update(
+            crawl, manifest, rnd, fparts, lparts, cfg, started_at,
+            refiltered=refiltered if refiltered.num_rows else None, mapper=dask_mapper(client),
+        )  # fmt: skip
+        update_summary = updated.summary.to_json()
         steps["update"] = time.monotonic() - t0
         # -- compact ----------------------------------------------------------------------------
         on_step("compact")
         t0 = time.monotonic()
-        buckets = compact_buckets(client, self.crawl_url, [u[0] for u in updated], gen, cfg)
+        buckets = compact_buckets(client, self.crawl_url, updated.buckets, gen, cfg)
         steps["compact"] = time.monotonic() - t0
         # -- commit -----------------------------------------------------------------------------
         on_step("commit")
@@ -404,7 +376,7 @@ class Crawler:
             "links": {k: int(v) for k, v in counters.items() if k.startswith("links_")},
             "generate": gen_summary,
             "update": update_summary,
-            "compacted": sum(1 for a, u in zip(buckets, updated, strict=True) if a is not u[0]),
+            "compacted": sum(1 for a, u in zip(buckets, updated.buckets, strict=True) if a is not u),
             "rerun_after_crash": cold,
             "seconds_by_step": {k: round(v, 3) for k, v in steps.items()},
             "elapsed_s": round(time.monotonic() - t_start, 3),

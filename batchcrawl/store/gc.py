@@ -43,6 +43,7 @@ def referenced_files(crawl: CrawlDir, generations: list[int]) -> set[str]:
         manifest = crawl.manifest(gen)
         for table in manifest.tables:
             keep.update(manifest.files(table))
+            keep.update(manifest.side_files(table))
         fetched.update(manifest.files("fetched"))
     for rel in sorted(fetched):
         column = crawl.read_table("fetched", [rel], columns=["warc_filename"]).column(0)

@@ -10,11 +10,12 @@ parses it is defined here too, next to the function that builds it::
     _commits/000007.json                         commit_file(7)
     frontier/gen=7/bucket=042.parquet            bucket_base(7, 42): a bucket's base file
     frontier/gen=7/bucket=042.run.parquet        bucket_run(7, 42): a delta run written by gen 7
+    frontier/gen=7/bucket=042.run.due.parquet    due_index(bucket_run(7, 42)): its due-time index
     hosts/gen=7/shard=03.parquet                 hosts_file(7, 3)
     fetchlists/round=7/shard=03.parquet          round_file("fetchlists", 7, 3)
     fetched/round=7/shard=03.parquet             round_file("fetched", 7, 3)
     links/round=7/shard=03.parquet               round_file("links", 7, 3)
-    warc/round=7/shard=03-00000.warc.gz          warc_dir(7), warc_prefix(3) (+ the writer's serial)
+    warc/round=7/news-00007-03-20261130201500-00000.warc.gz   warc_dir(7), warc_prefix("news", 7, 3, t) + serial
 """
 
 from __future__ import annotations
@@ -56,6 +57,14 @@ def bucket_run(generation: int, bucket: int) -> str:
     """``frontier/gen=G/bucket=BBB.run.parquet``: the delta run of ``bucket`` written by the update
     of ``generation`` (docs/design.md §4, log-structured buckets)."""
     return f"frontier/gen={generation}/bucket={bucket:03d}.run.parquet"
+
+
+def due_index(data_rel: str) -> str:
+    """``....due.parquet`` beside a frontier file: its due-time index (docs/design.md §4), the
+    file's due-able rows sorted by ``next_fetch_time``."""
+    if not data_rel.endswith(".parquet"):
+        raise ValueError(f"{data_rel!r} is not a frontier Parquet file")
+    return data_rel[: -len(".parquet")] + ".due.parquet"
 
 
 def hosts_file(generation: int, shard: int) -> str:
@@ -113,7 +122,7 @@ _WARC_NAME = (
 #: The paths (relative to the crawl root) a crawl writes, by folder (temp files of atomic writes
 #: included); ``gc`` deletes nothing else, so files it did not write are never touched.
 LAYOUT = {
-    "frontier": rf"frontier/gen=\d+/bucket=\d{{3,}}(?:\.run)?\.parquet{_TMP}",
+    "frontier": rf"frontier/gen=\d+/bucket=\d{{3,}}(?:\.run)?(?:\.due)?\.parquet{_TMP}",
     "hosts": rf"hosts/gen=\d+/shard=\d{{2,}}\.parquet{_TMP}",
     "fetchlists": rf"fetchlists/round=\d+/shard=\d{{2,}}\.parquet{_TMP}",
     "fetched": rf"fetched/round=\d+/shard=\d{{2,}}\.parquet{_TMP}",
