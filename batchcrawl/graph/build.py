@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from batchcrawl.graph import codec
+import batchcrawl.graph.codec as codec
 from batchcrawl.store import paths
 from batchcrawl.store.crawldir import CrawlDir
 from batchcrawl.urls import bucket_ids

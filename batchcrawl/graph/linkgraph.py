@@ -13,8 +13,8 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 
+import batchcrawl.graph.codec as codec
 from batchcrawl.errors import CrawlDirError
-from batchcrawl.graph import codec
 from batchcrawl.graph.build import read_graph_manifest
 from batchcrawl.store import paths
 from batchcrawl.store.crawldir import CrawlDir
@@ -133,7 +133,7 @@ class LinkGraph:
     # -- everything ------------------------------------------------------------------------------
     def arcs(self) -> pa.Table:
         """Every arc, decoded: columns ``src_url_key``, ``dst_url_key`` (uint64), sorted by
-        source node id then target id. DuckDB reads it directly (``con.sql("... FROM t")``)."""
+        source node id then target id. DuckDB reads it once registered (``con.register("arcs", t)``)."""
         srcs, dsts = [], []
         for part in range(self.parts):
             n = int(self.first[part + 1] - self.first[part])
