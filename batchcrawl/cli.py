@@ -408,6 +408,42 @@ def compact(crawl_url: str, force: bool, sets) -> None:
         _echo_json(run_compact(crawl, cfg, force=force))
 
 
+# -- graph: the link graph (docs/design.md §8b) -------------------------------------------------
+@main.command("graph", context_settings={"ignore_unknown_options": False})
+@click.argument(
+    "words", nargs=-1, required=True, metavar="build CRAWL | CRAWL inlinks|outlinks URL"
+)
+@click.option("--generation", type=int, help="Use this generation's graph [newest built].")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of one URL per line.")
+@click.option("--scheduler", metavar="ADDRESS", help="build: run on this Dask scheduler.")
+@click.option("--workers", type=click.IntRange(min=1), help="build: LocalCluster processes.")
+@_sets
+def graph_command(words, generation, as_json, scheduler, workers, sets) -> None:
+    """The link graph: `graph build CRAWL` builds it from a generation's edges (prints JSON);
+    `graph CRAWL inlinks URL` / `outlinks URL` list the pages linking to / linked from URL."""
+    from batchcrawl.graph import LinkGraph, build_graph
+
+    if len(words) == 2 and words[0] == "build":
+        from batchcrawl.round import cluster_url, dask_client
+
+        crawl = _open(words[1])
+        cfg = load_crawl_config(crawl, sets, _round_flags(scheduler, workers, None, None))
+        with _lock(crawl, "graph build"), dask_client(cfg) as client:
+            _echo_json(build_graph(CrawlDir(cluster_url(crawl.url)), client, generation))
+        return
+    if len(words) != 3 or words[1] not in ("inlinks", "outlinks"):
+        raise click.UsageError("expected `graph build CRAWL` or `graph CRAWL inlinks|outlinks URL`")
+    crawl_url, which, url = words
+    graph = LinkGraph.open(_open(crawl_url), generation)
+    links = graph.inlinks(url) if which == "inlinks" else graph.outlinks(url)
+    if as_json:
+        rows = [{"url_key": k, "url": u} for k, u in links]
+        _echo_json({"generation": graph.generation, which: rows, "count": len(rows)})
+        return
+    for key, link_url in links:
+        click.echo(link_url if link_url is not None else f"url_key={key}")
+
+
 # -- not built yet ---------------------------------------------------------------------------
 def _round_flags(scheduler, workers, time_limit, max_pages) -> dict[str, dict[str, Any]]:
     return {

@@ -141,6 +141,11 @@ class ShardActor:
             crawl, "links", paths.round_file("links", round, self.shard), links_table,
             bucket_ids(links_table.column("dst_url_key").to_numpy(), buckets),
         )  # fmt: skip
+        edges_table = pa.table(run.edges, schema=schemas.schema("edges"))
+        edges = write_partitioned(
+            crawl, "edges", paths.round_file("edges", round, self.shard), edges_table,
+            bucket_ids(edges_table.column("src_url_key").to_numpy(), buckets),
+        )  # fmt: skip
         for row in self.worker.host_rows({i.host for i in items}):
             self.known_hosts[row["host"]] = row
         hosts = crawl.write_table("hosts", paths.hosts_file(generation, self.shard),
@@ -153,6 +158,7 @@ class ShardActor:
             "shard": self.shard,
             "fetched": fetched,
             "links": links,
+            "edges": edges,
             "hosts": hosts,
             "counters": counters,
             "outcomes": dict(outcomes),
@@ -391,6 +397,8 @@ class Crawler:
                 + list(fetchlists.values()),
                 "fetched": list(manifest.tables.get("fetched", ())) + [p.entry for p in fparts],
                 "links": list(manifest.tables.get("links", ())) + [p.entry for p in lparts],
+                "edges": list(manifest.tables.get("edges", ()))
+                + [r["edges"].entry for r in shard_results],
             },
             summary,
             round=rnd,

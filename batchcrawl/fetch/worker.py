@@ -168,11 +168,12 @@ _MISS = object()
 
 @dataclass
 class ShardRun:
-    """What one round of a shard produced: rows for ``fetched`` and ``links`` (column lists), the
-    URLs still queued when it stopped (in order), and named counters."""
+    """What one round of a shard produced: rows for ``fetched``, ``links`` and ``edges`` (column
+    lists), the URLs still queued when it stopped (in order), and named counters."""
 
     fetched: list[dict[str, Any]] = field(default_factory=list)
     links: dict[str, list] = field(default_factory=dict)
+    edges: dict[str, list] = field(default_factory=dict)
     unfetched: list[FetchItem] = field(default_factory=list)
     counters: Counter = field(default_factory=Counter)
     warc_files: list[str] = field(default_factory=list)
@@ -433,7 +434,8 @@ class FetchWorker:
             warcinfo_fields={"robots": "classic", "isPartOf": self.cfg.crawl.name or "batchcrawl"},
             compress_level=self.cfg.fetch.warc_compress_level,
         )  # fmt: skip
-        out = ShardRun(links={c: [] for c in schemas.schema("links").names})
+        out = ShardRun(links={c: [] for c in schemas.schema("links").names},
+                       edges={c: [] for c in schemas.schema("edges").names})  # fmt: skip
         run = _Run(round=round, out=out, warc=warc, deadline=started + limit)
         pending = run.pending = self._enqueue(run, items)
         threads = [
@@ -708,6 +710,7 @@ class FetchWorker:
                 row["warc_record_length"] = loc.length
         t2 = time.thread_time()
         with self._lock:  # BUbiNG's URL cache: which outlinks were not seen recently
+            self._emit_edges(run, item, canonical)  # the link graph: every link, before the cache
             seen = self.url_cache.seen
             new = [link for link in canonical if not seen(link[0])]
         links = self._scope_links(item, new) if new else []
@@ -776,6 +779,15 @@ class FetchWorker:
             reason = "nofollow" if nofollow else check(url, host, domain, depth, hops_out)
             out.append((key, url, host, domain, tag, nofollow, reason, hops_out))
         return out
+
+    def _emit_edges(self, run: _Run, item: FetchItem, canonical) -> None:
+        """Append one ``edges`` row per canonical outlink ``(key, url, tag, nofollow)`` (lock held)."""
+        cols = run.out.edges
+        n = len(canonical)
+        cols["src_url_key"].extend([item.url_key] * n)
+        cols["dst_url_key"].extend([link[0] for link in canonical])
+        cols["round"].extend([run.round] * n)
+        cols["tag"].extend([link[2] for link in canonical])
 
     def _emit_links(self, run: _Run, item: FetchItem, links) -> None:
         """Append link rows (lock held)."""

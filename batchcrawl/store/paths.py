@@ -15,6 +15,10 @@ parses it is defined here too, next to the function that builds it::
     fetchlists/round=7/shard=03.parquet          round_file("fetchlists", 7, 3)
     fetched/round=7/shard=03.parquet             round_file("fetched", 7, 3)
     links/round=7/shard=03.parquet               round_file("links", 7, 3)
+    edges/round=7/shard=03.parquet               round_file("edges", 7, 3)
+    graph/gen=7/graph.json                       graph_manifest(7): the link graph of gen 7
+    graph/gen=7/nodes/part=042.parquet           graph_nodes(7, 42)
+    graph/gen=7/out/part=042.bin                 graph_lists(7, "out", 42) (and "in")
     warc/round=7/news-00007-03-20261130201500-00000.warc.gz   warc_dir(7), warc_prefix("news", 7, 3, t) + serial
 """
 
@@ -28,9 +32,9 @@ DUCKDB_FILE = "crawl.duckdb"
 LOCK_FILE = "_lock.json"
 COMMITS_DIR = "_commits"
 #: Folders holding table data (what ``gc`` walks).
-DATA_DIRS = ("frontier", "hosts", "fetchlists", "fetched", "links", "warc")
+DATA_DIRS = ("frontier", "hosts", "fetchlists", "fetched", "links", "edges", "warc", "graph")
 #: Tables written once per round and shard.
-ROUND_TABLES = ("fetchlists", "fetched", "links")
+ROUND_TABLES = ("fetchlists", "fetched", "links", "edges")
 
 #: ``_commits/`` file name -> generation (group 1).
 COMMIT_RE = re.compile(r"^(\d{6,})\.json$")
@@ -80,8 +84,36 @@ def round_dir(table: str, round: int) -> str:
 
 
 def round_file(table: str, round: int, shard: int) -> str:
-    """``TABLE/round=R/shard=SS.parquet`` for ``fetchlists``, ``fetched`` and ``links``."""
+    """``TABLE/round=R/shard=SS.parquet`` for ``fetchlists``, ``fetched``, ``links``, ``edges``."""
     return f"{round_dir(table, round)}/shard={shard:02d}.parquet"
+
+
+#: Directions of the link graph's adjacency lists: successors (out-links) and predecessors.
+GRAPH_DIRECTIONS = ("out", "in")
+
+
+def graph_dir(generation: int) -> str:
+    """``graph/gen=G``: the link graph built from the edges of ``generation``."""
+    return f"graph/gen={generation}"
+
+
+def graph_manifest(generation: int) -> str:
+    """``graph/gen=G/graph.json``: the graph's own manifest, written last (its files, partition
+    offsets); the graph exists exactly when this file does, and lives as long as generation G."""
+    return f"{graph_dir(generation)}/graph.json"
+
+
+def graph_nodes(generation: int, part: int) -> str:
+    """``graph/gen=G/nodes/part=PPP.parquet``: the nodes of one partition, sorted by url key."""
+    return f"{graph_dir(generation)}/nodes/part={part:03d}.parquet"
+
+
+def graph_lists(generation: int, direction: str, part: int) -> str:
+    """``graph/gen=G/DIR/part=PPP.bin``: the coded adjacency lists of one partition's nodes,
+    ``DIR`` being ``out`` (successors) or ``in`` (predecessors)."""
+    if direction not in GRAPH_DIRECTIONS:
+        raise ValueError(f"graph direction {direction!r}: use one of {GRAPH_DIRECTIONS}")
+    return f"{graph_dir(generation)}/{direction}/part={part:03d}.bin"
 
 
 def warc_dir(round: int) -> str:
@@ -127,6 +159,11 @@ LAYOUT = {
     "fetchlists": rf"fetchlists/round=\d+/shard=\d{{2,}}\.parquet{_TMP}",
     "fetched": rf"fetched/round=\d+/shard=\d{{2,}}\.parquet{_TMP}",
     "links": rf"links/round=\d+/shard=\d{{2,}}\.parquet{_TMP}",
+    "edges": rf"edges/round=\d+/shard=\d{{2,}}\.parquet{_TMP}",
+    "graph": (
+        rf"graph/gen=\d+/(?:graph\.json|nodes/part=\d{{3,}}\.parquet"
+        rf"|(?:out|in)/part=\d{{3,}}\.bin){_TMP}"
+    ),
     "warc": rf"warc/round=\d+/{_WARC_NAME}\.warc\.gz{_TMP}",
     COMMITS_DIR: rf"{COMMITS_DIR}/\d{{6,}}\.json{_TMP}",
     "": r"(?:crawl\.duckdb\.tmp-[0-9A-Za-z]+(?:\.wal)?|_lock\.json\.(?:tmp|stale)-[0-9A-Za-z]+)",
