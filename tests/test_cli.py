@@ -302,6 +302,20 @@ def test_export_refuses_a_destination_inside_the_crawl_and_bad_protocols(crawl):
     assert result.exit_code == 2 and "Protocol not known" in result.stderr
 
 
+def test_export_refuses_the_crawl_through_a_symlink_or_a_file_url(crawl, tmp_path):
+    link = tmp_path / "link"
+    link.symlink_to(os.path.abspath(crawl.url), target_is_directory=True)
+    abs_root = Path(os.path.abspath(crawl.url))
+    for dest in (link, link / "lake", f"file://{abs_root}/x", f"local://{abs_root}"):
+        result = run("export", crawl.url, dest)
+        assert result.exit_code == 2, (dest, result.output)
+        assert "inside the crawl directory" in result.stderr
+    assert not (abs_root / "x").exists() and not (abs_root / "fetched" / "crawl=c").exists()
+    # control: a folder beside the crawl, given as a file:// URL, is a fine destination
+    result = run("export", crawl.url, f"file://{tmp_path}/lake", "--tables", "fetched")
+    assert result.exit_code == 0, result.output
+
+
 def test_empty_crawl_argument_is_a_usage_error(tmp_path):
     result = run("init", "")
     assert result.exit_code == 2 and "must not be empty" in result.output
