@@ -179,7 +179,36 @@ def _inject(crawl: CrawlDir, cfg: Config, stream: io.TextIOBase, source: str) ->
     from batchcrawl.frontier.inject import inject  # lazy: pulls in URL handling
 
     with _lock(crawl, "inject"):
-        return inject(crawl, cfg, (line.rstrip("\r\n") for line in stream), source=source)
+        summary = inject(crawl, cfg, (line.rstrip("\r\n") for line in stream), source=source)
+    for line in seed_warnings(summary):
+        click.echo(line if line.startswith(" ") else f"batchcrawl: warning: {line}", err=True)
+    return summary
+
+
+_BAD_LINES_SHOWN = 5  # bad seed lines shown on stderr; the JSON lists more
+
+
+def seed_warnings(summary: Mapping[str, Any]) -> list[str]:
+    """Lines for stderr about an inject ``summary`` (:func:`batchcrawl.frontier.inject.inject`):
+    the bad lines (count, the first few with line number and reason) and an empty seed file."""
+    source = summary.get("source", "-")
+    out = []
+    if summary["bad_lines"]:
+        listed = summary["bad_line_list"][:_BAD_LINES_SHOWN]
+        more = summary["bad_lines"] - len(listed)
+        out.append(
+            f"{source}: {summary['bad_lines']} of {summary['lines']} lines were not injected; "
+            "fix them and inject the file again (the good lines are in, repeats are skipped)"
+        )
+        out += [f"  {source}:{b['line']}: {b['reason']}" for b in listed]
+        if more:
+            out.append(f"  ... and {more} more (bad_line_list in the JSON summary)")
+    if summary["lines"] == summary["skipped"]:
+        out.append(
+            f"{source}: no seed URL in it ({summary['lines']} lines, all blank or # comments); "
+            "nothing was injected"
+        )
+    return out
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

@@ -257,6 +257,37 @@ def test_init_with_seeds_and_inject_from_stdin(tmp_path):
 
 
 # -- damaged input gets one line and an exit code ---------------------------------------------
+def test_bad_seed_lines_are_summarized_on_stderr_with_line_numbers(tmp_path):
+    seeds = tmp_path / "seeds.txt"
+    bad = ["a b", "relative/path", "http://", "ftp://x.test/", "::", "also bad", "x y z"]
+    seeds.write_text("http://a.test/\n" + "\n".join(bad) + "\nhttp://b.test/\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "batchcrawl.cli", "init", str(tmp_path / "c"), "--seeds", seeds],
+        capture_output=True, text=True, env=os.environ,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["inject"]["bad_lines"] == 7
+    err = result.stderr.splitlines()
+    assert err[0].startswith(f"batchcrawl: warning: {seeds}: 7 of 9 lines were not injected")
+    assert f"{seeds}:2: " in err[1] and "one URL per line" in err[1]
+    assert f"{seeds}:3: " in err[2] and "absolute http(s) URL" in err[2]
+    assert len([e for e in err if e.startswith(f"  {seeds}:")]) == 5
+    assert "and 2 more" in err[-1]
+    assert "base=" not in result.stderr  # a Python argument means nothing on the command line
+
+
+def test_an_empty_seed_file_warns_and_injects_nothing(tmp_path):
+    seeds = tmp_path / "empty.txt"
+    seeds.write_text("# only a comment\n\n")
+    crawl = small_crawl(tmp_path / "c")
+    result = run("inject", crawl.url, seeds)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["seeds_new"] == 0
+    assert "warning" in result.stderr and "no seed URL" in result.stderr
+    result = run("inject", crawl.url, "-", input="")
+    assert "no seed URL in it (0 lines" in result.stderr
+
+
 def test_undecodable_seed_lines_are_reported_and_the_rest_injected(tmp_path):
     seeds = tmp_path / "seeds.bin"
     seeds.write_bytes(b"http://a.test/\n\xff\xfe\x00junk\nhttp://b.test/\n")
