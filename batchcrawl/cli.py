@@ -290,25 +290,54 @@ def inject(crawl_url: str, seeds: io.TextIOBase, sets) -> None:
     default="table",
     show_default=True,
 )
+@click.option(
+    "--limit",
+    type=click.IntRange(min=0),
+    help="Print at most N rows [table: 100; csv, json: all]; a last line counts the rest.",
+)
+@click.option("--all", "all_rows", is_flag=True, help="Print every row (no limit).")
 @click.option("--generation", type=int, help="Query this committed generation (default current).")
 @_sets
-def sql_command(crawl_url, statement, query_name, list_queries, fmt, generation, sets) -> None:
-    """Run a read-only SQL statement over the views frontier, hosts, fetchlists, fetched, links."""
+def sql_command(
+    crawl_url, statement, query_name, list_queries, fmt, limit, all_rows, generation, sets
+) -> None:
+    """Run a read-only SQL statement over the views frontier, hosts, fetchlists, fetched, links.
+
+    The table format prints the first 100 rows (--limit N, --all) and turns results wider than
+    the terminal into one block per row. Statements that write, INSTALL or LOAD extensions, ATTACH
+    or SET are refused: the crawl stays as committed and no code is downloaded.
+    """
     from batchcrawl.store import sql
 
     if list_queries:
-        for name in sql.named_queries():
-            click.echo(name)
+        listed = sql.named_query_descriptions()
+        pad = max((len(n) for n in listed), default=0)
+        for name, about in listed.items():
+            click.echo(f"{name.ljust(pad)}  {about}")
         return
     if (statement is None) == (query_name is None):
         raise click.UsageError('give either a statement ("SELECT ...") or --query NAME')
+    if all_rows and limit is not None:
+        raise click.UsageError("give --limit N or --all, not both")
     crawl = _open(crawl_url)
     load_crawl_config(crawl, sets)  # validates the layers; SQL needs no setting yet
     text = statement if statement is not None else sql.named_query(query_name)
-    _print_table(sql.query(crawl, text, generation), fmt)
+    if limit is None and not all_rows and fmt == "table":
+        from batchcrawl.sql_view import DEFAULT_LIMIT
+
+        limit = DEFAULT_LIMIT
+    _print_table(sql.query(crawl, text, generation), fmt, limit)
 
 
-def _print_table(table, fmt: str) -> None:
+def _print_table(table, fmt: str, limit: int | None = None) -> None:
+    from batchcrawl.sql_view import cell, more_rows_line, table_width, vertical_lines
+
+    total = table.num_rows
+    if limit is not None:
+        table = table.slice(0, limit)
+    more = more_rows_line(table.num_rows, total)
+    if more is not None and fmt != "table":  # a program reads stdout: the note goes to stderr
+        click.echo(f"batchcrawl: {more}", err=True)
     if fmt == "json":
         click.echo(json.dumps(table.to_pylist(), default=str, indent=None))
     elif fmt == "csv":
@@ -318,9 +347,15 @@ def _print_table(table, fmt: str) -> None:
         pacsv.write_csv(_csv_ready(table), buf)
         click.echo(buf.getvalue().decode("utf-8"), nl=False)
     else:
-        _render(
-            _rows_table(None, table.column_names, [list(r.values()) for r in table.to_pylist()])
-        )
+        from rich.console import Console
+
+        rows = [[cell(v) for v in r.values()] for r in table.to_pylist()]
+        if table_width(table.column_names, rows) > Console(file=sys.stdout).width:
+            click.echo("\n".join(vertical_lines(table.column_names, rows)))
+        else:
+            _render(_rows_table(None, table.column_names, rows))
+        if more is not None:
+            click.echo(more)
 
 
 def _csv_ready(table):

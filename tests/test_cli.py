@@ -405,3 +405,46 @@ def test_unwritable_crawl_directory_is_one_line_exit_3_and_gc_dry_run_needs_no_l
         assert dry.exit_code == 0, dry.output
         assert json.loads(dry.stdout)["dry_run"] is True
         assert run("gc", crawl.url).exit_code == 4
+
+
+# -- sql output for people --------------------------------------------------------------------
+def test_sql_table_stops_at_a_row_limit_and_counts_the_rest(crawl):
+    q = "SELECT range AS i FROM range(250)"
+    default = run("sql", crawl.url, q)
+    assert default.exit_code == 0, default.output
+    lines = default.stdout.splitlines()
+    assert "249" not in default.stdout and " 99 " in default.stdout
+    assert lines[-1].startswith("... 150 more rows (250 in all)")
+    three = run("sql", crawl.url, q, "--limit", "3")
+    assert three.stdout.splitlines()[-1].startswith("... 247 more rows")
+    everything = run("sql", crawl.url, q, "--all")
+    assert "249" in everything.stdout and "more rows" not in everything.stdout
+    # csv and json give every row unless --limit, which notes the rest on stderr
+    assert len(json.loads(run("sql", crawl.url, q, "--format", "json").stdout)) == 250
+    cut = run("sql", crawl.url, q, "--format", "json", "--limit", "5")
+    assert len(json.loads(cut.stdout)) == 5 and "245 more rows" in cut.stderr
+    both = run("sql", crawl.url, q, "--all", "--limit", "3")
+    assert both.exit_code == 2
+
+
+def test_sql_wide_results_print_one_block_per_row(crawl):
+    q = "SELECT url, repeat('x', 120) AS long_text, 7 AS n FROM frontier ORDER BY url LIMIT 2"
+    result = run("sql", crawl.url, q, env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("-[ row 1 ]") and any(ln.startswith("-[ row 2 ]") for ln in lines)
+    assert "long_text | " + "x" * 120 in lines  # nothing cut
+    assert "n         | 7" in lines
+    narrow = run("sql", crawl.url, "SELECT 1 AS a, 2 AS b", env={"COLUMNS": "80"})
+    assert "-[ row" not in narrow.stdout  # a narrow result stays a table
+
+
+def test_sql_list_shows_each_named_query_with_its_description(crawl):
+    from batchcrawl.store.sql import named_queries, queries_dir
+
+    listing = run("sql", crawl.url, "--list").stdout.splitlines()
+    assert [ln.split()[0] for ln in listing] == named_queries()
+    for line in listing:
+        name, about = line.split(None, 1)
+        first = (queries_dir() / f"{name}.sql").read_text().splitlines()[0]
+        assert first == f"-- {about}"
