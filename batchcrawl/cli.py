@@ -656,7 +656,7 @@ def demo(crawl_url, hosts, pages, rounds, sets) -> None:
     --rounds rounds on a local Dask cluster, then shows status counts, top hosts and fetch errors
     through `batchcrawl sql`. Nothing leaves this machine.
     """
-    from batchcrawl.demo import fresh_demo_dir, run_demo
+    from batchcrawl.demo import fresh_demo_dir, headline, run_demo
     from batchcrawl.progress import RoundProgress
 
     crawl_url = crawl_url or fresh_demo_dir()
@@ -671,8 +671,7 @@ def demo(crawl_url, hosts, pages, rounds, sets) -> None:
         _render(_rows_table(f"batchcrawl sql {crawl_url} --query {name}", table.column_names,
                             [list(r.values()) for r in table.to_pylist()]))  # fmt: skip
     click.echo(
-        f"\nCrawled {sum(r['pages'] for r in result['rounds'])} pages in "
-        f"{len(result['rounds'])} rounds into {result['crawl']}. Explore it with:\n"
+        f"\n{headline(result)} Explore it with:\n"
         f"  batchcrawl status {crawl_url}\n"
         f'  batchcrawl sql {crawl_url} "SELECT host, count(*) FROM frontier GROUP BY 1"\n'
         f"  duckdb {crawl_url}/crawl.duckdb   # with the DuckDB shell, if installed"

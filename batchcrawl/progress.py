@@ -61,8 +61,8 @@ class RoundProgress:
 
     def done(self, summary: dict[str, Any]) -> None:
         """A round committed: restart the rate clock."""
-        log.info("round %s committed: %s pages in %ss", summary.get("round"),
-                 summary.get("pages"), summary.get("elapsed_s"))  # fmt: skip
+        log.info("round %s committed: %s responses in %ss", summary.get("round"),
+                 summary.get("responses"), summary.get("elapsed_s"))  # fmt: skip
         self._t0 = time.monotonic()
 
     def _figures(self, counters: dict[str, Any]) -> tuple[int, float, int]:

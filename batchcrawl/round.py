@@ -385,13 +385,15 @@ class Crawler:
             counters.update(r["counters"])
             by_outcome.update(r["outcomes"])
         outcomes = {k: int(v) for k, v in sorted(by_outcome.items()) if v}
-        pages = sum(v for k, v in outcomes.items() if k in _RESPONSE_OUTCOMES)
         summary = {
             "step": "round",
             "round": rnd,
             "generation": gen,
-            "pages": pages,
-            "fetched": sum(outcomes.values()),
+            # what each counts (README): every attempt (robots-denied too), those answered by a
+            # server, those whose content was stored (the frontier's ``fetched`` status)
+            "attempts": sum(outcomes.values()),
+            "responses": sum(v for k, v in outcomes.items() if k in _RESPONSE_OUTCOMES),
+            "stored": sum(v for k, v in outcomes.items() if k in _STORED_OUTCOMES),
             "new_urls": update_summary["links"].get("new_queued", 0),
             "errors": {k: v for k, v in outcomes.items() if k not in ("ok", "redirect",
                                                                      "not_modified")},
@@ -452,6 +454,8 @@ class Crawler:
 _RESPONSE_OUTCOMES = frozenset(
     ("ok", "truncated", "redirect", "not_modified", "gone", "http_error", "server_error")
 )
+#: Outcomes after which the URL's status is ``fetched`` (frontier/update.py's transition table).
+_STORED_OUTCOMES = frozenset(("ok", "truncated", "not_modified"))
 
 
 @contextlib.contextmanager

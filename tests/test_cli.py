@@ -448,3 +448,23 @@ def test_sql_list_shows_each_named_query_with_its_description(crawl):
         name, about = line.split(None, 1)
         first = (queries_dir() / f"{name}.sql").read_text().splitlines()[0]
         assert first == f"-- {about}"
+
+
+def test_demo_headline_counts_what_status_counts(tmp_path):
+    """The demo's closing line says how many URLs are `fetched` exactly as `status` does, and the
+    round summaries name their counters for what they count."""
+    target = tmp_path / "demo"
+    env = {**os.environ, "BATCHCRAWL_ROUND__WORKERS": "1"}
+    cmd = [sys.executable, "-m", "batchcrawl.cli"]
+    proc = subprocess.run([*cmd, "demo", str(target), "--hosts", "3", "--pages", "30",
+                           "--rounds", "2"], capture_output=True, text=True, env=env)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    summaries = [json.loads(ln) for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    assert summaries and all({"attempts", "responses", "stored"} <= set(s) for s in summaries)
+    assert not any({"pages", "fetched"} & set(s) for s in summaries)
+    st = json.loads(subprocess.run([*cmd, "status", str(target), "--format", "json"],
+                                   capture_output=True, text=True, env=env, check=True).stdout)  # fmt: skip
+    fetched = st["urls"]["by_status"]["fetched"]
+    attempts = sum(s["attempts"] for s in summaries)
+    assert f"{fetched:,} URLs fetched and stored, from {attempts:,} fetch attempts" in proc.stdout
+    assert attempts == st["fetched"]["attempts"]
