@@ -221,6 +221,8 @@ def main(verbose: int) -> None:
     root = logging.getLogger("batchcrawl")
     root.handlers[:] = [handler]
     root.setLevel(logging.WARNING)
+    # progress lines are INFO but shown without -v: a long round must never be silent
+    logging.getLogger("batchcrawl.progress").setLevel(logging.INFO)
     _set_verbosity(verbose)
 
 
@@ -520,24 +522,33 @@ def round_command(crawl_url, scheduler, workers, time_limit, max_pages, sets) ->
     """
     crawl = _open(crawl_url)
     cfg = load_crawl_config(crawl, sets, _round_flags(scheduler, workers, time_limit, max_pages))
-    _run_rounds(crawl, cfg, 1)
+    _run_rounds(crawl, cfg, 1, known=True)
 
 
-def _run_rounds(crawl: CrawlDir, cfg: Config, rounds: int) -> list[dict]:
-    """Run rounds with a live progress display on a terminal; print each round's JSON summary.
-    A signal (Ctrl-C, SIGTERM) becomes :class:`Stopped`, saying what was committed."""
-    from batchcrawl.progress import RoundProgress
+def _run_rounds(crawl: CrawlDir, cfg: Config, rounds: int, known: bool) -> list[dict]:
+    """Run up to ``rounds`` rounds (``known``: shown as "round N of M") with progress on stderr
+    (:mod:`batchcrawl.progress`); print each round's JSON summary on stdout and a human summary
+    on stderr at the end. A signal (Ctrl-C, SIGTERM) becomes :class:`Stopped`, saying what was
+    committed."""
+    import time
+
+    from batchcrawl.progress import RoundProgress, closing_summary
     from batchcrawl.round import run_rounds
 
     before = crawl.manifest()
+    started = time.monotonic()
     try:
-        with RoundProgress(enabled=sys.stderr.isatty()) as progress:
-            return run_rounds(
+        with RoundProgress(enabled=sys.stderr.isatty(), interval_s=cfg.progress.interval_s,
+                           rounds=before.round + rounds if known else None) as progress:  # fmt: skip
+            summaries = run_rounds(
                 crawl.url, cfg, rounds, progress=progress.update,
                 on_round=lambda summary: (progress.done(summary), _echo_json(summary)),
             )  # fmt: skip
     except KeyboardInterrupt as exc:
         raise stopped(crawl, before, exc) from None
+    for line in closing_summary(summaries, time.monotonic() - started):
+        click.echo(line, err=True)
+    return summaries
 
 
 def stopped(crawl: CrawlDir, before, exc: BaseException) -> Stopped:
@@ -572,7 +583,7 @@ def crawl_command(crawl_url, rounds, stream, scheduler, workers, time_limit, max
         raise _not_available("crawl --stream")
     crawl = _open(crawl_url)
     cfg = load_crawl_config(crawl, sets, _round_flags(scheduler, workers, time_limit, max_pages))
-    _run_rounds(crawl, cfg, rounds or 1_000_000)
+    _run_rounds(crawl, cfg, rounds or 1_000_000, known=rounds is not None)
 
 
 @main.command()
@@ -661,7 +672,7 @@ def demo(crawl_url, hosts, pages, rounds, sets) -> None:
 
     crawl_url = crawl_url or fresh_demo_dir()
 
-    with RoundProgress(enabled=sys.stderr.isatty()) as progress:
+    with RoundProgress(enabled=sys.stderr.isatty(), rounds=rounds) as progress:
         result = run_demo(
             crawl_url, hosts=hosts, pages=pages, rounds=rounds, sets=sets,
             progress=progress.update,

@@ -92,6 +92,7 @@ class ShardActor:
 
     async def fetch(self, **kwargs: Any) -> dict[str, Any]:
         """Run :meth:`fetch_sync` off the event loop, so :meth:`progress` stays answerable."""
+        self.counters = Counter()  # progress() never reports the previous round's counters
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(None, lambda: self.fetch_sync(**kwargs))
 
@@ -296,7 +297,8 @@ class Crawler:
     ) -> dict[str, Any]:
         """Run one round under the writer lock and commit it; return its summary.
 
-        ``progress`` receives the shards' live counters about twice a second while fetching;
+        ``progress`` receives a snapshot ``{"round", "planned": {shard: URLs}, "shards": {shard:
+        live counters}}`` about twice a second while fetching;
         ``on_step`` is called with ``"generate"``, ``"fetch"``, ``"update"``, ``"compact"``, ``"commit"`` as each
         step starts (tests use it to crash a round at a known point).
 
@@ -355,7 +357,8 @@ class Crawler:
             )
             for s in sorted(actors)
         }  # fmt: skip
-        shard_results = self._wait_fetch(actors, pending, progress, lock)
+        planned = {s: fetchlists[s].rows for s in actors}
+        shard_results = self._wait_fetch(actors, pending, progress, lock, rnd, planned)
         steps["fetch"] = time.monotonic() - t0
         # -- update -----------------------------------------------------------------------------
         on_step("update")
@@ -431,22 +434,21 @@ class Crawler:
         summary["elapsed_s"] = round(time.monotonic() - t_start, 3)
         return summary
 
-    def _wait_fetch(self, actors, pending, progress, lock) -> list[dict[str, Any]]:
+    def _wait_fetch(self, actors, pending, progress, lock, rnd, planned) -> list[dict[str, Any]]:
         results: dict[int, dict[str, Any]] = {}
         while len(results) < len(pending):
             for s, fut in pending.items():
                 if s not in results and fut.done():
                     results[s] = fut.result()
             if len(results) < len(pending):
-                if progress is not None:
-                    snap: Counter = Counter()
+                if progress is not None:  # snapshot: batchcrawl.progress's module docstring
+                    shards: dict[int, dict[str, float]] = {}
                     for s, actor in actors.items():
+                        shards[s] = results[s]["counters"] if s in results else {}
                         if s not in results:
                             with contextlib.suppress(Exception):
-                                snap.update(actor.progress().result(timeout=5))
-                    for r in results.values():
-                        snap.update(r["counters"])
-                    progress(dict(snap))
+                                shards[s] = actor.progress().result(timeout=5)
+                    progress({"round": rnd, "planned": planned, "shards": shards})
                 time.sleep(0.5)
         return [results[s] for s in sorted(results)]
 
