@@ -16,6 +16,7 @@ code meaning
 3    crawl directory error: missing, not a crawl, already exists, not empty, malformed manifest or
      schema, cannot be written (read-only, full, a file in the way)
 4    locked: another writer holds the crawl's lock, or committed first
+5    a Dask worker was lost mid-round: nothing of it was committed; rerun
 69   not available: the command exists but is not built yet
 75   nothing due: the frontier has no URL to fetch (Airflow maps it to a skip)
 130  stopped by SIGINT (Ctrl-C): the lock is released, committed rounds stay, the rest reruns
@@ -546,6 +547,14 @@ def _run_rounds(crawl: CrawlDir, cfg: Config, rounds: int, known: bool) -> list[
             )  # fmt: skip
     except KeyboardInterrupt as exc:
         raise stopped(crawl, before, exc) from None
+    except Exception as exc:  # a lost worker, a full disk: one line saying the crawl is safe
+        from batchcrawl.round_faults import round_fault
+
+        fault = round_fault(crawl, before, exc)
+        if fault is None:
+            raise
+        log.debug("error details", exc_info=True)
+        raise fault from None
     for line in closing_summary(summaries, time.monotonic() - started):
         click.echo(line, err=True)
     return summaries
