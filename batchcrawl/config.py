@@ -364,6 +364,15 @@ class RoundSection:
 
 
 @dataclass(frozen=True)
+class ProgressSection:
+    """``[progress]``: what ``round`` and ``crawl`` print while they run (on stderr)."""
+
+    interval_s: Annotated[float, _above_zero] = 30.0
+    """Seconds between progress lines when stderr is not a terminal (CI, Airflow logs); a
+    terminal gets a live table instead."""
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole configuration: one frozen section object per TOML table."""
 
@@ -376,6 +385,7 @@ class Config:
     fetch: FetchSection = field(default_factory=FetchSection)
     filters: FiltersSection = field(default_factory=FiltersSection)
     round: RoundSection = field(default_factory=RoundSection)
+    progress: ProgressSection = field(default_factory=ProgressSection)
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
         """Plain nested dict (TOML/JSON-serializable)."""

@@ -91,6 +91,7 @@ class ShardActor:
 
     async def fetch(self, **kwargs: Any) -> dict[str, Any]:
         """Run :meth:`fetch_sync` off the event loop, so :meth:`progress` stays answerable."""
+        self.counters = Counter()  # progress() never reports the previous round's counters
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(None, lambda: self.fetch_sync(**kwargs))
 
@@ -280,7 +281,8 @@ class Crawler:
     ) -> dict[str, Any]:
         """Run one round under the writer lock and commit it; return its summary.
 
-        ``progress`` receives the shards' live counters about twice a second while fetching;
+        ``progress`` receives a snapshot ``{"round", "planned": {shard: URLs}, "shards": {shard:
+        live counters}}`` about twice a second while fetching;
         ``on_step`` is called with ``"generate"``, ``"fetch"``, ``"update"``, ``"compact"``, ``"commit"`` as each
         step starts (tests use it to crash a round at a known point).
 
@@ -336,7 +338,8 @@ class Crawler:
             )
             for s in sorted(actors)
         }  # fmt: skip
-        shard_results = self._wait_fetch(actors, pending, progress, lock)
+        planned = {s: fetchlists[s].rows for s in actors}
+        shard_results = self._wait_fetch(actors, pending, progress, lock, rnd, planned)
         steps["fetch"] = time.monotonic() - t0
         # -- update -----------------------------------------------------------------------------
         on_step("update")
@@ -363,13 +366,15 @@ class Crawler:
             counters.update(r["counters"])
             by_outcome.update(r["outcomes"])
         outcomes = {k: int(v) for k, v in sorted(by_outcome.items()) if v}
-        pages = sum(v for k, v in outcomes.items() if k in _RESPONSE_OUTCOMES)
         summary = {
             "step": "round",
             "round": rnd,
             "generation": gen,
-            "pages": pages,
-            "fetched": sum(outcomes.values()),
+            # what each counts (README): every attempt (robots-denied too), those answered by a
+            # server, those whose content was stored (the frontier's ``fetched`` status)
+            "attempts": sum(outcomes.values()),
+            "responses": sum(v for k, v in outcomes.items() if k in _RESPONSE_OUTCOMES),
+            "stored": sum(v for k, v in outcomes.items() if k in _STORED_OUTCOMES),
             "new_urls": update_summary["links"].get("new_queued", 0),
             "errors": {k: v for k, v in outcomes.items() if k not in ("ok", "redirect",
                                                                      "not_modified")},
@@ -409,22 +414,21 @@ class Crawler:
         summary["elapsed_s"] = round(time.monotonic() - t_start, 3)
         return summary
 
-    def _wait_fetch(self, actors, pending, progress, lock) -> list[dict[str, Any]]:
+    def _wait_fetch(self, actors, pending, progress, lock, rnd, planned) -> list[dict[str, Any]]:
         results: dict[int, dict[str, Any]] = {}
         while len(results) < len(pending):
             for s, fut in pending.items():
                 if s not in results and fut.done():
                     results[s] = fut.result()
             if len(results) < len(pending):
-                if progress is not None:
-                    snap: Counter = Counter()
+                if progress is not None:  # snapshot: batchcrawl.progress's module docstring
+                    shards: dict[int, dict[str, float]] = {}
                     for s, actor in actors.items():
+                        shards[s] = results[s]["counters"] if s in results else {}
                         if s not in results:
                             with contextlib.suppress(Exception):
-                                snap.update(actor.progress().result(timeout=5))
-                    for r in results.values():
-                        snap.update(r["counters"])
-                    progress(dict(snap))
+                                shards[s] = actor.progress().result(timeout=5)
+                    progress({"round": rnd, "planned": planned, "shards": shards})
                 time.sleep(0.5)
         return [results[s] for s in sorted(results)]
 
@@ -432,6 +436,8 @@ class Crawler:
 _RESPONSE_OUTCOMES = frozenset(
     ("ok", "truncated", "redirect", "not_modified", "gone", "http_error", "server_error")
 )
+#: Outcomes after which the URL's status is ``fetched`` (frontier/update.py's transition table).
+_STORED_OUTCOMES = frozenset(("ok", "truncated", "not_modified"))
 
 
 @contextlib.contextmanager

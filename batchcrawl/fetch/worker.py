@@ -49,6 +49,7 @@ from batchcrawl.fetch.workbench import Workbench
 from batchcrawl.records import FetchItem, FetchResult, Outcome
 from batchcrawl.scope.filters import FilterChain
 from batchcrawl.store import paths, schemas
+from batchcrawl.store.faults import storage_fault
 from batchcrawl.urls import canonicalize, domain_of, host_of, redirect_target, url_key
 
 log = logging.getLogger(__name__)
@@ -192,6 +193,7 @@ class _Run:
     pending: int = 0  # items not finished yet (guarded by the worker's lock)
     seq: int = 0  # discovery order of the links of this run
     stop: threading.Event = field(default_factory=threading.Event)
+    storage_fault: OSError | None = None  # the first full / read-only storage error: ends the run
 
 
 class TailDetector:
@@ -467,6 +469,8 @@ class FetchWorker:
             for t in threads:
                 t.join()
             warc.close()
+        if run.storage_fault is not None:
+            raise run.storage_fault
         for _host, rest in self.workbench.drain():
             for item in rest:
                 if item is not ROBOTS:
@@ -569,7 +573,12 @@ class FetchWorker:
             try:
                 with self._processing:
                     self._process(run, item, result, cpu_fetch_s)
-            except Exception:  # a bug in one page's processing must not stop the shard
+            except Exception as exc:  # a bug in one page's processing must not stop the shard
+                if (fault := storage_fault(exc)) is not None:  # a full disk fails every page: stop
+                    run.storage_fault = run.storage_fault or fault
+                    run.stop.set()
+                    self.workbench.wakeup()
+                    return
                 log.exception("processing %s failed", item.url)
                 self._record_failure(run, item, Outcome.NETWORK_ERROR, "internal")
                 self._done(run)
