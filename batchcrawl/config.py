@@ -256,6 +256,10 @@ class FetchSection:
     max_body_bytes: Positive = 10_485_760
     """Cap on the body's wire bytes, on each content-decoding stage and on the decoded body; longer
     bodies are cut here and flagged truncated (``length``)."""
+    max_self_redirects: Annotated[int, Range(0, 20)] = 3
+    """A 3xx whose ``Location`` is the URL itself (often with a ``Set-Cookie``) is fetched again,
+    after the host's delay, up to this many times; then the URL is recorded ``redirect_loop``.
+    Other redirects become new frontier entries."""
     time_limit_s: float = 3600.0
     """Longest fetch phase of one round, seconds; what is left stays queued for the next round."""
     warc_rotate_bytes: Positive = 1_000_000_000

@@ -15,8 +15,9 @@ from rich.table import Table
 log = logging.getLogger(__name__)
 
 _ERRORS = ("network_error", "server_error", "dns_error", "refused", "robots_unavailable",
-           "http_error", "gone")  # fmt: skip
-_PAGES = ("ok", "truncated", "redirect", "not_modified", "gone", "http_error", "server_error")
+           "http_error", "gone", "redirect_loop")  # fmt: skip
+_PAGES = ("ok", "truncated", "redirect", "redirect_loop", "not_modified", "gone", "http_error",
+          "server_error")  # fmt: skip
 
 
 class RoundProgress:

@@ -450,8 +450,9 @@ class Crawler:
 
 
 _RESPONSE_OUTCOMES = frozenset(
-    ("ok", "truncated", "redirect", "not_modified", "gone", "http_error", "server_error")
-)
+    ("ok", "truncated", "redirect", "redirect_loop", "not_modified", "gone", "http_error",
+     "server_error")
+)  # fmt: skip
 
 
 @contextlib.contextmanager

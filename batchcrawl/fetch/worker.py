@@ -59,8 +59,8 @@ ROBOTS = object()
 _RETRY_STATUSES = frozenset({408, 425, 429})
 #: Outcomes that do not count as a host error (the host answered).
 _HOST_OK = frozenset(
-    {Outcome.OK, Outcome.TRUNCATED, Outcome.REDIRECT, Outcome.NOT_MODIFIED, Outcome.GONE,
-     Outcome.HTTP_ERROR}
+    {Outcome.OK, Outcome.TRUNCATED, Outcome.REDIRECT, Outcome.REDIRECT_LOOP, Outcome.NOT_MODIFIED,
+     Outcome.GONE, Outcome.HTTP_ERROR}
 )  # fmt: skip
 
 
@@ -90,6 +90,15 @@ def classify(result: FetchResult) -> Outcome:
     if status >= 500 or status in _RETRY_STATUSES:
         return Outcome.SERVER_ERROR
     return Outcome.HTTP_ERROR
+
+
+def _redirect_target(result: FetchResult, base: str) -> str | None:
+    """Canonical target of a 3xx's ``Location`` (:func:`~batchcrawl.urls.redirect_target`), or
+    None when it is missing or unusable."""
+    try:
+        return redirect_target(result.header("Location") or "", base)
+    except InvalidURL:
+        return None
 
 
 def mime_type(content_type: str | None) -> str | None:
@@ -190,6 +199,7 @@ class _Run:
     deadline: float  # on the worker's monotonic clock
     pending: int = 0  # items not finished yet (guarded by the worker's lock)
     seq: int = 0  # discovery order of the links of this run
+    self_hops: dict[int, int] = field(default_factory=dict)  # url_key -> self-redirects followed
     stop: threading.Event = field(default_factory=threading.Event)
 
 
@@ -563,7 +573,13 @@ class FetchWorker:
                 self._done(run)
                 continue
             cpu_fetch_s = time.thread_time() - t0
+            hop = self._self_redirect_hop(run, item, result)
+            if hop:  # fetched again after the host's delay: the workbench keeps politeness
+                vs.push_front(item)
             wb.release(vs, result.download_s if result.status is not None or result.ip else None)
+            if hop:
+                self._archive_hop(run, item, result)
+                continue
             try:
                 with self._processing:
                     self._process(run, item, result, cpu_fetch_s)
@@ -608,6 +624,33 @@ class FetchWorker:
             self._record_failure(run, it, Outcome.ROBOTS_UNAVAILABLE, "robots_unavailable")
         if dropped:
             self._done(run, len(dropped))
+
+    def _self_redirect_hop(self, run: _Run, item: FetchItem, result: FetchResult) -> bool:
+        """True (and the hop counted) when ``result`` redirects ``item`` to its own URL and fewer
+        than ``fetch.max_self_redirects`` such hops were followed in this chain: the caller puts
+        the item back at the front of its host's queue. The hop count is per chain and per run; a
+        chain still open when the run stops starts again at 0 (the URL stays queued, no row)."""
+        if (
+            classify(result) is not Outcome.REDIRECT
+            or _redirect_target(result, item.url) != item.url
+        ):
+            return False
+        with self._lock:
+            hops = run.self_hops.get(item.url_key, 0)
+            if hops >= self.cfg.fetch.max_self_redirects:
+                return False
+            run.self_hops[item.url_key] = hops + 1
+            run.out.counters["self_redirect_hops"] += 1
+            self._count_host(item.host, error=False)
+        return True
+
+    def _archive_hop(self, run: _Run, item: FetchItem, result: FetchResult) -> None:
+        """Write one followed self-redirect to the WARC (every request is archived)."""
+        try:
+            with self._processing:
+                run.warc.write_fetch(result)
+        except Exception:  # archiving one hop must not stop the shard
+            log.exception("archiving a redirect hop of %s failed", item.url)
 
     def _record_failure(
         self,
@@ -668,13 +711,15 @@ class FetchWorker:
             digest = payload_digest(result.raw_body)
             row["content_digest"] = digest
             if outcome is Outcome.REDIRECT:
-                try:
-                    target = redirect_target(result.header("Location") or "", item.url)
-                except InvalidURL:
-                    target = None
-                    invalid += 1
+                target = _redirect_target(result, item.url)
+                invalid += target is None
                 row["fetch_redirect"] = target
-                if target is not None:
+                if target == item.url:  # _fetch_loop followed max_self_redirects hops already
+                    outcome = Outcome.REDIRECT_LOOP
+                    with self._lock:
+                        hops = run.self_hops.pop(item.url_key, 0)
+                    row.update(outcome=outcome.value, error=f"redirect_loop:{hops + 1}")
+                elif target is not None:
                     found.append((target, "redirect", False))
             elif outcome in (Outcome.OK, Outcome.TRUNCATED):
                 t0 = time.thread_time()
