@@ -202,6 +202,11 @@ class RobotsSection:
     retry_after_s: float = 300.0
     """After a 5xx or a network failure the host is treated as fully disallowed and robots.txt is
     fetched again after this many seconds."""
+    stale_max_s: Annotated[float, Range(0, 2_592_000)] = 86400.0
+    """When robots.txt becomes unreachable (5xx, 429, network) after a successful fetch, the last
+    good copy stays in force until this many seconds past its ``cache_ttl_s`` (RFC 9309 §2.4 allows
+    a cached copy past 24 h while the file is unreachable; §2.3.1.4: after 30 days, at most
+    2592000), fetched again every ``retry_after_s``; 0 disallows all at once."""
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ from batchcrawl.errors import InvalidURL
 from batchcrawl.fetch.fetcher import Fetcher
 from batchcrawl.fetch.parse import parse_page
 from batchcrawl.fetch.resolver import AddressPolicy, DNSError, Resolver
-from batchcrawl.fetch.robots import RobotsCache, fetch_robots, rules_from_fetch
+from batchcrawl.fetch.robots import RobotsCache, fetch_robots, robots_origin, rules_from_fetch
 from batchcrawl.fetch.warc import WarcWriter, payload_digest
 from batchcrawl.fetch.workbench import Workbench
 from batchcrawl.records import FetchItem, FetchResult, Outcome
@@ -374,9 +374,9 @@ class FetchWorker:
             if nxt is not None and ip:
                 when = nxt.replace(tzinfo=UTC).timestamp() if isinstance(nxt, datetime) else nxt
                 self.workbench.add(host, ip, (), next_allowed=when + offset)
-                rules = self.robots.get(host)
-                if rules is not None:
-                    self._set_crawl_delay(host, rules)
+                entry = self.robots.latest(host)
+                if entry is not None:
+                    self._set_crawl_delay(host, entry.rules)
             n += 1
         return n
 
@@ -507,7 +507,7 @@ class FetchWorker:
                     self._record_failure(run, item, Outcome.REFUSED, refused, ip=ip)
                 continue
             queue: list[Any] = list(host_items)
-            if self.robots.get(host) is None:
+            if self.robots.get(robots_origin(host_items[0].url)) is None:
                 queue.insert(0, ROBOTS)
             self.workbench.add(host, ip, queue)
             pending += len(host_items)
@@ -543,20 +543,16 @@ class FetchWorker:
             if item is ROBOTS:
                 self._fetch_robots(run, vs)  # never raises: any failure is robots_unavailable
                 continue
-            rules = self.robots.get(vs.host)
-            if rules is None:  # expired during the round: fetch again first
+            rules = self.robots.get(robots_origin(item.url))
+            if rules is None:  # another origin of the host, or expired: fetch it first
                 vs.push_front(item)
                 vs.push_front(ROBOTS)
                 wb.release(vs, None)
                 continue
-            if rules.unavailable:
-                rest = [item] + [i for i in vs.queue if i is not ROBOTS]
-                while vs.queue:
-                    vs.pop()
+            if rules.unavailable:  # this URL's origin only: no request made, so no delay
                 wb.release(vs, None)
-                for it in rest:
-                    self._record_failure(run, it, Outcome.ROBOTS_UNAVAILABLE, "robots_unavailable")
-                self._done(run, len(rest))
+                self._record_failure(run, item, Outcome.ROBOTS_UNAVAILABLE, "robots_unavailable")
+                self._done(run)
                 continue
             if not rules.allowed(item.url, self.agent):
                 wb.release(vs, None)
@@ -594,29 +590,33 @@ class FetchWorker:
         is unavailable (5xx, network failure), every queued URL of the host is given back as
         ``robots_unavailable`` at once: the host is treated as fully disallowed until it is retried."""
         first = vs.queue[0] if vs.queue else None
-        origin = f"http://{vs.host}"
-        if isinstance(first, FetchItem):
-            scheme, _, rest = first.url.partition("://")
-            origin = f"{scheme}://{rest.split('/', 1)[0]}"
+        origin = robots_origin(first.url) if isinstance(first, FetchItem) else f"http://{vs.host}"
         try:
             chain = fetch_robots(self.fetcher, origin, max_redirects=self.cfg.robots.max_redirects)
         except Exception:  # a bug below must not kill the thread: robots.txt is unavailable
             log.exception("fetching robots.txt of %s failed", origin)
             chain = [FetchResult(url=origin + "/robots.txt", error="internal")]
-        rules = rules_from_fetch(chain[-1], self.cfg.robots.max_bytes)
-        self.robots.put(vs.host, rules)
+        entry = self.robots.put(origin, rules_from_fetch(chain[-1], self.cfg.robots.max_bytes))
+        rules = entry.rules  # the last good copy while robots.txt is unreachable (RFC 9309 §2.4)
         vs.set_crawl_delay(rules.crawl_delay(self.agent))
         dropped: list[FetchItem] = []
-        if rules.unavailable:
+        if rules.unavailable:  # this origin's URLs; the host's other origins keep their place
+            kept: list[Any] = []
             while vs.queue:
                 it = vs.pop()
-                if it is not ROBOTS:
+                if it is ROBOTS or robots_origin(it.url) != origin:
+                    kept.append(it)
+                else:
                     dropped.append(it)
+            for it in reversed(kept):
+                vs.push_front(it)
         contacted = any(r.ip for r in chain)
         self.workbench.release(vs, sum(r.download_s for r in chain) if contacted else None)
         with self._lock:
             run.out.counters["robots_fetches"] += len(chain)
             run.out.counters[f"robots_state_{rules.state}"] += 1
+            if entry.stale:
+                run.out.counters["robots_stale_kept"] += 1
             for r in chain:
                 if r.status is not None:
                     run.warc.write_fetch(r)
