@@ -265,6 +265,9 @@ class FetchSection:
     """A 3xx whose ``Location`` is the URL itself (often with a ``Set-Cookie``) is fetched again,
     after the host's delay, up to this many times; then the URL is recorded ``redirect_loop``.
     Other redirects become new frontier entries."""
+    max_cookies_per_host: Annotated[int, Range(0, 1000)] = 50
+    """Cookies kept per host and sent back to it (in memory, for the fetcher's life; RFC 6265
+    §6.1 asks for at least 50); 0 sends and keeps no cookies."""
     time_limit_s: float = 3600.0
     """Longest fetch phase of one round, seconds; what is left stays queued for the next round."""
     warc_rotate_bytes: Positive = 1_000_000_000
