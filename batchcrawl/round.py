@@ -434,8 +434,9 @@ class Crawler:
 
 
 _RESPONSE_OUTCOMES = frozenset(
-    ("ok", "truncated", "redirect", "not_modified", "gone", "http_error", "server_error")
-)
+    ("ok", "truncated", "redirect", "redirect_loop", "not_modified", "gone", "http_error",
+     "server_error")
+)  # fmt: skip
 #: Outcomes after which the URL's status is ``fetched`` (frontier/update.py's transition table).
 _STORED_OUTCOMES = frozenset(("ok", "truncated", "not_modified"))
 

@@ -39,7 +39,8 @@ CREATE TABLE hosts (
     crawl_delay_s     DOUBLE,             -- Crawl-delay for our agent, if any
     sitemaps          VARCHAR[],          -- Sitemap lines of robots.txt
     pages_fetched     BIGINT    NOT NULL, -- cumulative fetch attempts that got a response
-    errors            BIGINT    NOT NULL  -- cumulative failed attempts
+    errors            BIGINT    NOT NULL, -- cumulative failed attempts
+    robots_origin     VARCHAR             -- scheme://host[:port] the robots_* columns belong to (RFC 9309 §2.3); NULL in rows written before it: not restored
 );
 
 -- fetchlists/round=R/shard=SS.parquet: what generate handed to one shard, per host in breadth-first order.

@@ -21,6 +21,7 @@ ok                  fetched                     None                            
 truncated           fetched                     ``truncated``                   0
 not_modified        fetched                     ``not_modified``                0
 redirect            redirect                    HTTP status (``301``)           0
+redirect_loop       gone                        ``redirect_loop:`` + status     0
 gone (404, 410)     gone                        HTTP status (``404``)           0
 http_error (4xx)    gone                        HTTP status (``403``)           0
 server_error        error, or gone after        detail (``503``, ``timeout``,   +1
@@ -130,6 +131,8 @@ def next_status(
         return UrlStatus.FETCHED.value, reason, 0
     if o is Outcome.REDIRECT:
         return UrlStatus.REDIRECT.value, detail, 0
+    if o is Outcome.REDIRECT_LOOP:
+        return UrlStatus.GONE.value, f"redirect_loop:{detail}" if detail else o.value, 0
     if o in (Outcome.GONE, Outcome.HTTP_ERROR):
         return UrlStatus.GONE.value, detail or o.value, 0
     if o in _RETRIED or o is Outcome.ROBOTS_UNAVAILABLE:
