@@ -385,6 +385,27 @@ class ProgressSection:
 
 
 @dataclass(frozen=True)
+class DedupSection:
+    """``[dedup]``: exact duplicates across shards and rounds (content-seen DRUM, MRS §20.2.2),
+    near-duplicates (SimHash, Manku et al. 2007) and spider traps."""
+
+    skip_duplicate_links: bool = True
+    """Do not follow the links of a page whose payload is a known duplicate."""
+    near_hamming: Annotated[int, Range(0, 64)] = 3
+    """Largest Hamming distance (bits of 64) at which two pages of a host are near-duplicates."""
+    near_window: Positive = 256
+    """Recent page fingerprints remembered per host for the near-duplicate check."""
+    trap_min_pages: Positive = 20
+    """Recent pages of a host needed before its near-duplicate share can flag it a trap."""
+    trap_near_share: Annotated[float, Range(0, 1)] = 0.5
+    """Share of a host's recent pages that are near-duplicates from which it is a probable trap."""
+    trap_repeat_segments: Positive = 3
+    """A path repeating one segment this often flags its host a probable trap."""
+    trap_max_urls_per_host: Positive = 10
+    """Per-host cap of generate for probable trap hosts (instead of ``generate.max_urls_per_host``)."""
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole configuration: one frozen section object per TOML table."""
 
@@ -398,6 +419,7 @@ class Config:
     filters: FiltersSection = field(default_factory=FiltersSection)
     round: RoundSection = field(default_factory=RoundSection)
     progress: ProgressSection = field(default_factory=ProgressSection)
+    dedup: DedupSection = field(default_factory=DedupSection)
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
         """Plain nested dict (TOML/JSON-serializable)."""

@@ -40,6 +40,7 @@ from fsspec.implementations.dirfs import DirFileSystem
 from batchcrawl.config import Config
 from batchcrawl.errors import ClusterUnreachable, NothingDue
 from batchcrawl.fetch.worker import FetchWorker
+from batchcrawl.frontier import content as content_mod
 from batchcrawl.frontier import generate as gen_mod
 from batchcrawl.frontier import runs
 from batchcrawl.frontier import table as frontier_mod
@@ -84,6 +85,7 @@ class ShardActor:
         self.worker: FetchWorker | None = None
         self.known_hosts: dict[str, dict[str, Any]] = {}
         self.counters: Counter = Counter()
+        self.content_files: tuple[str, ...] = ()
 
     def progress(self) -> dict[str, float]:
         """Live counters of the running fetch (for the progress display)."""
@@ -107,6 +109,7 @@ class ShardActor:
         seed_domains: set[str],
         buckets: int,
         cold: bool,
+        content_files: tuple[str, ...] | list[str] = (),
     ) -> dict[str, Any]:
         """Fetch this shard's fetch list of ``round`` and write its outputs (uncommitted)."""
         started = time.monotonic()
@@ -130,6 +133,9 @@ class ShardActor:
         self.worker.restore_hosts(self.known_hosts[h] for h in returning if h in self.known_hosts)
         if cold:
             self.worker.cool_down({i.host for i in items})
+        if tuple(content_files) != self.content_files:  # content seen in earlier rounds
+            self.worker.know_content(content_mod.load_seen(crawl, list(content_files)))
+            self.content_files = tuple(content_files)
         self.counters = Counter()
         run = self.worker.run(items, round, progress=self._on_progress)
         fetched_table = pa.Table.from_pylist(run.fetched, schema=schemas.schema("fetched"))
@@ -334,7 +340,7 @@ class Crawler:
             s: actors[s].fetch(
                 cfg=cfg, round=rnd, generation=gen, fetchlist=fetchlists[s], host_files=host_files,
                 seed_hosts=seed_hosts, seed_domains=seed_domains, buckets=manifest.buckets,
-                cold=cold,
+                cold=cold, content_files=manifest.files("content"),
             )
             for s in sorted(actors)
         }  # fmt: skip
@@ -351,6 +357,11 @@ class Crawler:
             refiltered=refiltered if refiltered.num_rows else None, mapper=dask_mapper(client),
         )  # fmt: skip
         update_summary = updated.summary.to_json()
+        content = content_mod.update_content(
+            crawl, manifest, gen, crawl.read_table("fetched", [p.entry for p in fparts],
+                                                   columns=content_mod.FETCHED_COLUMNS),
+            dask_mapper(client),
+        )  # fmt: skip
         steps["update"] = time.monotonic() - t0
         # -- compact ----------------------------------------------------------------------------
         on_step("compact")
@@ -387,6 +398,7 @@ class Crawler:
             "links": {k: int(v) for k, v in counters.items() if k.startswith("links_")},
             "generate": gen_summary,
             "update": update_summary,
+            "content": content.to_json(),
             "compacted": sum(1 for a, u in zip(buckets, updated.buckets, strict=True) if a is not u),
             "rerun_after_crash": cold,
             "seconds_by_step": {k: round(v, 3) for k, v in steps.items()},
@@ -404,6 +416,7 @@ class Crawler:
                 "links": list(manifest.tables.get("links", ())) + [p.entry for p in lparts],
                 "edges": list(manifest.tables.get("edges", ()))
                 + [r["edges"].entry for r in shard_results],
+                "content": content.listing,
             },
             summary,
             round=rnd,

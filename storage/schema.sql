@@ -40,7 +40,8 @@ CREATE TABLE hosts (
     sitemaps          VARCHAR[],          -- Sitemap lines of robots.txt
     pages_fetched     BIGINT    NOT NULL, -- cumulative fetch attempts that got a response
     errors            BIGINT    NOT NULL, -- cumulative failed attempts
-    robots_origin     VARCHAR             -- scheme://host[:port] the robots_* columns belong to (RFC 9309 §2.3); NULL in rows written before it: not restored
+    robots_origin     VARCHAR,            -- scheme://host[:port] the robots_* columns belong to (RFC 9309 §2.3); NULL in rows written before it: not restored
+    trap              VARCHAR             -- probable spider trap: 'near' (near-duplicates), 'path' (repeating segments); NULL: no
 );
 
 -- fetchlists/round=R/shard=SS.parquet: what generate handed to one shard, per host in breadth-first order.
@@ -84,7 +85,10 @@ CREATE TABLE fetched (
     warc_record_offset         BIGINT,
     warc_record_length         BIGINT,
     robots_noindex             BOOLEAN,
-    robots_nofollow            BOOLEAN
+    robots_nofollow            BOOLEAN,
+    duplicate_of               UBIGINT,               -- url_key of the first URL with this payload digest (known at fetch time)
+    simhash                    UBIGINT,               -- 64-bit SimHash of the visible text, digits masked (HTML pages)
+    near_duplicate_of          UBIGINT                -- url_key of an earlier page of the host within dedup.near_hamming bits
 );
 
 -- links/round=R/shard=SS.parquet: outlinks (and redirect targets) found in a round, in discovery order.
@@ -113,6 +117,18 @@ CREATE TABLE edges (
     dst_url_key UBIGINT NOT NULL, -- canonical link target
     round       INTEGER NOT NULL,
     tag         VARCHAR NOT NULL  -- a, area, link, frame, iframe, meta_refresh, redirect
+);
+
+-- content/gen=G/bucket=BBB[.run].parquet: content seen (MRS §20.2.2), one row per payload digest
+-- with the first URL fetched with it; DRUM buckets by digest_key, base + delta runs like the
+-- frontier (the first fetch wins: a run holds only digests new in its round).
+CREATE TABLE content (
+    digest_key  UBIGINT      NOT NULL, -- hash64 of content_digest: bucket and sort key
+    digest      VARCHAR      NOT NULL, -- 'sha1:BASE32' of the payload
+    url_key     UBIGINT      NOT NULL, -- first URL fetched with this payload
+    url         VARCHAR      NOT NULL,
+    round       INTEGER      NOT NULL,
+    fetch_time  TIMESTAMP_MS NOT NULL
 );
 
 -- graph/gen=G/nodes/part=PPP.parquet: the nodes of one partition of the link graph built from

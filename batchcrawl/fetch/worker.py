@@ -41,9 +41,11 @@ from typing import Any
 from batchcrawl.config import Config
 from batchcrawl.errors import InvalidURL
 from batchcrawl.fetch.fetcher import Fetcher
+from batchcrawl.fetch.neardup import NearDuplicates
 from batchcrawl.fetch.parse import parse_page
 from batchcrawl.fetch.resolver import AddressPolicy, DNSError, Resolver
 from batchcrawl.fetch.robots import RobotsCache, fetch_robots, robots_origin, rules_from_fetch
+from batchcrawl.fetch.simhash import page_simhash
 from batchcrawl.fetch.warc import WarcWriter, payload_digest
 from batchcrawl.fetch.workbench import Workbench
 from batchcrawl.records import FetchItem, FetchResult, Outcome
@@ -107,6 +109,14 @@ def mime_type(content_type: str | None) -> str | None:
     if not content_type:
         return None
     return content_type.split(";", 1)[0].strip().lower() or None
+
+
+def _near_duplicates(cfg: Config) -> NearDuplicates:
+    d = cfg.dedup
+    return NearDuplicates(
+        d.near_window, d.near_hamming, trap_min_pages=d.trap_min_pages,
+        trap_near_share=d.trap_near_share, trap_repeat_segments=d.trap_repeat_segments,
+    )  # fmt: skip
 
 
 def _utc(epoch_s: float) -> datetime:
@@ -285,6 +295,10 @@ class FetchWorker:
         self.url_cache = _KeyCache(cfg.fetch.url_cache_size)
         self._canonical = _CanonicalMemo(cfg.fetch.url_cache_size)
         self._digests: OrderedDict[str, tuple[str, str]] = OrderedDict()
+        # content seen in earlier rounds (batchcrawl.frontier.content): digest -> (url_key, url, time)
+        self._seen: Mapping[str, tuple[int, str, datetime]] = {}
+        self._first_key: dict[str, int] = {}  # digest -> url_key, for the digests in _digests
+        self.near = _near_duplicates(cfg)
         self._host_counts: dict[str, list[int]] = {}  # host -> [pages_fetched, errors]
         self._lock = threading.Lock()
         # One fetch thread at a time parses, extracts links and archives (see _fetch_loop).
@@ -324,6 +338,13 @@ class FetchWorker:
             for host, row in rows.items():
                 self.robots.load_row(host, row)
 
+    def know_content(self, seen: Mapping[str, tuple[int, str, datetime]]) -> None:
+        """Use ``seen`` (``{digest: (url_key, url, fetch_time)}``, the committed ``content``
+        table, :func:`batchcrawl.frontier.content.load_seen`) from the next :meth:`run` on: a
+        payload already in it is a duplicate (``duplicate_of``, a WARC revisit, links skipped
+        with ``dedup.skip_duplicate_links``)."""
+        self._seen = seen
+
     def forget_idle_hosts(self, keep: Iterable[str] = ()) -> list[str]:
         """Forget every idle host not in ``keep`` whose politeness delay has passed: its visit
         state (:meth:`Workbench.prune_idle`), robots.txt entry, cached address and counters.
@@ -336,6 +357,7 @@ class FetchWorker:
         for host in gone:
             self.robots.forget(host)
             self.resolver.forget(host)
+            self.near.forget(host)
             self._host_counts.pop(host, None)
         return gone
 
@@ -368,6 +390,7 @@ class FetchWorker:
         for row in rows:
             host = row["host"]
             self.robots.load_row(host, row)
+            self.near.restore(host, row.get("trap"))
             self._host_counts[host] = [
                 int(row.get("pages_fetched") or 0),
                 int(row.get("errors") or 0),
@@ -416,6 +439,7 @@ class FetchWorker:
                 "host_delay_s": state.delay_s,
                 "pages_fetched": pages,
                 "errors": errors,
+                "trap": self.near.trap(state.host),
             }
             row.update(self.robots.to_row(state.host))
             rows.append(row)
@@ -742,6 +766,8 @@ class FetchWorker:
                 row["robots_noindex"] = page.robots_noindex
                 row["robots_nofollow"] = page.robots_nofollow
                 found.extend((link.url, link.tag, link.nofollow) for link in page.links)
+                if page.is_html:
+                    row["simhash"] = page_simhash(result.body.decode(page.charset, "replace"))
         t0 = time.thread_time()
         canonical, invalid_links = self._canonical_links(found)
         invalid += invalid_links
@@ -752,6 +778,9 @@ class FetchWorker:
                 # OrderedDict.get is one atomic step under the GIL; a duplicate fetched by two
                 # threads at once is simply archived twice.
                 revisit = self._digests.get(digest)
+                revisit = self._duplicate(row, item.url_key, digest, revisit)
+                if row.get("duplicate_of") is not None and self.cfg.dedup.skip_duplicate_links:
+                    canonical = []
             loc = run.warc.write_fetch(
                 result,
                 outlinks=[u for u, _, _ in found] if found else None,
@@ -775,8 +804,11 @@ class FetchWorker:
             if invalid:
                 counters["links_invalid"] += invalid
             if result.status is not None:
+                if row.get("simhash") is not None or outcome is Outcome.OK:
+                    self._near_duplicate(row, item)
                 if revisit is None and outcome is Outcome.OK and row["content_length"]:
                     self._remember_digest(digest, result)
+                    self._first_key[digest] = item.url_key
                 else:
                     counters["revisits"] += revisit is not None
             run.out.fetched.append(row)
@@ -796,7 +828,33 @@ class FetchWorker:
 
         self._digests[digest] = (result.url, warc_date(result.started))
         if len(self._digests) > self.cfg.fetch.url_cache_size:
-            self._digests.popitem(last=False)
+            old, _ = self._digests.popitem(last=False)
+            self._first_key.pop(old, None)
+
+    def _duplicate(
+        self, row: dict[str, Any], key: int, digest: str, revisit: tuple[str, str] | None
+    ) -> tuple[str, str] | None:
+        """Set ``duplicate_of`` when the payload was first seen at another URL (earlier round:
+        ``content`` table; this shard: the digest LRU) and return the capture a WARC revisit
+        refers to (an unchanged refetch of the first URL too, without ``duplicate_of``)."""
+        from batchcrawl.fetch.warc import warc_date
+
+        earlier = self._seen.get(digest)
+        if earlier is not None:
+            first, url, when = earlier
+            if first != key:
+                row["duplicate_of"] = first
+            return (url, warc_date(when.replace(tzinfo=UTC).timestamp()))
+        if revisit is not None and self._first_key.get(digest, key) != key:
+            row["duplicate_of"] = self._first_key[digest]
+        return revisit
+
+    def _near_duplicate(self, row: dict[str, Any], item: FetchItem) -> None:
+        """Flag ``near_duplicate_of`` against the host's recent pages (lock held)."""
+        path = item.url.split("/", 3)[3] if item.url.count("/") >= 3 else ""
+        near = self.near.observe(item.host, item.url_key, "/" + path, row.get("simhash"))
+        if near is not None:
+            row["near_duplicate_of"] = near
 
     def _crawl_name(self) -> str:
         """``crawl.name``, or the crawl directory's base name (``fs`` is rooted at it)."""

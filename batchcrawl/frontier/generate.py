@@ -59,7 +59,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from batchcrawl.config import Config
-from batchcrawl.frontier import due
+from batchcrawl.frontier import due, traps
 from batchcrawl.frontier.runs import BucketFiles, Mapper, bucket_files, bucket_rows, thread_mapper
 from batchcrawl.frontier.table import epoch_ms
 from batchcrawl.ring import HashRing, ring_keys, route_name
@@ -454,6 +454,10 @@ def finish(
         )
     for r in refiltered.column("reason").to_pylist():
         counts[f"filtered:{r}"] += 1
+    selected, throttled = traps.throttle(
+        selected, traps.trap_hosts(crawl, manifest), cfg.dedup.trap_max_urls_per_host
+    )
+    counts["trap_throttled"] += throttled
     ip_of = None
     if cfg.generate.partition_by == "ip" and manifest.tables.get("hosts"):
         hosts = crawl.read_table("hosts", manifest.tables["hosts"], columns=["host", "ip"])

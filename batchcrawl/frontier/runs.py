@@ -79,8 +79,9 @@ class BucketFiles:
         return out
 
 
-def bucket_files(manifest: Manifest) -> list[BucketFiles]:
-    """The base and runs of every bucket of ``manifest``, in bucket order.
+def bucket_files(manifest: Manifest, table: str = "frontier") -> list[BucketFiles]:
+    """The base and runs of every bucket of ``manifest``, in bucket order (of the frontier, or of
+    another table bucketed the same way: ``content``, :mod:`batchcrawl.frontier.content`).
 
     A manifest written before delta runs existed lists one plain file per bucket (or none): each is
     read as that bucket's base.
@@ -91,7 +92,7 @@ def bucket_files(manifest: Manifest) -> list[BucketFiles]:
         The frontier listing does not fit the crawl's bucket count.
     """
     k = manifest.buckets
-    entries = list(manifest.tables.get("frontier", ()))
+    entries = list(manifest.tables.get(table, ()))
     if entries and all(e.bucket is None for e in entries):
         if len(entries) != k:
             raise CrawlDirError(
@@ -201,11 +202,11 @@ def iter_buckets(
         yield bf.bucket, read_bucket(crawl, bf, columns)
 
 
-def bucket_keys(crawl: CrawlDir, files: BucketFiles) -> np.ndarray:
-    """The sorted unique ``url_key`` values of a bucket (base and runs), reading only that column
-    (IRLbot's DRUM check without the values): ``uint64``, shape ``(rows of the bucket,)``."""
+def bucket_keys(crawl: CrawlDir, files: BucketFiles, key: str = KEY) -> np.ndarray:
+    """The sorted unique ``key`` values (default ``url_key``) of a bucket (base and runs), reading
+    only that column (IRLbot's DRUM check without the values): ``uint64``, shape ``(rows,)``."""
     keys = [
-        np.asarray(_read(crawl, e, [KEY]).column(KEY).to_numpy(), dtype=np.uint64)
+        np.asarray(_read(crawl, e, [key]).column(key).to_numpy(), dtype=np.uint64)
         for e in files.files
     ]
     if not keys:

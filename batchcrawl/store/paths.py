@@ -16,6 +16,7 @@ parses it is defined here too, next to the function that builds it::
     fetched/round=7/shard=03.parquet             round_file("fetched", 7, 3)
     links/round=7/shard=03.parquet               round_file("links", 7, 3)
     edges/round=7/shard=03.parquet               round_file("edges", 7, 3)
+    content/gen=7/bucket=042.run.parquet         content_bucket(7, 42, run=True)
     graph/gen=7/graph.json                       graph_manifest(7): the link graph of gen 7
     graph/gen=7/nodes/part=042.parquet           graph_nodes(7, 42)
     graph/gen=7/out/part=042.bin                 graph_lists(7, "out", 42) (and "in")
@@ -32,7 +33,9 @@ DUCKDB_FILE = "crawl.duckdb"
 LOCK_FILE = "_lock.json"
 COMMITS_DIR = "_commits"
 #: Folders holding table data (what ``gc`` walks).
-DATA_DIRS = ("frontier", "hosts", "fetchlists", "fetched", "links", "edges", "warc", "graph")
+DATA_DIRS = (
+    "frontier", "hosts", "fetchlists", "fetched", "links", "edges", "content", "warc", "graph",
+)  # fmt: skip
 #: Tables written once per round and shard.
 ROUND_TABLES = ("fetchlists", "fetched", "links", "edges")
 
@@ -61,6 +64,12 @@ def bucket_run(generation: int, bucket: int) -> str:
     """``frontier/gen=G/bucket=BBB.run.parquet``: the delta run of ``bucket`` written by the update
     of ``generation`` (docs/design.md §4, log-structured buckets)."""
     return f"frontier/gen={generation}/bucket={bucket:03d}.run.parquet"
+
+
+def content_bucket(generation: int, bucket: int, *, run: bool) -> str:
+    """``content/gen=G/bucket=BBB[.run].parquet``: a base file or delta run of the content-seen
+    table (payload digests, MRS §20.2.2), DRUM-bucketed by digest like the frontier by URL."""
+    return f"content/gen={generation}/bucket={bucket:03d}{'.run' if run else ''}.parquet"
 
 
 def due_index(data_rel: str) -> str:
@@ -160,6 +169,7 @@ LAYOUT = {
     "fetched": rf"fetched/round=\d+/shard=\d{{2,}}\.parquet{_TMP}",
     "links": rf"links/round=\d+/shard=\d{{2,}}\.parquet{_TMP}",
     "edges": rf"edges/round=\d+/shard=\d{{2,}}\.parquet{_TMP}",
+    "content": rf"content/gen=\d+/bucket=\d{{3,}}(?:\.run)?\.parquet{_TMP}",
     "graph": (
         rf"graph/gen=\d+/(?:graph\.json|nodes/part=\d{{3,}}\.parquet"
         rf"|(?:out|in)/part=\d{{3,}}\.bin){_TMP}"

@@ -104,7 +104,8 @@ def view_sql(crawl: CrawlDir, manifest: Manifest, table: str, *, relative: bool 
         return f"CREATE OR REPLACE VIEW {table} AS {_empty_selects()[table]}"
     listing = ", ".join(_literal(rel if relative else crawl.full_url(rel)) for rel in rels)
     files = f"crawl_files([{listing}])" if relative else f"[{listing}]"
-    if any(e.run for e in manifest.tables.get(table, ())):
+    # content rows are unique across its runs (the first fetch of a digest wins): no merge
+    if table != "content" and any(e.run for e in manifest.tables.get(table, ())):
         body = _newest_wins_sql(files)
     else:
         body = f"SELECT * FROM read_parquet({files})"

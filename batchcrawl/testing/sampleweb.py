@@ -30,7 +30,8 @@ What the web contains
 * With ``trap=True`` the last host is a **spider trap**: its home page links to ``/cal/2024/01``,
   and every ``/cal/YYYY/MM`` page links to the next month and to the same month next year, for
   ever. Every link of a calendar page points to a later month, so the trap grows only through new
-  URLs; only depth limits or per-host budgets stop a crawler in it.
+  URLs; only depth limits or per-host budgets stop a crawler in it. Calendar pages differ only in
+  their digits (near-duplicates once digits are masked).
 
 Ports (decision)
 ----------------
@@ -379,7 +380,8 @@ class SampleWeb:
         year, month = ym
         links = [("/", "home")] + [(_cal_path(y, m), f"{y:04d}-{m:02d}") for y, m in _cal_next(*ym)]
         lis = "".join(f'<li><a href="{p}">{t}</a></li>' for p, t in links)
-        text = self._text(year * 12 + month, max(0, self.page_bytes // 4))
+        # one text per host: calendar pages differ only in digits, as real ones do
+        text = self._text(spec.offset * 4, max(0, self.page_bytes // 4))
         return (
             f"<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8><title>calendar "
             f"{year:04d}-{month:02d}</title></head><body><h1>{year:04d}-{month:02d}</h1>"

@@ -1,0 +1,159 @@
+"""Content seen across shards and rounds: a DRUM keyed by payload digest (MRS §20.2.2).
+
+Manning, Raghavan and Schütze's distributed crawler checks each fetched document's fingerprint
+against a *content-seen* store **partitioned by fingerprint**, not by host: two hosts with the same
+page live on different shards, so only a table keyed by the digest sees both. Here that table is
+``content``: one row per payload digest with the first URL fetched with it (``url_key``, ``url``,
+``round``, ``fetch_time``), split into the crawl's K buckets by ``digest_key`` (the project's one
+64-bit hash of the digest string, :func:`batchcrawl.urls.hash64`) and stored like the frontier as a
+base plus delta runs (:mod:`batchcrawl.frontier.runs`, IRLbot's DRUM §5.1). The round's update
+step runs :func:`update_content`: each bucket checks the round's digests against its keys (DRUM
+*check+update*) and writes one run with the digests it did not know -- the first fetch wins, so a
+digest's row never changes and the runs of a bucket never share a key.
+
+Who learns what, when
+---------------------
+* A duplicate of content committed in an **earlier round** is known at fetch time: every shard
+  loads the previous generation's table (:func:`load_seen`), sets ``fetched.duplicate_of``, writes
+  a WARC ``revisit`` (identical-payload-digest) instead of a response and, with
+  ``dedup.skip_duplicate_links``, follows none of its links.
+* A duplicate fetched by **another shard in the same round** is known only here, at update time:
+  the table names the first URL, and the named query ``duplicates`` lists every ``fetched`` row
+  whose digest was first fetched elsewhere. Its WARC record stays a ``response`` (the shards do
+  not talk to each other while fetching).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from batchcrawl.frontier.runs import BucketFiles, Mapper, bucket_files, bucket_keys, is_known
+from batchcrawl.store import paths, schemas
+from batchcrawl.store.crawldir import CrawlDir, FileEntry, Manifest
+from batchcrawl.urls import bucket_ids, hash64_many
+
+KEY = "digest_key"
+#: ``fetched`` columns a content row is made from.
+FETCHED_COLUMNS = ["url_key", "url", "round", "fetch_time", "content_digest", "outcome", "content_length"]  # fmt: skip
+#: Outcomes whose payload is the page itself (not a redirect body, error page or 304).
+STORED_OUTCOMES = ("ok", "truncated")
+
+
+def stored_fetches(fetched: pa.Table) -> pa.Table:
+    """The rows of ``fetched`` whose payload goes through the content-seen check: outcome in
+    :data:`STORED_OUTCOMES`, a digest and a non-empty payload."""
+    keep = pc.and_(
+        pc.is_in(fetched.column("outcome"), pa.array(STORED_OUTCOMES)),
+        pc.fill_null(pc.greater(fetched.column("content_length"), 0), False),
+    )
+    return fetched.filter(pc.and_(keep, pc.is_valid(fetched.column("content_digest"))))
+
+
+def content_rows(fetched: pa.Table) -> pa.Table:
+    """The ``content`` rows a round's ``fetched`` rows (at least :data:`FETCHED_COLUMNS`) offer:
+    :func:`stored_fetches`, one per digest -- the earliest ``fetch_time`` wins (ties: smallest
+    ``url_key``) -- sorted by ``digest_key``."""
+    t = stored_fetches(fetched)
+    digests = t.column("content_digest").to_pylist()
+    t = pa.table(
+        {
+            KEY: pa.array(hash64_many(digests), pa.uint64()),
+            "digest": t.column("content_digest"),
+            "url_key": t.column("url_key"),
+            "url": t.column("url"),
+            "round": t.column("round"),
+            "fetch_time": t.column("fetch_time"),
+        }
+    )
+    t = t.sort_by([(KEY, "ascending"), ("fetch_time", "ascending"), ("url_key", "ascending")])
+    keys = np.asarray(t.column(KEY).to_numpy(), dtype=np.uint64)
+    first = np.ones(len(keys), dtype=bool)
+    first[1:] = keys[1:] != keys[:-1]
+    return schemas.conform("content", t.filter(pa.array(first)))
+
+
+def update_content_bucket(
+    crawl: CrawlDir, files: BucketFiles, generation: int, rows: pa.Table
+) -> tuple[BucketFiles, int]:
+    """DRUM check+update of one bucket: write the digests of ``rows`` (this bucket's
+    :func:`content_rows`) that the bucket does not know as its newest run
+    ``content/gen=G/bucket=BBB.run.parquet``. Returns the new file list (uncommitted) and the
+    number of digests already known (duplicates of earlier rounds)."""
+    known = is_known(bucket_keys(crawl, files, KEY), rows.column(KEY).to_numpy())
+    new = rows.filter(pa.array(~known))
+    total = (files.rows or 0) + new.num_rows
+    if new.num_rows == 0:
+        return BucketFiles(files.bucket, files.base, files.runs, total), int(known.sum())
+    entry = crawl.write_table(
+        "content", paths.content_bucket(generation, files.bucket, run=True), new
+    )
+    return BucketFiles(files.bucket, files.base, (*files.runs, entry), total), int(known.sum())
+
+
+@dataclass(frozen=True)
+class ContentUpdate:
+    """What :func:`update_content` did: the ``content`` listing to commit and its counts."""
+
+    listing: list[FileEntry]
+    new_digests: int
+    known_digests: int
+    duplicate_fetches: int
+
+    def to_json(self) -> dict[str, int]:
+        """The counts as the round summary's ``content`` object."""
+        return {
+            "new_digests": self.new_digests,
+            "known_digests": self.known_digests,
+            "duplicate_fetches": self.duplicate_fetches,
+        }
+
+
+def _bucket_task(crawl_url: str, generation: int, item: tuple[BucketFiles, pa.Table]):
+    files, rows = item
+    return update_content_bucket(CrawlDir.open(crawl_url), files, generation, rows)
+
+
+def update_content(
+    crawl: CrawlDir, manifest: Manifest, generation: int, fetched: pa.Table, mapper: Mapper
+) -> ContentUpdate:
+    """Merge a round's ``fetched`` rows (all shards, at least :data:`FETCHED_COLUMNS`) into the
+    ``content`` table: one task per touched bucket through ``mapper`` (Dask in a round).
+
+    Memory: the round's stored fetches' digests (the facts are partitioned by digest here, in the
+    caller) plus one bucket's keys per task.
+    """
+    stored = content_rows(fetched)
+    all_files = bucket_files(manifest, "content")
+    buckets = bucket_ids(stored.column(KEY).to_numpy(), manifest.buckets)
+    items = [(all_files[int(b)], stored.filter(pa.array(buckets == b))) for b in np.unique(buckets)]
+    done = mapper(partial(_bucket_task, crawl.url, generation), items) if items else []
+    out = list(all_files)
+    known = 0
+    for bf, k in done:
+        out[bf.bucket] = bf
+        known += k
+    listing = [e for bf in out for e in bf.entries()]
+    new = stored.num_rows - known
+    return ContentUpdate(listing, new, known, stored_fetches(fetched).num_rows - new)
+
+
+def load_seen(crawl: CrawlDir, files: list[str]) -> dict[str, tuple[int, str, object]]:
+    """The committed ``content`` table (``files``: ``manifest.files("content")``) as
+    ``{digest: (url_key, url, fetch_time)}``, for the fetch workers' fetch-time check (one dict
+    entry per distinct payload of the crawl)."""
+    t = crawl.read_table("content", files, columns=["digest", "url_key", "url", "fetch_time"])
+    return {
+        d: (k, u, f)
+        for d, k, u, f in zip(
+            t.column("digest").to_pylist(),
+            t.column("url_key").to_pylist(),
+            t.column("url").to_pylist(),
+            t.column("fetch_time").to_pylist(),
+            strict=True,
+        )
+    }

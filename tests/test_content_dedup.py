@@ -1,0 +1,114 @@
+"""Content seen across shards and rounds (issue 17 item 2): the same page served by hosts that the
+ring routes to different shards, in one round and in a later one."""
+
+from __future__ import annotations
+
+import pytest
+from round_helpers import new_crawl, round_config, serve
+from warcio.archiveiterator import ArchiveIterator
+
+from batchcrawl.ring import HashRing
+from batchcrawl.round import host_shard, run_rounds
+from batchcrawl.store import sql
+from batchcrawl.testing.webserver import Response
+from batchcrawl.urls import canonicalize, url_key
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+
+def _hosts_on_two_shards(cfg) -> tuple[str, str, str]:
+    ring = HashRing(cfg.fetch.shards, cfg.fetch.ring_vnodes)
+    names = [f"d{i}.test" for i in range(40)]
+    a = names[0]
+    b = next(h for h in names if host_shard(h, None, cfg, ring) != host_shard(a, None, cfg, ring))
+    c = next(h for h in names if h not in (a, b))
+    return a, b, c
+
+
+class SameWeb:
+    """``/same.html`` is the same bytes on every host (it links to ``other.html`` and to host C's
+    copy); ``/other.html`` differs per host; ``/start.html`` is host C's seed."""
+
+    def __init__(self, c: str) -> None:
+        self.c = c
+        self.port = 0
+
+    def bind(self, port: int) -> None:
+        self.port = port
+
+    def __call__(self, host, path, headers):
+        html = [("Content-Type", "text/html")]
+        if path == "/robots.txt":
+            return Response(404, [], b"")
+        if path == "/same.html":
+            body = (f'<html><body><p>one text</p><a href="other.html">o</a>'
+                    f'<a href="http://{self.c}:{self.port}/same.html">c</a></body></html>')  # fmt: skip
+            return Response(200, html, body.encode())
+        if path == "/start.html":  # host C's seed (puts C in the crawl's scope)
+            return Response(200, html, b"<html><body>start</body></html>")
+        if path == "/other.html":
+            return Response(200, html, f"<html><body>{host}</body></html>".encode())
+        return Response(404, [], b"")
+
+
+def _duplicates(con) -> list[tuple]:
+    query = sql.named_query("duplicates").strip().rstrip(";")
+    return con.execute(f"SELECT url, first_url, known_at_fetch FROM ({query})").fetchall()
+
+
+def _warc_types(crawl) -> dict[str, str]:
+    """WARC-Target-URI -> record type of its response or revisit record."""
+    out = {}
+    for path in crawl.fs.find(crawl.path("warc")):
+        with open(path, "rb") as fh:
+            for rec in ArchiveIterator(fh):
+                if rec.rec_type in ("response", "revisit"):
+                    out[rec.rec_headers.get_header("WARC-Target-URI")] = rec.rec_type
+    return out
+
+
+def test_duplicates_across_shards_and_rounds(tmp_path):
+    cfg = round_config()
+    a, b, c = _hosts_on_two_shards(cfg)
+    web = SameWeb(c)
+    with serve(web) as server:
+        port = server.port
+        seeds = [canonicalize(f"http://{h}:{port}/same.html") for h in (a, b)]
+        crawl = new_crawl(tmp_path / "crawl", cfg, [*seeds, f"http://{c}:{port}/start.html"])
+        run_rounds(crawl.url, cfg, 1)
+        # round 1: the two seeds, on two shards; the content table keeps one of them
+        con = sql.connect(crawl)
+        (first, first_round), *rest = con.execute(
+            "SELECT url, round FROM content WHERE url LIKE '%/same.html'"
+        ).fetchall()
+        assert not rest and first in seeds and first_round == 1
+        other = next(s for s in seeds if s != first)
+        assert _duplicates(con) == [(other, first, False)]  # flagged at update time only
+        assert _warc_types(crawl)[other] == "response"  # the shards did not know at fetch time
+        run_rounds(crawl.url, cfg, 1)
+    # round 2: C's copy is known at fetch time from round 1's content table
+    con = sql.connect(crawl)
+    c_same = canonicalize(f"http://{c}:{port}/same.html")
+    dup_of = con.execute("SELECT duplicate_of FROM fetched WHERE url = ?", [c_same]).fetchall()
+    assert dup_of == [(url_key(first),)]
+    assert (c_same, first, True) in _duplicates(con)
+    assert _warc_types(crawl)[c_same] == "revisit"
+    urls = {r[0] for r in con.execute("SELECT url FROM frontier").fetchall()}
+    assert canonicalize(f"http://{a}:{port}/other.html") in urls
+    assert canonicalize(f"http://{c}:{port}/other.html") not in urls  # links not followed
+    # same.html, start.html, two other.html
+    assert con.execute("SELECT count(*) FROM content").fetchone()[0] == 4
+
+
+def test_links_of_duplicates_are_followed_when_configured(tmp_path):
+    cfg = round_config(dedup={"skip_duplicate_links": False})
+    a, b, c = _hosts_on_two_shards(cfg)
+    web = SameWeb(c)
+    with serve(web) as server:
+        port = server.port
+        seeds = [f"http://{a}:{port}/same.html", f"http://{c}:{port}/start.html"]
+        crawl = new_crawl(tmp_path / "crawl", cfg, seeds)
+        run_rounds(crawl.url, cfg, 2)
+    con = sql.connect(crawl)
+    urls = {r[0] for r in con.execute("SELECT url FROM frontier").fetchall()}
+    assert canonicalize(f"http://{c}:{port}/other.html") in urls
