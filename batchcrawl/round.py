@@ -42,6 +42,7 @@ from batchcrawl.errors import ClusterUnreachable, NothingDue
 from batchcrawl.fetch.worker import FetchWorker
 from batchcrawl.frontier import content as content_mod
 from batchcrawl.frontier import generate as gen_mod
+from batchcrawl.frontier import hosts as host_runs
 from batchcrawl.frontier import runs
 from batchcrawl.frontier import table as frontier_mod
 from batchcrawl.frontier import update as update_mod
@@ -153,10 +154,10 @@ class ShardActor:
             crawl, "edges", paths.round_file("edges", round, self.shard), edges_table,
             bucket_ids(edges_table.column("src_url_key").to_numpy(), buckets),
         )  # fmt: skip
-        for row in self.worker.host_rows({i.host for i in items}):
+        touched = self.worker.host_rows({i.host for i in items})
+        for row in touched:
             self.known_hosts[row["host"]] = row
-        hosts = crawl.write_table("hosts", paths.hosts_file(generation, self.shard),
-                                  sorted(self.known_hosts.values(), key=lambda r: r["host"]))  # fmt: skip
+        hosts = host_runs.write_run(crawl, generation, self.shard, touched)  # None: none touched
         counters = dict(run.counters)
         # outcomes from the rows themselves: the worker's counters also hold robots.txt states
         # whose names can equal an outcome's (``robots_unavailable``)
@@ -181,7 +182,7 @@ class ShardActor:
         if not host_files:
             return []
         ring = HashRing(self.cfg.fetch.shards, self.cfg.fetch.ring_vnodes)
-        rows = crawl.read_table("hosts", host_files).to_pylist()
+        rows = host_runs.read_hosts(crawl, host_files).to_pylist()  # newest wins by host
         return [r for r in rows if host_shard(r["host"], r["ip"], self.cfg, ring) == self.shard]
 
     def close(self) -> None:
@@ -409,7 +410,13 @@ class Crawler:
             manifest,
             {
                 "frontier": runs.frontier_listing(buckets),
-                "hosts": [r["hosts"] for r in shard_results],
+                "hosts": host_runs.next_listing(
+                    crawl,
+                    manifest.tables.get("hosts", ()),
+                    [r["hosts"] for r in shard_results],
+                    gen,
+                    cfg,
+                ),  # fmt: skip
                 "fetchlists": list(manifest.tables.get("fetchlists", ()))
                 + list(fetchlists.values()),
                 "fetched": list(manifest.tables.get("fetched", ())) + [p.entry for p in fparts],

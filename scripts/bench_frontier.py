@@ -137,7 +137,7 @@ def build(args) -> None:
         t = pq.read_table(path) if path.exists() else schemas.empty("frontier")
         t = t.take(pa.array(np.argsort(t.column("url_key").to_numpy(), kind="stable")))
         e = write_bucket(crawl, bucket_base(1, b), t, row_group_bytes=args.drum_batch_bytes // 4)
-        entries.append(FileEntry(e.path, e.rows, b, False))
+        entries.append(FileEntry(e.path, e.rows, b, False, e.due))
         path.unlink(missing_ok=True)
     m = crawl.manifest()
     crawl.commit(m, {"frontier": entries}, {"step": "bench-build"}, round=0)
@@ -318,6 +318,10 @@ def main() -> None:
     )
     ap.add_argument("--dir", help="work directory (default: a new temporary directory, removed)")
     ap.add_argument("--build-only", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--reuse-build", action="store_true",
+        help="with --dir: use the crawl already built there (a copy of a --build-only --dir)",
+    )  # fmt: skip
     ap.add_argument("--verbose", action="store_true", help="print step summaries on stderr")
     args = ap.parse_args()
     args.hosts = args.hosts or max(10, args.frontier_urls // 100)
@@ -332,11 +336,12 @@ def main() -> None:
         argv = [a for a in sys.argv[1:] if a != "--verbose"]
         if "--dir" not in argv:
             argv += ["--dir", args.dir]
-        subprocess.run(
-            [sys.executable, __file__, *argv, "--build-only"],
-            check=True,
-            env={**os.environ, "PYTHONHASHSEED": "0"},
-        )
+        if not (args.reuse_build and (Path(args.dir) / "links.json").exists()):
+            subprocess.run(
+                [sys.executable, __file__, *argv, "--build-only"],
+                check=True,
+                env={**os.environ, "PYTHONHASHSEED": "0"},
+            )
         run(args)
     finally:
         if tmp:

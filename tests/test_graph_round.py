@@ -96,7 +96,7 @@ def test_cli_lists_urls_and_says_what_is_wrong(built, tmp_path):
 
     def run(*args):
         return subprocess.run(cli_command("graph", *args), env=env, capture_output=True,
-                              text=True, timeout=60)  # fmt: skip
+                              text=True, timeout=180)  # fmt: skip
 
     out = run(crawl.url, "outlinks", seed)
     assert out.returncode == 0, out.stderr

@@ -67,9 +67,15 @@ def test_each_round_commits_a_generation_with_its_files(crawled):
         for table in ("fetched", "links", "fetchlists"):
             assert any(f"/round={r}/" in f"/{e.path}" for e in manifest.tables[table]), table
         gen = s["generation"]
-        assert manifest.tables["hosts"] and all(
-            f"hosts/gen={gen}/" in e.path for e in manifest.tables["hosts"]
-        )
+        # the hosts table: the parent's listing plus this round's runs (only the hosts it
+        # touched), or one compacted base
+        hosts = list(manifest.tables["hosts"])
+        parent = list(crawl.manifest(gen - 1).tables.get("hosts", ()))
+        new = hosts[len(parent) :] if hosts[: len(parent)] == parent else hosts
+        assert new and all(f"hosts/gen={gen}/" in e.path for e in new)
+        lists = [e for e in manifest.tables["fetchlists"] if f"/round={r}/" in f"/{e.path}"]
+        touched = set(crawl.read_table("fetchlists", lists, ["host"]).column("host").to_pylist())
+        assert len(new) == 1 and not new[0].run or sum(e.rows for e in new) == len(touched)
         assert all("frontier/gen=" in e.path for e in manifest.tables["frontier"])
         assert read_every_file(crawl, manifest) > 0
         rows = [f for f in fetched_rows(crawl, gen) if f["round"] == r]

@@ -773,6 +773,7 @@ class FetchWorker:
         invalid += invalid_links
         t1 = time.thread_time()
         revisit = None
+        follow = canonical  # the links to hand to the frontier (the graph keeps every link)
         if result.status is not None:
             if outcome is Outcome.OK and row["content_length"]:
                 # OrderedDict.get is one atomic step under the GIL; a duplicate fetched by two
@@ -780,7 +781,7 @@ class FetchWorker:
                 revisit = self._digests.get(digest)
                 revisit = self._duplicate(row, item.url_key, digest, revisit)
                 if row.get("duplicate_of") is not None and self.cfg.dedup.skip_duplicate_links:
-                    canonical = []
+                    follow = []
             loc = run.warc.write_fetch(
                 result,
                 outlinks=[u for u, _, _ in found] if found else None,
@@ -795,7 +796,7 @@ class FetchWorker:
         with self._lock:  # BUbiNG's URL cache: which outlinks were not seen recently
             self._emit_edges(run, item, canonical)  # the link graph: every link, before the cache
             seen = self.url_cache.seen
-            new = [link for link in canonical if not seen(link[0])]
+            new = [link for link in follow if not seen(link[0])]
         links = self._scope_links(item, new) if new else []
         t3 = time.thread_time()
         with self._lock:

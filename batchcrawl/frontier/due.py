@@ -97,8 +97,29 @@ def _due_in(crawl: CrawlDir, entry: FileEntry, now_ms: int) -> pa.Table:
             t = index_rows(pq.read_table(fh, columns=SELECT_COLUMNS))
     else:
         with crawl.fs.open(crawl.path(entry.due), "rb") as fh:
-            t = pq.read_table(fh, filters=[(TIME, "<=", cut)])
+            pf = pq.ParquetFile(fh)
+            t = pf.read_row_groups(_groups_due(pf, now_ms))
     return t.filter(pc.less_equal(t.column(TIME), cut))
+
+
+def _groups_due(pf: pq.ParquetFile, now_ms: int) -> list[int]:
+    """The row groups of an index file (sorted by due time) whose first due time is ``<= now_ms``:
+    read from the footer's statistics alone (a prefix of the file)."""
+    col = pf.schema_arrow.get_field_index(TIME)
+    out = []
+    for i in range(pf.metadata.num_row_groups):
+        st = pf.metadata.row_group(i).column(col).statistics
+        if st is not None and st.has_min_max and _ms(st.min) > now_ms:
+            break  # sorted by due time: every later group is due later
+        out.append(i)
+    return out
+
+
+def _ms(value) -> int:
+    """A Parquet ``timestamp[ms]`` statistic (datetime or int) as epoch milliseconds."""
+    if isinstance(value, int):
+        return value
+    return int(pa.scalar(value, pa.timestamp("ms")).value)
 
 
 def _keys(crawl: CrawlDir, entry: FileEntry) -> np.ndarray:

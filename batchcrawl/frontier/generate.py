@@ -60,6 +60,7 @@ import pyarrow.compute as pc
 
 from batchcrawl.config import Config
 from batchcrawl.frontier import due, traps
+from batchcrawl.frontier import hosts as host_runs
 from batchcrawl.frontier.runs import BucketFiles, Mapper, bucket_files, bucket_rows, thread_mapper
 from batchcrawl.frontier.table import epoch_ms
 from batchcrawl.ring import HashRing, ring_keys, route_name
@@ -460,7 +461,7 @@ def finish(
     counts["trap_throttled"] += throttled
     ip_of = None
     if cfg.generate.partition_by == "ip" and manifest.tables.get("hosts"):
-        hosts = crawl.read_table("hosts", manifest.tables["hosts"], columns=["host", "ip"])
+        hosts = host_runs.read_hosts(crawl, manifest.tables["hosts"], columns=["host", "ip"])
         ip_of = dict(
             zip(hosts.column("host").to_pylist(), hosts.column("ip").to_pylist(), strict=True)
         )

@@ -216,6 +216,25 @@ def bucket_keys(crawl: CrawlDir, files: BucketFiles, key: str = KEY) -> np.ndarr
     return np.unique(np.concatenate(keys))
 
 
+def file_keys(crawl: CrawlDir, files: BucketFiles) -> list[np.ndarray]:
+    """The ``url_key`` column of each file of a bucket (base, then runs), each sorted and unique
+    (``uint64``): the DRUM check reads 8 bytes per key and never sorts their union."""
+    return [
+        np.asarray(_read(crawl, e, [KEY]).column(KEY).to_numpy(), dtype=np.uint64)
+        for e in files.files
+    ]
+
+
+def known_in(file_keys: list[np.ndarray], keys: np.ndarray) -> np.ndarray:
+    """For each of ``keys``, whether any of the sorted arrays ``file_keys`` holds it (bool,
+    shape of ``keys``): one binary search per file, no merge."""
+    keys = np.asarray(keys, dtype=np.uint64)
+    out = np.zeros(len(keys), dtype=bool)
+    for fk in file_keys:
+        out |= is_known(fk, keys)
+    return out
+
+
 def bucket_rows(crawl: CrawlDir, files: BucketFiles) -> int:
     """The merged row count of a bucket: recorded in the manifest, else its keys counted."""
     if files.rows is not None:
@@ -234,20 +253,30 @@ def is_known(bucket_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
     return bucket_keys[pos] == keys
 
 
-def lookup(crawl: CrawlDir, files: BucketFiles, keys: np.ndarray) -> pa.Table:
+def lookup(
+    crawl: CrawlDir,
+    files: BucketFiles,
+    keys: np.ndarray,
+    file_keys: list[np.ndarray] | None = None,
+) -> pa.Table:
     """The merged rows of ``keys`` (sorted unique ``uint64``) that the bucket holds, sorted by key.
 
-    Each file's key column is read first; whole rows are read only from the row groups that hold
-    one of ``keys``.
+    Each file's key column is read first (or taken from ``file_keys``, :func:`file_keys` of the
+    same files); whole rows are read only from the row groups that hold one of ``keys``.
     """
     keys = np.asarray(keys, dtype=np.uint64)
     parts = []
-    for e in files.files:
+    for i, e in enumerate(files.files):
         if len(keys) == 0:
             break
+        if file_keys is not None and not is_known(file_keys[i], keys).any():
+            continue
         with crawl.fs.open(crawl.path(e.path), "rb") as fh:
             pf = pq.ParquetFile(fh)
-            fk = np.asarray(pf.read(columns=[KEY]).column(KEY).to_numpy(), dtype=np.uint64)
+            if file_keys is None:
+                fk = np.asarray(pf.read(columns=[KEY]).column(KEY).to_numpy(), dtype=np.uint64)
+            else:
+                fk = file_keys[i]
             hit = np.flatnonzero(np.isin(fk, keys, assume_unique=True))
             if len(hit) == 0:
                 continue

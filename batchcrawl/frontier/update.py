@@ -419,11 +419,12 @@ def update_bucket(
         n = runs.bucket_rows(crawl, files)
         return files, UpdateSummary(round, buckets_kept=1, frontier_rows_before=n,
                                     frontier_rows_after=n)  # fmt: skip
-    keys = runs.bucket_keys(crawl, files)
-    counts.frontier_rows_before += len(keys)
+    keys = runs.file_keys(crawl, files)  # per file, sorted: no union to sort
+    rows_before = runs.bucket_rows(crawl, files)  # recorded in the manifest
+    counts.frontier_rows_before += rows_before
     want = [b.keys for b in (fb, rb) if b is not None]
     need = np.unique(np.concatenate(want)) if want else np.empty(0, np.uint64)
-    changed = runs.lookup(crawl, files, need[runs.is_known(keys, need)])
+    changed = runs.lookup(crawl, files, need[runs.known_in(keys, need)], keys)
     if rb is not None:
         changed, known, _ = drum.merge_chunk(
             changed, rb, 0, len(rb.keys), combine=_refilter_combine, insert=False
@@ -440,7 +441,7 @@ def update_bucket(
         counts.fetched["unknown"] += int((~known).sum())
     parts = [changed]
     if lb is not None:
-        known = runs.is_known(keys, lb.keys)
+        known = runs.known_in(keys, lb.keys)
         counts.links["known"] += int(known.sum())
         added = lb.table.filter(pa.array(~known))
         why = added.column("filter_reason")
@@ -452,9 +453,9 @@ def update_bucket(
             ):
                 counts.links[f"new_filtered:{r}"] += n
         parts.append(_link_rows(added, now))
-        counts.frontier_rows_after += len(keys) + added.num_rows
+        counts.frontier_rows_after += rows_before + added.num_rows
     else:
-        counts.frontier_rows_after += len(keys)
+        counts.frontier_rows_after += rows_before
     run_rows = pa.concat_tables([schemas.conform("frontier", p) for p in parts])
     new_files = runs.add_run(
         crawl, files, generation, run_rows, cfg, bucket_rows=counts.frontier_rows_after

@@ -11,7 +11,9 @@ parses it is defined here too, next to the function that builds it::
     frontier/gen=7/bucket=042.parquet            bucket_base(7, 42): a bucket's base file
     frontier/gen=7/bucket=042.run.parquet        bucket_run(7, 42): a delta run written by gen 7
     frontier/gen=7/bucket=042.run.due.parquet    due_index(bucket_run(7, 42)): its due-time index
-    hosts/gen=7/shard=03.parquet                 hosts_file(7, 3)
+    hosts/gen=7/shard=03.parquet                 hosts_file(7, 3): a shard's full snapshot (older crawls)
+    hosts/gen=7/shard=03.run.parquet             hosts_run(7, 3): the hosts shard 3 touched in gen 7
+    hosts/gen=7/hosts.parquet                    hosts_base(7): the hosts table compacted by gen 7
     fetchlists/round=7/shard=03.parquet          round_file("fetchlists", 7, 3)
     fetched/round=7/shard=03.parquet             round_file("fetched", 7, 3)
     links/round=7/shard=03.parquet               round_file("links", 7, 3)
@@ -83,6 +85,17 @@ def due_index(data_rel: str) -> str:
 def hosts_file(generation: int, shard: int) -> str:
     """``hosts/gen=G/shard=SS.parquet``."""
     return f"hosts/gen={generation}/shard={shard:02d}.parquet"
+
+
+def hosts_run(generation: int, shard: int) -> str:
+    """``hosts/gen=G/shard=SS.run.parquet``: a delta run of the hosts table (the hosts one shard
+    touched in one round; :mod:`batchcrawl.frontier.hosts`)."""
+    return f"hosts/gen={generation}/shard={shard:02d}.run.parquet"
+
+
+def hosts_base(generation: int) -> str:
+    """``hosts/gen=G/hosts.parquet``: the hosts table merged by a compaction."""
+    return f"hosts/gen={generation}/hosts.parquet"
 
 
 def round_dir(table: str, round: int) -> str:
@@ -164,7 +177,7 @@ _WARC_NAME = (
 #: included); ``gc`` deletes nothing else, so files it did not write are never touched.
 LAYOUT = {
     "frontier": rf"frontier/gen=\d+/bucket=\d{{3,}}(?:\.run)?(?:\.due)?\.parquet{_TMP}",
-    "hosts": rf"hosts/gen=\d+/shard=\d{{2,}}\.parquet{_TMP}",
+    "hosts": rf"hosts/gen=\d+/(?:shard=\d{{2,}}(?:\.run)?|hosts)\.parquet{_TMP}",
     "fetchlists": rf"fetchlists/round=\d+/shard=\d{{2,}}\.parquet{_TMP}",
     "fetched": rf"fetched/round=\d+/shard=\d{{2,}}\.parquet{_TMP}",
     "links": rf"links/round=\d+/shard=\d{{2,}}\.parquet{_TMP}",

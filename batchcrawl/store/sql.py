@@ -98,7 +98,8 @@ def view_sql(crawl: CrawlDir, manifest: Manifest, table: str, *, relative: bool 
     """``CREATE OR REPLACE VIEW`` statement of ``table`` over the files of ``manifest``: absolute
     paths or URLs, or with ``relative`` paths relative to the crawl root passed through the
     ``crawl_files`` macro of ``crawl.duckdb`` (so a copied or moved crawl reads its own files).
-    A table with delta runs (the frontier) shows one row per ``url_key``, the newest."""
+    A table with delta runs shows one row per key (the frontier's ``url_key``, the ``hosts``
+    table's ``host``), the newest."""
     rels = manifest.files(table)
     if not rels:
         return f"CREATE OR REPLACE VIEW {table} AS {_empty_selects()[table]}"
@@ -106,21 +107,27 @@ def view_sql(crawl: CrawlDir, manifest: Manifest, table: str, *, relative: bool 
     files = f"crawl_files([{listing}])" if relative else f"[{listing}]"
     # content rows are unique across its runs (the first fetch of a digest wins): no merge
     if table != "content" and any(e.run for e in manifest.tables.get(table, ())):
-        body = _newest_wins_sql(files)
+        body = _newest_wins_sql(files, _RUN_KEYS[table])
     else:
         body = f"SELECT * FROM read_parquet({files})"
     return f"CREATE OR REPLACE VIEW {table} AS {body}"
 
 
-def _newest_wins_sql(files: str) -> str:
-    """The frontier with delta runs (docs/design.md §4): one row per ``url_key``, from the file
-    listed last (the manifest lists each bucket's base, then its runs oldest first). ``files`` is
-    a DuckDB list expression; a file's position in it is its age."""
+#: The key that delta runs of a table replace rows by (newest wins).
+_RUN_KEYS = {"frontier": "url_key", "hosts": "host"}
+
+
+def _newest_wins_sql(files: str, key: str) -> str:
+    """A table with delta runs (docs/design.md §4): one row per ``key``, from the file listed
+    last (the manifest lists the bases, then the runs oldest first; within one file, the last
+    row). ``files`` is a DuckDB list expression; a file's position in it is its age."""
     return (
-        f"SELECT * EXCLUDE (filename, ord) FROM read_parquet({files}, filename = true) "
+        f"SELECT * EXCLUDE (filename, ord, file_row_number) FROM read_parquet({files}, "
+        "filename = true, file_row_number = true) "
         f"JOIN (SELECT unnest(l) AS filename, unnest(range(len(l))) AS ord "
         f"FROM (SELECT {files} AS l)) AS o USING (filename) "
-        "QUALIFY row_number() OVER (PARTITION BY url_key ORDER BY ord DESC) = 1"
+        f"QUALIFY row_number() OVER (PARTITION BY {key} "
+        "ORDER BY ord DESC, file_row_number DESC) = 1"
     )
 
 
