@@ -39,7 +39,7 @@ from fsspec.implementations.dirfs import DirFileSystem
 
 from batchcrawl.config import Config
 from batchcrawl.errors import ClusterUnreachable, NothingDue
-from batchcrawl.fetch.worker import FetchWorker
+from batchcrawl.fetch.worker import FetchWorker, ShardRun
 from batchcrawl.frontier import generate as gen_mod
 from batchcrawl.frontier import runs
 from batchcrawl.frontier import table as frontier_mod
@@ -110,8 +110,43 @@ class ShardActor:
     ) -> dict[str, Any]:
         """Fetch this shard's fetch list of ``round`` and write its outputs (uncommitted)."""
         started = time.monotonic()
-        self.cfg = cfg
         crawl = CrawlDir.open(self.crawl_url)
+        self.open_worker(crawl, cfg, host_files, seed_hosts, seed_domains)
+        table = crawl.read_table(
+            "fetchlists", [fetchlist], columns=list(schemas.fetch_item_columns())
+        )
+        items = [FetchItem(**row) for row in table.to_pylist()]
+        self.restore_returning(items)
+        if cold:
+            self.worker.cool_down({i.host for i in items})
+        self.counters = Counter()
+        run = self.worker.run(items, round, progress=self._on_progress)
+        fetched, links = self.write_facts(crawl, run, round, buckets)
+        hosts = self.write_hosts(crawl, generation, {i.host for i in items})
+        return {
+            "shard": self.shard,
+            "fetched": fetched,
+            "links": links,
+            "hosts": hosts,
+            "counters": dict(run.counters),
+            "outcomes": outcome_counts(run),
+            "unfetched": len(run.unfetched),
+            "seconds": time.monotonic() - started,
+            "fetch_seconds": run.seconds,
+        }
+
+    # -- helpers shared with the streaming actor (batchcrawl.stream) ------------------------------
+    def open_worker(
+        self,
+        crawl: CrawlDir,
+        cfg: Config,
+        host_files: list[str],
+        seed_hosts: set[str],
+        seed_domains: set[str],
+    ) -> FetchWorker:
+        """The shard's fetch worker: created on first use (its hosts' state reloaded from the
+        ``hosts`` table files ``host_files``), else reconfigured with ``cfg``."""  # fmt: skip
+        self.cfg = cfg
         if self.worker is None:
             fs = DirFileSystem(crawl.root, crawl.fs)
             self.worker = FetchWorker(cfg, self.shard, fs, seed_hosts=seed_hosts,
@@ -121,17 +156,19 @@ class ShardActor:
             self.worker.restore_hosts(rows)
         else:
             self.worker.reconfigure(cfg, seed_hosts=seed_hosts, seed_domains=seed_domains)
-        table = crawl.read_table(
-            "fetchlists", [fetchlist], columns=list(schemas.fetch_item_columns())
-        )
-        items = [FetchItem(**row) for row in table.to_pylist()]
-        # hosts the long-lived worker forgot (FetchWorker.forget_idle_hosts) come back from their rows
+        return self.worker
+
+    def restore_returning(self, items: list[FetchItem]) -> None:
+        """Bring back the hosts of ``items`` that the long-lived worker forgot
+        (:meth:`FetchWorker.forget_idle_hosts`) from their last ``hosts`` rows."""
         returning = {i.host for i in items if not self.worker.knows(i.host)}
         self.worker.restore_hosts(self.known_hosts[h] for h in returning if h in self.known_hosts)
-        if cold:
-            self.worker.cool_down({i.host for i in items})
-        self.counters = Counter()
-        run = self.worker.run(items, round, progress=self._on_progress)
+
+    def write_facts(
+        self, crawl: CrawlDir, run: ShardRun, round: int, buckets: int
+    ) -> tuple[Partitioned, Partitioned]:
+        """Write ``run``'s ``fetched`` and ``links`` rows as round ``round``'s files of this shard,
+        partitioned by DRUM bucket (:mod:`batchcrawl.store.shuffle`); uncommitted."""
         fetched_table = pa.Table.from_pylist(run.fetched, schema=schemas.schema("fetched"))
         links_table = pa.table(run.links, schema=schemas.schema("links"))
         fetched = write_partitioned(
@@ -142,25 +179,15 @@ class ShardActor:
             crawl, "links", paths.round_file("links", round, self.shard), links_table,
             bucket_ids(links_table.column("dst_url_key").to_numpy(), buckets),
         )  # fmt: skip
-        for row in self.worker.host_rows({i.host for i in items}):
+        return fetched, links
+
+    def write_hosts(self, crawl: CrawlDir, generation: int, touched: set[str]) -> FileEntry:
+        """Refresh the rows of the ``touched`` hosts from the worker and write every known host of
+        this shard as ``hosts/gen=G/shard=SS.parquet`` (uncommitted)."""
+        for row in self.worker.host_rows(touched):
             self.known_hosts[row["host"]] = row
-        hosts = crawl.write_table("hosts", paths.hosts_file(generation, self.shard),
-                                  sorted(self.known_hosts.values(), key=lambda r: r["host"]))  # fmt: skip
-        counters = dict(run.counters)
-        # outcomes from the rows themselves: the worker's counters also hold robots.txt states
-        # whose names can equal an outcome's (``robots_unavailable``)
-        outcomes = Counter(row["outcome"] for row in run.fetched)
-        return {
-            "shard": self.shard,
-            "fetched": fetched,
-            "links": links,
-            "hosts": hosts,
-            "counters": counters,
-            "outcomes": dict(outcomes),
-            "unfetched": len(run.unfetched),
-            "seconds": time.monotonic() - started,
-            "fetch_seconds": run.seconds,
-        }
+        return crawl.write_table("hosts", paths.hosts_file(generation, self.shard),
+                                 sorted(self.known_hosts.values(), key=lambda r: r["host"]))  # fmt: skip
 
     def _on_progress(self, counters: Counter) -> None:
         self.counters = counters
@@ -211,6 +238,29 @@ def update_task(
     )  # fmt: skip
 
 
+def update_buckets(
+    client: Any,
+    crawl_url: str,
+    generation: int,
+    buckets: list[BucketFiles],
+    fetched: list[Partitioned],
+    links: list[Partitioned],
+    refiltered: dict[int, pa.Table],
+    round: int,
+    cfg: Config,
+    now: float,
+) -> list[tuple[BucketFiles, Counter, bool]]:
+    """Update ``buckets`` (any subset of the crawl's), one Dask task each (:func:`update_task`):
+    each merges its slice of the facts ``fetched``/``links`` and its ``refiltered`` rows (by
+    bucket) into a new delta run written for ``generation``; nothing is committed."""
+    n = len(buckets)
+    return client.gather(client.map(
+        update_task, [crawl_url] * n, [generation] * n, buckets, [fetched] * n, [links] * n,
+        [refiltered.get(bf.bucket) for bf in buckets], [round] * n, [cfg] * n, [now] * n,
+        pure=False,
+    ))  # fmt: skip
+
+
 def compact_buckets(
     client: Any, crawl_url: str, buckets: list[BucketFiles], generation: int, cfg: Config
 ) -> list[BucketFiles]:
@@ -244,23 +294,23 @@ class Crawler:
     crawl_url: str
     client: Any
     actors: dict[int, Any] = field(default_factory=dict)
-    _shards: int = 0
+    _shards: tuple[int, type] | None = None
     _seeds: tuple[int, set[str], set[str]] | None = None  # (generation read, hosts, domains)
 
-    def shard_actors(self, cfg: Config) -> dict[int, Any]:
-        """One actor per shard, spread over the workers (created once; re-created when
-        ``fetch.shards`` changes)."""
-        if self.actors and self._shards == cfg.fetch.shards:
+    def shard_actors(self, cfg: Config, actor_class: type = ShardActor) -> dict[int, Any]:
+        """One ``actor_class`` actor per shard, spread over the workers (created once; re-created
+        when ``fetch.shards`` or the class changes)."""
+        if self.actors and self._shards == (cfg.fetch.shards, actor_class):
             return self.actors
         self.close_actors()
         workers = sorted(self.client.scheduler_info()["workers"])
         futures = {
-            s: self.client.submit(ShardActor, self.crawl_url, cfg, s, actor=True,
+            s: self.client.submit(actor_class, self.crawl_url, cfg, s, actor=True,
                                   workers=[workers[s % len(workers)]], pure=False)
             for s in range(cfg.fetch.shards)
         }  # fmt: skip
         self.actors = {s: f.result() for s, f in futures.items()}
-        self._shards = cfg.fetch.shards
+        self._shards = (cfg.fetch.shards, actor_class)
         return self.actors
 
     def seed_scope(self, crawl: CrawlDir, manifest) -> tuple[set[str], set[str]]:
@@ -363,12 +413,9 @@ class Crawler:
         fparts = [r["fetched"] for r in shard_results]
         lparts = [r["links"] for r in shard_results]
         rparts = partition_by_bucket(refiltered, manifest.buckets) if refiltered.num_rows else {}
-        updated = client.gather(client.map(
-            update_task, [self.crawl_url] * len(entries), [gen] * len(entries),
-            entries, [fparts] * len(entries), [lparts] * len(entries),
-            [rparts.get(b) for b in range(len(entries))], [rnd] * len(entries),
-            [cfg] * len(entries), [started_at] * len(entries), pure=False,
-        ))  # fmt: skip
+        updated = update_buckets(
+            client, self.crawl_url, gen, entries, fparts, lparts, rparts, rnd, cfg, started_at
+        )
         update_summary = update_mod.summarize(rnd, updated)
         steps["update"] = time.monotonic() - t0
         # -- compact ----------------------------------------------------------------------------
@@ -447,6 +494,12 @@ class Crawler:
                     progress(dict(snap))
                 time.sleep(0.5)
         return [results[s] for s in sorted(results)]
+
+
+def outcome_counts(run: ShardRun) -> dict[str, int]:
+    """Fetch attempts of ``run`` by outcome, from the rows themselves: the worker's counters also
+    hold robots.txt states whose names can equal an outcome's (``robots_unavailable``)."""
+    return dict(Counter(row["outcome"] for row in run.fetched))
 
 
 _RESPONSE_OUTCOMES = frozenset(
