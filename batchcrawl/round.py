@@ -426,36 +426,11 @@ class Crawler:
         # -- commit -----------------------------------------------------------------------------
         on_step("commit")
         t0 = time.monotonic()
-        counters: Counter = Counter()
-        by_outcome: Counter = Counter()
-        for r in shard_results:
-            counters.update(r["counters"])
-            by_outcome.update(r["outcomes"])
-        outcomes = {k: int(v) for k, v in sorted(by_outcome.items()) if v}
-        pages = sum(v for k, v in outcomes.items() if k in _RESPONSE_OUTCOMES)
-        summary = {
-            "step": "round",
-            "round": rnd,
-            "generation": gen,
-            "pages": pages,
-            "fetched": sum(outcomes.values()),
-            "new_urls": update_summary["links"].get("new_queued", 0),
-            "errors": {k: v for k, v in outcomes.items() if k not in ("ok", "redirect",
-                                                                     "not_modified")},
-            "outcomes": outcomes,
-            "not_fetched": sum(r["unfetched"] for r in shard_results),
-            "time_limit_hit": any(r["unfetched"] for r in shard_results),
-            "robots": {
-                k: int(v) for k, v in counters.items() if k.startswith(("robots_state_", "robots_fetches"))
-            },
-            "links": {k: int(v) for k, v in counters.items() if k.startswith("links_")},
-            "generate": gen_summary,
-            "update": update_summary,
-            "compacted": sum(1 for a, u in zip(buckets, updated, strict=True) if a is not u[0]),
-            "rerun_after_crash": cold,
-            "seconds_by_step": {k: round(v, 3) for k, v in steps.items()},
-            "elapsed_s": round(time.monotonic() - t_start, 3),
-        }  # fmt: skip
+        summary = round_summary(
+            rnd, gen, shard_results, update_summary, gen_summary,
+            compacted=sum(1 for a, u in zip(buckets, updated, strict=True) if a is not u[0]),
+            rerun_after_crash=cold, steps=steps, elapsed_s=time.monotonic() - t_start,
+        )  # fmt: skip
         lock.check()
         committed = crawl.commit(
             manifest,
@@ -494,6 +469,53 @@ class Crawler:
                     progress(dict(snap))
                 time.sleep(0.5)
         return [results[s] for s in sorted(results)]
+
+
+def round_summary(
+    rnd: int,
+    generation: int,
+    shard_results: list[dict[str, Any]],
+    update_summary: dict,
+    gen_summary: dict,
+    *,
+    compacted: int,
+    rerun_after_crash: bool,
+    steps: dict[str, float],
+    elapsed_s: float,
+) -> dict[str, Any]:
+    """The JSON summary of round (or stream micro-batch) ``rnd`` committed as ``generation``,
+    from the shards' results (``counters``, ``outcomes``, ``unfetched``) and the step summaries."""
+    counters: Counter = Counter()
+    by_outcome: Counter = Counter()
+    for r in shard_results:
+        counters.update(r["counters"])
+        by_outcome.update(r["outcomes"])
+    outcomes = {k: int(v) for k, v in sorted(by_outcome.items()) if v}
+    pages = sum(v for k, v in outcomes.items() if k in _RESPONSE_OUTCOMES)
+    summary = {
+        "step": "round",
+        "round": rnd,
+        "generation": generation,
+        "pages": pages,
+        "fetched": sum(outcomes.values()),
+        "new_urls": update_summary["links"].get("new_queued", 0),
+        "errors": {k: v for k, v in outcomes.items() if k not in ("ok", "redirect",
+                                                                 "not_modified")},
+        "outcomes": outcomes,
+        "not_fetched": sum(r["unfetched"] for r in shard_results),
+        "time_limit_hit": any(r["unfetched"] for r in shard_results),
+        "robots": {
+            k: int(v) for k, v in counters.items() if k.startswith(("robots_state_", "robots_fetches"))
+        },
+        "links": {k: int(v) for k, v in counters.items() if k.startswith("links_")},
+        "generate": gen_summary,
+        "update": update_summary,
+        "compacted": compacted,
+        "rerun_after_crash": rerun_after_crash,
+        "seconds_by_step": {k: round(v, 3) for k, v in steps.items()},
+        "elapsed_s": round(elapsed_s, 3),
+    }  # fmt: skip
+    return summary
 
 
 def outcome_counts(run: ShardRun) -> dict[str, int]:

@@ -431,6 +431,15 @@ def fold_candidates(
     return acc, counts, rows
 
 
+def host_ips(crawl: CrawlDir, manifest: Manifest, cfg: Config) -> dict[str, str] | None:
+    """Each host's IP from ``manifest``'s ``hosts`` table when ``generate.partition_by = "ip"``
+    (the routing :func:`assign_fetchlists` needs), else None."""
+    if cfg.generate.partition_by != "ip" or not manifest.tables.get("hosts"):
+        return None
+    hosts = crawl.read_table("hosts", manifest.tables["hosts"], columns=["host", "ip"])
+    return dict(zip(hosts.column("host").to_pylist(), hosts.column("ip").to_pylist(), strict=True))
+
+
 def finish(
     crawl: CrawlDir,
     manifest: Manifest,
@@ -458,13 +467,7 @@ def finish(
         )
     for r in refiltered.column("reason").to_pylist():
         counts[f"filtered:{r}"] += 1
-    ip_of = None
-    if cfg.generate.partition_by == "ip" and manifest.tables.get("hosts"):
-        hosts = crawl.read_table("hosts", manifest.tables["hosts"], columns=["host", "ip"])
-        ip_of = dict(
-            zip(hosts.column("host").to_pylist(), hosts.column("ip").to_pylist(), strict=True)
-        )
-    lists = assign_fetchlists(selected, round, cfg, ip_of)
+    lists = assign_fetchlists(selected, round, cfg, host_ips(crawl, manifest, cfg))
     entries = {
         s: crawl.write_table("fetchlists", paths.round_file("fetchlists", round, s), t)
         for s, t in lists.items()
