@@ -44,7 +44,6 @@ from batchcrawl.frontier import generate as gen_mod
 from batchcrawl.frontier import runs
 from batchcrawl.frontier import table as frontier_mod
 from batchcrawl.frontier import update as update_mod
-from batchcrawl.frontier.drum import partition_by_bucket
 from batchcrawl.frontier.runs import BucketFiles
 from batchcrawl.nothing_due import nothing_due
 from batchcrawl.records import FetchItem
@@ -53,7 +52,7 @@ from batchcrawl.signals import ignoring_sigint
 from batchcrawl.store import paths, schemas
 from batchcrawl.store.crawldir import CrawlDir, FileEntry
 from batchcrawl.store.lock import WriterLock
-from batchcrawl.store.shuffle import Partitioned, read_partition, write_partitioned
+from batchcrawl.store.shuffle import Partitioned, write_partitioned
 from batchcrawl.urls import bucket_ids, domain_of
 
 log = logging.getLogger(__name__)
@@ -92,6 +91,7 @@ class ShardActor:
 
     async def fetch(self, **kwargs: Any) -> dict[str, Any]:
         """Run :meth:`fetch_sync` off the event loop, so :meth:`progress` stays answerable."""
+        self.counters = Counter()  # progress() never reports the previous round's counters
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(None, lambda: self.fetch_sync(**kwargs))
 
@@ -121,12 +121,13 @@ class ShardActor:
             self.worker.cool_down({i.host for i in items})
         self.counters = Counter()
         run = self.worker.run(items, round, progress=self._on_progress)
-        fetched, links = self.write_facts(crawl, run, round, buckets)
+        fetched, links, edges = self.write_facts(crawl, run, round, buckets)
         hosts = self.write_hosts(crawl, generation, {i.host for i in items})
         return {
             "shard": self.shard,
             "fetched": fetched,
             "links": links,
+            "edges": edges,
             "hosts": hosts,
             "counters": dict(run.counters),
             "outcomes": outcome_counts(run),
@@ -166,11 +167,13 @@ class ShardActor:
 
     def write_facts(
         self, crawl: CrawlDir, run: ShardRun, round: int, buckets: int
-    ) -> tuple[Partitioned, Partitioned]:
-        """Write ``run``'s ``fetched`` and ``links`` rows as round ``round``'s files of this shard,
-        partitioned by DRUM bucket (:mod:`batchcrawl.store.shuffle`); uncommitted."""
+    ) -> tuple[Partitioned, Partitioned, Partitioned]:
+        """Write ``run``'s ``fetched``, ``links`` and ``edges`` rows as round ``round``'s files of
+        this shard, partitioned by DRUM bucket (:mod:`batchcrawl.store.shuffle`; edges by their
+        source's bucket); uncommitted."""
         fetched_table = pa.Table.from_pylist(run.fetched, schema=schemas.schema("fetched"))
         links_table = pa.table(run.links, schema=schemas.schema("links"))
+        edges_table = pa.table(run.edges, schema=schemas.schema("edges"))
         fetched = write_partitioned(
             crawl, "fetched", paths.round_file("fetched", round, self.shard), fetched_table,
             bucket_ids(fetched_table.column("url_key").to_numpy(), buckets),
@@ -179,7 +182,11 @@ class ShardActor:
             crawl, "links", paths.round_file("links", round, self.shard), links_table,
             bucket_ids(links_table.column("dst_url_key").to_numpy(), buckets),
         )  # fmt: skip
-        return fetched, links
+        edges = write_partitioned(
+            crawl, "edges", paths.round_file("edges", round, self.shard), edges_table,
+            bucket_ids(edges_table.column("src_url_key").to_numpy(), buckets),
+        )  # fmt: skip
+        return fetched, links, edges
 
     def write_hosts(self, crawl: CrawlDir, generation: int, touched: set[str]) -> FileEntry:
         """Refresh the rows of the ``touched`` hosts from the worker and write every known host of
@@ -206,59 +213,15 @@ class ShardActor:
 
 
 # -- Dask tasks (plain functions: they run on any worker) -------------------------------------------
-def select_task(crawl_url: str, files: BucketFiles, round: int, cfg: Config, now: float):
-    """Generate, one bucket: its due, pre-capped candidates and the counts of rows not taken."""
-    return gen_mod.select_files(CrawlDir.open(crawl_url), files, round, cfg, now)
+def dask_mapper(client: Any) -> runs.Mapper:
+    """A :data:`~batchcrawl.frontier.runs.Mapper` that runs one Dask task per item: the round's
+    generate and update are the library's own drivers, mapped on the cluster."""
+    return lambda fn, items: client.gather(client.map(fn, list(items), pure=False))
 
 
 def compact_task(crawl_url: str, files: BucketFiles, generation: int, cfg: Config) -> BucketFiles:
     """Compaction, one bucket: merge its runs into a new base (:func:`runs.compact_bucket`)."""
     return runs.compact_bucket(CrawlDir.open(crawl_url), files, generation, cfg)
-
-
-def update_task(
-    crawl_url: str,
-    generation: int,
-    files: BucketFiles,
-    fetched: list[Partitioned],
-    links: list[Partitioned],
-    refiltered: pa.Table | None,
-    round: int,
-    cfg: Config,
-    now: float,
-) -> tuple[BucketFiles, Counter, bool]:
-    """Update, one bucket: merge it with its slice of every shard's facts (DRUM, a delta run)."""
-    crawl = CrawlDir.open(crawl_url)
-    b = files.bucket
-    return update_mod.update_bucket(
-        crawl, files, generation,
-        read_partition(crawl, "fetched", fetched, b),
-        read_partition(crawl, "links", links, b),
-        refiltered, round=round, cfg=cfg, now=now,
-    )  # fmt: skip
-
-
-def update_buckets(
-    client: Any,
-    crawl_url: str,
-    generation: int,
-    buckets: list[BucketFiles],
-    fetched: list[Partitioned],
-    links: list[Partitioned],
-    refiltered: dict[int, pa.Table],
-    round: int,
-    cfg: Config,
-    now: float,
-) -> list[tuple[BucketFiles, Counter, bool]]:
-    """Update ``buckets`` (any subset of the crawl's), one Dask task each (:func:`update_task`):
-    each merges its slice of the facts ``fetched``/``links`` and its ``refiltered`` rows (by
-    bucket) into a new delta run written for ``generation``; nothing is committed."""
-    n = len(buckets)
-    return client.gather(client.map(
-        update_task, [crawl_url] * n, [generation] * n, buckets, [fetched] * n, [links] * n,
-        [refiltered.get(bf.bucket) for bf in buckets], [round] * n, [cfg] * n, [now] * n,
-        pure=False,
-    ))  # fmt: skip
 
 
 def compact_buckets(
@@ -276,6 +239,20 @@ def compact_buckets(
     for i, bf in zip(todo, done, strict=True):
         out[i] = bf
     return out
+
+
+def started_before(crawl: CrawlDir, rnd: int) -> bool:
+    """True if round ``rnd`` (the next, uncommitted one) left files of a fetch that died before
+    its commit: a batch round's fetch lists, or a stream micro-batch's ``fetched`` files or WARC
+    files (a stream writes no fetch list; a WARC file is written at the first answered request).
+    Those requests were never persisted in the ``hosts`` table, so the rerun cools every host
+    down first (:meth:`FetchWorker.cool_down`)."""
+    dirs = (
+        paths.round_dir("fetchlists", rnd),
+        paths.round_dir("fetched", rnd),
+        paths.warc_dir(rnd),
+    )
+    return any(crawl.fs.exists(crawl.path(d)) for d in dirs)
 
 
 # -- the driver -------------------------------------------------------------------------------------
@@ -346,7 +323,8 @@ class Crawler:
     ) -> dict[str, Any]:
         """Run one round under the writer lock and commit it; return its summary.
 
-        ``progress`` receives the shards' live counters about twice a second while fetching;
+        ``progress`` receives a snapshot ``{"round", "planned": {shard: URLs}, "shards": {shard:
+        live counters}}`` about twice a second while fetching;
         ``on_step`` is called with ``"generate"``, ``"fetch"``, ``"update"``, ``"compact"``, ``"commit"`` as each
         step starts (tests use it to crash a round at a known point).
 
@@ -367,21 +345,19 @@ class Crawler:
         manifest = crawl.manifest()
         rnd = manifest.round + 1
         gen = manifest.generation + 1
-        cold = crawl.fs.exists(crawl.path(paths.round_dir("fetchlists", rnd)))
+        cold = started_before(crawl, rnd)
         if cold:
-            log.warning("round %d was started before and did not commit: rerunning it, with a full "
-                        "politeness delay for every host first", rnd)  # fmt: skip
+            log.warning("round %d was started before (a round or a stream) and did not commit: "
+                        "rerunning it, with a full politeness delay for every host first",
+                        rnd)  # fmt: skip
         client = self.client
         # -- generate ---------------------------------------------------------------------------
         on_step("generate")
         t0 = time.monotonic()
         started_at = now()
-        entries = runs.bucket_files(manifest)
-        selections = client.gather(client.map(
-            select_task, [self.crawl_url] * len(entries), entries, [rnd] * len(entries),
-            [cfg] * len(entries), [started_at] * len(entries), pure=False,
-        ))  # fmt: skip
-        selected, counts, rows = gen_mod.fold_candidates(selections, cfg)
+        selected, counts, rows = gen_mod.select(
+            crawl, manifest, rnd, cfg, started_at, mapper=dask_mapper(client)
+        )
         if selected.num_rows == 0:  # write nothing: no fetch lists, no commit
             raise nothing_due(crawl, manifest, started_at)
         generated = gen_mod.finish(crawl, manifest, rnd, cfg, selected, counts, rows)
@@ -405,30 +381,31 @@ class Crawler:
             )
             for s in sorted(actors)
         }  # fmt: skip
-        shard_results = self._wait_fetch(actors, pending, progress, lock)
+        planned = {s: fetchlists[s].rows for s in actors}
+        shard_results = self._wait_fetch(actors, pending, progress, lock, rnd, planned)
         steps["fetch"] = time.monotonic() - t0
         # -- update -----------------------------------------------------------------------------
         on_step("update")
         t0 = time.monotonic()
         fparts = [r["fetched"] for r in shard_results]
         lparts = [r["links"] for r in shard_results]
-        rparts = partition_by_bucket(refiltered, manifest.buckets) if refiltered.num_rows else {}
-        updated = update_buckets(
-            client, self.crawl_url, gen, entries, fparts, lparts, rparts, rnd, cfg, started_at
-        )
-        update_summary = update_mod.summarize(rnd, updated)
+        updated = update_mod.update(
+            crawl, manifest, rnd, fparts, lparts, cfg, started_at,
+            refiltered=refiltered if refiltered.num_rows else None, mapper=dask_mapper(client),
+        )  # fmt: skip
+        update_summary = updated.summary.to_json()
         steps["update"] = time.monotonic() - t0
         # -- compact ----------------------------------------------------------------------------
         on_step("compact")
         t0 = time.monotonic()
-        buckets = compact_buckets(client, self.crawl_url, [u[0] for u in updated], gen, cfg)
+        buckets = compact_buckets(client, self.crawl_url, updated.buckets, gen, cfg)
         steps["compact"] = time.monotonic() - t0
         # -- commit -----------------------------------------------------------------------------
         on_step("commit")
         t0 = time.monotonic()
         summary = round_summary(
             rnd, gen, shard_results, update_summary, gen_summary,
-            compacted=sum(1 for a, u in zip(buckets, updated, strict=True) if a is not u[0]),
+            compacted=sum(1 for a, u in zip(buckets, updated.buckets, strict=True) if a is not u),
             rerun_after_crash=cold, steps=steps, elapsed_s=time.monotonic() - t_start,
         )  # fmt: skip
         lock.check()
@@ -441,6 +418,8 @@ class Crawler:
                 + list(fetchlists.values()),
                 "fetched": list(manifest.tables.get("fetched", ())) + [p.entry for p in fparts],
                 "links": list(manifest.tables.get("links", ())) + [p.entry for p in lparts],
+                "edges": list(manifest.tables.get("edges", ()))
+                + [r["edges"].entry for r in shard_results],
             },
             summary,
             round=rnd,
@@ -451,22 +430,21 @@ class Crawler:
         summary["elapsed_s"] = round(time.monotonic() - t_start, 3)
         return summary
 
-    def _wait_fetch(self, actors, pending, progress, lock) -> list[dict[str, Any]]:
+    def _wait_fetch(self, actors, pending, progress, lock, rnd, planned) -> list[dict[str, Any]]:
         results: dict[int, dict[str, Any]] = {}
         while len(results) < len(pending):
             for s, fut in pending.items():
                 if s not in results and fut.done():
                     results[s] = fut.result()
             if len(results) < len(pending):
-                if progress is not None:
-                    snap: Counter = Counter()
+                if progress is not None:  # snapshot: batchcrawl.progress's module docstring
+                    shards: dict[int, dict[str, float]] = {}
                     for s, actor in actors.items():
+                        shards[s] = results[s]["counters"] if s in results else {}
                         if s not in results:
                             with contextlib.suppress(Exception):
-                                snap.update(actor.progress().result(timeout=5))
-                    for r in results.values():
-                        snap.update(r["counters"])
-                    progress(dict(snap))
+                                shards[s] = actor.progress().result(timeout=5)
+                    progress({"round": rnd, "planned": planned, "shards": shards})
                 time.sleep(0.5)
         return [results[s] for s in sorted(results)]
 
@@ -491,13 +469,15 @@ def round_summary(
         counters.update(r["counters"])
         by_outcome.update(r["outcomes"])
     outcomes = {k: int(v) for k, v in sorted(by_outcome.items()) if v}
-    pages = sum(v for k, v in outcomes.items() if k in _RESPONSE_OUTCOMES)
-    summary = {
+    return {
         "step": "round",
         "round": rnd,
         "generation": generation,
-        "pages": pages,
-        "fetched": sum(outcomes.values()),
+        # what each counts (README): every attempt (robots-denied too), those answered by a
+        # server, those whose content was stored (the frontier's ``fetched`` status)
+        "attempts": sum(outcomes.values()),
+        "responses": sum(v for k, v in outcomes.items() if k in _RESPONSE_OUTCOMES),
+        "stored": sum(v for k, v in outcomes.items() if k in _STORED_OUTCOMES),
         "new_urls": update_summary["links"].get("new_queued", 0),
         "errors": {k: v for k, v in outcomes.items() if k not in ("ok", "redirect",
                                                                  "not_modified")},
@@ -515,7 +495,6 @@ def round_summary(
         "seconds_by_step": {k: round(v, 3) for k, v in steps.items()},
         "elapsed_s": round(elapsed_s, 3),
     }  # fmt: skip
-    return summary
 
 
 def outcome_counts(run: ShardRun) -> dict[str, int]:
@@ -525,8 +504,11 @@ def outcome_counts(run: ShardRun) -> dict[str, int]:
 
 
 _RESPONSE_OUTCOMES = frozenset(
-    ("ok", "truncated", "redirect", "not_modified", "gone", "http_error", "server_error")
-)
+    ("ok", "truncated", "redirect", "redirect_loop", "not_modified", "gone", "http_error",
+     "server_error")
+)  # fmt: skip
+#: Outcomes after which the URL's status is ``fetched`` (frontier/update.py's transition table).
+_STORED_OUTCOMES = frozenset(("ok", "truncated", "not_modified"))
 
 
 @contextlib.contextmanager

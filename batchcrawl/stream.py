@@ -6,8 +6,9 @@ shard actors keep fetching (:meth:`FetchWorker.stream_start`: the fetch threads 
 every ``stream.flush_interval_s`` seconds the driver runs one **micro-batch**, numbered as a round:
 
 1. **take** — each shard hands over the rows and links fetched since the last take, written as the
-   same partitioned ``fetched``/``links`` files a round writes (:meth:`StreamShardActor.take_batch`),
-   with the url keys it finished and how many URLs it still holds;
+   same partitioned ``fetched``/``links``/``edges`` files a round writes
+   (:meth:`StreamShardActor.take_batch`), with the url keys it finished and how many URLs it
+   still holds;
 2. **update** — only the buckets the micro-batch touches get a delta run (cost ∝ micro-batch);
 3. **commit** — a generation (a checkpoint) when the micro-batch holds anything;
 4. **select** — generate's per-bucket selection and caps, over the buckets that changed or still
@@ -29,6 +30,7 @@ release the lock and return the summary.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections import Counter
@@ -43,7 +45,6 @@ from batchcrawl.config import Config
 from batchcrawl.frontier import generate as gen_mod
 from batchcrawl.frontier import runs
 from batchcrawl.frontier import update as update_mod
-from batchcrawl.frontier.drum import partition_by_bucket
 from batchcrawl.records import FetchItem
 from batchcrawl.round import (
     Crawler,
@@ -51,10 +52,9 @@ from batchcrawl.round import (
     cluster_url,
     compact_buckets,
     dask_client,
+    dask_mapper,
     outcome_counts,
     round_summary,
-    select_task,
-    update_buckets,
 )
 from batchcrawl.scope.filters import FilterChain
 from batchcrawl.signals import StopRequest
@@ -115,16 +115,19 @@ class StreamShardActor(ShardActor):
         Nothing is written when the micro-batch is empty unless ``force``. ``final`` stops the
         fetch threads (the URLs still queued are dropped: they stay due in the frontier).
 
-        Returns ``fetched``/``links`` (:class:`Partitioned` or None), ``hosts`` (entry or None),
+        Returns ``fetched``/``links``/``edges`` (:class:`Partitioned` or None), ``hosts`` (entry
+        or None),
         ``done_keys`` (url keys finished), ``held``, ``counters``, ``outcomes``, ``unfetched``."""
         out = self.worker.stream_stop() if final else self.worker.stream_take(next_round)
         for row in out.fetched:  # a failure row may have been stamped just before the take
             row["round"] = round
         out.links["round"] = [round] * len(out.links["round"])
+        out.edges["round"] = [round] * len(out.edges["round"])
         result: dict[str, Any] = {
             "shard": self.shard,
             "fetched": None,
             "links": None,
+            "edges": None,
             "hosts": None,
             "done_keys": [row["url_key"] for row in out.fetched],
             "held": 0 if final else self.worker.stream_held,
@@ -134,7 +137,8 @@ class StreamShardActor(ShardActor):
         }
         if out.fetched or out.links["round"] or force:
             crawl = CrawlDir.open(self.crawl_url)
-            result["fetched"], result["links"] = self.write_facts(crawl, out, round, buckets)
+            facts = self.write_facts(crawl, out, round, buckets)
+            result["fetched"], result["links"], result["edges"] = facts
             touched = {row["url_host_name"] for row in out.fetched}
             result["hosts"] = self.write_hosts(crawl, generation, touched)
         return result
@@ -169,7 +173,7 @@ class Stream:
         self.held = {s: 0 for s in range(cfg.fetch.shards)}
         self.dirty: set[int] = {bf.bucket for bf in self.buckets}
         self.refiltered: pa.Table | None = None
-        self.refilter_next = gen_mod._recorded_fingerprint(
+        self.refilter_next = gen_mod.recorded_fingerprint(
             self.manifest.summary
         ) != gen_mod.filters_fingerprint(cfg)
         self.hosts: dict[int, Any] = {}
@@ -213,8 +217,9 @@ class Stream:
             "rounds": [self.first_round, self.round - 1],
             "generation": self.manifest.generation,
             "checkpoints": self.commits,
-            "pages": self.totals["pages"],
-            "fetched": self.totals["fetched"],
+            "attempts": self.totals["attempts"],
+            "responses": self.totals["responses"],
+            "stored": self.totals["stored"],
             "new_urls": self.totals["new_urls"],
             "outcomes": dict(sorted(self.outcomes.items())),
             "not_fetched": self.totals["not_fetched"],
@@ -227,7 +232,9 @@ class Stream:
         """Take every shard's micro-batch, update the touched buckets, commit if anything came."""
         t0 = self.clock()
         rnd, gen = self.round, self.manifest.generation + 1
-        force = final or self.commits == 0  # every shard's hosts file in the first commit
+        # every shard's hosts file in the first commit; an empty last take writes nothing, so a
+        # batch round after a clean stop does not take it for a crashed one (round.started_before)
+        force = self.commits == 0
         results = [f.result() for f in [
             a.take_batch(round=rnd, next_round=rnd + 1, generation=gen,
                          buckets=self.manifest.buckets, final=final, force=force)
@@ -240,18 +247,20 @@ class Stream:
         t1 = self.clock()
         fparts = [r["fetched"] for r in results if r["fetched"] is not None]
         lparts = [r["links"] for r in results if r["links"] is not None]
+        eparts = [r["edges"] for r in results if r["edges"] is not None]
         if not any(p.entry.rows for p in fparts + lparts) and self.refiltered is None:
             return  # nothing to merge: no generation for an empty micro-batch
         touched = {b for p in fparts + lparts for b in p.row_groups}
-        rparts = {}
         if self.refiltered is not None:
-            rparts = partition_by_bucket(self.refiltered, self.manifest.buckets)
-            touched |= set(rparts)
-        todo = [self.buckets[b] for b in sorted(touched)]
-        updated = update_buckets(self.crawler.client, self.crawl.url, gen, todo, fparts, lparts,
-                                 rparts, rnd, self.cfg, self.now())  # fmt: skip
-        compacted = compact_buckets(self.crawler.client, self.crawl.url, [u[0] for u in updated],
-                                    gen, self.cfg)  # fmt: skip
+            touched |= set(bucket_ids(self.refiltered.column("url_key").to_numpy(),
+                                      self.manifest.buckets).tolist())  # fmt: skip
+        mapper = dask_mapper(self.crawler.client)
+        updated = update_mod.update(
+            self.crawl, self.manifest, rnd, fparts, lparts, self.cfg, self.now(),
+            refiltered=self.refiltered, mapper=mapper, buckets=touched,
+        )  # fmt: skip
+        compacted = compact_buckets(self.crawler.client, self.crawl.url, updated.buckets, gen,
+                                    self.cfg)  # fmt: skip
         for bf in compacted:
             self.buckets[bf.bucket] = bf
         self.dirty |= touched
@@ -260,10 +269,9 @@ class Stream:
         for r in results:
             if r["hosts"] is not None:
                 self.hosts[r["shard"]] = r["hosts"]
-        update_summary = update_mod.summarize(rnd, updated)
         summary = round_summary(
-            rnd, gen, results, update_summary, {"step": "stream"},
-            compacted=sum(1 for a, u in zip(compacted, updated, strict=True) if a is not u[0]),
+            rnd, gen, results, updated.summary.to_json(), {"step": "stream"},
+            compacted=sum(1 for a, u in zip(compacted, updated.buckets, strict=True) if a is not u),
             rerun_after_crash=False, steps={"take": t1 - t0, "update": t2 - t1},
             elapsed_s=t2 - t0,
         )  # fmt: skip
@@ -278,6 +286,7 @@ class Stream:
                 "hosts": [self.hosts[s] for s in sorted(self.hosts)],
                 "fetched": list(m.tables.get("fetched", ())) + [p.entry for p in fparts],
                 "links": list(m.tables.get("links", ())) + [p.entry for p in lparts],
+                "edges": list(m.tables.get("edges", ())) + [p.entry for p in eparts],
             },
             summary,
             round=rnd,
@@ -286,7 +295,7 @@ class Stream:
         self.seconds["take"] += t1 - t0
         self.seconds["update"] += t2 - t1
         self.seconds["commit"] += self.clock() - t2
-        for k in ("pages", "fetched", "new_urls", "not_fetched"):
+        for k in ("attempts", "responses", "stored", "new_urls", "not_fetched"):
             self.totals[k] += summary[k]
         self.outcomes.update(summary["outcomes"])
 
@@ -300,12 +309,10 @@ class Stream:
         self.dirty = set()
         if not todo:
             return 0
-        client, k = self.crawler.client, self.manifest.buckets
-        n = len(todo)
-        selections = client.gather(client.map(
-            select_task, [self.crawl.url] * n, todo, [self.round] * n, [self.cfg] * n,
-            [self.now()] * n, pure=False,
-        ))  # fmt: skip
+        k = self.manifest.buckets
+        task = functools.partial(gen_mod.select_task, self.crawl.url, round=self.round,
+                                 cfg=self.cfg, now=self.now())  # fmt: skip
+        selections = dask_mapper(self.crawler.client)(task, todo)
         leased = pa.array(np.fromiter(self.leased, np.uint64, len(self.leased)), pa.uint64())
         unleased = []
         for (rows, cands, counts), bf in zip(selections, todo, strict=True):
@@ -378,7 +385,8 @@ def run_stream(
     -------
     dict
         The summary: ``stopped_by`` (``nothing_due``, ``max_seconds``, ``SIGINT``, ``SIGTERM``),
-        ``rounds`` (first and last micro-batch), ``generation``, ``checkpoints``, ``pages`` ...
+        ``rounds`` (first and last micro-batch), ``generation``, ``checkpoints``, ``attempts``,
+        ``responses``, ``stored`` ...
     """
     crawl_url = cluster_url(crawl_url)
     with dask_client(cfg, scheduler) as client:

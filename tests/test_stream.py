@@ -26,7 +26,7 @@ from round_helpers import (
 
 from batchcrawl.round import run_rounds
 from batchcrawl.signals import StopRequest
-from batchcrawl.store import sql
+from batchcrawl.store import paths, sql
 from batchcrawl.store.crawldir import CrawlDir
 from batchcrawl.stream import run_stream
 
@@ -65,7 +65,7 @@ def test_stream_to_completion_fetches_the_same_urls_as_rounds(both):
     urls = _fetched_urls(streamed)
     assert urls == _fetched_urls(batch)
     n = sql.query(streamed, "SELECT count(*) AS n FROM fetched")["n"][0].as_py()
-    assert summary["fetched"] == n
+    assert summary["attempts"] == n
     # each URL fetched once: leases keep a URL in flight from being handed out again
     dup = sql.query(streamed, "SELECT url, count(*) AS n FROM fetched GROUP BY 1 HAVING n > 1")
     assert dup.num_rows == 0, dup.to_pylist()[:5]
@@ -146,7 +146,7 @@ def test_sigterm_checkpoints_exits_0_and_releases_the_lock_status_works_meanwhil
         assert summary["stopped_by"] == "SIGTERM"
         assert summary["generation"] == crawl.manifest().generation
         assert not crawl.fs.exists(crawl.path("_lock.json"))
-        assert summary["pages"] < len(web.reachable(max_depth=cfg.filters.max_depth))
+        assert summary["responses"] < len(web.reachable(max_depth=cfg.filters.max_depth))
 
 
 @pytest.mark.parametrize("when", ["mid_fetch", "after_checkpoint"])
@@ -183,4 +183,34 @@ def test_sigkill_keeps_the_last_checkpoint_and_a_rerun_completes_politely(tmp_pa
     )
     assert answered and answered <= truth
     # the killed stream's unpersisted requests: the rerun waited a full delay first
+    assert politeness_violations(entries, sample_delay(web, cfg)) == []
+
+
+def test_rounds_after_a_sigkilled_stream_cool_every_host_down(tmp_path):
+    # a stream writes no fetch list: the batch round knows the crash by the killed micro-batch's
+    # WARC files (round.started_before), and waits a full delay before each host's first request
+    web = sample_web()
+    cfg = round_config(stream={"flush_interval_s": 3.0}, politeness={"host_delay_s": 0.3})
+    with serve(web) as server:
+        crawl = new_crawl(tmp_path / "crawl", cfg, web.seeds())
+        proc = _start(crawl)
+        try:
+            gen = _wait_for_generation(crawl, crawl.manifest().generation, proc)
+            pending = paths.warc_dir(crawl.manifest(gen).round + 1)
+            deadline = time.monotonic() + 60
+            while not crawl.fs.exists(crawl.path(pending)):  # a request answered after it
+                assert proc.poll() is None and time.monotonic() < deadline
+                time.sleep(0.05)
+        finally:
+            proc.kill()
+            proc.communicate()
+        # the micro-batch being fetched at the kill answered requests and was never committed
+        assert crawl.fs.exists(crawl.path(paths.warc_dir(crawl.manifest().round + 1)))
+        rerun = subprocess.run(cli_command("crawl", crawl.url, "--rounds", "1"),
+                               capture_output=True, text=True, env=subprocess_env(),
+                               timeout=300)  # fmt: skip
+        assert rerun.returncode == 0, rerun.stderr
+        entries = server.log.entries()
+    summary = json.loads(rerun.stdout.splitlines()[0])
+    assert summary["rerun_after_crash"] is True and summary["attempts"] > 0
     assert politeness_violations(entries, sample_delay(web, cfg)) == []

@@ -157,7 +157,9 @@ def inject(
             new_count["queued" if why is None else f"filtered:{why}"] += 1
         new_count["known"] += part.num_rows - added.num_rows
         rows_after += len(keys) + added.num_rows
-        out.append(runs.add_run(crawl, files, gen, added, cfg))
+        out.append(
+            runs.add_run(crawl, files, gen, added, cfg, bucket_rows=len(keys) + added.num_rows)
+        )
     seeds_new = sum(n for k, n in new_count.items() if k != "known")
     summary = {
         "step": "inject",
@@ -186,7 +188,7 @@ def _untouched_rows(crawl: CrawlDir, buckets: list[runs.BucketFiles], touched) -
     for bf in buckets:
         if bf.bucket in touched:
             continue
-        total += len(runs.bucket_keys(crawl, bf)) if bf.runs else (bf.base.rows if bf.base else 0)
+        total += runs.bucket_rows(crawl, bf)
     return total
 
 

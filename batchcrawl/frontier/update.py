@@ -5,7 +5,8 @@ Each bucket is merged with its share of the round's facts in one sequential pass
 (:mod:`batchcrawl.frontier.drum`), independently of the other buckets, so the round graph runs one task per
 bucket: :func:`partition_by_bucket` the ``fetched`` and ``links`` rows, then :func:`update_bucket`
 each bucket, which writes only the changed and new rows as a delta run
-(:mod:`batchcrawl.frontier.runs`). :func:`update` maps it over the buckets in this process.
+(:mod:`batchcrawl.frontier.runs`). :func:`update` maps it over the buckets: on Dask in a round,
+on threads in tests and benchmarks (one driver).
 
 Status transitions
 ------------------
@@ -20,6 +21,7 @@ ok                  fetched                     None                            
 truncated           fetched                     ``truncated``                   0
 not_modified        fetched                     ``not_modified``                0
 redirect            redirect                    HTTP status (``301``)           0
+redirect_loop       gone                        ``redirect_loop:`` + status     0
 gone (404, 410)     gone                        HTTP status (``404``)           0
 http_error (4xx)    gone                        HTTP status (``403``)           0
 server_error        error, or gone after        detail (``503``, ``timeout``,   +1
@@ -34,8 +36,9 @@ not_fetched         queued                      None                            
 
 ``detail`` is the HTTP status when there was a response, else the ``error`` kind, else the outcome.
 An ``error`` URL is due again ``retry_backoff_s * 2**(retries-1)`` seconds after ``now``; a
-``robots_unavailable`` one after ``robots.retry_after_s``. Every other transition clears
-``next_fetch_time`` (a fetched URL is then not due by time). New URLs are due from ``now``. The lease of
+``robots_unavailable`` one after ``robots.retry_after_s``; a ``not_fetched`` one from ``now``
+(:func:`next_fetch_time`). Every other transition clears ``next_fetch_time`` (a fetched URL is then
+not due by time). New URLs are due from ``now``. The lease of
 every URL touched is cleared.
 
 Conflicts, resolved deterministically
@@ -57,9 +60,10 @@ Conflicts, resolved deterministically
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections import Counter
-from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -68,16 +72,19 @@ import pyarrow.compute as pc
 from batchcrawl.config import Config
 from batchcrawl.frontier import drum, runs
 from batchcrawl.frontier.drum import partition_by_bucket
-from batchcrawl.frontier.runs import BucketFiles
+from batchcrawl.frontier.runs import BucketFiles, Mapper, thread_mapper
+from batchcrawl.frontier.summaries import UpdateSummary
 from batchcrawl.frontier.table import FrontierError, epoch_ms, new_rows
 from batchcrawl.records import Outcome, UrlStatus
 from batchcrawl.store import schemas
 from batchcrawl.store.crawldir import CrawlDir, FileEntry, Manifest
+from batchcrawl.store.shuffle import Partitioned, read_partition
 
 __all__ = [
     "SEQ_BITS",
     "apply_outcomes",
     "discovered_seq",
+    "next_fetch_time",
     "next_status",
     "partition_by_bucket",
     "update",
@@ -124,6 +131,8 @@ def next_status(
         return UrlStatus.FETCHED.value, reason, 0
     if o is Outcome.REDIRECT:
         return UrlStatus.REDIRECT.value, detail, 0
+    if o is Outcome.REDIRECT_LOOP:
+        return UrlStatus.GONE.value, f"redirect_loop:{detail}" if detail else o.value, 0
     if o in (Outcome.GONE, Outcome.HTTP_ERROR):
         return UrlStatus.GONE.value, detail or o.value, 0
     if o in _RETRIED or o is Outcome.ROBOTS_UNAVAILABLE:
@@ -220,15 +229,15 @@ def _fetch_batch(fetched: pa.Table) -> drum.SortedBatch:
     return drum.SortedBatch(fetched.take(pa.array(order)))
 
 
-def _link_batch(links: pa.Table, counts: Counter) -> drum.SortedBatch:
+def _link_batch(links: pa.Table, counts: UpdateSummary) -> drum.SortedBatch:
     """New-URL candidates from links: nofollow dropped, smallest (round, seq) first per URL.
 
     The batch keeps the links' columns (``dst_url_key`` renamed ``url_key``, plus
     ``discovered_seq``); :func:`_link_rows` turns the ones inserted into frontier rows.
     """
-    counts["links_in"] += links.num_rows
+    counts.links["in"] += links.num_rows
     follow = pc.invert(links.column("nofollow"))
-    counts["links_nofollow"] += links.num_rows - (pc.sum(follow).as_py() or 0)
+    counts.links["nofollow"] += links.num_rows - (pc.sum(follow).as_py() or 0)
     links = links.filter(follow)
     dseq = discovered_seq(_np(links.column("shard")), _np(links.column("seq")))
     rnd = _np(links.column("round")).astype(np.int64)
@@ -237,7 +246,7 @@ def _link_batch(links: pa.Table, counts: Counter) -> drum.SortedBatch:
     sb = drum.SortedBatch(
         links.rename_columns(["url_key" if n == "dst_url_key" else n for n in links.column_names])
     )
-    counts["links_duplicate"] += sb.n - len(sb.keys)
+    counts.links["duplicate"] += sb.n - len(sb.keys)
     return sb
 
 
@@ -262,11 +271,43 @@ def _link_rows(t: pa.Table, now: dt.datetime | float) -> pa.Table:
     )
 
 
-def _ms_col(values_ms: np.ndarray, mask: np.ndarray) -> pa.Array:
-    return pa.array(values_ms, pa.int64(), mask=~mask).cast(pa.timestamp("ms"))
+def next_fetch_time(
+    status: np.ndarray, outcome: np.ndarray, retries: np.ndarray, now_ms: int, cfg: Config
+) -> pa.Array:
+    """When each URL is due again after a fetch attempt: the one place update decides it.
+
+    Parameters
+    ----------
+    status, outcome : object arrays of str, shape (n,)
+        The new :class:`~batchcrawl.records.UrlStatus` and the attempt's
+        :class:`~batchcrawl.records.Outcome`.
+    retries : int array, shape (n,)
+        The new retry count.
+    now_ms : int
+        The update's wall clock, epoch milliseconds (UTC).
+    cfg : Config
+        ``frontier.retry_backoff_s`` (seconds, doubled per retry) and ``robots.retry_after_s``.
+
+    Returns
+    -------
+    pyarrow.Array of timestamp[ms], shape (n,)
+        ``error``: ``now + retry_backoff_s * 2**(retries-1)``; ``queued`` after
+        ``robots_unavailable``: ``now + robots.retry_after_s``; ``queued`` after ``not_fetched``:
+        ``now``; every other status: null, never due by time (the freshness policy,
+        docs/design.md §8a, will give ``fetched`` rows a refetch time here).
+    """
+    is_err = status == UrlStatus.ERROR.value
+    queued = status == UrlStatus.QUEUED.value
+    is_robots = queued & (outcome == Outcome.ROBOTS_UNAVAILABLE.value)
+    backoff_ms = cfg.frontier.retry_backoff_s * 1000.0 * np.exp2(np.maximum(retries - 1, 0))
+    wait_ms = np.where(
+        is_err, backoff_ms, np.where(is_robots, cfg.robots.retry_after_s * 1000.0, 0)
+    )
+    values = (now_ms + wait_ms).astype(np.int64)
+    return pa.array(values, pa.int64(), mask=~(is_err | queued)).cast(pa.timestamp("ms"))
 
 
-def _fetch_combine(cfg: Config, now_ms: int, counts: Counter):
+def _fetch_combine(cfg: Config, now_ms: int, counts: UpdateSummary):
     def combine(old: pa.Table, got: pa.Table) -> pa.Table:
         detail = pc.coalesce(
             pc.cast(got.column("fetch_status"), pa.string()),
@@ -283,12 +324,9 @@ def _fetch_combine(cfg: Config, now_ms: int, counts: Counter):
         st = np.asarray(status.to_numpy(zero_copy_only=False), dtype=object)
         outc = np.asarray(got.column("outcome").to_numpy(zero_copy_only=False), dtype=object)
         nr = _np(retries).astype(np.int64)
-        is_err = st == UrlStatus.ERROR.value
-        is_robots = (st == UrlStatus.QUEUED.value) & (outc == Outcome.ROBOTS_UNAVAILABLE.value)
-        backoff_ms = cfg.frontier.retry_backoff_s * 1000.0 * np.exp2(np.maximum(nr - 1, 0))
-        nxt = np.where(is_err, now_ms + backoff_ms, now_ms + cfg.robots.retry_after_s * 1000.0)
+        nft = next_fetch_time(st, outc, nr, now_ms, cfg)
         for s, n in Counter(st.tolist()).items():
-            counts[f"status:{s}"] += n
+            counts.status[s] += n
         n = old.num_rows
         values = {
             "status": status,
@@ -299,7 +337,7 @@ def _fetch_combine(cfg: Config, now_ms: int, counts: Counter):
             "content_digest": pc.coalesce(
                 got.column("content_digest"), old.column("content_digest")
             ),
-            "next_fetch_time": _ms_col(nxt.astype(np.int64), is_err | is_robots),
+            "next_fetch_time": nft,
             "lease_round": pa.nulls(n, pa.int32()),
             "lease_shard": pa.nulls(n, pa.int32()),
         }
@@ -339,7 +377,7 @@ def update_bucket(
     round: int,
     cfg: Config,
     now: dt.datetime | float,
-) -> tuple[BucketFiles, Counter, bool]:
+) -> tuple[BucketFiles, UpdateSummary]:
     """Update one bucket with its share of the round's facts (one Dask task): IRLbot's DRUM
     check+update (§5.1) written as a delta run (docs/design.md §4, :mod:`batchcrawl.frontier.runs`).
 
@@ -370,20 +408,19 @@ def update_bucket(
 
     Returns
     -------
-    (files, counts, written)
-        The bucket's new file list (uncommitted), the counters (see :func:`summarize`), and
-        whether a run was written.
+    (files, summary)
+        The bucket's new file list (uncommitted) and what was done to it.
     """
-    counts: Counter = Counter()
+    counts = UpdateSummary(round=round)
     fb = _fetch_batch(fetched) if fetched is not None and fetched.num_rows else None
     lb = _link_batch(links, counts) if links is not None and links.num_rows else None
     rb = drum.SortedBatch(refiltered) if refiltered is not None and refiltered.num_rows else None
     if fb is None and lb is None and rb is None:
-        n = files.base.rows if not files.runs and files.base else None
-        n = len(runs.bucket_keys(crawl, files)) if n is None and files.runs else (n or 0)
-        return files, Counter(rows_old=n, rows_new=n), False
+        n = runs.bucket_rows(crawl, files)
+        return files, UpdateSummary(round, buckets_kept=1, frontier_rows_before=n,
+                                    frontier_rows_after=n)  # fmt: skip
     keys = runs.bucket_keys(crawl, files)
-    counts["rows_old"] += len(keys)
+    counts.frontier_rows_before += len(keys)
     want = [b.keys for b in (fb, rb) if b is not None]
     need = np.unique(np.concatenate(want)) if want else np.empty(0, np.uint64)
     changed = runs.lookup(crawl, files, need[runs.is_known(keys, need)])
@@ -391,100 +428,158 @@ def update_bucket(
         changed, known, _ = drum.merge_chunk(
             changed, rb, 0, len(rb.keys), combine=_refilter_combine, insert=False
         )
-        counts["refiltered"] += int(known.sum())
+        counts.refiltered += int(known.sum())
     if fb is not None:
-        counts["fetched_in"] += fb.n
-        counts["fetched_superseded"] += fb.n - len(fb.keys)
+        counts.fetched["in"] += fb.n
+        counts.fetched["superseded"] += fb.n - len(fb.keys)
         combine = _fetch_combine(cfg, epoch_ms(now), counts)
         changed, known, _ = drum.merge_chunk(
             changed, fb, 0, len(fb.keys), combine=combine, insert=False
         )
-        counts["fetched_applied"] += int(known.sum())
-        counts["fetched_unknown"] += int((~known).sum())
+        counts.fetched["applied"] += int(known.sum())
+        counts.fetched["unknown"] += int((~known).sum())
     parts = [changed]
     if lb is not None:
         known = runs.is_known(keys, lb.keys)
-        counts["links_known"] += int(known.sum())
+        counts.links["known"] += int(known.sum())
         added = lb.table.filter(pa.array(~known))
         why = added.column("filter_reason")
-        counts["links_new_queued"] += why.null_count
+        counts.links["new_queued"] += why.null_count
         if why.null_count < len(why):
             vc = pc.value_counts(why.drop_null())
             for r, n in zip(
                 vc.field("values").to_pylist(), vc.field("counts").to_pylist(), strict=True
             ):
-                counts[f"links_new_filtered:{r}"] += n
+                counts.links[f"new_filtered:{r}"] += n
         parts.append(_link_rows(added, now))
-        counts["rows_new"] += len(keys) + added.num_rows
+        counts.frontier_rows_after += len(keys) + added.num_rows
     else:
-        counts["rows_new"] += len(keys)
+        counts.frontier_rows_after += len(keys)
     run_rows = pa.concat_tables([schemas.conform("frontier", p) for p in parts])
-    new_files = runs.add_run(crawl, files, generation, run_rows, cfg)
-    counts["rows_written"] += run_rows.num_rows
-    return new_files, counts, run_rows.num_rows > 0
+    new_files = runs.add_run(
+        crawl, files, generation, run_rows, cfg, bucket_rows=counts.frontier_rows_after
+    )
+    counts.rows_written += run_rows.num_rows
+    counts.buckets_rewritten += int(run_rows.num_rows > 0)
+    counts.buckets_kept += int(run_rows.num_rows == 0)
+    return new_files, counts
+
+
+#: The round's facts of one kind: a whole table (split by bucket here), or the shards'
+#: bucket-partitioned files (:mod:`batchcrawl.store.shuffle`, read by each bucket's task).
+Facts = pa.Table | list[Partitioned] | None
+
+
+@dataclass(frozen=True)
+class _BucketFacts:
+    """One kind of fact, ready for per-bucket tasks: split tables, or partitioned files."""
+
+    table: str
+    split: dict[int, pa.Table] | None
+    files: list[Partitioned] | None
+
+    @classmethod
+    def of(cls, table: str, facts: Facts, buckets: int, key: str) -> _BucketFacts:
+        if isinstance(facts, pa.Table):
+            return cls(table, partition_by_bucket(facts, buckets, key), None)
+        return cls(table, None, list(facts or []))
+
+    def get(self, crawl: CrawlDir, bucket: int) -> pa.Table | None:
+        if self.split is not None:
+            return self.split.get(bucket)
+        return read_partition(crawl, self.table, self.files or [], bucket)
+
+
+def _update_task(crawl_url, generation, fetched, links, item, *, round, cfg, now):
+    crawl = CrawlDir.open(crawl_url)
+    files, refiltered = item
+    b = files.bucket
+    return update_bucket(
+        crawl, files, generation, fetched.get(crawl, b), links.get(crawl, b), refiltered,
+        round=round, cfg=cfg, now=now,
+    )  # fmt: skip
+
+
+@dataclass
+class UpdateResult:
+    """What :func:`update` produced; unpacks as ``listing, summary_json = update(...)``.
+
+    Attributes
+    ----------
+    buckets : list of BucketFiles
+        Every updated bucket's new file list (uncommitted), in bucket order: every bucket of the
+        crawl unless :func:`update` was given ``buckets`` (then :attr:`listing` is partial too).
+    summary : UpdateSummary
+        Summed over the buckets.
+    """
+
+    buckets: list[BucketFiles]
+    summary: UpdateSummary
+
+    @property
+    def listing(self) -> list[FileEntry]:
+        """The new ``frontier`` listing of the manifest."""
+        return runs.frontier_listing(self.buckets)
+
+    def __iter__(self):
+        yield self.listing
+        yield self.summary.to_json()
 
 
 def update(
     crawl: CrawlDir,
     manifest: Manifest,
     round: int,
-    fetched_rows: pa.Table | None,
-    link_rows: pa.Table | None,
+    fetched: Facts,
+    links: Facts,
     cfg: Config,
     now: dt.datetime | float,
     *,
     refiltered: pa.Table | None = None,
-    workers: int = 1,
-) -> tuple[list[FileEntry], dict]:
-    """Run :func:`update_bucket` over every bucket in this process (threads) and return the new
-    ``frontier`` listing and the summary; nothing is committed (the caller commits the listing
-    with the rest of the round). ``fetched_rows``/``link_rows`` are the round's tables, split by
-    bucket here; other arguments as in :func:`update_bucket`."""
+    mapper: Mapper | None = None,
+    buckets: Iterable[int] | None = None,
+) -> UpdateResult:
+    """Update every bucket (:func:`update_bucket`, one task each through ``mapper``) and sum the
+    summaries; nothing is committed (the caller commits the listing with the rest of the round).
+    A round passes a Dask mapper and the shards' partitioned files; tests and benchmarks call
+    the same function with tables and threads; a stream's micro-batch passes the ``buckets`` it
+    touched (docs/design.md §8).
+
+    Parameters
+    ----------
+    fetched, links : Facts
+        The round's ``fetched`` and ``links`` rows: tables, or the shards' partitioned files.
+    refiltered : pyarrow.Table or None
+        ``(url_key, reason)`` of URLs re-filtered at generate.
+    mapper : Mapper or None
+        Runs the per-bucket tasks (default: this thread, in order).
+    buckets : iterable of int or None
+        Update only these buckets (ids in ``[0, manifest.buckets)``; facts and ``refiltered`` rows
+        of other buckets are ignored); the result lists only them, in bucket order. None (default):
+        every bucket.
+
+    Other arguments as in :func:`update_bucket`.
+    """
     k = manifest.buckets
-    fparts = partition_by_bucket(fetched_rows, k) if fetched_rows is not None else {}
-    lparts = partition_by_bucket(link_rows, k, "dst_url_key") if link_rows is not None else {}
     rparts = partition_by_bucket(refiltered, k) if refiltered is not None else {}
-    gen = manifest.generation + 1
-
-    def one(bf: BucketFiles) -> tuple[BucketFiles, Counter, bool]:
-        b = bf.bucket
-        return update_bucket(
-            crawl, bf, gen, fparts.get(b), lparts.get(b), rparts.get(b),
-            round=round, cfg=cfg, now=now,
-        )  # fmt: skip
-
-    buckets = runs.bucket_files(manifest)
-    if workers > 1:
-        with ThreadPoolExecutor(workers) as pool:
-            results = list(pool.map(one, buckets))
-    else:
-        results = [one(bf) for bf in buckets]
-    return runs.frontier_listing(r[0] for r in results), summarize(round, results)
-
-
-def summarize(round: int, results: list[tuple[BucketFiles, Counter, bool]]) -> dict:
-    """The update summary of a round from the per-bucket results of :func:`update_bucket`:
-    ``fetched`` (``in = applied + superseded + unknown``), ``links``
-    (``in = nofollow + duplicate + known + new_*``), the new statuses of fetched URLs,
-    ``rows_written`` (rows in the new runs), and the frontier rows before and after."""
-    total: Counter = Counter()
-    for _, c, _ in results:
-        total.update(c)
-    rewritten = sum(1 for r in results if r[2])
-
-    def group(prefix: str) -> dict[str, int]:
-        return {x[len(prefix) :]: n for x, n in sorted(total.items()) if x.startswith(prefix)}
-
-    return {
-        "step": "update",
-        "round": round,
-        "buckets_rewritten": rewritten,
-        "buckets_kept": len(results) - rewritten,
-        "rows_written": total["rows_written"],
-        "frontier_rows_before": total["rows_old"],
-        "frontier_rows_after": total["rows_new"],
-        "fetched": group("fetched_"),
-        "links": group("links_"),
-        "status": group("status:"),
-        "refiltered": total["refiltered"],
-    }
+    task = functools.partial(
+        _update_task, crawl.url, manifest.generation + 1,
+        _BucketFacts.of("fetched", fetched, k, "url_key"),
+        _BucketFacts.of("links", links, k, "dst_url_key"),
+        round=round, cfg=cfg, now=now,
+    )  # fmt: skip
+    files = runs.bucket_files(manifest)
+    if buckets is not None:
+        wanted = sorted(set(buckets))
+        if wanted and not (0 <= wanted[0] and wanted[-1] < k):
+            raise FrontierError(
+                f"update: buckets {wanted[0]}..{wanted[-1]} outside [0, {k}); pass bucket ids of "
+                "the manifest"
+            )
+        files = [files[b] for b in wanted]
+    items = [(bf, rparts.get(bf.bucket)) for bf in files]
+    results = (mapper or thread_mapper(1))(task, items)
+    total = UpdateSummary(round=round)
+    for _, s in results:
+        total = total + s
+    return UpdateResult([r[0] for r in results], total)
