@@ -17,7 +17,6 @@ code meaning
      schema, cannot be written (read-only, full, a file in the way)
 4    locked: another writer holds the crawl's lock, or committed first
 5    a Dask worker was lost mid-round: nothing of it was committed; rerun
-69   not available: the command exists but is not built yet
 75   nothing due: the frontier has no URL to fetch (Airflow maps it to a skip)
 130  stopped by SIGINT (Ctrl-C): the lock is released, committed rounds stay, the rest reruns
 143  stopped by SIGTERM (Airflow, Kubernetes): the same
@@ -41,7 +40,7 @@ import click
 
 from batchcrawl import __version__
 from batchcrawl.config import Config, load_config, to_toml
-from batchcrawl.errors import BatchcrawlError, ConfigError, NotAvailable, Stopped
+from batchcrawl.errors import BatchcrawlError, ConfigError, Stopped
 from batchcrawl.signals import stop_on_signals
 from batchcrawl.store.crawldir import CONFIG_FILE, CrawlDir
 
@@ -544,10 +543,6 @@ def _round_options(f):
     return f
 
 
-def _not_available(what: str) -> NotAvailable:
-    return NotAvailable(f"`batchcrawl {what}` is not available yet")
-
-
 @main.command("round")
 @_crawl_arg
 @_round_options
@@ -596,6 +591,30 @@ def _run_rounds(crawl: CrawlDir, cfg: Config, rounds: int, known: bool) -> list[
     return summaries
 
 
+def _run_stream(crawl: CrawlDir, cfg: Config, max_seconds: float | None) -> dict:
+    """Stream the crawl (:func:`batchcrawl.stream.run_stream`) until nothing is due,
+    ``max_seconds``, SIGINT or SIGTERM (each takes a last checkpoint) and print its JSON summary.
+    A lost worker or a full disk ends in one line, as for rounds
+    (:func:`batchcrawl.round_faults.round_fault`): the last checkpoint is intact."""
+    from batchcrawl.signals import stop_requested
+    from batchcrawl.stream import run_stream
+
+    before = crawl.manifest()
+    try:
+        with stop_requested() as stop:
+            summary = run_stream(crawl.url, cfg, stop, max_seconds=max_seconds)
+    except Exception as exc:
+        from batchcrawl.round_faults import round_fault
+
+        fault = round_fault(crawl, before, exc)
+        if fault is None:
+            raise
+        log.debug("error details", exc_info=True)
+        raise fault from None
+    _echo_json(summary)
+    return summary
+
+
 def stopped(crawl: CrawlDir, before, exc: BaseException) -> Stopped:
     """The :class:`Stopped` error for rounds interrupted by ``exc`` (a KeyboardInterrupt or
     :class:`~batchcrawl.signals.Interrupted`): what this run committed since manifest ``before``
@@ -619,15 +638,35 @@ def stopped(crawl: CrawlDir, before, exc: BaseException) -> Stopped:
 @main.command("crawl")
 @_crawl_arg
 @click.option("--rounds", type=click.IntRange(min=1), help="Stop after this many rounds.")
-@click.option("--stream", is_flag=True, help="Keep the fetch workers running (streaming mode).")
+@click.option(
+    "--stream",
+    is_flag=True,
+    help="Keep the fetch workers running; merge and checkpoint every stream.flush_interval_s.",
+)
+@click.option(
+    "--max-seconds",
+    type=click.FloatRange(min=0, min_open=True),
+    help="With --stream: checkpoint and stop after this many seconds.",
+)
 @_round_options
 @_sets
-def crawl_command(crawl_url, rounds, stream, scheduler, workers, time_limit, max_pages, sets):
-    """Run rounds until nothing is due (or --rounds N), or stream with --stream."""
-    if stream:
-        raise _not_available("crawl --stream")
+def crawl_command(
+    crawl_url, rounds, stream, max_seconds, scheduler, workers, time_limit, max_pages, sets
+):
+    """Run rounds until nothing is due (or --rounds N), or stream with --stream.
+
+    --stream runs until nothing is due, --max-seconds, Ctrl-C or SIGTERM; each of them takes a
+    last checkpoint, releases the lock, prints the JSON summary and exits 0.
+    """
+    if (rounds is not None or time_limit is not None) and stream:
+        raise click.UsageError("--rounds and --time-limit are for rounds, not --stream")
+    if max_seconds is not None and not stream:
+        raise click.UsageError("--max-seconds needs --stream (rounds stop with --rounds N)")
     crawl = _open(crawl_url)
     cfg = load_crawl_config(crawl, sets, _round_flags(scheduler, workers, time_limit, max_pages))
+    if stream:
+        _run_stream(crawl, cfg, max_seconds)
+        return
     _run_rounds(crawl, cfg, rounds or 1_000_000, known=rounds is not None)
 
 

@@ -285,6 +285,9 @@ class FetchSection:
     (Nutch's fetcher.throughput.threshold, made relative). Measured by scripts/bench_round.py."""
     throughput_window_s: float = 5.0
     """Window over which the fetch rate is measured for ``tail_rate_ratio``, seconds."""
+    max_queued_urls: Positive = 20_000
+    """Most URLs one shard holds in memory in ``crawl --stream`` (BUbiNG's virtualizer): the rest
+    of each host's queue waits in the frontier and is topped up as the shard drains."""
 
 
 @dataclass(frozen=True)
@@ -376,6 +379,16 @@ class RoundSection:
 
 
 @dataclass(frozen=True)
+class StreamSection:
+    """``[stream]``: ``batchcrawl crawl --stream`` (docs/design.md §8)."""
+
+    flush_interval_s: Annotated[float, _above_zero] = 5.0
+    """Seconds between micro-batches: every shard's fetched rows and links since the last one are
+    merged into the frontier (delta runs), newly due URLs are handed out, and a generation is
+    committed (a checkpoint: what a SIGKILL can lose)."""
+
+
+@dataclass(frozen=True)
 class ProgressSection:
     """``[progress]``: what ``round`` and ``crawl`` print while they run (on stderr)."""
 
@@ -418,6 +431,7 @@ class Config:
     fetch: FetchSection = field(default_factory=FetchSection)
     filters: FiltersSection = field(default_factory=FiltersSection)
     round: RoundSection = field(default_factory=RoundSection)
+    stream: StreamSection = field(default_factory=StreamSection)
     progress: ProgressSection = field(default_factory=ProgressSection)
     dedup: DedupSection = field(default_factory=DedupSection)
 

@@ -89,12 +89,6 @@ class SQLError(BatchcrawlError, ValueError):
     exit_code = 2
 
 
-class NotAvailable(BatchcrawlError):
-    """A command that exists in the interface but is not built yet (exit code 69)."""
-
-    exit_code = 69
-
-
 class WarcError(BatchcrawlError):
     """A WARC file cannot be written or a record cannot be read back at the given location."""
 

@@ -39,7 +39,7 @@ from fsspec.implementations.dirfs import DirFileSystem
 
 from batchcrawl.config import Config
 from batchcrawl.errors import ClusterUnreachable, NothingDue
-from batchcrawl.fetch.worker import FetchWorker
+from batchcrawl.fetch.worker import FetchWorker, ShardRun
 from batchcrawl.frontier import content as content_mod
 from batchcrawl.frontier import generate as gen_mod
 from batchcrawl.frontier import hosts as host_runs
@@ -54,7 +54,7 @@ from batchcrawl.signals import ignoring_sigint
 from batchcrawl.store import paths, schemas
 from batchcrawl.store.crawldir import CrawlDir, FileEntry
 from batchcrawl.store.lock import WriterLock
-from batchcrawl.store.shuffle import write_partitioned
+from batchcrawl.store.shuffle import Partitioned, write_partitioned
 from batchcrawl.urls import bucket_ids, domain_of
 
 log = logging.getLogger(__name__)
@@ -114,8 +114,47 @@ class ShardActor:
     ) -> dict[str, Any]:
         """Fetch this shard's fetch list of ``round`` and write its outputs (uncommitted)."""
         started = time.monotonic()
-        self.cfg = cfg
         crawl = CrawlDir.open(self.crawl_url)
+        self.open_worker(crawl, cfg, host_files, seed_hosts, seed_domains)
+        table = crawl.read_table(
+            "fetchlists", [fetchlist], columns=list(schemas.fetch_item_columns())
+        )
+        items = [FetchItem(**row) for row in table.to_pylist()]
+        self.restore_returning(items)
+        if cold:
+            self.worker.cool_down({i.host for i in items})
+        if tuple(content_files) != self.content_files:  # content seen in earlier rounds
+            self.worker.know_content(content_mod.load_seen(crawl, list(content_files)))
+            self.content_files = tuple(content_files)
+        self.counters = Counter()
+        run = self.worker.run(items, round, progress=self._on_progress)
+        fetched, links, edges = self.write_facts(crawl, run, round, buckets)
+        hosts = self.write_hosts(crawl, generation, {i.host for i in items})
+        return {
+            "shard": self.shard,
+            "fetched": fetched,
+            "links": links,
+            "edges": edges,
+            "hosts": hosts,
+            "counters": dict(run.counters),
+            "outcomes": outcome_counts(run),
+            "unfetched": len(run.unfetched),
+            "seconds": time.monotonic() - started,
+            "fetch_seconds": run.seconds,
+        }
+
+    # -- helpers shared with the streaming actor (batchcrawl.stream) ------------------------------
+    def open_worker(
+        self,
+        crawl: CrawlDir,
+        cfg: Config,
+        host_files: list[str],
+        seed_hosts: set[str],
+        seed_domains: set[str],
+    ) -> FetchWorker:
+        """The shard's fetch worker: created on first use (its hosts' state reloaded from the
+        ``hosts`` table files ``host_files``), else reconfigured with ``cfg``."""  # fmt: skip
+        self.cfg = cfg
         if self.worker is None:
             fs = DirFileSystem(crawl.root, crawl.fs)
             self.worker = FetchWorker(cfg, self.shard, fs, seed_hosts=seed_hosts,
@@ -125,22 +164,23 @@ class ShardActor:
             self.worker.restore_hosts(rows)
         else:
             self.worker.reconfigure(cfg, seed_hosts=seed_hosts, seed_domains=seed_domains)
-        table = crawl.read_table(
-            "fetchlists", [fetchlist], columns=list(schemas.fetch_item_columns())
-        )
-        items = [FetchItem(**row) for row in table.to_pylist()]
-        # hosts the long-lived worker forgot (FetchWorker.forget_idle_hosts) come back from their rows
+        return self.worker
+
+    def restore_returning(self, items: list[FetchItem]) -> None:
+        """Bring back the hosts of ``items`` that the long-lived worker forgot
+        (:meth:`FetchWorker.forget_idle_hosts`) from their last ``hosts`` rows."""
         returning = {i.host for i in items if not self.worker.knows(i.host)}
         self.worker.restore_hosts(self.known_hosts[h] for h in returning if h in self.known_hosts)
-        if cold:
-            self.worker.cool_down({i.host for i in items})
-        if tuple(content_files) != self.content_files:  # content seen in earlier rounds
-            self.worker.know_content(content_mod.load_seen(crawl, list(content_files)))
-            self.content_files = tuple(content_files)
-        self.counters = Counter()
-        run = self.worker.run(items, round, progress=self._on_progress)
+
+    def write_facts(
+        self, crawl: CrawlDir, run: ShardRun, round: int, buckets: int
+    ) -> tuple[Partitioned, Partitioned, Partitioned]:
+        """Write ``run``'s ``fetched``, ``links`` and ``edges`` rows as round ``round``'s files of
+        this shard, partitioned by DRUM bucket (:mod:`batchcrawl.store.shuffle`; edges by their
+        source's bucket); uncommitted."""
         fetched_table = pa.Table.from_pylist(run.fetched, schema=schemas.schema("fetched"))
         links_table = pa.table(run.links, schema=schemas.schema("links"))
+        edges_table = pa.table(run.edges, schema=schemas.schema("edges"))
         fetched = write_partitioned(
             crawl, "fetched", paths.round_file("fetched", round, self.shard), fetched_table,
             bucket_ids(fetched_table.column("url_key").to_numpy(), buckets),
@@ -149,31 +189,20 @@ class ShardActor:
             crawl, "links", paths.round_file("links", round, self.shard), links_table,
             bucket_ids(links_table.column("dst_url_key").to_numpy(), buckets),
         )  # fmt: skip
-        edges_table = pa.table(run.edges, schema=schemas.schema("edges"))
         edges = write_partitioned(
             crawl, "edges", paths.round_file("edges", round, self.shard), edges_table,
             bucket_ids(edges_table.column("src_url_key").to_numpy(), buckets),
         )  # fmt: skip
-        touched = self.worker.host_rows({i.host for i in items})
-        for row in touched:
+        return fetched, links, edges
+
+    def write_hosts(self, crawl: CrawlDir, generation: int, touched: set[str]) -> FileEntry | None:
+        """Refresh the rows of the ``touched`` hosts from the worker and write them as this shard's
+        ``hosts`` run of ``generation`` (:mod:`batchcrawl.frontier.hosts`; None when no host was
+        touched); uncommitted."""
+        rows = self.worker.host_rows(touched)
+        for row in rows:
             self.known_hosts[row["host"]] = row
-        hosts = host_runs.write_run(crawl, generation, self.shard, touched)  # None: none touched
-        counters = dict(run.counters)
-        # outcomes from the rows themselves: the worker's counters also hold robots.txt states
-        # whose names can equal an outcome's (``robots_unavailable``)
-        outcomes = Counter(row["outcome"] for row in run.fetched)
-        return {
-            "shard": self.shard,
-            "fetched": fetched,
-            "links": links,
-            "edges": edges,
-            "hosts": hosts,
-            "counters": counters,
-            "outcomes": dict(outcomes),
-            "unfetched": len(run.unfetched),
-            "seconds": time.monotonic() - started,
-            "fetch_seconds": run.seconds,
-        }
+        return host_runs.write_run(crawl, generation, self.shard, rows)
 
     def _on_progress(self, counters: Counter) -> None:
         self.counters = counters
@@ -220,6 +249,20 @@ def compact_buckets(
     return out
 
 
+def started_before(crawl: CrawlDir, rnd: int) -> bool:
+    """True if round ``rnd`` (the next, uncommitted one) left files of a fetch that died before
+    its commit: a batch round's fetch lists, or a stream micro-batch's ``fetched`` files or WARC
+    files (a stream writes no fetch list; a WARC file is written at the first answered request).
+    Those requests were never persisted in the ``hosts`` table, so the rerun cools every host
+    down first (:meth:`FetchWorker.cool_down`)."""
+    dirs = (
+        paths.round_dir("fetchlists", rnd),
+        paths.round_dir("fetched", rnd),
+        paths.warc_dir(rnd),
+    )
+    return any(crawl.fs.exists(crawl.path(d)) for d in dirs)
+
+
 # -- the driver -------------------------------------------------------------------------------------
 @dataclass
 class Crawler:
@@ -236,23 +279,23 @@ class Crawler:
     crawl_url: str
     client: Any
     actors: dict[int, Any] = field(default_factory=dict)
-    _shards: int = 0
+    _shards: tuple[int, type] | None = None
     _seeds: tuple[int, set[str], set[str]] | None = None  # (generation read, hosts, domains)
 
-    def shard_actors(self, cfg: Config) -> dict[int, Any]:
-        """One actor per shard, spread over the workers (created once; re-created when
-        ``fetch.shards`` changes)."""
-        if self.actors and self._shards == cfg.fetch.shards:
+    def shard_actors(self, cfg: Config, actor_class: type = ShardActor) -> dict[int, Any]:
+        """One ``actor_class`` actor per shard, spread over the workers (created once; re-created
+        when ``fetch.shards`` or the class changes)."""
+        if self.actors and self._shards == (cfg.fetch.shards, actor_class):
             return self.actors
         self.close_actors()
         workers = sorted(self.client.scheduler_info()["workers"])
         futures = {
-            s: self.client.submit(ShardActor, self.crawl_url, cfg, s, actor=True,
+            s: self.client.submit(actor_class, self.crawl_url, cfg, s, actor=True,
                                   workers=[workers[s % len(workers)]], pure=False)
             for s in range(cfg.fetch.shards)
         }  # fmt: skip
         self.actors = {s: f.result() for s, f in futures.items()}
-        self._shards = cfg.fetch.shards
+        self._shards = (cfg.fetch.shards, actor_class)
         return self.actors
 
     def seed_scope(self, crawl: CrawlDir, manifest) -> tuple[set[str], set[str]]:
@@ -310,10 +353,11 @@ class Crawler:
         manifest = crawl.manifest()
         rnd = manifest.round + 1
         gen = manifest.generation + 1
-        cold = crawl.fs.exists(crawl.path(paths.round_dir("fetchlists", rnd)))
+        cold = started_before(crawl, rnd)
         if cold:
-            log.warning("round %d was started before and did not commit: rerunning it, with a full "
-                        "politeness delay for every host first", rnd)  # fmt: skip
+            log.warning("round %d was started before (a round or a stream) and did not commit: "
+                        "rerunning it, with a full politeness delay for every host first",
+                        rnd)  # fmt: skip
         client = self.client
         # -- generate ---------------------------------------------------------------------------
         on_step("generate")
@@ -372,39 +416,12 @@ class Crawler:
         # -- commit -----------------------------------------------------------------------------
         on_step("commit")
         t0 = time.monotonic()
-        counters: Counter = Counter()
-        by_outcome: Counter = Counter()
-        for r in shard_results:
-            counters.update(r["counters"])
-            by_outcome.update(r["outcomes"])
-        outcomes = {k: int(v) for k, v in sorted(by_outcome.items()) if v}
-        summary = {
-            "step": "round",
-            "round": rnd,
-            "generation": gen,
-            # what each counts (README): every attempt (robots-denied too), those answered by a
-            # server, those whose content was stored (the frontier's ``fetched`` status)
-            "attempts": sum(outcomes.values()),
-            "responses": sum(v for k, v in outcomes.items() if k in _RESPONSE_OUTCOMES),
-            "stored": sum(v for k, v in outcomes.items() if k in _STORED_OUTCOMES),
-            "new_urls": update_summary["links"].get("new_queued", 0),
-            "errors": {k: v for k, v in outcomes.items() if k not in ("ok", "redirect",
-                                                                     "not_modified")},
-            "outcomes": outcomes,
-            "not_fetched": sum(r["unfetched"] for r in shard_results),
-            "time_limit_hit": any(r["unfetched"] for r in shard_results),
-            "robots": {
-                k: int(v) for k, v in counters.items() if k.startswith(("robots_state_", "robots_fetches"))
-            },
-            "links": {k: int(v) for k, v in counters.items() if k.startswith("links_")},
-            "generate": gen_summary,
-            "update": update_summary,
-            "content": content.to_json(),
-            "compacted": sum(1 for a, u in zip(buckets, updated.buckets, strict=True) if a is not u),
-            "rerun_after_crash": cold,
-            "seconds_by_step": {k: round(v, 3) for k, v in steps.items()},
-            "elapsed_s": round(time.monotonic() - t_start, 3),
-        }  # fmt: skip
+        summary = round_summary(
+            rnd, gen, shard_results, update_summary, gen_summary,
+            compacted=sum(1 for a, u in zip(buckets, updated.buckets, strict=True) if a is not u),
+            rerun_after_crash=cold, steps=steps, elapsed_s=time.monotonic() - t_start,
+        )  # fmt: skip
+        summary["content"] = content.to_json()
         lock.check()
         committed = crawl.commit(
             manifest,
@@ -451,6 +468,60 @@ class Crawler:
                     progress({"round": rnd, "planned": planned, "shards": shards})
                 time.sleep(0.5)
         return [results[s] for s in sorted(results)]
+
+
+def round_summary(
+    rnd: int,
+    generation: int,
+    shard_results: list[dict[str, Any]],
+    update_summary: dict,
+    gen_summary: dict,
+    *,
+    compacted: int,
+    rerun_after_crash: bool,
+    steps: dict[str, float],
+    elapsed_s: float,
+) -> dict[str, Any]:
+    """The JSON summary of round (or stream micro-batch) ``rnd`` committed as ``generation``,
+    from the shards' results (``counters``, ``outcomes``, ``unfetched``) and the step summaries."""
+    counters: Counter = Counter()
+    by_outcome: Counter = Counter()
+    for r in shard_results:
+        counters.update(r["counters"])
+        by_outcome.update(r["outcomes"])
+    outcomes = {k: int(v) for k, v in sorted(by_outcome.items()) if v}
+    return {
+        "step": "round",
+        "round": rnd,
+        "generation": generation,
+        # what each counts (README): every attempt (robots-denied too), those answered by a
+        # server, those whose content was stored (the frontier's ``fetched`` status)
+        "attempts": sum(outcomes.values()),
+        "responses": sum(v for k, v in outcomes.items() if k in _RESPONSE_OUTCOMES),
+        "stored": sum(v for k, v in outcomes.items() if k in _STORED_OUTCOMES),
+        "new_urls": update_summary["links"].get("new_queued", 0),
+        "errors": {k: v for k, v in outcomes.items() if k not in ("ok", "redirect",
+                                                                 "not_modified")},
+        "outcomes": outcomes,
+        "not_fetched": sum(r["unfetched"] for r in shard_results),
+        "time_limit_hit": any(r["unfetched"] for r in shard_results),
+        "robots": {
+            k: int(v) for k, v in counters.items() if k.startswith(("robots_state_", "robots_fetches"))
+        },
+        "links": {k: int(v) for k, v in counters.items() if k.startswith("links_")},
+        "generate": gen_summary,
+        "update": update_summary,
+        "compacted": compacted,
+        "rerun_after_crash": rerun_after_crash,
+        "seconds_by_step": {k: round(v, 3) for k, v in steps.items()},
+        "elapsed_s": round(elapsed_s, 3),
+    }  # fmt: skip
+
+
+def outcome_counts(run: ShardRun) -> dict[str, int]:
+    """Fetch attempts of ``run`` by outcome, from the rows themselves: the worker's counters also
+    hold robots.txt states whose names can equal an outcome's (``robots_unavailable``)."""
+    return dict(Counter(row["outcome"] for row in run.fetched))
 
 
 _RESPONSE_OUTCOMES = frozenset(

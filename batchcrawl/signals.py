@@ -67,3 +67,48 @@ def ignoring_sigint() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+class StopRequest:
+    """Set by SIGINT or SIGTERM inside :func:`stop_requested`: a streaming crawl polls it and stops
+    at its next checkpoint instead of unwinding at once (``crawl --stream`` exits 0)."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.signum: int | None = None
+
+    def is_set(self) -> bool:
+        """True once a stop signal came."""
+        return self.event.is_set()
+
+    def wait(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` seconds for a stop signal; True if one came."""
+        return self.event.wait(max(0.0, timeout_s))
+
+    @property
+    def signal_name(self) -> str | None:
+        """``"SIGINT"``, ``"SIGTERM"`` or None (no signal)."""
+        return None if self.signum is None else signal.Signals(self.signum).name
+
+
+@contextlib.contextmanager
+def stop_requested() -> Iterator[StopRequest]:
+    """Inside the block, SIGINT and SIGTERM set the yielded :class:`StopRequest` (a second signal
+    gets the default action: the process ends at once). Outside the main thread it changes nothing."""
+    request = StopRequest()
+    if threading.current_thread() is not threading.main_thread():
+        yield request
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        for s in STOP_SIGNALS:
+            signal.signal(s, signal.SIG_DFL)
+        request.signum = int(signum)
+        request.event.set()
+
+    previous = {s: signal.signal(s, handler) for s in STOP_SIGNALS}
+    try:
+        yield request
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)

@@ -19,6 +19,10 @@ Issue 5 targets on a 2-core machine, T = 120, H = 500, N = 50,000: at D = 0, >= 
 pages/s; at D = 1.0, >= 90 % of the politeness bound and 0 violations; fetching >= 90 % of round time.
 
     python scripts/bench_round.py --hosts 500 --pages 50000 --host-delay-s 0 --seconds 120
+    python scripts/bench_round.py ... --stream      # the same with crawl --stream
+
+With ``--stream`` the fetch step is the whole run (``fetch_share`` 1) and ``rounds`` counts the
+stream's checkpoints.
 """
 
 from __future__ import annotations
@@ -40,7 +44,9 @@ from batchcrawl.config import loopback_test_config
 from batchcrawl.errors import NothingDue
 from batchcrawl.frontier.inject import inject
 from batchcrawl.round import Crawler, dask_client
+from batchcrawl.signals import StopRequest
 from batchcrawl.store.crawldir import CrawlDir
+from batchcrawl.stream import run_stream
 from batchcrawl.testing.sampleweb import SampleWeb
 from batchcrawl.testing.webserver import politeness_violations
 
@@ -70,6 +76,22 @@ class RssSampler(threading.Thread):
             self.peak = max(self.peak, total)
 
 
+def run_batch(crawl_url: str, cfg, seconds: float, t0: float) -> list[dict]:
+    """Rounds until nothing is due or ``seconds`` since ``t0`` have passed; their summaries."""
+    summaries = []
+    with dask_client(cfg) as client:
+        crawler = Crawler(crawl_url, client)
+        try:
+            while (left := seconds - (time.monotonic() - t0)) > 1.0:
+                try:
+                    summaries.append(crawler.run_round(cfg.replace(fetch={"time_limit_s": left})))
+                except NothingDue:
+                    break
+        finally:
+            crawler.close_actors()
+    return summaries
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--hosts", type=int, default=500)
@@ -79,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=2, help="LocalCluster worker processes")
     ap.add_argument("--shards", type=int, default=2)
     ap.add_argument("--threads", type=int, default=None, help="fetch threads per shard")
+    ap.add_argument("--stream", action="store_true", help="crawl --stream instead of rounds")
     ap.add_argument("--set", dest="sets", action="append", default=[], metavar="SECTION.KEY=V")
     args = ap.parse_args(argv)
 
@@ -111,17 +134,10 @@ def main(argv: list[str] | None = None) -> int:
         sampler.start()
         summaries = []
         t0 = time.monotonic()
-        with dask_client(cfg) as client:
-            crawler = Crawler(crawl.url, client)
-            try:
-                while (left := args.seconds - (time.monotonic() - t0)) > 1.0:
-                    try:
-                        summaries.append(crawler.run_round(
-                            cfg.replace(fetch={"time_limit_s": left})))  # fmt: skip
-                    except NothingDue:
-                        break
-            finally:
-                crawler.close_actors()
+        if args.stream:
+            summaries.append(run_stream(crawl.url, cfg, StopRequest(), max_seconds=args.seconds))
+        else:
+            summaries = run_batch(crawl.url, cfg, args.seconds, t0)
         seconds = time.monotonic() - t0
         sampler.stop.set()
         server.terminate()
@@ -140,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     for s in summaries:
         steps.update(s["seconds_by_step"])
     round_wall = sum(s["elapsed_s"] for s in summaries) or 1.0
-    fetch_s = steps["fetch"]
+    fetch_s = round_wall if args.stream else steps["fetch"]  # a stream never stops fetching
     bound = web.politeness_bound(fetch_s, max(args.host_delay_s, 1e-9))  # D = 0: no host cap
     pages = sum(s["responses"] for s in summaries)
     print(json.dumps({
@@ -155,7 +171,8 @@ def main(argv: list[str] | None = None) -> int:
         "peak_rss_mb": round(sampler.peak / 2**20, 1),
         "fetch_share": round(fetch_s / round_wall, 3),
         "seconds_by_step": {k: round(v, 2) for k, v in steps.items()},
-        "rounds": len(summaries),
+        "rounds": summaries[0]["checkpoints"] if args.stream else len(summaries),
+        "mode": "stream" if args.stream else "batch",
         "hosts": args.hosts,
         "host_delay_s": args.host_delay_s,
     }))  # fmt: skip

@@ -185,21 +185,20 @@ def test_locked_crawl_exits_4_in_a_real_process(crawl):
     assert crawl.generations() == [0, 1]  # nothing collected
 
 
-# -- not yet available -----------------------------------------------------------------------
+# -- crawl --stream usage ---------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "args",
     [
         ["crawl", "{c}", "--rounds", "3", "--stream"],
+        ["crawl", "{c}", "--max-seconds", "3"],
     ],
 )
-def test_planned_commands_exit_69(crawl, tmp_path, args):
-    args = [a.format(c=crawl.url, d=tmp_path / "out") for a in args]
-    result = run(*args)
-    assert result.exit_code == 69, result.output
-    assert "not available yet" in result.stderr
+def test_stream_flags_mixed_with_round_flags_are_usage_errors(crawl, args):
+    result = run(*[a.format(c=crawl.url) for a in args])
+    assert result.exit_code == 2, result.output
 
 
-def test_round_flags_are_validated_before_not_available(crawl):
+def test_round_flags_are_validated(crawl):
     result = run("round", crawl.url, "--workers", "0")
     assert result.exit_code == 2
     result = run("export", crawl.url, "out", "--rounds", "5..2")
@@ -217,7 +216,7 @@ def test_help_lists_every_command_and_exit_codes_are_documented():
     documented = {int(c) for c in re.findall(r"^(\d+) ", cli_module.__doc__, re.MULTILINE)}
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     in_readme = {int(c) for c in re.findall(r"^\| (\d+) \|", readme, re.MULTILINE)}
-    assert documented == in_readme == {0, 1, 2, 3, 4, 5, 69, 75, 130, 143}
+    assert documented == in_readme == {0, 1, 2, 3, 4, 5, 75, 130, 143}
     from batchcrawl import errors
 
     codes = {

@@ -6,12 +6,14 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from batchcrawl.config import Config, to_toml
+from batchcrawl.frontier import runs
 from batchcrawl.frontier.inject import inject
 from batchcrawl.frontier.runs import bucket_files, iter_buckets
 from batchcrawl.frontier.table import FrontierError
@@ -19,7 +21,7 @@ from batchcrawl.frontier.update import apply_outcomes, next_status, update
 from batchcrawl.records import Outcome, UrlStatus
 from batchcrawl.store import schemas
 from batchcrawl.store.crawldir import CrawlDir
-from batchcrawl.urls import domain_of, host_of, url_key
+from batchcrawl.urls import bucket_ids, domain_of, host_of, url_key
 
 NOW = dt.datetime(2024, 5, 1, 12, 0, tzinfo=dt.UTC)
 NOW_MS = int(NOW.timestamp() * 1000)
@@ -258,3 +260,32 @@ def test_link_seq_out_of_range(crawl):
     links = table("links", [link_row("http://a.test/", "http://b.test/", seq=1 << 40)])
     with pytest.raises(FrontierError, match="seq"):
         update(c, c.manifest(), 1, None, links, cfg, NOW)
+
+
+def test_update_of_some_buckets_equals_the_full_update_there(crawl):
+    # a stream's micro-batch updates only the buckets it touched (stream.Stream.micro_batch)
+    c, cfg = crawl
+    m = c.manifest()
+    urls = ["http://s0.test/", "http://s1.test/", "http://s2.test/", "http://s3.test/"]
+    fetched = table("fetched", [fetched_row(u, "ok", status=200) for u in urls])
+
+    def bucket_of(key: int) -> int:
+        return int(bucket_ids(np.array([key], np.uint64), 4)[0])
+
+    bucket = {u: bucket_of(url_key(u)) for u in urls}
+    want = bucket[urls[0]]
+    part = update(c, m, 1, fetched, None, cfg, NOW, buckets=[want])
+    assert [bf.bucket for bf in part.buckets] == [want]
+    inside = [u for u in urls if bucket[u] == want]
+    assert part.summary.to_json()["fetched"]["in"] == len(inside) < len(urls)
+    some = {bf.bucket: bf for bf in bucket_files(m)} | {bf.bucket: bf for bf in part.buckets}
+    got = rows_by_url(c, runs.frontier_listing(some[b] for b in sorted(some)))
+    full = rows_by_url(c, update(c, m, 1, fetched, None, cfg, NOW).listing)
+
+    def of_bucket(rows):
+        return {u: r for u, r in rows.items() if bucket_of(r["url_key"]) == want}
+
+    assert of_bucket(got) == of_bucket(full) and of_bucket(got)
+    assert all(got[u]["status"] == "queued" for u in urls if bucket[u] != want)
+    with pytest.raises(FrontierError, match="buckets"):
+        update(c, m, 1, fetched, None, cfg, NOW, buckets=[4])

@@ -200,6 +200,14 @@ class ShardRun:
     seconds: float = 0.0
 
 
+def _new_shard_run() -> ShardRun:
+    """An empty :class:`ShardRun` with the ``links`` and ``edges`` columns ready to extend."""
+    return ShardRun(
+        links={c: [] for c in schemas.schema("links").names},
+        edges={c: [] for c in schemas.schema("edges").names},
+    )
+
+
 @dataclass
 class _Run:
     """The state of one :meth:`FetchWorker.run`, handed to its fetch threads (never kept on the
@@ -213,6 +221,7 @@ class _Run:
     seq: int = 0  # discovery order of the links of this run
     self_hops: dict[int, int] = field(default_factory=dict)  # url_key -> self-redirects followed
     stop: threading.Event = field(default_factory=threading.Event)
+    streaming: bool = False  # threads wait for more items instead of ending (stream_start)
     storage_fault: OSError | None = None  # the first full / read-only storage error: ends the run
 
 
@@ -303,6 +312,8 @@ class FetchWorker:
         self._lock = threading.Lock()
         # One fetch thread at a time parses, extracts links and archives (see _fetch_loop).
         self._processing = threading.Lock()
+        self._stream: _Run | None = None  # the running stream (stream_start), if any
+        self._stream_threads: list[threading.Thread] = []
 
     # -- configuration ---------------------------------------------------------------------------
     def reconfigure(
@@ -463,15 +474,8 @@ class FetchWorker:
         limit = self.cfg.fetch.time_limit_s if time_limit_s is None else time_limit_s
         items = list(items)
         self.forget_idle_hosts(keep={i.host for i in items})
-        warc = WarcWriter(
-            self.fs, paths.warc_dir(round),
-            paths.warc_prefix(self._crawl_name(), round, self.shard, self.wall()),
-            self.cfg.fetch.warc_rotate_bytes, self.cfg.crawl.user_agent,
-            warcinfo_fields={"robots": "classic", "isPartOf": self.cfg.crawl.name or "batchcrawl"},
-            compress_level=self.cfg.fetch.warc_compress_level,
-        )  # fmt: skip
-        out = ShardRun(links={c: [] for c in schemas.schema("links").names},
-                       edges={c: [] for c in schemas.schema("edges").names})  # fmt: skip
+        warc = self._warc_writer(round)
+        out = _new_shard_run()
         run = _Run(round=round, out=out, warc=warc, deadline=started + limit)
         pending = run.pending = self._enqueue(run, items)
         threads = [
@@ -518,6 +522,86 @@ class FetchWorker:
         """Close connections and the fetcher's watchdog."""
         self.fetcher.close()
 
+    # -- streaming (docs/design.md §8; BUbiNG's never-stopping fetch threads) ---------------------
+    def stream_start(self, round: int) -> None:
+        """Start ``fetch.threads`` fetch threads that run until :meth:`stream_stop`, taking items
+        given by :meth:`stream_add` as they come (an empty workbench makes them wait, not end).
+        Rows are recorded as micro-batch ``round`` until :meth:`stream_take` starts the next one."""
+        if self._stream is not None:
+            raise RuntimeError("stream_start: this worker is already streaming")
+        run = _Run(round=round, out=_new_shard_run(), warc=self._warc_writer(round),
+                   deadline=float("inf"), streaming=True)  # fmt: skip
+        self._stream = run
+        self._stream_threads = [
+            threading.Thread(target=self._fetch_loop, args=(run,), daemon=True,
+                             name=f"stream-{self.shard}-{i}")
+            for i in range(self.cfg.fetch.threads)
+        ]  # fmt: skip
+        for t in self._stream_threads:
+            t.start()
+
+    def stream_add(self, items: Iterable[FetchItem]) -> int:
+        """Queue ``items`` (per-host breadth-first order) on the running stream; returns how many
+        were queued (the others are recorded at once, e.g. as ``dns_error``)."""
+        run = self._stream
+        n = self._enqueue(run, list(items))
+        with self._lock:
+            run.pending += n
+        return n
+
+    @property
+    def stream_held(self) -> int:
+        """URLs given to the running stream and not finished yet (queued or being fetched)."""
+        return max(0, self._stream.pending)
+
+    def stream_take(self, next_round: int) -> ShardRun:
+        """What the stream produced since the last take (micro-batch ``run.round``), closing its
+        WARC files; rows from now on belong to micro-batch ``next_round``. The fetch threads keep
+        running; taking waits only for the page being processed (the processing lock).
+
+        Raises the run's storage fault (``OSError``: full or read-only storage), if one stopped
+        the threads: nothing since the last take is trustworthy (:mod:`batchcrawl.store.faults`)."""
+        run = self._stream
+        if run.storage_fault is not None:
+            raise run.storage_fault
+        new_warc = self._warc_writer(next_round)
+        with self._processing, self._lock:
+            out, run.out = run.out, _new_shard_run()
+            old_warc, run.warc = run.warc, new_warc
+            run.round, run.seq = next_round, 0
+        old_warc.close()
+        out.warc_files = list(old_warc.files)
+        return out
+
+    def stream_stop(self) -> ShardRun:
+        """Stop the fetch threads (each finishes its fetch in flight) and return what was produced
+        since the last take; the URLs still queued come back in ``ShardRun.unfetched``. Raises
+        the run's storage fault, if any (as :meth:`stream_take`)."""
+        run = self._stream
+        run.stop.set()
+        self.workbench.wakeup()
+        for t in self._stream_threads:
+            t.join()
+        self._stream = None
+        run.warc.close()
+        if run.storage_fault is not None:
+            raise run.storage_fault
+        out = run.out
+        for _host, rest in self.workbench.drain():
+            out.unfetched.extend(item for item in rest if item is not ROBOTS)
+        out.warc_files = list(run.warc.files)
+        return out
+
+    def _warc_writer(self, round: int) -> WarcWriter:
+        """A WARC writer for ``round`` (files ``warc/round=R/<warc_prefix>-NNNNN.warc.gz``)."""
+        return WarcWriter(
+            self.fs, paths.warc_dir(round),
+            paths.warc_prefix(self._crawl_name(), round, self.shard, self.wall()),
+            self.cfg.fetch.warc_rotate_bytes, self.cfg.crawl.user_agent,
+            warcinfo_fields={"robots": "classic", "isPartOf": self.cfg.crawl.name or "batchcrawl"},
+            compress_level=self.cfg.fetch.warc_compress_level,
+        )  # fmt: skip
+
     # -- internals ------------------------------------------------------------------------------
     def _enqueue(self, run: _Run, items: Iterable[FetchItem]) -> int:
         by_host: dict[str, list[FetchItem]] = {}
@@ -558,7 +642,7 @@ class FetchWorker:
         wb = self.workbench
         stop, deadline = run.stop, run.deadline
         while not stop.is_set():
-            if run.pending <= 0:  # read without the lock: an int read is atomic
+            if run.pending <= 0 and not run.streaming:  # an int read without the lock is atomic
                 return
             wait = max(0.0, min(1.0, deadline - self.clock()))
             vs = wb.acquire_wait(wait, stop)

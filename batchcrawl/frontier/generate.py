@@ -293,14 +293,21 @@ def filters_fingerprint(cfg: Config) -> str:
     return hashlib.sha1(data).hexdigest()
 
 
-def _recorded_fingerprint(summary: Mapping) -> str | None:
+def recorded_fingerprint(summary: Mapping) -> str | None:
+    """The ``filters_fingerprint`` a commit's ``summary`` recorded (top level, as a round or a
+    stream micro-batch records it, or under ``"generate"``/``"inject"``), or None: the
+    ``[filters]`` the committed URLs were last checked against (:func:`filters_fingerprint`)."""
     for where in (summary, summary.get("generate"), summary.get("inject")):
         if isinstance(where, Mapping) and where.get("filters_fingerprint"):
             return str(where["filters_fingerprint"])
     return None
 
 
-def _select_task(crawl_url: str, files: BucketFiles, *, round: int, cfg: Config, now):
+def select_task(
+    crawl_url: str, files: BucketFiles, *, round: int, cfg: Config, now: dt.datetime | float
+) -> tuple[int, pa.Table, Counter]:
+    """:func:`select_files` as a task for any worker (opens the crawl at ``crawl_url``): what
+    :func:`select` maps over the buckets, and a stream over the buckets it re-selects."""
     return select_files(CrawlDir.open(crawl_url), files, round, cfg, now)
 
 
@@ -390,7 +397,7 @@ def select(
     """The selection step of :func:`generate` alone: every bucket's due candidates (one task each
     through ``mapper``), folded under the caps. Returns ``(selected, counts, frontier rows)``;
     nothing is written, so a round with nothing selected can stop here and leave no trace."""
-    task = functools.partial(_select_task, crawl.url, round=round, cfg=cfg, now=now)
+    task = functools.partial(select_task, crawl.url, round=round, cfg=cfg, now=now)
     selections = (mapper or thread_mapper(1))(task, bucket_files(manifest))
     return fold_candidates(selections, cfg)
 
@@ -428,6 +435,15 @@ def fold_candidates(
     return acc, counts, rows
 
 
+def host_ips(crawl: CrawlDir, manifest: Manifest, cfg: Config) -> dict[str, str] | None:
+    """Each host's IP from ``manifest``'s ``hosts`` table when ``generate.partition_by = "ip"``
+    (the routing :func:`assign_fetchlists` needs), else None."""
+    if cfg.generate.partition_by != "ip" or not manifest.tables.get("hosts"):
+        return None
+    hosts = host_runs.read_hosts(crawl, manifest.tables["hosts"], columns=["host", "ip"])
+    return dict(zip(hosts.column("host").to_pylist(), hosts.column("ip").to_pylist(), strict=True))
+
+
 def finish(
     crawl: CrawlDir,
     manifest: Manifest,
@@ -445,7 +461,7 @@ def finish(
     chain = chain or FilterChain.from_config(cfg.filters)
     fingerprint = filters_fingerprint(cfg)
     if refilter_urls is None:
-        refilter_urls = _recorded_fingerprint(manifest.summary) != fingerprint
+        refilter_urls = recorded_fingerprint(manifest.summary) != fingerprint
     counts = Counter(counts)
     if refilter_urls:
         selected, refiltered = refilter(selected, chain)
@@ -459,13 +475,7 @@ def finish(
         selected, traps.trap_hosts(crawl, manifest), cfg.dedup.trap_max_urls_per_host
     )
     counts["trap_throttled"] += throttled
-    ip_of = None
-    if cfg.generate.partition_by == "ip" and manifest.tables.get("hosts"):
-        hosts = host_runs.read_hosts(crawl, manifest.tables["hosts"], columns=["host", "ip"])
-        ip_of = dict(
-            zip(hosts.column("host").to_pylist(), hosts.column("ip").to_pylist(), strict=True)
-        )
-    lists = assign_fetchlists(selected, round, cfg, ip_of)
+    lists = assign_fetchlists(selected, round, cfg, host_ips(crawl, manifest, cfg))
     entries = {
         s: crawl.write_table("fetchlists", paths.round_file("fetchlists", round, s), t)
         for s, t in lists.items()

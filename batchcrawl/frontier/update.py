@@ -62,7 +62,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -508,7 +508,8 @@ class UpdateResult:
     Attributes
     ----------
     buckets : list of BucketFiles
-        Every bucket's new file list (uncommitted), in bucket order.
+        Every updated bucket's new file list (uncommitted), in bucket order: every bucket of the
+        crawl unless :func:`update` was given ``buckets`` (then :attr:`listing` is partial too).
     summary : UpdateSummary
         Summed over the buckets.
     """
@@ -537,11 +538,13 @@ def update(
     *,
     refiltered: pa.Table | None = None,
     mapper: Mapper | None = None,
+    buckets: Iterable[int] | None = None,
 ) -> UpdateResult:
     """Update every bucket (:func:`update_bucket`, one task each through ``mapper``) and sum the
     summaries; nothing is committed (the caller commits the listing with the rest of the round).
     A round passes a Dask mapper and the shards' partitioned files; tests and benchmarks call
-    the same function with tables and threads.
+    the same function with tables and threads; a stream's micro-batch passes the ``buckets`` it
+    touched (docs/design.md §8).
 
     Parameters
     ----------
@@ -551,6 +554,10 @@ def update(
         ``(url_key, reason)`` of URLs re-filtered at generate.
     mapper : Mapper or None
         Runs the per-bucket tasks (default: this thread, in order).
+    buckets : iterable of int or None
+        Update only these buckets (ids in ``[0, manifest.buckets)``; facts and ``refiltered`` rows
+        of other buckets are ignored); the result lists only them, in bucket order. None (default):
+        every bucket.
 
     Other arguments as in :func:`update_bucket`.
     """
@@ -562,7 +569,16 @@ def update(
         _BucketFacts.of("links", links, k, "dst_url_key"),
         round=round, cfg=cfg, now=now,
     )  # fmt: skip
-    items = [(bf, rparts.get(bf.bucket)) for bf in runs.bucket_files(manifest)]
+    files = runs.bucket_files(manifest)
+    if buckets is not None:
+        wanted = sorted(set(buckets))
+        if wanted and not (0 <= wanted[0] and wanted[-1] < k):
+            raise FrontierError(
+                f"update: buckets {wanted[0]}..{wanted[-1]} outside [0, {k}); pass bucket ids of "
+                "the manifest"
+            )
+        files = [files[b] for b in wanted]
+    items = [(bf, rparts.get(bf.bucket)) for bf in files]
     results = (mapper or thread_mapper(1))(task, items)
     total = UpdateSummary(round=round)
     for _, s in results:
