@@ -232,8 +232,10 @@ def test_backoff_doubles_then_gone(crawl):
         m = c.commit(m, {"frontier": entries}, {"step": "test"}, round=attempt)
         row = rows_by_url(c, entries)[url]
         assert row["status"] == want[0]
-        if want[1] is None:
-            assert row["next_fetch_time"] is None and row["reason"] == "max_retries:503"
+        if want[1] is None:  # gone: checked again after recrawl.gone_interval_s
+            gone_at = NOW + dt.timedelta(seconds=cfg.recrawl.gone_interval_s)
+            assert row["next_fetch_time"] == gone_at.replace(tzinfo=None)
+            assert row["reason"] == "max_retries:503"
         else:
             assert row["next_fetch_time"] == (NOW + dt.timedelta(seconds=want[1])).replace(
                 tzinfo=None

@@ -40,11 +40,12 @@ from typing import Any
 
 from batchcrawl.config import Config
 from batchcrawl.errors import InvalidURL
+from batchcrawl.fetch.directives import retry_after_s, x_robots_tag
 from batchcrawl.fetch.fetcher import Fetcher
 from batchcrawl.fetch.parse import parse_page
 from batchcrawl.fetch.resolver import AddressPolicy, DNSError, Resolver
 from batchcrawl.fetch.robots import RobotsCache, fetch_robots, rules_from_fetch
-from batchcrawl.fetch.warc import WarcWriter, payload_digest
+from batchcrawl.fetch.warc import WarcWriter, payload_digest, warc_date
 from batchcrawl.fetch.workbench import Workbench
 from batchcrawl.records import FetchItem, FetchResult, Outcome
 from batchcrawl.scope.filters import FilterChain
@@ -555,7 +556,7 @@ class FetchWorker:
                 continue
             t0 = time.thread_time()
             try:
-                result = self.fetcher.fetch(item.url)
+                result = self.fetcher.fetch(item.url, extra_headers=item.conditional_headers())
             except Exception:  # a bug below the fetcher must not kill the thread or leak the host
                 log.exception("fetching %s failed", item.url)
                 wb.release(vs, self.cfg.politeness.host_delay_s)  # assume a request was made
@@ -563,7 +564,11 @@ class FetchWorker:
                 self._done(run)
                 continue
             cpu_fetch_s = time.thread_time() - t0
-            wb.release(vs, result.download_s if result.status is not None or result.ip else None)
+            wb.release(
+                vs,
+                result.download_s if result.status is not None or result.ip else None,
+                retry_after_s=self._retry_after(result),
+            )
             try:
                 with self._processing:
                     self._process(run, item, result, cpu_fetch_s)
@@ -665,8 +670,22 @@ class FetchWorker:
             row["content_mime_type"] = mime_type(ctype)
             row["content_length"] = len(result.raw_body)
             row["content_truncated"] = result.truncated
-            digest = payload_digest(result.raw_body)
+            # a 304 confirms the stored capture: no payload of its own, the stored digest is kept
+            digest = None if outcome is Outcome.NOT_MODIFIED else payload_digest(result.raw_body)
             row["content_digest"] = digest
+            row["retry_after_s"] = self._retry_after(result)
+            directives = x_robots_tag(
+                [v for k, v in result.response_headers if k.lower() == "x-robots-tag"], self.agent
+            )
+            if outcome in (Outcome.OK, Outcome.TRUNCATED, Outcome.NOT_MODIFIED):
+                row["etag"] = result.header("ETag") or (
+                    item.etag if outcome is Outcome.NOT_MODIFIED else None
+                )
+                row["last_modified"] = result.header("Last-Modified") or (
+                    item.last_modified if outcome is Outcome.NOT_MODIFIED else None
+                )
+                row["robots_noindex"] = directives.noindex
+                row["robots_nofollow"] = directives.nofollow
             if outcome is Outcome.REDIRECT:
                 try:
                     target = redirect_target(result.header("Location") or "", item.url)
@@ -683,9 +702,13 @@ class FetchWorker:
                 )
                 cpu_parse_s = time.thread_time() - t0
                 row["content_charset"] = page.charset
-                row["robots_noindex"] = page.robots_noindex
-                row["robots_nofollow"] = page.robots_nofollow
-                found.extend((link.url, link.tag, link.nofollow) for link in page.links)
+                row["robots_noindex"] = page.robots_noindex or directives.noindex
+                row["robots_nofollow"] = page.robots_nofollow or directives.nofollow
+                row["canonical_url"] = page.canonical
+                found.extend(
+                    (link.url, link.tag, link.nofollow or directives.nofollow)
+                    for link in page.links
+                )
         t0 = time.thread_time()
         canonical, invalid_links = self._canonical_links(found)
         invalid += invalid_links
@@ -696,11 +719,17 @@ class FetchWorker:
                 # OrderedDict.get is one atomic step under the GIL; a duplicate fetched by two
                 # threads at once is simply archived twice.
                 revisit = self._digests.get(digest)
+            not_modified = None
+            if outcome is Outcome.NOT_MODIFIED:
+                refers = item.content_fetch_time
+                not_modified = (item.url, warc_date(refers.replace(tzinfo=UTC).timestamp())
+                                if refers is not None else None)  # fmt: skip
             loc = run.warc.write_fetch(
                 result,
                 outlinks=[u for u, _, _ in found] if found else None,
                 revisit_of=revisit,
                 digest=digest,
+                not_modified_of=not_modified,
             )
             if loc is not None:
                 row["warc_filename"] = loc.filename
@@ -734,9 +763,15 @@ class FetchWorker:
             counters["cpu_links_s"] += (t1 - t0) + (t3 - t2)
             counters["cpu_warc_s"] += t2 - t1
 
-    def _remember_digest(self, digest: str, result: FetchResult) -> None:
-        from batchcrawl.fetch.warc import warc_date
+    def _retry_after(self, result: FetchResult) -> float | None:
+        """Seconds a 429/503 asks us to wait (``Retry-After``, RFC 9110 §10.2.3), capped at
+        ``politeness.max_retry_after_s``; None for other statuses and absent or bad values."""
+        if result.status not in (429, 503):
+            return None
+        wait = retry_after_s(result.header("Retry-After"), result.finished or self.wall())
+        return None if wait is None else min(wait, self.cfg.politeness.max_retry_after_s)
 
+    def _remember_digest(self, digest: str, result: FetchResult) -> None:
         self._digests[digest] = (result.url, warc_date(result.started))
         if len(self._digests) > self.cfg.fetch.url_cache_size:
             self._digests.popitem(last=False)
@@ -796,4 +831,5 @@ class FetchWorker:
             cols["tag"].append(tag)
             cols["nofollow"].append(nofollow)
             cols["filter_reason"].append(reason)
+            cols["lastmod"].append(None)
         run.out.counters["links_new"] += len(links)

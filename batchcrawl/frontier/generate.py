@@ -20,8 +20,9 @@ Shaped for a Dask graph:
    (``generate.partition_by``); each shard's list is ordered per host in breadth-first order
    ``(discovered_round, discovered_seq)``.
 
-Due, precisely: ``status`` is ``queued`` or ``error``, ``next_fetch_time`` is null or ``<= now``,
-and the URL holds no **live lease**. A lease is live only if ``lease_round`` equals the round being
+Due, precisely: ``status`` is ``queued`` or ``error`` and ``next_fetch_time`` is null or ``<= now``,
+or ``status`` is ``fetched`` or ``gone`` and ``next_fetch_time`` (set by the ``[recrawl]`` schedule in
+update) is ``<= now``; and the URL holds no **live lease**. A lease is live only if ``lease_round`` equals the round being
 generated (a streaming top-up of a running round); a lease of any other round belongs to a round
 that ended or died and has expired (counted ``lease_expired``).
 
@@ -59,6 +60,7 @@ import pyarrow.compute as pc
 from batchcrawl.config import Config
 from batchcrawl.frontier.runs import BucketFiles, bucket_files, read_bucket
 from batchcrawl.frontier.table import DUE_STATUSES, epoch_ms
+from batchcrawl.records import UrlStatus
 from batchcrawl.ring import HashRing, ring_keys, route_name
 from batchcrawl.scope.filters import FilterChain
 from batchcrawl.store import paths, schemas
@@ -88,7 +90,12 @@ SELECT_COLUMNS = [
     "retries",
     "next_fetch_time",
     "lease_round",
+    "etag",
+    "last_modified",
+    "content_fetch_time",
 ]
+#: Statuses due again only by time: when the ``[recrawl]`` schedule set ``next_fetch_time``.
+REFETCH_STATUSES = (UrlStatus.FETCHED.value, UrlStatus.GONE.value)
 #: Columns of a candidates table (breadth-first order): a fetch item's.
 CANDIDATE_COLUMNS = list(schemas.fetch_item_columns())
 _CAP_REASONS = ("capped_host", "capped_domain", "capped_round")
@@ -173,8 +180,13 @@ def select_bucket(
     if n == 0:
         return schemas.empty("fetchlists").select(CANDIDATE_COLUMNS), counts
     status = bucket.column("status")
-    due_status = np.asarray(pc.is_in(status, pa.array(DUE_STATUSES)).to_numpy(zero_copy_only=False))
     nft = bucket.column("next_fetch_time").cast(pa.int64())
+    due_status = np.asarray(
+        pc.or_(
+            pc.is_in(status, pa.array(DUE_STATUSES)),
+            pc.and_(pc.is_in(status, pa.array(REFETCH_STATUSES)), pc.is_valid(nft)),
+        ).to_numpy(zero_copy_only=False)
+    )
     waiting = np.asarray(
         pc.fill_null(pc.greater(nft, epoch_ms(now)), False).to_numpy(zero_copy_only=False)
     )

@@ -33,10 +33,13 @@ not_fetched         queued                      None                            
 ==================  ==========================  ==============================  ===============
 
 ``detail`` is the HTTP status when there was a response, else the ``error`` kind, else the outcome.
-An ``error`` URL is due again ``retry_backoff_s * 2**(retries-1)`` seconds after ``now``; a
-``robots_unavailable`` one after ``robots.retry_after_s``. Every other transition clears
-``next_fetch_time`` (a fetched URL is then not due by time). New URLs are due from ``now``. The lease of
-every URL touched is cleared.
+:func:`next_fetch_time` is the one place that says when a known URL is due again (the ``[recrawl]``
+schedule, :mod:`batchcrawl.frontier.schedule`): a ``fetched`` URL after its fetch interval (adaptive:
+shrunk when the content changed, grown on a 304 or the same digest), a ``gone`` one after
+``recrawl.gone_interval_s``, an ``error`` one after ``retry_backoff_s * 2**(retries-1)`` (or the
+server's ``Retry-After``), a ``robots_unavailable`` one after ``robots.retry_after_s``; a sitemap
+``lastmod`` later than the last capture makes a fetched URL due now. Other states are not due by time.
+New URLs are due from ``now``. The lease of every URL touched is cleared.
 
 Conflicts, resolved deterministically
 -------------------------------------
@@ -69,6 +72,7 @@ from batchcrawl.config import Config
 from batchcrawl.frontier import drum, runs
 from batchcrawl.frontier.drum import partition_by_bucket
 from batchcrawl.frontier.runs import BucketFiles
+from batchcrawl.frontier.schedule import FetchSchedule
 from batchcrawl.frontier.table import FrontierError, epoch_ms, new_rows
 from batchcrawl.records import Outcome, UrlStatus
 from batchcrawl.store import schemas
@@ -78,6 +82,7 @@ __all__ = [
     "SEQ_BITS",
     "apply_outcomes",
     "discovered_seq",
+    "next_fetch_time",
     "next_status",
     "partition_by_bucket",
     "update",
@@ -241,6 +246,18 @@ def _link_batch(links: pa.Table, counts: Counter) -> drum.SortedBatch:
     return sb
 
 
+def _lastmod_batch(lb: drum.SortedBatch, keys: np.ndarray) -> drum.SortedBatch | None:
+    """``(url_key, lastmod)`` of links to known URLs that carry a sitemap ``lastmod``."""
+    t = lb.table
+    if "lastmod" not in t.column_names or t.column("lastmod").null_count == t.num_rows:
+        return None
+    mask = np.asarray(pc.is_valid(t.column("lastmod")).to_numpy(zero_copy_only=False))
+    mask &= runs.is_known(keys, lb.keys)
+    if not mask.any():
+        return None
+    return drum.SortedBatch(t.filter(pa.array(mask)).select(["url_key", "lastmod"]))
+
+
 def _link_rows(t: pa.Table, now: dt.datetime | float) -> pa.Table:
     """Frontier rows of new URLs from (renamed) links rows, due from ``now``; ``filter_reason`` ->
     filtered."""
@@ -266,6 +283,109 @@ def _ms_col(values_ms: np.ndarray, mask: np.ndarray) -> pa.Array:
     return pa.array(values_ms, pa.int64(), mask=~mask).cast(pa.timestamp("ms"))
 
 
+def schedule_of(cfg: Config) -> FetchSchedule:
+    """The :class:`~batchcrawl.frontier.schedule.FetchSchedule` of ``[recrawl]`` (error back-off
+    from ``frontier.retry_backoff_s``)."""
+    r = cfg.recrawl
+    return FetchSchedule(
+        policy=r.policy, interval_s=r.interval_s, min_interval_s=r.min_interval_s,
+        max_interval_s=r.max_interval_s, inc_rate=r.inc_rate, dec_rate=r.dec_rate,
+        retry_backoff_s=cfg.frontier.retry_backoff_s, gone_interval_s=r.gone_interval_s,
+    )  # fmt: skip
+
+
+def _ms(col) -> np.ndarray:
+    """A timestamp column as float ms with NaN for nulls."""
+    arr = pc.cast(col, pa.int64()) if not pa.types.is_integer(col.type) else col
+    return np.asarray(pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
+
+
+def _obj(col) -> np.ndarray:
+    return np.asarray(col.to_numpy(zero_copy_only=False), dtype=object)
+
+
+def next_fetch_time(
+    cfg: Config,
+    now_ms: int,
+    old: pa.Table,
+    got: pa.Table,
+    status: np.ndarray | None = None,
+    retries: np.ndarray | None = None,
+) -> dict[str, pa.Array]:
+    """When each URL of ``old`` is due again after this round's facts ``got`` about it (docs/design.md
+    §8a): the one place that sets ``next_fetch_time``, ``fetch_interval_s`` and the conditional-GET
+    validators of known URLs.
+
+    Two kinds of facts, row-aligned with ``old`` (n rows):
+
+    * fetch results (``fetched`` rows; ``status``/``retries`` are the new states from
+      :func:`next_status`): ``fetched`` follows :meth:`FetchSchedule.after_fetch` from the fetch
+      time, with change = ``not_modified`` or the same payload digest → unchanged, no previous
+      interval → first; ``gone`` :meth:`~FetchSchedule.after_gone`; ``error``
+      :meth:`~FetchSchedule.after_failure` from ``now``, or ``now + retry_after_s`` when the server
+      sent a usable ``Retry-After`` (RFC 9110 §10.2.3); ``robots_unavailable`` ``now +
+      robots.retry_after_s``; every other state NULL (not due by time).
+    * sitemap facts (rows with a ``lastmod`` column, from links tagged ``sitemap``): a ``fetched``
+      URL whose ``lastmod`` is later than its last capture is due ``now`` (sitemaps.org); others
+      keep their time.
+
+    Returns
+    -------
+    dict of column name -> Arrow array of length n
+        ``next_fetch_time`` (and, for fetch results, ``fetch_interval_s``, ``etag``,
+        ``last_modified``, ``content_fetch_time``).
+    """
+    n = old.num_rows
+    old_nft = _ms(old.column("next_fetch_time"))
+    if "lastmod" in got.column_names:
+        captured = _ms(pc.coalesce(old.column("content_fetch_time"), old.column("fetch_time")))
+        lastmod = _ms(got.column("lastmod"))
+        newer = (_obj(old.column("status")) == UrlStatus.FETCHED.value) & (lastmod > captured)
+        nft = np.where(newer, np.minimum(np.nan_to_num(old_nft, nan=now_ms), now_ms), old_nft)
+        return {"next_fetch_time": _ms_col(np.nan_to_num(nft).astype(np.int64), ~np.isnan(nft))}
+    sched = schedule_of(cfg)
+    outcome = _obj(got.column("outcome"))
+    fetch_ms = _ms(got.column("fetch_time"))
+    interval = np.asarray(
+        pc.cast(old.column("fetch_interval_s"), pa.float64()).to_numpy(zero_copy_only=False),
+        dtype=np.float64,
+    )
+    same = _obj(
+        pc.fill_null(pc.equal(got.column("content_digest"), old.column("content_digest")), False)
+    )
+    after = _ms(got.column("retry_after_s")) * 1000.0  # ms (the column is seconds)
+    nft = np.full(n, np.nan)
+    for i in range(n):
+        s = status[i]
+        if s == UrlStatus.FETCHED.value:
+            prev = None if np.isnan(interval[i]) else float(interval[i])
+            unchanged = outcome[i] == Outcome.NOT_MODIFIED.value or bool(same[i])
+            change = "first" if prev is None else ("unchanged" if unchanged else "changed")
+            t, interval[i] = sched.after_fetch(fetch_ms[i] / 1000.0, prev, change)
+            nft[i] = t * 1000.0
+        elif s == UrlStatus.GONE.value:
+            nft[i] = sched.after_gone(fetch_ms[i] / 1000.0) * 1000.0
+        elif s == UrlStatus.ERROR.value:
+            if np.isnan(after[i]):
+                nft[i] = sched.after_failure(now_ms / 1000.0, int(retries[i])) * 1000.0
+            else:
+                nft[i] = now_ms + after[i]
+        elif s == UrlStatus.QUEUED.value and outcome[i] == Outcome.ROBOTS_UNAVAILABLE.value:
+            nft[i] = now_ms + cfg.robots.retry_after_s * 1000.0
+    captured = np.isin(outcome, [Outcome.OK.value, Outcome.TRUNCATED.value])
+    validated = captured | (outcome == Outcome.NOT_MODIFIED.value)
+    keep = pa.array(~validated)
+    return {
+        "next_fetch_time": _ms_col(np.nan_to_num(nft).astype(np.int64), ~np.isnan(nft)),
+        "fetch_interval_s": pa.array(interval, pa.float64(), mask=np.isnan(interval)),
+        "etag": pc.if_else(keep, old.column("etag"), got.column("etag")),
+        "last_modified": pc.if_else(keep, old.column("last_modified"), got.column("last_modified")),
+        "content_fetch_time": pc.if_else(
+            pa.array(captured), got.column("fetch_time"), old.column("content_fetch_time")
+        ),
+    }
+
+
 def _fetch_combine(cfg: Config, now_ms: int, counts: Counter):
     def combine(old: pa.Table, got: pa.Table) -> pa.Table:
         detail = pc.coalesce(
@@ -281,12 +401,7 @@ def _fetch_combine(cfg: Config, now_ms: int, counts: Counter):
             cfg.frontier.max_retries,
         )
         st = np.asarray(status.to_numpy(zero_copy_only=False), dtype=object)
-        outc = np.asarray(got.column("outcome").to_numpy(zero_copy_only=False), dtype=object)
-        nr = _np(retries).astype(np.int64)
-        is_err = st == UrlStatus.ERROR.value
-        is_robots = (st == UrlStatus.QUEUED.value) & (outc == Outcome.ROBOTS_UNAVAILABLE.value)
-        backoff_ms = cfg.frontier.retry_backoff_s * 1000.0 * np.exp2(np.maximum(nr - 1, 0))
-        nxt = np.where(is_err, now_ms + backoff_ms, now_ms + cfg.robots.retry_after_s * 1000.0)
+        times = next_fetch_time(cfg, now_ms, old, got, st, _np(retries).astype(np.int64))
         for s, n in Counter(st.tolist()).items():
             counts[f"status:{s}"] += n
         n = old.num_rows
@@ -299,9 +414,9 @@ def _fetch_combine(cfg: Config, now_ms: int, counts: Counter):
             "content_digest": pc.coalesce(
                 got.column("content_digest"), old.column("content_digest")
             ),
-            "next_fetch_time": _ms_col(nxt.astype(np.int64), is_err | is_robots),
             "lease_round": pa.nulls(n, pa.int32()),
             "lease_shard": pa.nulls(n, pa.int32()),
+            **times,
         }
         return _with(old, values)
 
@@ -384,7 +499,8 @@ def update_bucket(
         return files, Counter(rows_old=n, rows_new=n), False
     keys = runs.bucket_keys(crawl, files)
     counts["rows_old"] += len(keys)
-    want = [b.keys for b in (fb, rb) if b is not None]
+    mb = _lastmod_batch(lb, keys) if lb is not None else None
+    want = [b.keys for b in (fb, rb, mb) if b is not None]
     need = np.unique(np.concatenate(want)) if want else np.empty(0, np.uint64)
     changed = runs.lookup(crawl, files, need[runs.is_known(keys, need)])
     if rb is not None:
@@ -401,6 +517,15 @@ def update_bucket(
         )
         counts["fetched_applied"] += int(known.sum())
         counts["fetched_unknown"] += int((~known).sum())
+    if mb is not None:  # after the fetches: a capture of this round is newer than any lastmod
+        now_ms = epoch_ms(now)
+        before = _ms(changed.column("next_fetch_time"))
+        changed, _, _ = drum.merge_chunk(
+            changed, mb, 0, len(mb.keys), insert=False,
+            combine=lambda old, got: _with(old, next_fetch_time(cfg, now_ms, old, got)),
+        )  # fmt: skip
+        after = _ms(changed.column("next_fetch_time"))
+        counts["lastmod_due"] += int(np.sum((after == now_ms) & ~(before <= now_ms)))
     parts = [changed]
     if lb is not None:
         known = runs.is_known(keys, lb.keys)
@@ -487,4 +612,5 @@ def summarize(round: int, results: list[tuple[BucketFiles, Counter, bool]]) -> d
         "links": group("links_"),
         "status": group("status:"),
         "refiltered": total["refiltered"],
+        "lastmod_due": total["lastmod_due"],
     }
