@@ -52,7 +52,8 @@ class FetchItem:
     ``url`` is canonical (``batchcrawl.urls.canonicalize``); ``url_key`` its 64-bit key.
     ``etag`` and ``last_modified`` are the validators of the last capture (sent back as
     ``If-None-Match`` / ``If-Modified-Since``, RFC 9110 §13.1), ``content_fetch_time`` (UTC) when
-    that capture was fetched (the ``WARC-Refers-To-Date`` of a 304's revisit record).
+    that capture was fetched (the ``WARC-Refers-To-Date`` of a 304's revisit record) and
+    ``content_digest`` its payload digest (an unchanged 200 becomes a revisit of it).
     """
 
     url_key: int
@@ -67,6 +68,7 @@ class FetchItem:
     etag: str | None = None
     last_modified: str | None = None
     content_fetch_time: datetime | None = None
+    content_digest: str | None = None
 
     def conditional_headers(self) -> dict[str, str]:
         """``If-None-Match`` / ``If-Modified-Since`` for a refetch (RFC 9110 §13.1.2, §13.1.3):

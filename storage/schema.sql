@@ -61,7 +61,8 @@ CREATE TABLE fetchlists (
     retries          INTEGER  NOT NULL,
     etag             VARCHAR,          -- conditional GET validators of the last capture (frontier)
     last_modified    VARCHAR,
-    content_fetch_time TIMESTAMP_MS    -- when the last capture was fetched (revisit refers-to date)
+    content_fetch_time TIMESTAMP_MS,   -- when the last capture was fetched (revisit refers-to date)
+    content_digest   VARCHAR           -- payload digest of that capture (an unchanged 200 is a revisit)
 );
 
 -- fetched/round=R/shard=SS.parquet: one row per fetch attempt. Column names follow Common Crawl's

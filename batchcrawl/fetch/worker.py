@@ -654,6 +654,9 @@ class FetchWorker:
         done. The worker's lock is taken twice per page (URL cache; rows and counters), never per
         link; parsing, canonicalization and the WARC write run unlocked."""
         outcome = classify(result)
+        # whole milliseconds: fetched.fetch_time (TIMESTAMP_MS) then equals the WARC-Date, so a
+        # later 304's WARC-Refers-To-Date (from the frontier) names this capture exactly
+        result.started = round(result.started * 1000) / 1000
         row = self._base_row(run, item, result.started or self.wall())
         row.update(
             fetch_status=result.status,
@@ -719,6 +722,9 @@ class FetchWorker:
                 # OrderedDict.get is one atomic step under the GIL; a duplicate fetched by two
                 # threads at once is simply archived twice.
                 revisit = self._digests.get(digest)
+                if revisit is None and digest == item.content_digest and item.content_fetch_time:
+                    when = item.content_fetch_time.replace(tzinfo=UTC).timestamp()
+                    revisit = (item.url, warc_date(when))  # unchanged since the last capture
             not_modified = None
             if outcome is Outcome.NOT_MODIFIED:
                 refers = item.content_fetch_time

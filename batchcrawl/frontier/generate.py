@@ -93,6 +93,7 @@ SELECT_COLUMNS = [
     "etag",
     "last_modified",
     "content_fetch_time",
+    "content_digest",
 ]
 #: Statuses due again only by time: when the ``[recrawl]`` schedule set ``next_fetch_time``.
 REFETCH_STATUSES = (UrlStatus.FETCHED.value, UrlStatus.GONE.value)

@@ -346,7 +346,7 @@ def next_fetch_time(
     sched = schedule_of(cfg)
     outcome = _obj(got.column("outcome"))
     fetch_ms = _ms(got.column("fetch_time"))
-    interval = np.asarray(
+    interval = np.array(  # a writable copy
         pc.cast(old.column("fetch_interval_s"), pa.float64()).to_numpy(zero_copy_only=False),
         dtype=np.float64,
     )
