@@ -259,3 +259,26 @@ def test_link_seq_out_of_range(crawl):
     links = table("links", [link_row("http://a.test/", "http://b.test/", seq=1 << 40)])
     with pytest.raises(FrontierError, match="seq"):
         update(c, c.manifest(), 1, None, links, cfg, NOW)
+
+
+def test_sitemap_lastmod_after_the_capture_makes_a_fetched_url_due(crawl):
+    """A link tagged sitemap with a lastmod later than the last capture: due now; an older one and
+    a plain link change nothing (issue 12 item 4, update side)."""
+    c, cfg = crawl
+    m = c.manifest()
+    fresh, stale = "http://s0.test/", "http://s1.test/"
+    fetched = table(
+        "fetched", [fetched_row(fresh, "ok", status=200), fetched_row(stale, "ok", status=200)]
+    )
+    entries, _ = update(c, m, 1, fetched, None, cfg, NOW)
+    m = c.commit(m, {"frontier": entries}, {"step": "test"}, round=1)
+    later = NOW + dt.timedelta(days=2)
+    rows = [link_row("http://s9.test/sitemap.xml", u, seq=i, rnd=2, tag="sitemap") for i, u in
+            enumerate([fresh, stale])]  # fmt: skip
+    rows[0]["lastmod"] = NOW + dt.timedelta(hours=1)
+    rows[1]["lastmod"] = NOW - dt.timedelta(hours=1)
+    entries, summary = update(c, m, 2, None, table("links", rows), cfg, later)
+    got = rows_by_url(c, entries)
+    assert got[fresh]["next_fetch_time"] == later.replace(tzinfo=None)
+    assert got[stale]["next_fetch_time"] == (NOW + dt.timedelta(days=30)).replace(tzinfo=None)
+    assert summary["lastmod_due"] == 1
