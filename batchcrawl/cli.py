@@ -16,6 +16,7 @@ code meaning
 3    crawl directory error: missing, not a crawl, already exists, not empty, malformed manifest or
      schema, cannot be written (read-only, full, a file in the way)
 4    locked: another writer holds the crawl's lock, or committed first
+5    a Dask worker was lost mid-round: nothing of it was committed; rerun
 69   not available: the command exists but is not built yet
 75   nothing due: the frontier has no URL to fetch (Airflow maps it to a skip)
 130  stopped by SIGINT (Ctrl-C): the lock is released, committed rounds stay, the rest reruns
@@ -181,8 +182,38 @@ def _inject(
     from batchcrawl.frontier.inject import inject  # lazy: pulls in URL handling
 
     with _lock(crawl, "inject"):
-        lines = (line.rstrip("\r\n") for line in stream)
-        return inject(crawl, cfg, lines, source=source, refetch=refetch)
+        summary = inject(
+            crawl, cfg, (line.rstrip("\r\n") for line in stream), source=source, refetch=refetch
+        )
+    for line in seed_warnings(summary):
+        click.echo(line if line.startswith(" ") else f"batchcrawl: warning: {line}", err=True)
+    return summary
+
+
+_BAD_LINES_SHOWN = 5  # bad seed lines shown on stderr; the JSON lists more
+
+
+def seed_warnings(summary: Mapping[str, Any]) -> list[str]:
+    """Lines for stderr about an inject ``summary`` (:func:`batchcrawl.frontier.inject.inject`):
+    the bad lines (count, the first few with line number and reason) and an empty seed file."""
+    source = summary.get("source", "-")
+    out = []
+    if summary["bad_lines"]:
+        listed = summary["bad_line_list"][:_BAD_LINES_SHOWN]
+        more = summary["bad_lines"] - len(listed)
+        out.append(
+            f"{source}: {summary['bad_lines']} of {summary['lines']} lines were not injected; "
+            "fix them and inject the file again (the good lines are in, repeats are skipped)"
+        )
+        out += [f"  {source}:{b['line']}: {b['reason']}" for b in listed]
+        if more:
+            out.append(f"  ... and {more} more (bad_line_list in the JSON summary)")
+    if summary["lines"] == summary["skipped"]:
+        out.append(
+            f"{source}: no seed URL in it ({summary['lines']} lines, all blank or # comments); "
+            "nothing was injected"
+        )
+    return out
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -195,6 +226,8 @@ def main(verbose: int) -> None:
     root = logging.getLogger("batchcrawl")
     root.handlers[:] = [handler]
     root.setLevel(logging.WARNING)
+    # progress lines are INFO but shown without -v: a long round must never be silent
+    logging.getLogger("batchcrawl.progress").setLevel(logging.INFO)
     _set_verbosity(verbose)
 
 
@@ -267,25 +300,54 @@ def inject(crawl_url: str, seeds: io.TextIOBase, refetch: bool, sets) -> None:
     default="table",
     show_default=True,
 )
+@click.option(
+    "--limit",
+    type=click.IntRange(min=0),
+    help="Print at most N rows [table: 100; csv, json: all]; a last line counts the rest.",
+)
+@click.option("--all", "all_rows", is_flag=True, help="Print every row (no limit).")
 @click.option("--generation", type=int, help="Query this committed generation (default current).")
 @_sets
-def sql_command(crawl_url, statement, query_name, list_queries, fmt, generation, sets) -> None:
-    """Run a read-only SQL statement over the views frontier, hosts, fetchlists, fetched, links."""
+def sql_command(
+    crawl_url, statement, query_name, list_queries, fmt, limit, all_rows, generation, sets
+) -> None:
+    """Run a read-only SQL statement over the views frontier, hosts, fetchlists, fetched, links.
+
+    The table format prints the first 100 rows (--limit N, --all) and turns results wider than
+    the terminal into one block per row. Statements that write, INSTALL or LOAD extensions, ATTACH
+    or SET are refused: the crawl stays as committed and no code is downloaded.
+    """
     from batchcrawl.store import sql
 
     if list_queries:
-        for name in sql.named_queries():
-            click.echo(name)
+        listed = sql.named_query_descriptions()
+        pad = max((len(n) for n in listed), default=0)
+        for name, about in listed.items():
+            click.echo(f"{name.ljust(pad)}  {about}")
         return
     if (statement is None) == (query_name is None):
         raise click.UsageError('give either a statement ("SELECT ...") or --query NAME')
+    if all_rows and limit is not None:
+        raise click.UsageError("give --limit N or --all, not both")
     crawl = _open(crawl_url)
     load_crawl_config(crawl, sets)  # validates the layers; SQL needs no setting yet
     text = statement if statement is not None else sql.named_query(query_name)
-    _print_table(sql.query(crawl, text, generation), fmt)
+    if limit is None and not all_rows and fmt == "table":
+        from batchcrawl.sql_view import DEFAULT_LIMIT
+
+        limit = DEFAULT_LIMIT
+    _print_table(sql.query(crawl, text, generation), fmt, limit)
 
 
-def _print_table(table, fmt: str) -> None:
+def _print_table(table, fmt: str, limit: int | None = None) -> None:
+    from batchcrawl.sql_view import cell, more_rows_line, table_width, vertical_lines
+
+    total = table.num_rows
+    if limit is not None:
+        table = table.slice(0, limit)
+    more = more_rows_line(table.num_rows, total)
+    if more is not None and fmt != "table":  # a program reads stdout: the note goes to stderr
+        click.echo(f"batchcrawl: {more}", err=True)
     if fmt == "json":
         click.echo(json.dumps(table.to_pylist(), default=str, indent=None))
     elif fmt == "csv":
@@ -295,9 +357,15 @@ def _print_table(table, fmt: str) -> None:
         pacsv.write_csv(_csv_ready(table), buf)
         click.echo(buf.getvalue().decode("utf-8"), nl=False)
     else:
-        _render(
-            _rows_table(None, table.column_names, [list(r.values()) for r in table.to_pylist()])
-        )
+        from rich.console import Console
+
+        rows = [[cell(v) for v in r.values()] for r in table.to_pylist()]
+        if table_width(table.column_names, rows) > Console(file=sys.stdout).width:
+            click.echo("\n".join(vertical_lines(table.column_names, rows)))
+        else:
+            _render(_rows_table(None, table.column_names, rows))
+        if more is not None:
+            click.echo(more)
 
 
 def _csv_ready(table):
@@ -414,6 +482,42 @@ def compact(crawl_url: str, force: bool, sets) -> None:
         _echo_json(run_compact(crawl, cfg, force=force))
 
 
+# -- graph: the link graph (docs/design.md §8b) -------------------------------------------------
+@main.command("graph", context_settings={"ignore_unknown_options": False})
+@click.argument(
+    "words", nargs=-1, required=True, metavar="build CRAWL | CRAWL inlinks|outlinks URL"
+)
+@click.option("--generation", type=int, help="Use this generation's graph [newest built].")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of one URL per line.")
+@click.option("--scheduler", metavar="ADDRESS", help="build: run on this Dask scheduler.")
+@click.option("--workers", type=click.IntRange(min=1), help="build: LocalCluster processes.")
+@_sets
+def graph_command(words, generation, as_json, scheduler, workers, sets) -> None:
+    """The link graph: `graph build CRAWL` builds it from a generation's edges (prints JSON);
+    `graph CRAWL inlinks URL` / `outlinks URL` list the pages linking to / linked from URL."""
+    from batchcrawl.graph import LinkGraph, build_graph
+
+    if len(words) == 2 and words[0] == "build":
+        from batchcrawl.round import cluster_url, dask_client
+
+        crawl = _open(words[1])
+        cfg = load_crawl_config(crawl, sets, _round_flags(scheduler, workers, None, None))
+        with _lock(crawl, "graph build"), dask_client(cfg) as client:
+            _echo_json(build_graph(CrawlDir(cluster_url(crawl.url)), client, generation))
+        return
+    if len(words) != 3 or words[1] not in ("inlinks", "outlinks"):
+        raise click.UsageError("expected `graph build CRAWL` or `graph CRAWL inlinks|outlinks URL`")
+    crawl_url, which, url = words
+    graph = LinkGraph.open(_open(crawl_url), generation)
+    links = graph.inlinks(url) if which == "inlinks" else graph.outlinks(url)
+    if as_json:
+        rows = [{"url_key": k, "url": u} for k, u in links]
+        _echo_json({"generation": graph.generation, which: rows, "count": len(rows)})
+        return
+    for key, link_url in links:
+        click.echo(link_url if link_url is not None else f"url_key={key}")
+
+
 # -- not built yet ---------------------------------------------------------------------------
 def _round_flags(scheduler, workers, time_limit, max_pages) -> dict[str, dict[str, Any]]:
     return {
@@ -462,24 +566,41 @@ def round_command(crawl_url, scheduler, workers, time_limit, max_pages, sets) ->
     """
     crawl = _open(crawl_url)
     cfg = load_crawl_config(crawl, sets, _round_flags(scheduler, workers, time_limit, max_pages))
-    _run_rounds(crawl, cfg, 1)
+    _run_rounds(crawl, cfg, 1, known=True)
 
 
-def _run_rounds(crawl: CrawlDir, cfg: Config, rounds: int) -> list[dict]:
-    """Run rounds with a live progress display on a terminal; print each round's JSON summary.
-    A signal (Ctrl-C, SIGTERM) becomes :class:`Stopped`, saying what was committed."""
-    from batchcrawl.progress import RoundProgress
+def _run_rounds(crawl: CrawlDir, cfg: Config, rounds: int, known: bool) -> list[dict]:
+    """Run up to ``rounds`` rounds (``known``: shown as "round N of M") with progress on stderr
+    (:mod:`batchcrawl.progress`); print each round's JSON summary on stdout and a human summary
+    on stderr at the end. A signal (Ctrl-C, SIGTERM) becomes :class:`Stopped`, saying what was
+    committed."""
+    import time
+
+    from batchcrawl.progress import RoundProgress, closing_summary
     from batchcrawl.round import run_rounds
 
     before = crawl.manifest()
+    started = time.monotonic()
     try:
-        with RoundProgress(enabled=sys.stderr.isatty()) as progress:
-            return run_rounds(
+        with RoundProgress(enabled=sys.stderr.isatty(), interval_s=cfg.progress.interval_s,
+                           rounds=before.round + rounds if known else None) as progress:  # fmt: skip
+            summaries = run_rounds(
                 crawl.url, cfg, rounds, progress=progress.update,
                 on_round=lambda summary: (progress.done(summary), _echo_json(summary)),
             )  # fmt: skip
     except KeyboardInterrupt as exc:
         raise stopped(crawl, before, exc) from None
+    except Exception as exc:  # a lost worker, a full disk: one line saying the crawl is safe
+        from batchcrawl.round_faults import round_fault
+
+        fault = round_fault(crawl, before, exc)
+        if fault is None:
+            raise
+        log.debug("error details", exc_info=True)
+        raise fault from None
+    for line in closing_summary(summaries, time.monotonic() - started):
+        click.echo(line, err=True)
+    return summaries
 
 
 def stopped(crawl: CrawlDir, before, exc: BaseException) -> Stopped:
@@ -514,7 +635,7 @@ def crawl_command(crawl_url, rounds, stream, scheduler, workers, time_limit, max
         raise _not_available("crawl --stream")
     crawl = _open(crawl_url)
     cfg = load_crawl_config(crawl, sets, _round_flags(scheduler, workers, time_limit, max_pages))
-    _run_rounds(crawl, cfg, rounds or 1_000_000)
+    _run_rounds(crawl, cfg, rounds or 1_000_000, known=rounds is not None)
 
 
 @main.command()
@@ -598,12 +719,12 @@ def demo(crawl_url, hosts, pages, rounds, sets) -> None:
     --rounds rounds on a local Dask cluster, then shows status counts, top hosts and fetch errors
     through `batchcrawl sql`. Nothing leaves this machine.
     """
-    from batchcrawl.demo import fresh_demo_dir, run_demo
+    from batchcrawl.demo import fresh_demo_dir, headline, run_demo
     from batchcrawl.progress import RoundProgress
 
     crawl_url = crawl_url or fresh_demo_dir()
 
-    with RoundProgress(enabled=sys.stderr.isatty()) as progress:
+    with RoundProgress(enabled=sys.stderr.isatty(), rounds=rounds) as progress:
         result = run_demo(
             crawl_url, hosts=hosts, pages=pages, rounds=rounds, sets=sets,
             progress=progress.update,
@@ -613,8 +734,7 @@ def demo(crawl_url, hosts, pages, rounds, sets) -> None:
         _render(_rows_table(f"batchcrawl sql {crawl_url} --query {name}", table.column_names,
                             [list(r.values()) for r in table.to_pylist()]))  # fmt: skip
     click.echo(
-        f"\nCrawled {sum(r['pages'] for r in result['rounds'])} pages in "
-        f"{len(result['rounds'])} rounds into {result['crawl']}. Explore it with:\n"
+        f"\n{headline(result)} Explore it with:\n"
         f"  batchcrawl status {crawl_url}\n"
         f'  batchcrawl sql {crawl_url} "SELECT host, count(*) FROM frontier GROUP BY 1"\n'
         f"  duckdb {crawl_url}/crawl.duckdb   # with the DuckDB shell, if installed"

@@ -184,7 +184,7 @@ class PolitenessSection:
     delay below ``host_delay_s``."""
     adaptive_delay_factor: float = 1.0
     """The host delay is at least this factor times the host's last download time (0 disables)."""
-    max_retry_after_s: float = 3600.0
+    max_retry_after_s: Annotated[float, _above_zero] = 3600.0
     """A ``Retry-After`` on a 429 or 503 (RFC 9110 §10.2.3) moves the host's next allowed request
     and the URL's retry to then, but at most this many seconds ahead."""
 
@@ -205,6 +205,11 @@ class RobotsSection:
     retry_after_s: float = 300.0
     """After a 5xx or a network failure the host is treated as fully disallowed and robots.txt is
     fetched again after this many seconds."""
+    stale_max_s: Annotated[float, Range(0, 2_592_000)] = 86400.0
+    """When robots.txt becomes unreachable (5xx, 429, network) after a successful fetch, the last
+    good copy stays in force until this many seconds past its ``cache_ttl_s`` (RFC 9309 §2.4 allows
+    a cached copy past 24 h while the file is unreachable; §2.3.1.4: after 30 days, at most
+    2592000), fetched again every ``retry_after_s``; 0 disallows all at once."""
 
 
 @dataclass(frozen=True)
@@ -308,6 +313,13 @@ class FetchSection:
     max_body_bytes: Positive = 10_485_760
     """Cap on the body's wire bytes, on each content-decoding stage and on the decoded body; longer
     bodies are cut here and flagged truncated (``length``)."""
+    max_self_redirects: Annotated[int, Range(0, 20)] = 3
+    """A 3xx whose ``Location`` is the URL itself (often with a ``Set-Cookie``) is fetched again,
+    after the host's delay, up to this many times; then the URL is recorded ``redirect_loop``.
+    Other redirects become new frontier entries."""
+    max_cookies_per_host: Annotated[int, Range(0, 1000)] = 50
+    """Cookies kept per host and sent back to it (in memory, for the fetcher's life; RFC 6265
+    §6.1 asks for at least 50); 0 sends and keeps no cookies."""
     time_limit_s: float = 3600.0
     """Longest fetch phase of one round, seconds; what is left stays queued for the next round."""
     warc_rotate_bytes: Positive = 1_000_000_000
@@ -416,6 +428,15 @@ class RoundSection:
 
 
 @dataclass(frozen=True)
+class ProgressSection:
+    """``[progress]``: what ``round`` and ``crawl`` print while they run (on stderr)."""
+
+    interval_s: Annotated[float, _above_zero] = 30.0
+    """Seconds between progress lines when stderr is not a terminal (CI, Airflow logs); a
+    terminal gets a live table instead."""
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole configuration: one frozen section object per TOML table."""
 
@@ -430,6 +451,7 @@ class Config:
     fetch: FetchSection = field(default_factory=FetchSection)
     filters: FiltersSection = field(default_factory=FiltersSection)
     round: RoundSection = field(default_factory=RoundSection)
+    progress: ProgressSection = field(default_factory=ProgressSection)
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
         """Plain nested dict (TOML/JSON-serializable)."""

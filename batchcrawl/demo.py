@@ -37,6 +37,18 @@ DEMO_SETTINGS: dict[str, dict[str, Any]] = {
 DEMO_QUERIES = ("status-counts", "top-hosts", "fetch-errors")
 
 
+def headline(result: Mapping[str, Any]) -> str:
+    """The demo's first closing line, in the words of ``batchcrawl status``: URLs in the ``fetched``
+    status (content stored; from the ``status-counts`` query) and the fetch attempts of the rounds.
+
+    ``result`` is :func:`run_demo`'s return value."""
+    statuses = dict(zip(*(result["queries"]["status-counts"].column(c).to_pylist()
+                          for c in ("status", "urls")), strict=True))  # fmt: skip
+    attempts = sum(r["attempts"] for r in result["rounds"])
+    return (f"{statuses.get('fetched', 0):,} URLs fetched and stored, from {attempts:,} fetch "
+            f"attempts in {len(result['rounds'])} rounds, into {result['crawl']}.")  # fmt: skip
+
+
 def fresh_demo_dir(base: str = "batchcrawl-demo") -> str:
     """``base``, or ``base-2``, ``base-3`` ... : the first name that does not exist yet."""
     name, n = base, 1

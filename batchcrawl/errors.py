@@ -76,6 +76,13 @@ class ClusterUnreachable(BatchcrawlError):
     ``round.connect_timeout_s`` seconds (exit code 1). The message names the address."""
 
 
+class WorkerLost(BatchcrawlError):
+    """A Dask worker died or stopped answering during a round (exit code 5): nothing of the round
+    was committed, the last generation is intact, and a rerun does the round again."""
+
+    exit_code = 5
+
+
 class SQLError(BatchcrawlError, ValueError):
     """A query passed to ``batchcrawl sql`` failed or tried to write (exit code 2)."""
 

@@ -10,23 +10,21 @@ from __future__ import annotations
 
 import datetime as dt
 
-import pyarrow as pa
 import pyarrow.compute as pc
 
 from batchcrawl.errors import NothingDue
-from batchcrawl.frontier import table as frontier_mod
+from batchcrawl.frontier import due
+from batchcrawl.frontier.runs import iter_buckets
 from batchcrawl.store.crawldir import CrawlDir, Manifest
 
 
 def next_due_ms(crawl: CrawlDir, manifest: Manifest) -> int | None:
-    """Earliest ``next_fetch_time`` (epoch milliseconds, UTC) of a URL in a due status
-    (``queued``, ``error``) of ``manifest``'s frontier, or None when no such URL exists. Reads two
-    columns of every bucket, one bucket at a time."""
+    """Earliest due time (epoch milliseconds, UTC; :func:`batchcrawl.frontier.due.due_time`, the
+    rule generate uses) of a URL of ``manifest``'s frontier, or None when no URL will ever be due.
+    Reads two columns of every bucket, one bucket at a time."""
     earliest = None
-    for _, bucket in frontier_mod.iter_buckets(crawl, manifest, ["status", "next_fetch_time"]):
-        due = pc.is_in(bucket.column("status"), pa.array(frontier_mod.DUE_STATUSES))
-        times = bucket.column("next_fetch_time").filter(due).cast("int64")
-        value = pc.min(times).as_py()
+    for _, bucket in iter_buckets(crawl, manifest, ["status", due.TIME]):
+        value = pc.min(due.due_time(bucket).cast("int64")).as_py()
         if value is not None and (earliest is None or value < earliest):
             earliest = value
     return earliest

@@ -1,46 +1,119 @@
-"""Progress of running rounds: a live rich display on a terminal, plain log lines otherwise
-(docs/design.md §9). Fed by :func:`batchcrawl.round.run_rounds` with the shard workers' live counters."""
+"""Progress of running rounds (docs/design.md §9): a live rich table on a terminal, one INFO log
+line every ``progress.interval_s`` seconds otherwise (CI, Airflow), and a human summary at the end
+(Scrapy's closing stats block).
+
+Fed by :func:`batchcrawl.round.run_rounds` with snapshots ``{"round": N, "planned": {shard: urls},
+"shards": {shard: counters}}``, where each shard's counters are its fetch worker's live counters
+(one per :class:`~batchcrawl.records.Outcome` value, ``links_new`` ...). Counters, rate and clock
+start again when the round number changes: a round never shows its predecessor's figures.
+"""
 
 from __future__ import annotations
 
 import logging
 import sys
 import time
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from batchcrawl.records import Outcome
+
 log = logging.getLogger(__name__)
 
-_ERRORS = ("network_error", "server_error", "dns_error", "refused", "robots_unavailable",
-           "http_error", "gone")  # fmt: skip
-_PAGES = ("ok", "truncated", "redirect", "not_modified", "gone", "http_error", "server_error")
+#: Outcomes that end an attempt (all but ``not_fetched``): one "page done" each.
+DONE = tuple(o.value for o in Outcome if o is not Outcome.NOT_FETCHED)
+#: Outcomes counted as errors in the display.
+ERRORS = ("network_error", "server_error", "dns_error", "refused", "robots_unavailable",
+          "http_error", "gone", "redirect_loop")  # fmt: skip
+
+
+def duration(seconds: float | None) -> str:
+    """``75.2`` -> ``"1m15s"``, ``3700`` -> ``"1h01m"``, None -> ``"?"``."""
+    if seconds is None:
+        return "?"
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+class Figures:
+    """What one snapshot of a round shows: pages done and planned, rate, errors, queue per shard,
+    elapsed and estimated time left (seconds; None when not known yet)."""
+
+    def __init__(self, snap: Mapping[str, Any], elapsed_s: float) -> None:
+        shards: Mapping[int, Mapping[str, float]] = snap.get("shards", {})
+        planned: Mapping[int, int] = snap.get("planned", {})
+        self.round = snap.get("round")
+        done = {s: int(sum(c.get(k, 0) for k in DONE)) for s, c in shards.items()}
+        self.done = sum(done.values())
+        self.planned = sum(planned.values())
+        self.queue = {s: max(0, n - done.get(s, 0)) for s, n in sorted(planned.items())}
+        self.errors = int(sum(c.get(k, 0) for c in shards.values() for k in ERRORS))
+        self.links = int(sum(c.get("links_new", 0) for c in shards.values()))
+        self.elapsed_s = elapsed_s
+        self.rate = self.done / elapsed_s if elapsed_s > 0 else 0.0
+        left = self.planned - self.done
+        self.left_s = left / self.rate if self.rate > 0 else (0.0 if left <= 0 else None)
+
+    def line(self, of: int | None) -> str:
+        """One log line, e.g. ``round 2 of 5: 40/100 pages (3.2/s), 1 errors, queue 12 28,
+        elapsed 12s, ~18s left``."""
+        queue = " ".join(str(n) for n in self.queue.values())
+        return (f"round {self.round}{f' of {of}' if of else ''}: {self.done:,}/{self.planned:,} "
+                f"pages ({self.rate:,.1f}/s), {self.errors:,} errors, {self.links:,} new links, "
+                f"queue per shard {queue or '-'}, elapsed {duration(self.elapsed_s)}, "
+                f"~{duration(self.left_s)} left")  # fmt: skip
+
+    def table(self, of: int | None) -> Table:
+        """The live table (a terminal)."""
+        t = Table(title=f"batchcrawl round {self.round}{f' of {of}' if of else ''}",
+                  show_header=False, title_justify="left")  # fmt: skip
+        t.add_row("pages done / planned", f"{self.done:,} / {self.planned:,}")
+        t.add_row("pages/s", f"{self.rate:,.1f}")
+        t.add_row("errors", f"{self.errors:,}")
+        t.add_row("new links", f"{self.links:,}")
+        t.add_row("queue per shard", " ".join(f"{s}:{n:,}" for s, n in self.queue.items()) or "-")
+        t.add_row("elapsed / left", f"{duration(self.elapsed_s)} / ~{duration(self.left_s)}")
+        return t
 
 
 class RoundProgress:
-    """Context manager showing pages fetched, pages/s, errors and links found while a round runs.
+    """Context manager showing the progress of the running round.
 
     Parameters
     ----------
     enabled
-        Draw a live table on stderr (a terminal); otherwise log one INFO line every
-        ``log_every_s`` seconds.
-    log_every_s
-        Seconds between plain log lines when not on a terminal.
+        Draw a live table on stderr (a terminal); otherwise log one INFO line (logger
+        ``batchcrawl.progress``) at most every ``interval_s`` seconds.
+    interval_s
+        Seconds between log lines without a terminal (``progress.interval_s``).
+    rounds
+        Rounds this run will do at most (shown as "round N of M"); None if not known.
+    clock
+        Monotonic clock, seconds (tests pass a fake one).
     """
 
-    def __init__(self, enabled: bool, log_every_s: float = 10.0) -> None:
+    def __init__(self, enabled: bool, interval_s: float = 30.0, rounds: int | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
         self.enabled = enabled
-        self.log_every_s = log_every_s
+        self.interval_s = interval_s
+        self.rounds = rounds
+        self.clock = clock
         self._live: Live | None = None
-        self._t0 = time.monotonic()
-        self._last_log = 0.0
+        self._round: Any = None
+        self._t0 = clock()
+        self._last_log = self._t0
 
     def __enter__(self) -> RoundProgress:
         if self.enabled:
-            self._live = Live(self._table({}), console=Console(file=sys.stderr),
+            self._live = Live(Table(title="batchcrawl: starting"), console=Console(file=sys.stderr),
                               refresh_per_second=2, transient=True)  # fmt: skip
             self._live.__enter__()
         return self
@@ -49,34 +122,51 @@ class RoundProgress:
         if self._live is not None:
             self._live.__exit__(*exc)
 
-    def update(self, counters: dict[str, Any]) -> None:
-        """New live counters of the running round (summed over shards)."""
+    def update(self, snap: Mapping[str, Any]) -> None:
+        """A new snapshot of the running round (see the module docstring)."""
+        now = self.clock()
+        if snap.get("round") != self._round:  # a new round: its own clock and counters
+            self._round, self._t0, self._last_log = snap.get("round"), now, now
+        figures = Figures(snap, now - self._t0)
         if self._live is not None:
-            self._live.update(self._table(counters))
-        elif time.monotonic() - self._last_log >= self.log_every_s:
-            self._last_log = time.monotonic()
-            pages, rate, errors = self._figures(counters)
-            log.info("fetching: %d pages (%.1f/s), %d errors, %d new links", pages, rate, errors,
-                     int(counters.get("links_new", 0)))  # fmt: skip
+            self._live.update(figures.table(self.rounds))
+        elif now - self._last_log >= self.interval_s:
+            self._last_log = now
+            log.info("%s", figures.line(self.rounds))
 
-    def done(self, summary: dict[str, Any]) -> None:
-        """A round committed: restart the rate clock."""
-        log.info("round %s committed: %s pages in %ss", summary.get("round"),
-                 summary.get("pages"), summary.get("elapsed_s"))  # fmt: skip
-        self._t0 = time.monotonic()
+    def done(self, summary: Mapping[str, Any]) -> None:
+        """A round committed: one INFO line; the next snapshot starts the next round's figures."""
+        log.info("round %s committed (generation %s): %s attempts, %s stored in %s",
+                 summary.get("round"), summary.get("generation"), summary.get("attempts"),
+                 summary.get("stored"), duration(summary.get("elapsed_s")))  # fmt: skip
+        self._round = None
 
-    def _figures(self, counters: dict[str, Any]) -> tuple[int, float, int]:
-        pages = int(sum(counters.get(k, 0) for k in _PAGES))
-        errors = int(sum(counters.get(k, 0) for k in _ERRORS))
-        elapsed = max(time.monotonic() - self._t0, 1e-9)
-        return pages, pages / elapsed, errors
 
-    def _table(self, counters: dict[str, Any]) -> Table:
-        pages, rate, errors = self._figures(counters)
-        table = Table(title="batchcrawl round", show_header=False)
-        table.add_row("pages fetched", f"{pages:,}")
-        table.add_row("pages/s", f"{rate:,.1f}")
-        table.add_row("errors", f"{errors:,}")
-        table.add_row("robots.txt fetched", f"{int(counters.get('robots_fetches', 0)):,}")
-        table.add_row("new links", f"{int(counters.get('links_new', 0)):,}")
-        return table
+def closing_summary(summaries: Sequence[Mapping[str, Any]], elapsed_s: float) -> list[str]:
+    """The human summary printed on stderr at the end of ``round`` / ``crawl`` (Scrapy's stats
+    dump, in a few lines): rounds and generations, attempts, responses, stored, errors by outcome,
+    new URLs, URLs left for the time limit, pages/s over ``elapsed_s`` seconds."""
+    if not summaries:
+        return []
+    total = {k: sum(int(s.get(k, 0)) for s in summaries)
+             for k in ("attempts", "responses", "stored", "new_urls", "not_fetched")}  # fmt: skip
+    errors: dict[str, int] = {}
+    for s in summaries:
+        for k, v in (s.get("errors") or {}).items():
+            errors[k] = errors.get(k, 0) + int(v)
+    first, last = summaries[0], summaries[-1]
+    rounds = (f"round {first['round']}" if len(summaries) == 1
+              else f"rounds {first['round']}-{last['round']}")  # fmt: skip
+    by = ", ".join(f"{k} {v:,}" for k, v in sorted(errors.items(), key=lambda kv: -kv[1]))
+    rate = total["attempts"] / elapsed_s if elapsed_s > 0 else 0.0
+    rows = [
+        ("attempts", f"{total['attempts']:,} ({rate:,.1f}/s)"),
+        ("responses", f"{total['responses']:,}"),
+        ("stored", f"{total['stored']:,}"),
+        ("errors", f"{sum(errors.values()):,}" + (f" ({by})" if by else "")),
+        ("new URLs", f"{total['new_urls']:,}"),
+        ("left for later", f"{total['not_fetched']:,} (time limit)"),
+    ]
+    head = (f"batchcrawl: {rounds} committed (last generation {last['generation']}) in "
+            f"{duration(elapsed_s)}")  # fmt: skip
+    return [head] + [f"  {k:<15}{v}" for k, v in rows]

@@ -31,6 +31,7 @@ class Outcome(enum.StrEnum):
     OK = "ok"  # 2xx, stored complete
     TRUNCATED = "truncated"  # 2xx, body cut at max_body_bytes or the time limit (stored, flagged)
     REDIRECT = "redirect"  # 3xx with a usable Location
+    REDIRECT_LOOP = "redirect_loop"  # 3xx to itself after fetch.max_self_redirects hops followed
     NOT_MODIFIED = "not_modified"  # 304
     GONE = "gone"  # 404 or 410
     HTTP_ERROR = "http_error"  # other 4xx: permanent for this URL

@@ -44,7 +44,6 @@ from batchcrawl.frontier import generate as gen_mod
 from batchcrawl.frontier import runs
 from batchcrawl.frontier import table as frontier_mod
 from batchcrawl.frontier import update as update_mod
-from batchcrawl.frontier.drum import partition_by_bucket
 from batchcrawl.frontier.runs import BucketFiles
 from batchcrawl.nothing_due import nothing_due
 from batchcrawl.records import FetchItem
@@ -53,7 +52,7 @@ from batchcrawl.signals import ignoring_sigint
 from batchcrawl.store import paths, schemas
 from batchcrawl.store.crawldir import CrawlDir, FileEntry
 from batchcrawl.store.lock import WriterLock
-from batchcrawl.store.shuffle import Partitioned, read_partition, write_partitioned
+from batchcrawl.store.shuffle import write_partitioned
 from batchcrawl.urls import bucket_ids, domain_of
 
 log = logging.getLogger(__name__)
@@ -92,6 +91,7 @@ class ShardActor:
 
     async def fetch(self, **kwargs: Any) -> dict[str, Any]:
         """Run :meth:`fetch_sync` off the event loop, so :meth:`progress` stays answerable."""
+        self.counters = Counter()  # progress() never reports the previous round's counters
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(None, lambda: self.fetch_sync(**kwargs))
 
@@ -142,6 +142,11 @@ class ShardActor:
             crawl, "links", paths.round_file("links", round, self.shard), links_table,
             bucket_ids(links_table.column("dst_url_key").to_numpy(), buckets),
         )  # fmt: skip
+        edges_table = pa.table(run.edges, schema=schemas.schema("edges"))
+        edges = write_partitioned(
+            crawl, "edges", paths.round_file("edges", round, self.shard), edges_table,
+            bucket_ids(edges_table.column("src_url_key").to_numpy(), buckets),
+        )  # fmt: skip
         for row in self.worker.host_rows({i.host for i in items}):
             self.known_hosts[row["host"]] = row
         hosts = crawl.write_table("hosts", paths.hosts_file(generation, self.shard),
@@ -154,6 +159,7 @@ class ShardActor:
             "shard": self.shard,
             "fetched": fetched,
             "links": links,
+            "edges": edges,
             "hosts": hosts,
             "counters": counters,
             "outcomes": dict(outcomes),
@@ -179,36 +185,15 @@ class ShardActor:
 
 
 # -- Dask tasks (plain functions: they run on any worker) -------------------------------------------
-def select_task(crawl_url: str, files: BucketFiles, round: int, cfg: Config, now: float):
-    """Generate, one bucket: its due, pre-capped candidates and the counts of rows not taken."""
-    return gen_mod.select_files(CrawlDir.open(crawl_url), files, round, cfg, now)
+def dask_mapper(client: Any) -> runs.Mapper:
+    """A :data:`~batchcrawl.frontier.runs.Mapper` that runs one Dask task per item: the round's
+    generate and update are the library's own drivers, mapped on the cluster."""
+    return lambda fn, items: client.gather(client.map(fn, list(items), pure=False))
 
 
 def compact_task(crawl_url: str, files: BucketFiles, generation: int, cfg: Config) -> BucketFiles:
     """Compaction, one bucket: merge its runs into a new base (:func:`runs.compact_bucket`)."""
     return runs.compact_bucket(CrawlDir.open(crawl_url), files, generation, cfg)
-
-
-def update_task(
-    crawl_url: str,
-    generation: int,
-    files: BucketFiles,
-    fetched: list[Partitioned],
-    links: list[Partitioned],
-    refiltered: pa.Table | None,
-    round: int,
-    cfg: Config,
-    now: float,
-) -> tuple[BucketFiles, Counter, bool]:
-    """Update, one bucket: merge it with its slice of every shard's facts (DRUM, a delta run)."""
-    crawl = CrawlDir.open(crawl_url)
-    b = files.bucket
-    return update_mod.update_bucket(
-        crawl, files, generation,
-        read_partition(crawl, "fetched", fetched, b),
-        read_partition(crawl, "links", links, b),
-        refiltered, round=round, cfg=cfg, now=now,
-    )  # fmt: skip
 
 
 def compact_buckets(
@@ -296,7 +281,8 @@ class Crawler:
     ) -> dict[str, Any]:
         """Run one round under the writer lock and commit it; return its summary.
 
-        ``progress`` receives the shards' live counters about twice a second while fetching;
+        ``progress`` receives a snapshot ``{"round", "planned": {shard: URLs}, "shards": {shard:
+        live counters}}`` about twice a second while fetching;
         ``on_step`` is called with ``"generate"``, ``"fetch"``, ``"update"``, ``"compact"``, ``"commit"`` as each
         step starts (tests use it to crash a round at a known point).
 
@@ -326,12 +312,9 @@ class Crawler:
         on_step("generate")
         t0 = time.monotonic()
         started_at = now()
-        entries = runs.bucket_files(manifest)
-        selections = client.gather(client.map(
-            select_task, [self.crawl_url] * len(entries), entries, [rnd] * len(entries),
-            [cfg] * len(entries), [started_at] * len(entries), pure=False,
-        ))  # fmt: skip
-        selected, counts, rows = gen_mod.fold_candidates(selections, cfg)
+        selected, counts, rows = gen_mod.select(
+            crawl, manifest, rnd, cfg, started_at, mapper=dask_mapper(client)
+        )
         if selected.num_rows == 0:  # write nothing: no fetch lists, no commit
             raise nothing_due(crawl, manifest, started_at)
         generated = gen_mod.finish(crawl, manifest, rnd, cfg, selected, counts, rows)
@@ -355,26 +338,24 @@ class Crawler:
             )
             for s in sorted(actors)
         }  # fmt: skip
-        shard_results = self._wait_fetch(actors, pending, progress, lock)
+        planned = {s: fetchlists[s].rows for s in actors}
+        shard_results = self._wait_fetch(actors, pending, progress, lock, rnd, planned)
         steps["fetch"] = time.monotonic() - t0
         # -- update -----------------------------------------------------------------------------
         on_step("update")
         t0 = time.monotonic()
         fparts = [r["fetched"] for r in shard_results]
         lparts = [r["links"] for r in shard_results]
-        rparts = partition_by_bucket(refiltered, manifest.buckets) if refiltered.num_rows else {}
-        updated = client.gather(client.map(
-            update_task, [self.crawl_url] * len(entries), [gen] * len(entries),
-            entries, [fparts] * len(entries), [lparts] * len(entries),
-            [rparts.get(b) for b in range(len(entries))], [rnd] * len(entries),
-            [cfg] * len(entries), [started_at] * len(entries), pure=False,
-        ))  # fmt: skip
-        update_summary = update_mod.summarize(rnd, updated)
+        updated = update_mod.update(
+            crawl, manifest, rnd, fparts, lparts, cfg, started_at,
+            refiltered=refiltered if refiltered.num_rows else None, mapper=dask_mapper(client),
+        )  # fmt: skip
+        update_summary = updated.summary.to_json()
         steps["update"] = time.monotonic() - t0
         # -- compact ----------------------------------------------------------------------------
         on_step("compact")
         t0 = time.monotonic()
-        buckets = compact_buckets(client, self.crawl_url, [u[0] for u in updated], gen, cfg)
+        buckets = compact_buckets(client, self.crawl_url, updated.buckets, gen, cfg)
         steps["compact"] = time.monotonic() - t0
         # -- commit -----------------------------------------------------------------------------
         on_step("commit")
@@ -385,13 +366,15 @@ class Crawler:
             counters.update(r["counters"])
             by_outcome.update(r["outcomes"])
         outcomes = {k: int(v) for k, v in sorted(by_outcome.items()) if v}
-        pages = sum(v for k, v in outcomes.items() if k in _RESPONSE_OUTCOMES)
         summary = {
             "step": "round",
             "round": rnd,
             "generation": gen,
-            "pages": pages,
-            "fetched": sum(outcomes.values()),
+            # what each counts (README): every attempt (robots-denied too), those answered by a
+            # server, those whose content was stored (the frontier's ``fetched`` status)
+            "attempts": sum(outcomes.values()),
+            "responses": sum(v for k, v in outcomes.items() if k in _RESPONSE_OUTCOMES),
+            "stored": sum(v for k, v in outcomes.items() if k in _STORED_OUTCOMES),
             "new_urls": update_summary["links"].get("new_queued", 0),
             "errors": {k: v for k, v in outcomes.items() if k not in ("ok", "redirect",
                                                                      "not_modified")},
@@ -404,7 +387,7 @@ class Crawler:
             "links": {k: int(v) for k, v in counters.items() if k.startswith("links_")},
             "generate": gen_summary,
             "update": update_summary,
-            "compacted": sum(1 for a, u in zip(buckets, updated, strict=True) if a is not u[0]),
+            "compacted": sum(1 for a, u in zip(buckets, updated.buckets, strict=True) if a is not u),
             "rerun_after_crash": cold,
             "seconds_by_step": {k: round(v, 3) for k, v in steps.items()},
             "elapsed_s": round(time.monotonic() - t_start, 3),
@@ -419,6 +402,8 @@ class Crawler:
                 + list(fetchlists.values()),
                 "fetched": list(manifest.tables.get("fetched", ())) + [p.entry for p in fparts],
                 "links": list(manifest.tables.get("links", ())) + [p.entry for p in lparts],
+                "edges": list(manifest.tables.get("edges", ()))
+                + [r["edges"].entry for r in shard_results],
             },
             summary,
             round=rnd,
@@ -429,29 +414,31 @@ class Crawler:
         summary["elapsed_s"] = round(time.monotonic() - t_start, 3)
         return summary
 
-    def _wait_fetch(self, actors, pending, progress, lock) -> list[dict[str, Any]]:
+    def _wait_fetch(self, actors, pending, progress, lock, rnd, planned) -> list[dict[str, Any]]:
         results: dict[int, dict[str, Any]] = {}
         while len(results) < len(pending):
             for s, fut in pending.items():
                 if s not in results and fut.done():
                     results[s] = fut.result()
             if len(results) < len(pending):
-                if progress is not None:
-                    snap: Counter = Counter()
+                if progress is not None:  # snapshot: batchcrawl.progress's module docstring
+                    shards: dict[int, dict[str, float]] = {}
                     for s, actor in actors.items():
+                        shards[s] = results[s]["counters"] if s in results else {}
                         if s not in results:
                             with contextlib.suppress(Exception):
-                                snap.update(actor.progress().result(timeout=5))
-                    for r in results.values():
-                        snap.update(r["counters"])
-                    progress(dict(snap))
+                                shards[s] = actor.progress().result(timeout=5)
+                    progress({"round": rnd, "planned": planned, "shards": shards})
                 time.sleep(0.5)
         return [results[s] for s in sorted(results)]
 
 
 _RESPONSE_OUTCOMES = frozenset(
-    ("ok", "truncated", "redirect", "not_modified", "gone", "http_error", "server_error")
-)
+    ("ok", "truncated", "redirect", "redirect_loop", "not_modified", "gone", "http_error",
+     "server_error")
+)  # fmt: skip
+#: Outcomes after which the URL's status is ``fetched`` (frontier/update.py's transition table).
+_STORED_OUTCOMES = frozenset(("ok", "truncated", "not_modified"))
 
 
 @contextlib.contextmanager

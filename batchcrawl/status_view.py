@@ -22,7 +22,7 @@ GENERATION_COLUMNS = (
     ("round", "round"),
     ("step", "step"),
     ("committed", "created"),
-    ("pages", "pages"),
+    ("stored", "stored"),
     ("errors", "errors"),
     ("new URLs", "new_urls"),
     ("secs", "elapsed_s"),
@@ -86,12 +86,12 @@ def generations_table(generations: list[Mapping[str, Any]]) -> Table:
     shown = generations[-MAX_GENERATIONS:]
     hidden = len(generations) - len(shown)
     t = _table("generations", [h for h, _ in GENERATION_COLUMNS],
-               numeric=["gen", "round", "pages", "errors", "new URLs", "secs"])  # fmt: skip
+               numeric=["gen", "round", "stored", "errors", "new URLs", "secs"])  # fmt: skip
     for g in shown:
         secs = _num(g.get("elapsed_s")) + ("*" if g.get("time_limit_hit") else "")
         t.add_row(
             _num(g.get("generation")), _num(g.get("round")), str(g.get("step") or ""),
-            _when(g.get("created")), _num(g.get("pages")), _num(_errors(g.get("errors"))),
+            _when(g.get("created")), _num(g.get("stored")), _num(_errors(g.get("errors"))),
             _num(g.get("new_urls")), secs,
         )  # fmt: skip
     notes = []

@@ -140,8 +140,8 @@ def canonicalize(url: str, base: str | None = None) -> str:
             href = ada_url.normalize_url(url)
         except ValueError:
             raise InvalidURL(
-                f"cannot parse URL {url!r} (WHATWG URL Standard); give an absolute http(s) URL, "
-                "or pass base= to resolve a relative one"
+                f"cannot parse URL {url!r} (WHATWG URL Standard); write it as an absolute "
+                "http(s) URL with scheme and host, e.g. https://example.com/path"
             ) from None
     else:
         try:

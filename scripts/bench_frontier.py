@@ -8,10 +8,11 @@ each followed by generate, printing per round ``update_s``, ``generate_s``, ``ro
 
 Builds, in a child process (so its memory does not count), a crawl whose frontier holds N synthetic
 URLs over a Zipf-like host distribution (host i gets a share proportional to 1/i; three hosts per
-pay-level domain; statuses 55 % queued, 30 % fetched, 10 % gone, 5 % filtered), and M links of one
+pay-level domain; statuses 55 % queued, 30 % fetched, 10 % gone, 5 % filtered; ``--due-share`` of
+the queued ones due now, the others within 30 days), and M links of one
 round (half to known URLs, half to new ones), written as ``links`` files of two shards. Then, in
-this process, it runs :func:`batchcrawl.update.update` with the links and commits, then
-:func:`batchcrawl.generate.generate`, and prints one JSON line per phase::
+this process, it runs :func:`batchcrawl.frontier.update.update` with the links and commits, then
+:func:`batchcrawl.frontier.generate.generate` (the drivers a round maps on Dask, here on threads), and prints one JSON line per phase::
 
     {"phase", "frontier_urls", "links", "seconds", "links_per_s", "rows_per_s", "peak_rss_mb"}
 
@@ -76,6 +77,16 @@ def url_parts(ids: np.ndarray, host_idx: np.ndarray):
     return url, host, domain
 
 
+def due_times(queued: np.ndarray, share: float, rng) -> pa.Array:
+    """``next_fetch_time`` of the base rows: a queued row is due now with probability ``share``
+    (since up to a day), else within the next 30 days; other rows never (null)."""
+    n = len(queued)
+    now_ms = int(NOW * 1000)
+    later = rng.random(n) >= share
+    offset = np.where(later, rng.integers(1, 30 * 86_400_000, n), -rng.integers(0, 86_400_000, n))
+    return pa.array(now_ms + offset, pa.int64(), mask=~queued).cast(pa.timestamp("ms"))
+
+
 def build(args) -> None:
     """Child process: write the crawl (frontier of N URLs, M links of round 1)."""
     cfg = config(args)
@@ -107,6 +118,10 @@ def build(args) -> None:
             status=pa.array(st),
             reason=pa.array(np.where(st == "filtered", "max_depth", None)).cast(pa.string()),
         )
+        rows = rows.set_column(
+            rows.schema.get_field_index("next_fetch_time"), "next_fetch_time",
+            due_times(st == "queued", args.due_share, rng),
+        )  # fmt: skip
         for b, part in partition_by_bucket(rows, args.buckets).items():
             if b not in writers:
                 writers[b] = pq.ParquetWriter(spill / f"{b}.parquet", part.schema)
@@ -220,6 +235,7 @@ def bytes_of(crawl, before, after) -> int:
 def run(args) -> None:
     from batchcrawl.frontier import runs
     from batchcrawl.frontier.generate import generate
+    from batchcrawl.frontier.runs import thread_mapper
     from batchcrawl.frontier.update import update
     from batchcrawl.store.crawldir import FileEntry
 
@@ -231,18 +247,17 @@ def run(args) -> None:
         FileEntry(e["path"], e["rows"]) for e in json.loads((root / "links.json").read_text())
     ]
     first = crawl.read_table("links", link_entries)
+    mapper = thread_mapper(args.workers)
     for rnd in range(1, args.rounds + 1):
         links = first if rnd == 1 else next_links(rnd, first, args, rng)
         m = crawl.manifest()
         t0 = time.perf_counter()
-        entries, s = update(crawl, m, rnd, None, links, cfg, NOW, workers=args.workers)
+        entries, s = update(crawl, m, rnd, None, links, cfg, NOW, mapper=mapper)
         m2 = crawl.commit(m, {"frontier": entries}, s, round=rnd)
         dt_update = time.perf_counter() - t0
         written = bytes_of(crawl, m.tables["frontier"], m2.tables["frontier"])
         t0 = time.perf_counter()
-        res = generate(
-            crawl, m2, rnd + 1, cfg, NOW, workers=args.workers, refilter_urls=args.refilter
-        )
+        res = generate(crawl, m2, rnd + 1, cfg, NOW, mapper=mapper, refilter_urls=args.refilter)
         dt_gen = time.perf_counter() - t0
         emit_round(rnd, args, dt_update, dt_gen, s, written, res.summary)
     t0 = time.perf_counter()
@@ -255,7 +270,7 @@ def run(args) -> None:
          "peak_rss_mb": peak_rss_mb()}
     )  # fmt: skip
     t0 = time.perf_counter()
-    res = generate(crawl, crawl.manifest(), args.rounds + 1, cfg, NOW, workers=args.workers)
+    res = generate(crawl, crawl.manifest(), args.rounds + 1, cfg, NOW, mapper=mapper)
     dt_gen = time.perf_counter() - t0
     emit_line(
         {"phase": "generate_after_compaction", "frontier_urls": args.frontier_urls,
@@ -275,7 +290,9 @@ def emit_round(rnd, args, dt_update, dt_gen, s, written, gen_summary) -> None:
          "update_s": round(dt_update, 3), "generate_s": round(dt_gen, 3),
          "rows_rewritten": s["rows_written"], "bytes_written": written,
          "bytes_per_frontier_row": round(written / max(frontier, 1), 3),
-         "selected": gen_summary["selected"], "peak_rss_mb": peak_rss_mb()}
+         "selected": gen_summary["selected"],
+         "due_rows_read": gen_summary["frontier_rows"] - gen_summary["not_selected"].get("not_due", 0),
+         "peak_rss_mb": peak_rss_mb()}
     )  # fmt: skip
 
 
@@ -289,6 +306,10 @@ def main() -> None:
     ap.add_argument("--max-urls-per-round", type=int, default=Config().generate.max_urls_per_round)
     ap.add_argument("--workers", type=int, default=2, help="threads merging/scanning buckets")
     ap.add_argument("--rounds", type=int, default=1, help="R: successive updates of M links each")
+    ap.add_argument(
+        "--due-share", type=float, default=0.02,
+        help="share of the base's queued URLs due now (the rest: within 30 days; default 0.02)",
+    )  # fmt: skip
     ap.add_argument(
         "--refilter",
         action="store_true",

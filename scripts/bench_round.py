@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     round_wall = sum(s["elapsed_s"] for s in summaries) or 1.0
     fetch_s = steps["fetch"]
     bound = web.politeness_bound(fetch_s, max(args.host_delay_s, 1e-9))  # D = 0: no host cap
-    pages = sum(s["pages"] for s in summaries)
+    pages = sum(s["responses"] for s in summaries)
     print(json.dumps({
         "pages": pages,
         "seconds": round(seconds, 2),

@@ -189,7 +189,7 @@ def report(run: DocsCrawl) -> dict[str, Any]:
     files = warc_files(run.crawl)
     check = warcio_check(files)
     return {
-        "pages": sum(s["pages"] for s in run.summaries),
+        "pages": sum(s["responses"] for s in run.summaries),
         "rounds": len(run.summaries),
         "seconds": round(run.seconds, 2),
         "round_seconds": round(sum(s["elapsed_s"] for s in run.summaries), 2),

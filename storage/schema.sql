@@ -43,7 +43,8 @@ CREATE TABLE hosts (
     crawl_delay_s     DOUBLE,             -- Crawl-delay for our agent, if any
     sitemaps          VARCHAR[],          -- Sitemap lines of robots.txt
     pages_fetched     BIGINT    NOT NULL, -- cumulative fetch attempts that got a response
-    errors            BIGINT    NOT NULL  -- cumulative failed attempts
+    errors            BIGINT    NOT NULL, -- cumulative failed attempts
+    robots_origin     VARCHAR             -- scheme://host[:port] the robots_* columns belong to (RFC 9309 §2.3); NULL in rows written before it: not restored
 );
 
 -- fetchlists/round=R/shard=SS.parquet: what generate handed to one shard, per host in breadth-first order.
@@ -114,4 +115,23 @@ CREATE TABLE links (
     nofollow       BOOLEAN NOT NULL, -- rel=nofollow or robots meta nofollow (not crawled)
     filter_reason  VARCHAR,          -- NULL: in scope; else the filter that rejected it
     lastmod        TIMESTAMP_MS      -- sitemap <lastmod> (tag sitemap): a known URL changed after its last capture is due now
+);
+
+-- edges/round=R/shard=SS.parquet: every outlink of every page fetched in a round (the link graph,
+-- MRS §20.4), canonicalized but before the URL cache and whatever the scope filters decide: the
+-- graph is the web as seen, scope decides only what is crawled. One row per link occurrence
+-- (duplicates kept here; the graph build drops them). Rows grouped by source bucket.
+CREATE TABLE edges (
+    src_url_key UBIGINT NOT NULL, -- page the link is on
+    dst_url_key UBIGINT NOT NULL, -- canonical link target
+    round       INTEGER NOT NULL,
+    tag         VARCHAR NOT NULL  -- a, area, link, frame, iframe, meta_refresh, redirect
+);
+
+-- graph/gen=G/nodes/part=PPP.parquet: the nodes of one partition of the link graph built from
+-- generation G's edges (batchcrawl graph build), sorted by url_key; a node's id is the partition's
+-- first id (graph/gen=G/graph.json) plus its row number.
+CREATE TABLE graph_nodes (
+    url_key UBIGINT NOT NULL,
+    url     VARCHAR           -- canonical URL from the frontier; NULL if the frontier has no row
 );

@@ -117,7 +117,7 @@ def small_crawl(path: str | os.PathLike, buckets: int = 2) -> CrawlDir:
     crawl.commit(
         parent,
         {"frontier": buckets_files, "fetched": [fetched]},
-        {"step": "round", "pages": 5, "elapsed_s": 6.5},
+        {"step": "round", "responses": 5, "stored": 5, "elapsed_s": 6.5},
         round=1,
     )
     return crawl
@@ -144,7 +144,7 @@ def commit_step(crawl: CrawlDir, parent: Manifest, n: int, pause=None) -> Manife
     return crawl.commit(
         parent,
         {"frontier": [bucket], "fetched": [*old, fetched]},
-        {"step": "round", "pages": n},
+        {"step": "round", "stored": n},
         round=g,
     )
 

@@ -20,6 +20,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
@@ -95,6 +96,27 @@ def sample_web(**kwargs: Any):
     }
     args.update(kwargs)
     return SampleWeb(**args)
+
+
+class HoldPages:
+    """The SampleWeb, plus: once armed, page requests (not robots.txt) set :attr:`arrived` and
+    wait for :attr:`release` before being answered."""
+
+    def __init__(self, web) -> None:
+        self.web = web
+        self.armed = threading.Event()
+        self.arrived = threading.Event()
+        self.release = threading.Event()
+
+    def bind(self, port: int):
+        self.web.bind(port)
+        return self
+
+    def __call__(self, host, path, headers):
+        if self.armed.is_set() and path != "/robots.txt":
+            self.arrived.set()
+            self.release.wait(60)
+        return self.web(host, path, headers)
 
 
 @contextmanager

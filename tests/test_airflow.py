@@ -178,7 +178,7 @@ def test_dag_run_commits_a_round_pushes_its_summary_and_exports(airflow_home, we
     assert record["states"] == {"round": "success", "export": "success"}
     summary = record["xcom"]["round"]
     assert summary["round"] == 1 and summary["generation"] == manifest.generation
-    assert summary["pages"] == manifest.summary["pages"] > 0
+    assert summary["stored"] == manifest.summary["stored"] > 0
     assert record["xcom"]["export"]["exported"] == [1]
     assert sorted(exported_rounds(str(dest), "airflowtest")) == [1]
 

@@ -217,7 +217,7 @@ def test_help_lists_every_command_and_exit_codes_are_documented():
     documented = {int(c) for c in re.findall(r"^(\d+) ", cli_module.__doc__, re.MULTILINE)}
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     in_readme = {int(c) for c in re.findall(r"^\| (\d+) \|", readme, re.MULTILINE)}
-    assert documented == in_readme == {0, 1, 2, 3, 4, 69, 75, 130, 143}
+    assert documented == in_readme == {0, 1, 2, 3, 4, 5, 69, 75, 130, 143}
     from batchcrawl import errors
 
     codes = {
@@ -257,6 +257,37 @@ def test_init_with_seeds_and_inject_from_stdin(tmp_path):
 
 
 # -- damaged input gets one line and an exit code ---------------------------------------------
+def test_bad_seed_lines_are_summarized_on_stderr_with_line_numbers(tmp_path):
+    seeds = tmp_path / "seeds.txt"
+    bad = ["a b", "relative/path", "http://", "ftp://x.test/", "::", "also bad", "x y z"]
+    seeds.write_text("http://a.test/\n" + "\n".join(bad) + "\nhttp://b.test/\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "batchcrawl.cli", "init", str(tmp_path / "c"), "--seeds", seeds],
+        capture_output=True, text=True, env=os.environ,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["inject"]["bad_lines"] == 7
+    err = result.stderr.splitlines()
+    assert err[0].startswith(f"batchcrawl: warning: {seeds}: 7 of 9 lines were not injected")
+    assert f"{seeds}:2: " in err[1] and "one URL per line" in err[1]
+    assert f"{seeds}:3: " in err[2] and "absolute http(s) URL" in err[2]
+    assert len([e for e in err if e.startswith(f"  {seeds}:")]) == 5
+    assert "and 2 more" in err[-1]
+    assert "base=" not in result.stderr  # a Python argument means nothing on the command line
+
+
+def test_an_empty_seed_file_warns_and_injects_nothing(tmp_path):
+    seeds = tmp_path / "empty.txt"
+    seeds.write_text("# only a comment\n\n")
+    crawl = small_crawl(tmp_path / "c")
+    result = run("inject", crawl.url, seeds)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["seeds_new"] == 0
+    assert "warning" in result.stderr and "no seed URL" in result.stderr
+    result = run("inject", crawl.url, "-", input="")
+    assert "no seed URL in it (0 lines" in result.stderr
+
+
 def test_undecodable_seed_lines_are_reported_and_the_rest_injected(tmp_path):
     seeds = tmp_path / "seeds.bin"
     seeds.write_bytes(b"http://a.test/\n\xff\xfe\x00junk\nhttp://b.test/\n")
@@ -300,6 +331,20 @@ def test_export_refuses_a_destination_inside_the_crawl_and_bad_protocols(crawl):
     assert result.exit_code == 2 and "inside the crawl directory" in result.stderr
     result = run("export", crawl.url, "nosuchproto://x")
     assert result.exit_code == 2 and "Protocol not known" in result.stderr
+
+
+def test_export_refuses_the_crawl_through_a_symlink_or_a_file_url(crawl, tmp_path):
+    link = tmp_path / "link"
+    link.symlink_to(os.path.abspath(crawl.url), target_is_directory=True)
+    abs_root = Path(os.path.abspath(crawl.url))
+    for dest in (link, link / "lake", f"file://{abs_root}/x", f"local://{abs_root}"):
+        result = run("export", crawl.url, dest)
+        assert result.exit_code == 2, (dest, result.output)
+        assert "inside the crawl directory" in result.stderr
+    assert not (abs_root / "x").exists() and not (abs_root / "fetched" / "crawl=c").exists()
+    # control: a folder beside the crawl, given as a file:// URL, is a fine destination
+    result = run("export", crawl.url, f"file://{tmp_path}/lake", "--tables", "fetched")
+    assert result.exit_code == 0, result.output
 
 
 def test_empty_crawl_argument_is_a_usage_error(tmp_path):
@@ -360,3 +405,66 @@ def test_unwritable_crawl_directory_is_one_line_exit_3_and_gc_dry_run_needs_no_l
         assert dry.exit_code == 0, dry.output
         assert json.loads(dry.stdout)["dry_run"] is True
         assert run("gc", crawl.url).exit_code == 4
+
+
+# -- sql output for people --------------------------------------------------------------------
+def test_sql_table_stops_at_a_row_limit_and_counts_the_rest(crawl):
+    q = "SELECT range AS i FROM range(250)"
+    default = run("sql", crawl.url, q)
+    assert default.exit_code == 0, default.output
+    lines = default.stdout.splitlines()
+    assert "249" not in default.stdout and " 99 " in default.stdout
+    assert lines[-1].startswith("... 150 more rows (250 in all)")
+    three = run("sql", crawl.url, q, "--limit", "3")
+    assert three.stdout.splitlines()[-1].startswith("... 247 more rows")
+    everything = run("sql", crawl.url, q, "--all")
+    assert "249" in everything.stdout and "more rows" not in everything.stdout
+    # csv and json give every row unless --limit, which notes the rest on stderr
+    assert len(json.loads(run("sql", crawl.url, q, "--format", "json").stdout)) == 250
+    cut = run("sql", crawl.url, q, "--format", "json", "--limit", "5")
+    assert len(json.loads(cut.stdout)) == 5 and "245 more rows" in cut.stderr
+    both = run("sql", crawl.url, q, "--all", "--limit", "3")
+    assert both.exit_code == 2
+
+
+def test_sql_wide_results_print_one_block_per_row(crawl):
+    q = "SELECT url, repeat('x', 120) AS long_text, 7 AS n FROM frontier ORDER BY url LIMIT 2"
+    result = run("sql", crawl.url, q, env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("-[ row 1 ]") and any(ln.startswith("-[ row 2 ]") for ln in lines)
+    assert "long_text | " + "x" * 120 in lines  # nothing cut
+    assert "n         | 7" in lines
+    narrow = run("sql", crawl.url, "SELECT 1 AS a, 2 AS b", env={"COLUMNS": "80"})
+    assert "-[ row" not in narrow.stdout  # a narrow result stays a table
+
+
+def test_sql_list_shows_each_named_query_with_its_description(crawl):
+    from batchcrawl.store.sql import named_queries, queries_dir
+
+    listing = run("sql", crawl.url, "--list").stdout.splitlines()
+    assert [ln.split()[0] for ln in listing] == named_queries()
+    for line in listing:
+        name, about = line.split(None, 1)
+        first = (queries_dir() / f"{name}.sql").read_text().splitlines()[0]
+        assert first == f"-- {about}"
+
+
+def test_demo_headline_counts_what_status_counts(tmp_path):
+    """The demo's closing line says how many URLs are `fetched` exactly as `status` does, and the
+    round summaries name their counters for what they count."""
+    target = tmp_path / "demo"
+    env = {**os.environ, "BATCHCRAWL_ROUND__WORKERS": "1"}
+    cmd = [sys.executable, "-m", "batchcrawl.cli"]
+    proc = subprocess.run([*cmd, "demo", str(target), "--hosts", "3", "--pages", "30",
+                           "--rounds", "2"], capture_output=True, text=True, env=env)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    summaries = [json.loads(ln) for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    assert summaries and all({"attempts", "responses", "stored"} <= set(s) for s in summaries)
+    assert not any({"pages", "fetched"} & set(s) for s in summaries)
+    st = json.loads(subprocess.run([*cmd, "status", str(target), "--format", "json"],
+                                   capture_output=True, text=True, env=env, check=True).stdout)  # fmt: skip
+    fetched = st["urls"]["by_status"]["fetched"]
+    attempts = sum(s["attempts"] for s in summaries)
+    assert f"{fetched:,} URLs fetched and stored, from {attempts:,} fetch attempts" in proc.stdout
+    assert attempts == st["fetched"]["attempts"]

@@ -162,7 +162,7 @@ def test_rounds_on_an_existing_dask_cluster_match_a_local_cluster_run(dask_clust
     differ = {u: (local_status[u], remote_status[u]) for u in local_status
               if local_status[u] != remote_status[u]}  # fmt: skip
     assert differ == {}
-    assert sum(s["pages"] for s in summaries) == sum(s["pages"] for s in local_rounds)
+    assert sum(s["responses"] for s in summaries) == sum(s["responses"] for s in local_rounds)
     assert {e.host for e in remote_log} <= {h.name for h in web.hosts}
     assert robots_not_first(remote_log) == []
     assert politeness_violations(remote_log, sample_delay(web, cfg)) == []

@@ -20,6 +20,7 @@ ALLOWED = {
     "fetch": SHARED | {"store", "scope"},
     "export": {"errors", "config", "urls", "store"},
     "report": {"errors", "config", "store"},
+    "graph": {"errors", "config", "urls", "store"},
     "errors": set(),
     "urls": {"errors"},
     "ring": {"errors", "urls"},

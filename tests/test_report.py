@@ -53,7 +53,13 @@ def crawl(tmp_path) -> CrawlDir:
     crawl.commit(
         m,
         {**m.tables, "hosts": [crawl.write_table("hosts", "hosts/gen=2/shard=00.parquet", hosts)]},
-        {"step": "round", "round": 1, "pages": 4, "seconds_by_step": {"fetch": 2.0}},
+        {
+            "step": "round",
+            "round": 1,
+            "responses": 4,
+            "stored": 4,
+            "seconds_by_step": {"fetch": 2.0},
+        },
         round=1,
     )
     return crawl
@@ -77,7 +83,7 @@ def test_report_data_reads_every_query_and_the_manifests(crawl):
     assert [g["generation"] for g in d.frontier_by_generation] == [0, 1, 2]
     assert d.frontier_by_generation[0]["by_status"] == {}
     assert d.frontier_by_generation[2]["by_status"]["fetched"] == 3
-    assert [(r["generation"], r["pages"]) for r in d.rounds] == [(1, 5), (2, 4)]
+    assert [(r["generation"], r["stored"]) for r in d.rounds] == [(1, 5), (2, 4)]
 
 
 def test_older_generation_is_reported_as_it_was(crawl):

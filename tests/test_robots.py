@@ -203,28 +203,28 @@ def test_cache_ttl_and_retry(test_config):
     cache = RobotsCache(test_config.robots, "batchcrawl", clock)
     good = robots_policy_for(200, b"User-agent: *\nDisallow: /p\n", None)
     bad = robots_policy_for(503, None, None)
-    cache.put("a.test", good)
-    cache.put("b.test", bad)
-    assert cache.get("a.test") is good and cache.get("b.test") is bad
+    cache.put("http://a.test", good)
+    cache.put("http://b.test", bad)
+    assert cache.get("http://a.test") is good and cache.get("http://b.test") is bad
     clock.t += test_config.robots.retry_after_s + 1  # unavailable: fetch again soon
-    assert cache.get("b.test") is None and cache.get("a.test") is good
+    assert cache.get("http://b.test") is None and cache.get("http://a.test") is good
     clock.t += test_config.robots.cache_ttl_s  # at most 24 h
-    assert cache.get("a.test") is None and len(cache) == 0
+    assert cache.get("http://a.test") is None and len(cache) == 0
 
 
 def test_cache_rows_round_trip(test_config):
     clock = Clock()
     cache = RobotsCache(test_config.robots, "batchcrawl", clock)
     cache.put(
-        "a.test",
+        "http://a.test",
         robots_policy_for(
             200,
             b"User-agent: *\nCrawl-delay: 4\nDisallow: /p\nSitemap: http://a.test/s.xml\n",
             None,
         ),
     )
-    cache.put("b.test", robots_policy_for(None, None, "timeout"))
-    cache.put("c.test", robots_policy_for(404, b"nope", None))  # fmt: skip
+    cache.put("http://b.test", robots_policy_for(None, None, "timeout"))
+    cache.put("http://c.test", robots_policy_for(404, b"nope", None))  # fmt: skip
     rows = {h: cache.to_row(h) for h in ("a.test", "b.test", "c.test", "none.test")}
     assert rows["a.test"]["robots_status"] == 200
     assert rows["a.test"]["crawl_delay_s"] == 4.0
@@ -236,10 +236,10 @@ def test_cache_rows_round_trip(test_config):
     later = RobotsCache(test_config.robots, "batchcrawl", clock)
     for host, row in rows.items():
         later.load_row(host, row)
-    a, b, c = (later.get(h) for h in ("a.test", "b.test", "c.test"))
+    a, b, c = (later.get(f"http://{h}") for h in ("a.test", "b.test", "c.test"))
     assert not a.allowed("http://a.test/p", "batchcrawl") and a.allowed("http://a.test/q", "x")
     assert b.unavailable and c.state == ALLOW_ALL
-    assert later.get("none.test") is None
+    assert later.get("http://none.test") is None
     assert later.to_row("a.test") == rows["a.test"]
     # expiry survives the round trip: past robots_expires nothing is restored
     clock.t += test_config.robots.cache_ttl_s + 1

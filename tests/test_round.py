@@ -73,7 +73,9 @@ def test_each_round_commits_a_generation_with_its_files(crawled):
         assert all("frontier/gen=" in e.path for e in manifest.tables["frontier"])
         assert read_every_file(crawl, manifest) > 0
         rows = [f for f in fetched_rows(crawl, gen) if f["round"] == r]
-        assert len(rows) == s["fetched"]
+        assert len(rows) == s["attempts"]
+        stored = [f for f in rows if f["outcome"] in ("ok", "truncated", "not_modified")]
+        assert s["stored"] == len(stored) and s["responses"] >= s["stored"]
         warcs = {f["warc_filename"] for f in rows if f["warc_filename"]}
         assert all(crawl.fs.exists(crawl.path(w)) for w in warcs)
     assert crawl.manifest().generation == summaries[-1]["generation"]
@@ -95,7 +97,7 @@ def test_rounds_until_nothing_due_reach_every_reachable_page(crawled):
     assert not missing, f"{len(missing)} reachable URLs not fetched: {sorted(missing.items())[:10]}"
     answered = {f["url"] for f in fetched_rows(crawl) if f["outcome"] in ANSWERED}
     assert answered <= truth, f"fetched beyond scope or robots: {sorted(answered - truth)[:10]}"
-    assert sum(s["pages"] for s in summaries) == len(
+    assert sum(s["responses"] for s in summaries) == len(
         [f for f in fetched_rows(crawl) if f["outcome"] in ANSWERED]
     )
 
@@ -179,7 +181,7 @@ def test_round_command_json_exit_codes_and_state_reloaded_by_a_new_process(tmp_p
         assert len(lines) == 1
         summary = json.loads(lines[0])
         assert summary["round"] == n and summary["step"] == "round"
-        assert summary["pages"] >= 1 and set(summary["seconds_by_step"]) == {
+        assert summary["responses"] >= 1 and set(summary["seconds_by_step"]) == {
             "generate", "fetch", "update", "compact", "commit"
         }  # fmt: skip
     assert c.returncode == 75, c.stderr[-2000:]

@@ -14,10 +14,10 @@ import os
 import re
 import signal
 import subprocess
-import threading
 
 import pytest
 from round_helpers import (
+    HoldPages,
     cli_command,
     new_crawl,
     round_config,
@@ -32,27 +32,6 @@ from batchcrawl.store.gc import gc
 from batchcrawl.store.lock import LOCK_FILE
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
-
-
-class HoldPages:
-    """The SampleWeb, plus: once armed, page requests (not robots.txt) set :attr:`arrived` and
-    wait for :attr:`release` before being answered."""
-
-    def __init__(self, web) -> None:
-        self.web = web
-        self.armed = threading.Event()
-        self.arrived = threading.Event()
-        self.release = threading.Event()
-
-    def bind(self, port: int):
-        self.web.bind(port)
-        return self
-
-    def __call__(self, host, path, headers):
-        if self.armed.is_set() and path != "/robots.txt":
-            self.arrived.set()
-            self.release.wait(60)
-        return self.web(host, path, headers)
 
 
 @pytest.mark.parametrize(
@@ -86,7 +65,7 @@ def test_signal_mid_round_releases_the_lock_and_says_what_was_committed(tmp_path
                 proc.wait()
     assert proc.returncode == code, err[-3000:]
     assert out == "", out
-    lines = err.strip().splitlines()
+    lines = [ln for ln in err.strip().splitlines() if " INFO batchcrawl.progress: " not in ln]
     name = signal.Signals(signum).name
     assert lines == [
         f"batchcrawl: stopped by {name}: committed round 1 (last generation 2); round 2 was "

@@ -29,7 +29,7 @@ def test_status_of_a_small_crawl(tmp_path):
         (0, 0, "init"),
         (1, 1, "round"),
     ]
-    assert gens[1]["pages"] == 5 and gens[1]["elapsed_s"] == 6.5
+    assert gens[1]["stored"] == 5 and gens[1]["elapsed_s"] == 6.5
     json.dumps(st)  # serializable as is
 
 

@@ -28,7 +28,7 @@ def render(tables, width: int = 80) -> list[str]:
 def big_status(generations: int = 25) -> dict:
     gens = [
         {"generation": g, "round": g // 2, "step": "round", "created": "2026-11-30T20:23:59.990Z",
-         "pages": 123_456_789, "fetched": 135_802_468, "new_urls": 987_654_321,
+         "stored": 123_456_789, "attempts": 135_802_468, "new_urls": 987_654_321,
          "errors": {"robots_denied": 12_345_678, "gone": 1, "network_error": 3},
          "elapsed_s": 86_399.25, "time_limit_hit": g % 2 == 0}
         for g in range(generations)
@@ -84,4 +84,4 @@ def test_status_command_at_80_columns_and_json_keeps_everything(tmp_path):
         assert title in table.stdout
     js = CliRunner().invoke(main, ["status", crawl.url, "--format", "json"])
     gens = json.loads(js.stdout)["generations"]
-    assert gens[-1]["pages"] == 5 and gens[-1]["elapsed_s"] == 6.5
+    assert gens[-1]["stored"] == 5 and gens[-1]["elapsed_s"] == 6.5

@@ -30,6 +30,7 @@ EXPECTED = {
     Outcome.TRUNCATED: ("fetched", "truncated", "reset"),
     Outcome.NOT_MODIFIED: ("fetched", "not_modified", "reset"),
     Outcome.REDIRECT: ("redirect", "D", "reset"),
+    Outcome.REDIRECT_LOOP: ("gone", "redirect_loop:D", "reset"),
     Outcome.GONE: ("gone", "D", "reset"),
     Outcome.HTTP_ERROR: ("gone", "D", "reset"),
     Outcome.SERVER_ERROR: ("error", "D", "inc"),

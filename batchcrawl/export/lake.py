@@ -551,6 +551,20 @@ def _rename_warc_paths(data: pa.Table, rename: Callable[[str], str]) -> pa.Table
     return data.set_column(i, data.schema.field(i), pa.array(names, pa.string()))
 
 
+def inside_crawl(crawl: CrawlDir, dest: str) -> bool:
+    """True if ``dest`` (a path or fsspec URL) names the local crawl directory or a folder in it.
+
+    Compares real paths (symlinks resolved, ``file://`` and ``local://`` URLs reduced to their
+    paths), so a symlink to the crawl or a ``file:///abs/CRAWL/x`` URL counts as inside."""
+    if not crawl.local:
+        return False
+    fs, path = fsspec.core.url_to_fs(dest)
+    if not atomic.is_local(fs):
+        return False
+    root = os.path.realpath(crawl.root)
+    return os.path.commonpath([os.path.realpath(path), root]) == root
+
+
 # -- entry points -------------------------------------------------------------------------------
 def export_crawl(
     crawl: CrawlDir,
@@ -595,13 +609,11 @@ def export_crawl(
         ``ExportSettingError`` also when ``dest`` lies inside the crawl directory, where
         ``batchcrawl gc`` would delete it.
     """
-    if crawl.local and "://" not in dest:
-        root = os.path.abspath(crawl.root)
-        if os.path.commonpath([os.path.abspath(dest), root]) == root:
-            raise ExportSettingError(
-                f"export destination {dest!r} is inside the crawl directory {crawl.url!r}, where "
-                "`batchcrawl gc` would delete it; choose a folder outside the crawl"
-            )
+    if inside_crawl(crawl, dest):
+        raise ExportSettingError(
+            f"export destination {dest!r} is inside the crawl directory {crawl.url!r}, where "
+            "`batchcrawl gc` would delete it; choose a folder outside the crawl"
+        )
     name = crawl_name_of(crawl, crawl_name)
     exporter = Exporter(crawl, Destination(dest, storage_options), name, threads=threads,
                         on_file=on_file)  # fmt: skip

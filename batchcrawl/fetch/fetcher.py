@@ -39,6 +39,7 @@ from urllib3.util import is_connection_dropped
 
 from batchcrawl.config import CrawlSection, FetchSection
 from batchcrawl.errors import InvalidURL
+from batchcrawl.fetch.cookies import HostCookieJars
 from batchcrawl.fetch.decode import CORRUPT, ContentDecoder, UnsupportedCoding
 from batchcrawl.fetch.resolver import AddressPolicy, DNSError, Resolver
 from batchcrawl.records import FetchResult
@@ -150,8 +151,9 @@ class Fetcher:
     ----------
     fetch
         ``[fetch]`` section: ``connect_timeout_s``, ``read_timeout_s``, ``total_timeout_s``
-        (seconds) and ``max_body_bytes`` (bytes kept of the wire body, of every decoding stage and
-        of the decoded body).
+        (seconds), ``max_body_bytes`` (bytes kept of the wire body, of every decoding stage and
+        of the decoded body) and ``max_cookies_per_host`` (per-host cookie jars,
+        :mod:`batchcrawl.fetch.cookies`: ``Set-Cookie`` is kept and sent back to that host).
     crawl
         ``[crawl]`` section: ``user_agent`` is sent with every request.
     resolver, policy
@@ -185,6 +187,7 @@ class Fetcher:
         self._idle_count = 0
         self._lock = threading.Lock()
         self._watchdog = _Watchdog()
+        self.cookies = HostCookieJars(fetch.max_cookies_per_host)
 
     # -- connection reuse --------------------------------------------------------------------------
 
@@ -313,6 +316,9 @@ class Fetcher:
                 for have in [h for h in headers if h.lower() == name.lower()]:
                     del headers[have]
                 headers[name] = value
+        cookie = self.cookies.header(url, host)
+        if cookie and not any(h.lower() == "cookie" for h in headers):
+            headers["Cookie"] = cookie
         result.request_line = f"GET {target} HTTP/1.1"
         result.request_headers = list(headers.items())
         result.ip = ip
@@ -333,6 +339,7 @@ class Fetcher:
             return result
         finally:
             result.finished = time.time()
+            self.cookies.store(url, host, result.response_headers)
 
     def _exchange(
         self,

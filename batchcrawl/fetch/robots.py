@@ -6,8 +6,9 @@ Three parts with one job each:
   rules that apply (RFC 9309 §2.3.1): 2xx → parse the first ``max_bytes``; 4xx → allow all
   ("unavailable" in the RFC's words); 5xx, 429, or no response at all → disallow all, flagged
   ``unavailable`` so the caller fetches it again after ``retry_after_s`` (the RFC's "unreachable").
-* :class:`RobotsCache` — rules per host with an expiry (at most ``cache_ttl_s``, RFC §2.4: 24 h)
-  on an injected wall clock, convertible to and from the ``hosts`` table columns.
+* :class:`RobotsCache` — rules per origin (scheme, host, port: RFC §2.3) with an expiry (at most
+  ``cache_ttl_s``, RFC §2.4: 24 h) on an injected wall clock, a last good copy kept in force while
+  the file is unreachable (RFC §2.4), convertible to and from the ``hosts`` table columns.
 * :func:`fetch_robots` — fetch ``/robots.txt`` following up to ``max_redirects`` redirects (RFC
   §2.3.1.2), across hosts too, returning every hop's result so each can be archived in WARC.
 
@@ -27,6 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 from protego import Protego
 
@@ -280,11 +282,12 @@ def fetch_robots(
 
 @dataclass(frozen=True, slots=True)
 class RobotsEntry:
-    """Cached rules of one host; times are wall-clock seconds since the epoch."""
+    """Cached rules of one origin; times are wall-clock seconds since the epoch."""
 
     rules: RobotsRules
     fetch_time: float
     expires: float
+    stale: bool = False  # a good copy kept in force while robots.txt is unreachable
 
 
 def _to_datetime(seconds: float) -> datetime:
@@ -302,15 +305,50 @@ def _to_seconds(value: Any) -> float:
     raise ValueError(f"robots time {value!r}: expected a datetime or epoch milliseconds")
 
 
+def robots_origin(url: str) -> str:
+    """The origin a robots.txt applies to: ``scheme://host[:port]`` of ``url`` (RFC 9309 §2.3:
+    "the rules MUST be valid only for the scheme, host and port"), lower-case, the scheme's
+    default port dropped. ``http://h/`` and ``https://h:8443/`` have different files.
+
+    Raises
+    ------
+    ValueError
+        ``url`` has no scheme or host, or a bad port.
+    """
+    parts = urlsplit(url)
+    scheme, host = parts.scheme.lower(), (parts.hostname or "").rstrip(".")
+    if not scheme or not host:
+        raise ValueError(f"robots origin of {url!r}: expected an absolute URL with a host")
+    port = parts.port
+    if ":" in host:
+        host = f"[{host}]"
+    if port is None or port == _DEFAULT_PORTS.get(scheme):
+        return f"{scheme}://{host}"
+    return f"{scheme}://{host}:{port}"
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
 class RobotsCache:
-    """robots.txt rules per host with expiry (IRLbot's RobotsCache; RFC 9309 §2.4).
+    """robots.txt rules per origin with expiry (IRLbot's RobotsCache; RFC 9309 §2.3, §2.4).
+
+    Entries are keyed by :func:`robots_origin` (scheme, host, port). Per host, the methods that
+    read and write the ``hosts`` table (:meth:`to_row`, :meth:`load_row`, :meth:`forget`,
+    :meth:`latest`) work on the host's most recently fetched origin: one row per host keeps one
+    origin (``robots_origin``); a host's other origins are fetched again when next needed.
+
+    When robots.txt becomes unreachable (5xx, 429, network) after a successful fetch (2xx or
+    4xx), the last good copy stays in force (RFC 9309 §2.4: a cached copy may be used past 24 h
+    while the file is unreachable; §2.3.1.4) until it is ``stale_max_s`` past its expiry, and is
+    re-checked every ``retry_after_s`` meanwhile; only then does "unreachable" disallow all.
 
     Parameters
     ----------
     robots
         ``[robots]`` section: ``cache_ttl_s`` (parsed and allow-all entries; RFC: at most 24 h),
-        ``retry_after_s`` (``unavailable`` entries, which disallow everything meanwhile) and
-        ``max_bytes``.
+        ``retry_after_s`` (``unavailable`` entries, which disallow everything meanwhile),
+        ``stale_max_s`` and ``max_bytes``.
     agent
         Product token (``crawl.robots_agent``) for the ``crawl_delay_s`` column.
     clock
@@ -325,57 +363,95 @@ class RobotsCache:
     ) -> None:
         self._ttl_s = robots.cache_ttl_s
         self._retry_s = robots.retry_after_s
+        self._stale_s = robots.stale_max_s
         self._max_bytes = robots.max_bytes
         self._agent = agent
         self._clock = clock
-        self._entries: dict[str, RobotsEntry] = {}
+        self._entries: dict[str, RobotsEntry] = {}  # origin -> live entry
+        self._good: dict[str, RobotsEntry] = {}  # origin -> last good entry, kept past expiry
+        self._origins: dict[str, set[str]] = {}  # host -> its origins with an entry
         self._lock = threading.Lock()
 
-    def put(self, host: str, rules: RobotsRules, fetch_time: float | None = None) -> RobotsEntry:
-        """Remember ``rules`` for ``host`` fetched at ``fetch_time`` (default: now)."""
+    def put(self, origin: str, rules: RobotsRules, fetch_time: float | None = None) -> RobotsEntry:
+        """Remember ``rules`` for ``origin`` (:func:`robots_origin`) fetched at ``fetch_time``
+        (default: now) and return the entry in force, which is the last good copy when ``rules``
+        are ``unavailable`` and that copy is still within ``stale_max_s`` of its expiry."""
         t = self._clock() if fetch_time is None else fetch_time
-        ttl = self._retry_s if rules.unavailable else self._ttl_s
-        entry = RobotsEntry(rules, t, t + min(ttl, self._ttl_s))
         with self._lock:
-            self._entries[host] = entry
+            good = self._good.get(origin)
+            until = good.fetch_time + self._ttl_s + self._stale_s if good is not None else t
+            if rules.unavailable and t < until:
+                entry = RobotsEntry(
+                    good.rules, good.fetch_time, min(t + self._retry_s, until), True
+                )
+            else:
+                ttl = self._retry_s if rules.unavailable else self._ttl_s
+                entry = RobotsEntry(rules, t, t + min(ttl, self._ttl_s))
+            self._set(origin, entry)
         return entry
 
-    def get(self, host: str) -> RobotsRules | None:
-        """Rules for ``host``, or None when unknown or expired (then fetch robots.txt again)."""
-        entry = self.entry(host)
+    def _set(self, origin: str, entry: RobotsEntry) -> None:
+        """Store ``entry`` (lock held)."""
+        self._entries[origin] = entry
+        if not entry.rules.unavailable:
+            self._good[origin] = entry
+        self._origins.setdefault(_host_of_origin(origin), set()).add(origin)
+
+    def get(self, origin: str) -> RobotsRules | None:
+        """Rules for ``origin``, or None when unknown or expired (then fetch robots.txt again)."""
+        entry = self.entry(origin)
         return entry.rules if entry is not None else None
 
-    def entry(self, host: str) -> RobotsEntry | None:
-        """The live :class:`RobotsEntry` of ``host``; expired entries are dropped."""
+    def entry(self, origin: str) -> RobotsEntry | None:
+        """The live :class:`RobotsEntry` of ``origin``; expired entries are dropped (a good one
+        is kept aside for a later unreachable fetch)."""
         now = self._clock()
         with self._lock:
-            entry = self._entries.get(host)
+            entry = self._entries.get(origin)
             if entry is not None and entry.expires <= now:
-                del self._entries[host]
+                del self._entries[origin]
                 entry = None
         return entry
+
+    def latest(self, host: str) -> RobotsEntry | None:
+        """The live entry of ``host``'s most recently fetched origin, or None."""
+        with self._lock:
+            origins = list(self._origins.get(host, ()))
+        live = [e for e in map(self.entry, origins) if e is not None]
+        return max(live, key=lambda e: e.fetch_time, default=None)
+
+    def _latest_origin(self, host: str) -> str | None:
+        with self._lock:
+            origins = list(self._origins.get(host, ()))
+        live = [(e.fetch_time, o) for o in origins if (e := self.entry(o)) is not None]
+        return max(live)[1] if live else None
 
     def __len__(self) -> int:
         with self._lock:
             return len(self._entries)
 
     def forget(self, host: str) -> None:
-        """Drop ``host``'s entry (a worker that no longer serves the host)."""
+        """Drop every origin of ``host`` (a worker that no longer serves the host)."""
         with self._lock:
-            self._entries.pop(host, None)
+            for origin in self._origins.pop(host, ()):
+                self._entries.pop(origin, None)
+                self._good.pop(origin, None)
 
     def to_row(self, host: str) -> dict[str, Any]:
-        """The ``hosts`` columns for ``host`` (all None when nothing live is cached):
-        ``robots_status``, ``robots_txt``, ``robots_fetch_time``, ``robots_expires`` (naive UTC
-        datetimes), ``crawl_delay_s``, ``sitemaps``."""
-        entry = self.entry(host)
+        """The ``hosts`` columns for ``host``'s most recently fetched live origin (all None when
+        nothing live is cached): ``robots_origin``, ``robots_status``, ``robots_txt``,
+        ``robots_fetch_time``, ``robots_expires`` (naive UTC datetimes), ``crawl_delay_s``,
+        ``sitemaps``. A stale copy in force keeps its own fetch time and status."""
+        origin = self._latest_origin(host)
+        entry = self.entry(origin) if origin is not None else None
         if entry is None:
             return dict.fromkeys(
-                ("robots_status", "robots_txt", "robots_fetch_time", "robots_expires",
-                 "crawl_delay_s", "sitemaps")
+                ("robots_origin", "robots_status", "robots_txt", "robots_fetch_time",
+                 "robots_expires", "crawl_delay_s", "sitemaps")
             )  # fmt: skip
         rules = entry.rules
         return {
+            "robots_origin": origin,
             "robots_status": rules.status,
             "robots_txt": rules.text,
             "robots_fetch_time": _to_datetime(entry.fetch_time),
@@ -385,16 +461,20 @@ class RobotsCache:
         }
 
     def load_row(self, host: str, row: Mapping[str, Any]) -> RobotsEntry | None:
-        """Restore ``host`` from its ``hosts`` row (as written by :meth:`to_row`).
+        """Restore ``host``'s origin from its ``hosts`` row (as written by :meth:`to_row`).
 
-        A row without ``robots_fetch_time`` or already past ``robots_expires`` restores nothing
-        (returns None). ``robots_status`` NULL means the last fetch failed (``unavailable``).
+        A row without ``robots_origin`` (written before robots.txt was scoped by origin: which
+        origin it came from is unknown), without ``robots_fetch_time`` or already past
+        ``robots_expires`` restores no live entry (returns None): robots.txt is fetched again. A
+        good copy past its expiry is still kept aside for :meth:`put` (RFC 9309 §2.4).
+        ``robots_status`` NULL means the last fetch failed (``unavailable``).
         """
-        if row.get("robots_fetch_time") is None or row.get("robots_expires") is None:
+        origin = row.get("robots_origin")
+        if origin is None or row.get("robots_fetch_time") is None:
+            return None
+        if row.get("robots_expires") is None:
             return None
         expires = _to_seconds(row["robots_expires"])
-        if expires <= self._clock():
-            return None
         status = row.get("robots_status")
         text = row.get("robots_txt")
         body = text.encode("utf-8") if text is not None else None
@@ -403,6 +483,20 @@ class RobotsCache:
             "network" if status is None else None, max_bytes=self._max_bytes,
         )  # fmt: skip
         entry = RobotsEntry(rules, _to_seconds(row["robots_fetch_time"]), expires)
+        now = self._clock()
         with self._lock:
-            self._entries[host] = entry
-        return entry
+            if expires > now:
+                self._set(origin, entry)
+                return entry
+            if not rules.unavailable and now < entry.fetch_time + self._ttl_s + self._stale_s:
+                self._good[origin] = entry  # expired, but kept for an unreachable refetch
+                self._origins.setdefault(_host_of_origin(origin), set()).add(origin)
+        return None
+
+
+def _host_of_origin(origin: str) -> str:
+    """``h`` of ``scheme://h[:port]`` (``[v6]`` without brackets)."""
+    rest = origin.partition("://")[2]
+    if rest.startswith("["):
+        return rest[1 : rest.index("]")]
+    return rest.rpartition(":")[0] if ":" in rest else rest

@@ -44,12 +44,13 @@ from batchcrawl.fetch.directives import retry_after_s, x_robots_tag
 from batchcrawl.fetch.fetcher import Fetcher
 from batchcrawl.fetch.parse import parse_page
 from batchcrawl.fetch.resolver import AddressPolicy, DNSError, Resolver
-from batchcrawl.fetch.robots import RobotsCache, fetch_robots, rules_from_fetch
+from batchcrawl.fetch.robots import RobotsCache, fetch_robots, robots_origin, rules_from_fetch
 from batchcrawl.fetch.warc import WarcWriter, payload_digest, warc_date
 from batchcrawl.fetch.workbench import Workbench
 from batchcrawl.records import FetchItem, FetchResult, Outcome
 from batchcrawl.scope.filters import FilterChain
 from batchcrawl.store import paths, schemas
+from batchcrawl.store.faults import storage_fault
 from batchcrawl.urls import canonicalize, domain_of, host_of, redirect_target, url_key
 
 log = logging.getLogger(__name__)
@@ -60,8 +61,8 @@ ROBOTS = object()
 _RETRY_STATUSES = frozenset({408, 425, 429})
 #: Outcomes that do not count as a host error (the host answered).
 _HOST_OK = frozenset(
-    {Outcome.OK, Outcome.TRUNCATED, Outcome.REDIRECT, Outcome.NOT_MODIFIED, Outcome.GONE,
-     Outcome.HTTP_ERROR}
+    {Outcome.OK, Outcome.TRUNCATED, Outcome.REDIRECT, Outcome.REDIRECT_LOOP, Outcome.NOT_MODIFIED,
+     Outcome.GONE, Outcome.HTTP_ERROR}
 )  # fmt: skip
 
 
@@ -91,6 +92,15 @@ def classify(result: FetchResult) -> Outcome:
     if status >= 500 or status in _RETRY_STATUSES:
         return Outcome.SERVER_ERROR
     return Outcome.HTTP_ERROR
+
+
+def _redirect_target(result: FetchResult, base: str) -> str | None:
+    """Canonical target of a 3xx's ``Location`` (:func:`~batchcrawl.urls.redirect_target`), or
+    None when it is missing or unusable."""
+    try:
+        return redirect_target(result.header("Location") or "", base)
+    except InvalidURL:
+        return None
 
 
 def mime_type(content_type: str | None) -> str | None:
@@ -169,11 +179,12 @@ _MISS = object()
 
 @dataclass
 class ShardRun:
-    """What one round of a shard produced: rows for ``fetched`` and ``links`` (column lists), the
-    URLs still queued when it stopped (in order), and named counters."""
+    """What one round of a shard produced: rows for ``fetched``, ``links`` and ``edges`` (column
+    lists), the URLs still queued when it stopped (in order), and named counters."""
 
     fetched: list[dict[str, Any]] = field(default_factory=list)
     links: dict[str, list] = field(default_factory=dict)
+    edges: dict[str, list] = field(default_factory=dict)
     unfetched: list[FetchItem] = field(default_factory=list)
     counters: Counter = field(default_factory=Counter)
     warc_files: list[str] = field(default_factory=list)
@@ -191,7 +202,9 @@ class _Run:
     deadline: float  # on the worker's monotonic clock
     pending: int = 0  # items not finished yet (guarded by the worker's lock)
     seq: int = 0  # discovery order of the links of this run
+    self_hops: dict[int, int] = field(default_factory=dict)  # url_key -> self-redirects followed
     stop: threading.Event = field(default_factory=threading.Event)
+    storage_fault: OSError | None = None  # the first full / read-only storage error: ends the run
 
 
 class TailDetector:
@@ -365,9 +378,9 @@ class FetchWorker:
             if nxt is not None and ip:
                 when = nxt.replace(tzinfo=UTC).timestamp() if isinstance(nxt, datetime) else nxt
                 self.workbench.add(host, ip, (), next_allowed=when + offset)
-                rules = self.robots.get(host)
-                if rules is not None:
-                    self._set_crawl_delay(host, rules)
+                entry = self.robots.latest(host)
+                if entry is not None:
+                    self._set_crawl_delay(host, entry.rules)
             n += 1
         return n
 
@@ -434,7 +447,8 @@ class FetchWorker:
             warcinfo_fields={"robots": "classic", "isPartOf": self.cfg.crawl.name or "batchcrawl"},
             compress_level=self.cfg.fetch.warc_compress_level,
         )  # fmt: skip
-        out = ShardRun(links={c: [] for c in schemas.schema("links").names})
+        out = ShardRun(links={c: [] for c in schemas.schema("links").names},
+                       edges={c: [] for c in schemas.schema("edges").names})  # fmt: skip
         run = _Run(round=round, out=out, warc=warc, deadline=started + limit)
         pending = run.pending = self._enqueue(run, items)
         threads = [
@@ -466,6 +480,8 @@ class FetchWorker:
             for t in threads:
                 t.join()
             warc.close()
+        if run.storage_fault is not None:
+            raise run.storage_fault
         for _host, rest in self.workbench.drain():
             for item in rest:
                 if item is not ROBOTS:
@@ -498,7 +514,7 @@ class FetchWorker:
                     self._record_failure(run, item, Outcome.REFUSED, refused, ip=ip)
                 continue
             queue: list[Any] = list(host_items)
-            if self.robots.get(host) is None:
+            if self.robots.get(robots_origin(host_items[0].url)) is None:
                 queue.insert(0, ROBOTS)
             self.workbench.add(host, ip, queue)
             pending += len(host_items)
@@ -534,20 +550,16 @@ class FetchWorker:
             if item is ROBOTS:
                 self._fetch_robots(run, vs)  # never raises: any failure is robots_unavailable
                 continue
-            rules = self.robots.get(vs.host)
-            if rules is None:  # expired during the round: fetch again first
+            rules = self.robots.get(robots_origin(item.url))
+            if rules is None:  # another origin of the host, or expired: fetch it first
                 vs.push_front(item)
                 vs.push_front(ROBOTS)
                 wb.release(vs, None)
                 continue
-            if rules.unavailable:
-                rest = [item] + [i for i in vs.queue if i is not ROBOTS]
-                while vs.queue:
-                    vs.pop()
+            if rules.unavailable:  # this URL's origin only: no request made, so no delay
                 wb.release(vs, None)
-                for it in rest:
-                    self._record_failure(run, it, Outcome.ROBOTS_UNAVAILABLE, "robots_unavailable")
-                self._done(run, len(rest))
+                self._record_failure(run, item, Outcome.ROBOTS_UNAVAILABLE, "robots_unavailable")
+                self._done(run)
                 continue
             if not rules.allowed(item.url, self.agent):
                 wb.release(vs, None)
@@ -564,15 +576,26 @@ class FetchWorker:
                 self._done(run)
                 continue
             cpu_fetch_s = time.thread_time() - t0
+            hop = self._self_redirect_hop(run, item, result)
+            if hop:  # fetched again after the host's delay: the workbench keeps politeness
+                vs.push_front(item)
             wb.release(
                 vs,
                 result.download_s if result.status is not None or result.ip else None,
                 retry_after_s=self._retry_after(result),
             )
+            if hop:
+                self._archive_hop(run, item, result)
+                continue
             try:
                 with self._processing:
                     self._process(run, item, result, cpu_fetch_s)
-            except Exception:  # a bug in one page's processing must not stop the shard
+            except Exception as exc:  # a bug in one page's processing must not stop the shard
+                if (fault := storage_fault(exc)) is not None:  # a full disk fails every page: stop
+                    run.storage_fault = run.storage_fault or fault
+                    run.stop.set()
+                    self.workbench.wakeup()
+                    return
                 log.exception("processing %s failed", item.url)
                 self._record_failure(run, item, Outcome.NETWORK_ERROR, "internal")
                 self._done(run)
@@ -583,29 +606,33 @@ class FetchWorker:
         is unavailable (5xx, network failure), every queued URL of the host is given back as
         ``robots_unavailable`` at once: the host is treated as fully disallowed until it is retried."""
         first = vs.queue[0] if vs.queue else None
-        origin = f"http://{vs.host}"
-        if isinstance(first, FetchItem):
-            scheme, _, rest = first.url.partition("://")
-            origin = f"{scheme}://{rest.split('/', 1)[0]}"
+        origin = robots_origin(first.url) if isinstance(first, FetchItem) else f"http://{vs.host}"
         try:
             chain = fetch_robots(self.fetcher, origin, max_redirects=self.cfg.robots.max_redirects)
         except Exception:  # a bug below must not kill the thread: robots.txt is unavailable
             log.exception("fetching robots.txt of %s failed", origin)
             chain = [FetchResult(url=origin + "/robots.txt", error="internal")]
-        rules = rules_from_fetch(chain[-1], self.cfg.robots.max_bytes)
-        self.robots.put(vs.host, rules)
+        entry = self.robots.put(origin, rules_from_fetch(chain[-1], self.cfg.robots.max_bytes))
+        rules = entry.rules  # the last good copy while robots.txt is unreachable (RFC 9309 §2.4)
         vs.set_crawl_delay(rules.crawl_delay(self.agent))
         dropped: list[FetchItem] = []
-        if rules.unavailable:
+        if rules.unavailable:  # this origin's URLs; the host's other origins keep their place
+            kept: list[Any] = []
             while vs.queue:
                 it = vs.pop()
-                if it is not ROBOTS:
+                if it is ROBOTS or robots_origin(it.url) != origin:
+                    kept.append(it)
+                else:
                     dropped.append(it)
+            for it in reversed(kept):
+                vs.push_front(it)
         contacted = any(r.ip for r in chain)
         self.workbench.release(vs, sum(r.download_s for r in chain) if contacted else None)
         with self._lock:
             run.out.counters["robots_fetches"] += len(chain)
             run.out.counters[f"robots_state_{rules.state}"] += 1
+            if entry.stale:
+                run.out.counters["robots_stale_kept"] += 1
             for r in chain:
                 if r.status is not None:
                     run.warc.write_fetch(r)
@@ -613,6 +640,33 @@ class FetchWorker:
             self._record_failure(run, it, Outcome.ROBOTS_UNAVAILABLE, "robots_unavailable")
         if dropped:
             self._done(run, len(dropped))
+
+    def _self_redirect_hop(self, run: _Run, item: FetchItem, result: FetchResult) -> bool:
+        """True (and the hop counted) when ``result`` redirects ``item`` to its own URL and fewer
+        than ``fetch.max_self_redirects`` such hops were followed in this chain: the caller puts
+        the item back at the front of its host's queue. The hop count is per chain and per run; a
+        chain still open when the run stops starts again at 0 (the URL stays queued, no row)."""
+        if (
+            classify(result) is not Outcome.REDIRECT
+            or _redirect_target(result, item.url) != item.url
+        ):
+            return False
+        with self._lock:
+            hops = run.self_hops.get(item.url_key, 0)
+            if hops >= self.cfg.fetch.max_self_redirects:
+                return False
+            run.self_hops[item.url_key] = hops + 1
+            run.out.counters["self_redirect_hops"] += 1
+            self._count_host(item.host, error=False)
+        return True
+
+    def _archive_hop(self, run: _Run, item: FetchItem, result: FetchResult) -> None:
+        """Write one followed self-redirect to the WARC (every request is archived)."""
+        try:
+            with self._processing:
+                run.warc.write_fetch(result)
+        except Exception:  # archiving one hop must not stop the shard
+            log.exception("archiving a redirect hop of %s failed", item.url)
 
     def _record_failure(
         self,
@@ -690,13 +744,15 @@ class FetchWorker:
                 row["robots_noindex"] = directives.noindex
                 row["robots_nofollow"] = directives.nofollow
             if outcome is Outcome.REDIRECT:
-                try:
-                    target = redirect_target(result.header("Location") or "", item.url)
-                except InvalidURL:
-                    target = None
-                    invalid += 1
+                target = _redirect_target(result, item.url)
+                invalid += target is None
                 row["fetch_redirect"] = target
-                if target is not None:
+                if target == item.url:  # _fetch_loop followed max_self_redirects hops already
+                    outcome = Outcome.REDIRECT_LOOP
+                    with self._lock:
+                        hops = run.self_hops.pop(item.url_key, 0)
+                    row.update(outcome=outcome.value, error=f"redirect_loop:{hops + 1}")
+                elif target is not None:
                     found.append((target, "redirect", False))
             elif outcome in (Outcome.OK, Outcome.TRUNCATED):
                 t0 = time.thread_time()
@@ -743,6 +799,7 @@ class FetchWorker:
                 row["warc_record_length"] = loc.length
         t2 = time.thread_time()
         with self._lock:  # BUbiNG's URL cache: which outlinks were not seen recently
+            self._emit_edges(run, item, canonical)  # the link graph: every link, before the cache
             seen = self.url_cache.seen
             new = [link for link in canonical if not seen(link[0])]
         links = self._scope_links(item, new) if new else []
@@ -817,6 +874,15 @@ class FetchWorker:
             reason = "nofollow" if nofollow else check(url, host, domain, depth, hops_out)
             out.append((key, url, host, domain, tag, nofollow, reason, hops_out))
         return out
+
+    def _emit_edges(self, run: _Run, item: FetchItem, canonical) -> None:
+        """Append one ``edges`` row per canonical outlink ``(key, url, tag, nofollow)`` (lock held)."""
+        cols = run.out.edges
+        n = len(canonical)
+        cols["src_url_key"].extend([item.url_key] * n)
+        cols["dst_url_key"].extend([link[0] for link in canonical])
+        cols["round"].extend([run.round] * n)
+        cols["tag"].extend([link[2] for link in canonical])
 
     def _emit_links(self, run: _Run, item: FetchItem, links) -> None:
         """Append link rows (lock held)."""

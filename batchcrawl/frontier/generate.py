@@ -20,9 +20,11 @@ Shaped for a Dask graph:
    (``generate.partition_by``); each shard's list is ordered per host in breadth-first order
    ``(discovered_round, discovered_seq)``.
 
-Due, precisely: ``status`` is ``queued`` or ``error`` and ``next_fetch_time`` is null or ``<= now``,
-or ``status`` is ``fetched`` or ``gone`` and ``next_fetch_time`` (set by the ``[recrawl]`` schedule in
-update) is ``<= now``; and the URL holds no **live lease**. A lease is live only if ``lease_round`` equals the round being
+Due, precisely: :func:`batchcrawl.frontier.due.due_time` (``status`` is ``queued`` or ``error``,
+``next_fetch_time`` is ``<= now``, or null for rows written before every due-able row had one; or
+``fetched`` / ``gone`` with ``next_fetch_time`` set by the ``[recrawl]`` schedule in update) is
+``<= now``, and the URL holds no **live lease**. Each bucket is read through its due-time index
+(:mod:`batchcrawl.frontier.due`): only rows due by ``now`` are read, not the bucket. A lease is live only if ``lease_round`` equals the round being
 generated (a streaming top-up of a running round); a lease of any other round belongs to a round
 that ended or died and has expired (counted ``lease_expired``).
 
@@ -36,8 +38,8 @@ committed frontier still has every URL due, so the rerun selects them again and 
 The single writer lock guarantees no other generate runs meanwhile. (Rows with ``lease_round`` set
 come from older crawls or a future streaming mode; update clears the lease of every URL it touches.)
 
-Counters (``summary["not_selected"]``): ``status:<status>`` (not a due status), ``not_due``
-(``next_fetch_time`` in the future), ``leased``, ``capped_host``, ``capped_domain``,
+Counters (``summary["not_selected"]``): ``not_due`` (due later, or in a status that is never due:
+the index does not read these rows), ``leased``, ``capped_host``, ``capped_domain``,
 ``capped_round``, ``filtered:<reason>`` (rejected now). ``frontier_rows = selected +
 sum(not_selected)``.
 """
@@ -46,11 +48,11 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import hashlib
 import json
-from collections import Counter, deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -58,9 +60,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from batchcrawl.config import Config
-from batchcrawl.frontier.runs import BucketFiles, bucket_files, read_bucket
-from batchcrawl.frontier.table import DUE_STATUSES, epoch_ms
-from batchcrawl.records import UrlStatus
+from batchcrawl.frontier import due
+from batchcrawl.frontier.runs import BucketFiles, Mapper, bucket_files, bucket_rows, thread_mapper
+from batchcrawl.frontier.table import epoch_ms
 from batchcrawl.ring import HashRing, ring_keys, route_name
 from batchcrawl.scope.filters import FilterChain
 from batchcrawl.store import paths, schemas
@@ -76,27 +78,7 @@ __all__ = [
     "select_bucket",
 ]
 
-#: Frontier columns read by :func:`select_bucket`.
-SELECT_COLUMNS = [
-    "url_key",
-    "url",
-    "host",
-    "domain",
-    "depth",
-    "hops_out",
-    "status",
-    "discovered_round",
-    "discovered_seq",
-    "retries",
-    "next_fetch_time",
-    "lease_round",
-    "etag",
-    "last_modified",
-    "content_fetch_time",
-    "content_digest",
-]
-#: Statuses due again only by time: when the ``[recrawl]`` schedule set ``next_fetch_time``.
-REFETCH_STATUSES = (UrlStatus.FETCHED.value, UrlStatus.GONE.value)
+SELECT_COLUMNS = due.SELECT_COLUMNS
 #: Columns of a candidates table (breadth-first order): a fetch item's.
 CANDIDATE_COLUMNS = list(schemas.fetch_item_columns())
 _CAP_REASONS = ("capped_host", "capped_domain", "capped_round")
@@ -180,23 +162,19 @@ def select_bucket(
     n = bucket.num_rows
     if n == 0:
         return schemas.empty("fetchlists").select(CANDIDATE_COLUMNS), counts
-    status = bucket.column("status")
-    nft = bucket.column("next_fetch_time").cast(pa.int64())
-    due_status = np.asarray(
-        pc.or_(
-            pc.is_in(status, pa.array(DUE_STATUSES)),
-            pc.and_(pc.is_in(status, pa.array(REFETCH_STATUSES)), pc.is_valid(nft)),
-        ).to_numpy(zero_copy_only=False)
-    )
+    when = due.due_time(bucket)
+    due_status = np.asarray(pc.is_valid(when).to_numpy(zero_copy_only=False))
     waiting = np.asarray(
-        pc.fill_null(pc.greater(nft, epoch_ms(now)), False).to_numpy(zero_copy_only=False)
+        pc.fill_null(pc.greater(when.cast(pa.int64()), epoch_ms(now)), False).to_numpy(
+            zero_copy_only=False
+        )
     )
     lr = bucket.column("lease_round")
     live = np.asarray(pc.fill_null(pc.equal(lr, round), False).to_numpy(zero_copy_only=False))
     has_lease = np.asarray(pc.is_valid(lr).to_numpy(zero_copy_only=False))
     counts["lease_expired"] += int((has_lease & ~live).sum())
     if not due_status.all():
-        vc = pc.value_counts(status.filter(pa.array(~due_status)))
+        vc = pc.value_counts(bucket.column("status").filter(pa.array(~due_status)))
         for s, k in zip(
             vc.field("values").to_pylist(), vc.field("counts").to_pylist(), strict=True
         ):
@@ -214,10 +192,15 @@ def select_bucket(
 def select_files(
     crawl: CrawlDir, files: BucketFiles, round: int, cfg: Config, now: dt.datetime | float
 ) -> tuple[int, pa.Table, Counter]:
-    """Generate, one bucket (one Dask task): read its merged rows (base + runs, newest wins) and
-    :func:`select_bucket` them. Returns ``(bucket rows, candidates, counts)``."""
-    table = read_bucket(crawl, files, SELECT_COLUMNS)
-    return (table.num_rows, *select_bucket(table, round, cfg, now))
+    """Generate, one bucket (one Dask task): read its rows due at ``now`` through the due-time
+    index (:func:`batchcrawl.frontier.due.due_rows`: about as many rows as are due, newest run
+    wins) and :func:`select_bucket` them. The rows not read count as ``not_due`` (not due yet,
+    or in a status that is never due). Returns ``(bucket rows, candidates, counts)``."""
+    table = due.due_rows(crawl, files.files, epoch_ms(now))
+    candidates, counts = select_bucket(table, round, cfg, now)
+    rows = bucket_rows(crawl, files)
+    counts["not_due"] += rows - table.num_rows
+    return rows, candidates, counts
 
 
 def merge_candidates(
@@ -317,19 +300,8 @@ def _recorded_fingerprint(summary: Mapping) -> str | None:
     return None
 
 
-def _bounded_map(fn: Callable, items: Iterable, workers: int) -> Iterator:
-    """``map(fn, items)`` in order, on ``workers`` threads, with few results pending."""
-    if workers <= 1:
-        yield from map(fn, items)
-        return
-    with ThreadPoolExecutor(workers) as pool:
-        pending: deque = deque()
-        for item in items:
-            pending.append(pool.submit(fn, item))
-            if len(pending) > workers:
-                yield pending.popleft().result()
-        while pending:
-            yield pending.popleft().result()
+def _select_task(crawl_url: str, files: BucketFiles, *, round: int, cfg: Config, now):
+    return select_files(CrawlDir.open(crawl_url), files, round, cfg, now)
 
 
 @dataclass
@@ -365,10 +337,12 @@ def generate(
     now: dt.datetime | float,
     *,
     chain: FilterChain | None = None,
-    workers: int = 1,
+    mapper: Mapper | None = None,
     refilter_urls: bool | None = None,
 ) -> GenerateResult:
-    """In-process driver: select every bucket, merge, refilter, assign, write the fetch lists.
+    """Generate a round's fetch lists: select every bucket (:func:`select_files`, one task each
+    through ``mapper``: Dask tasks in a round, threads in tests and benchmarks), fold the
+    candidates, refilter, assign to shards, write the fetch lists.
 
     Parameters
     ----------
@@ -382,9 +356,8 @@ def generate(
         Wall clock (UTC), for ``next_fetch_time``.
     chain : FilterChain or None
         The filter chain (default: built from ``cfg.filters``; ``check`` needs no seeds).
-    workers : int
-        Buckets read and selected in parallel threads (at most ``workers + 1`` buckets' results
-        are held at once).
+    mapper : Mapper or None
+        Runs the per-bucket selections (default: this thread, in order).
     refilter_urls : bool or None
         Re-apply the filter chain to the selected URLs. None (default): only when the
         ``[filters]`` config differs from the one recorded in ``manifest.summary`` as
@@ -398,17 +371,28 @@ def generate(
     GenerateResult
         Nothing is committed.
     """
-
-    def one(files: BucketFiles) -> tuple[int, pa.Table, Counter]:
-        return select_files(crawl, files, round, cfg, now)
-
-    selected, counts, rows = fold_candidates(
-        _bounded_map(one, bucket_files(manifest), workers), cfg
-    )
+    selected, counts, rows = select(crawl, manifest, round, cfg, now, mapper=mapper)
     return finish(
         crawl, manifest, round, cfg, selected, counts, rows,
         chain=chain, refilter_urls=refilter_urls,
     )  # fmt: skip
+
+
+def select(
+    crawl: CrawlDir,
+    manifest: Manifest,
+    round: int,
+    cfg: Config,
+    now: dt.datetime | float,
+    *,
+    mapper: Mapper | None = None,
+) -> tuple[pa.Table, Counter, int]:
+    """The selection step of :func:`generate` alone: every bucket's due candidates (one task each
+    through ``mapper``), folded under the caps. Returns ``(selected, counts, frontier rows)``;
+    nothing is written, so a round with nothing selected can stop here and leave no trace."""
+    task = functools.partial(_select_task, crawl.url, round=round, cfg=cfg, now=now)
+    selections = (mapper or thread_mapper(1))(task, bucket_files(manifest))
+    return fold_candidates(selections, cfg)
 
 
 def fold_candidates(

@@ -162,12 +162,13 @@ def inject(
         for why in added.column("reason").to_pylist():
             new_count["queued" if why is None else f"filtered:{why}"] += 1
         new_count["known"] += part.num_rows - added.num_rows
-        rows_after += len(keys) + added.num_rows
+        n_after = len(keys) + added.num_rows  # refetched rows are known: not counted again
+        rows_after += n_after
         if refetch:
             again = _due_now(crawl, files, batch.keys[runs.is_known(keys, batch.keys)], clock())
             new_count["refetch"] += again.num_rows
             added = pa.concat_tables([again, schemas.conform("frontier", added)]).sort_by("url_key")
-        out.append(runs.add_run(crawl, files, gen, added, cfg))
+        out.append(runs.add_run(crawl, files, gen, added, cfg, bucket_rows=n_after))
     seeds_new = sum(n for k, n in new_count.items() if k != "known")
     summary = {
         "step": "inject",
@@ -209,7 +210,7 @@ def _untouched_rows(crawl: CrawlDir, buckets: list[runs.BucketFiles], touched) -
     for bf in buckets:
         if bf.bucket in touched:
             continue
-        total += len(runs.bucket_keys(crawl, bf)) if bf.runs else (bf.base.rows if bf.base else 0)
+        total += runs.bucket_rows(crawl, bf)
     return total
 
 

@@ -17,8 +17,11 @@ bucket's keys (8 bytes per URL), never the frontier.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import dataclasses
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -26,21 +29,40 @@ import pyarrow.parquet as pq
 
 from batchcrawl.config import Config
 from batchcrawl.errors import CrawlDirError
+from batchcrawl.frontier import due
 from batchcrawl.store import paths, schemas
 from batchcrawl.store.crawldir import CrawlDir, FileEntry, Manifest
 
 KEY = "url_key"
+#: ``mapper(fn, items) -> list``: runs one task per item (threads here, Dask in a round).
+Mapper = Callable[[Callable[[Any], Any], list[Any]], list[Any]]
+
+
+def thread_mapper(workers: int) -> Mapper:
+    """A :data:`Mapper` on ``workers`` threads of this process (1: in order, no threads)."""
+
+    def mapper(fn, items):
+        if workers <= 1:
+            return [fn(i) for i in items]
+        with ThreadPoolExecutor(workers) as pool:
+            return list(pool.map(fn, items))
+
+    return mapper
+
+
 #: Columns stored with Parquet dictionary encoding (few distinct values per bucket).
 _DICT_COLUMNS = ["host", "domain", "status", "reason", "content_digest"]
 
 
 @dataclass(frozen=True)
 class BucketFiles:
-    """The files of one bucket: ``base`` (None: no base yet) and ``runs``, oldest first."""
+    """The files of one bucket: ``base`` (None: no base yet) and ``runs``, oldest first, and
+    ``rows``, the bucket's merged row count (None: not recorded, count the keys)."""
 
     bucket: int
     base: FileEntry | None = None
     runs: tuple[FileEntry, ...] = ()
+    rows: int | None = None
 
     @property
     def files(self) -> list[FileEntry]:
@@ -48,11 +70,12 @@ class BucketFiles:
         return ([self.base] if self.base is not None else []) + list(self.runs)
 
     def entries(self) -> list[FileEntry]:
-        """The manifest entries of this bucket (``bucket`` and ``run`` set)."""
-        out = []
-        if self.base is not None:
-            out.append(FileEntry(self.base.path, self.base.rows, self.bucket, False))
-        out += [FileEntry(r.path, r.rows, self.bucket, True) for r in self.runs]
+        """The manifest entries of this bucket (``bucket`` and ``run`` set; ``bucket_rows`` on
+        the newest)."""
+        out = [dataclasses.replace(e, bucket=self.bucket, run=e is not self.base, bucket_rows=None)
+               for e in self.files]  # fmt: skip
+        if out:
+            out[-1] = dataclasses.replace(out[-1], bucket_rows=self.rows)
         return out
 
 
@@ -75,7 +98,7 @@ def bucket_files(manifest: Manifest) -> list[BucketFiles]:
                 f"generation {manifest.generation}: frontier lists {len(entries)} files but the "
                 f"crawl has {k} buckets; the manifest is damaged (restore an older generation)"
             )
-        return [BucketFiles(b, e) for b, e in enumerate(entries)]
+        return [BucketFiles(b, e, (), e.rows) for b, e in enumerate(entries)]
     base: list[FileEntry | None] = [None] * k
     runs: list[list[FileEntry]] = [[] for _ in range(k)]
     for e in entries:
@@ -88,7 +111,12 @@ def bucket_files(manifest: Manifest) -> list[BucketFiles]:
             runs[e.bucket].append(e)
         else:
             base[e.bucket] = e
-    return [BucketFiles(b, base[b], tuple(runs[b])) for b in range(k)]
+    out = []
+    for b in range(k):
+        files = BucketFiles(b, base[b], tuple(runs[b]))
+        rows = files.files[-1].bucket_rows if files.files else 0
+        out.append(dataclasses.replace(files, rows=rows))
+    return out
 
 
 def frontier_listing(buckets: Iterable[BucketFiles]) -> list[FileEntry]:
@@ -102,11 +130,13 @@ def write_bucket(
     """Write a frontier file at ``rel`` from one table or a stream of tables (already sorted by
     ``url_key``), validated against the frontier schema, in row groups of about
     ``row_group_bytes`` bytes in memory (so :mod:`batchcrawl.frontier.drum` can stream it back).
-    Written through :meth:`CrawlDir.open_output` (whole or absent)."""
+    Written through :meth:`CrawlDir.open_output` (whole or absent), then its due-time index
+    (:mod:`batchcrawl.frontier.due`), named by the returned entry's ``due``."""
     if isinstance(parts, pa.Table):
         parts = [parts]
     target = schemas.schema("frontier")
     rows = 0
+    due_parts = [due.index_rows(target.empty_table())]
     with crawl.open_output(rel) as fh:
         writer = pq.ParquetWriter(
             fh, target, compression="zstd", use_dictionary=_DICT_COLUMNS, write_statistics=True
@@ -118,12 +148,14 @@ def write_bucket(
                     continue
                 per_row = max(1, part.nbytes // part.num_rows)
                 writer.write_table(part, row_group_size=max(1024, row_group_bytes // per_row))
+                due_parts.append(due.index_rows(part))
                 rows += part.num_rows
             if rows == 0:
                 writer.write_table(target.empty_table())
         finally:
             writer.close()
-    return FileEntry(rel, rows)
+    index = pa.concat_tables(due_parts).sort_by([(due.TIME, "ascending"), (KEY, "ascending")])
+    return FileEntry(rel, rows, due=due.write_index(crawl, paths.due_index(rel), index))
 
 
 def _read(crawl: CrawlDir, entry: FileEntry, columns: list[str] | None) -> pa.Table:
@@ -183,6 +215,15 @@ def bucket_keys(crawl: CrawlDir, files: BucketFiles) -> np.ndarray:
     return np.unique(np.concatenate(keys))
 
 
+def bucket_rows(crawl: CrawlDir, files: BucketFiles) -> int:
+    """The merged row count of a bucket: recorded in the manifest, else its keys counted."""
+    if files.rows is not None:
+        return files.rows
+    if not files.runs:
+        return files.base.rows if files.base is not None else 0
+    return len(bucket_keys(crawl, files))
+
+
 def is_known(bucket_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
     """For each of ``keys``, whether it is in the sorted ``bucket_keys`` (bool, shape of keys)."""
     keys = np.asarray(keys, dtype=np.uint64)
@@ -222,17 +263,24 @@ def lookup(crawl: CrawlDir, files: BucketFiles, keys: np.ndarray) -> pa.Table:
 
 
 def add_run(
-    crawl: CrawlDir, files: BucketFiles, generation: int, rows: pa.Table, cfg: Config
+    crawl: CrawlDir,
+    files: BucketFiles,
+    generation: int,
+    rows: pa.Table,
+    cfg: Config,
+    *,
+    bucket_rows: int | None = None,
 ) -> BucketFiles:
     """Write ``rows`` (changed and new rows of the bucket, any order) as the bucket's newest run,
-    ``frontier/gen=G/bucket=BBB.run.parquet``; no rows: the bucket is unchanged. Returns the new
-    file list (uncommitted)."""
+    ``frontier/gen=G/bucket=BBB.run.parquet``; no rows: the bucket is unchanged. ``bucket_rows``:
+    the bucket's row count with the run merged (recorded in the manifest). Returns the new file
+    list (uncommitted)."""
     if rows.num_rows == 0:
-        return files
+        return dataclasses.replace(files, rows=bucket_rows if files.rows is None else files.rows)
     rows = rows.take(pa.array(np.argsort(rows.column(KEY).to_numpy(), kind="stable")))
     rel = paths.bucket_run(generation, files.bucket)
     entry = write_bucket(crawl, rel, rows, row_group_bytes=cfg.frontier.drum_batch_bytes // 4)
-    return BucketFiles(files.bucket, files.base, (*files.runs, entry))
+    return BucketFiles(files.bucket, files.base, (*files.runs, entry), bucket_rows)
 
 
 def needs_compaction(files: BucketFiles, cfg: Config) -> bool:
@@ -257,7 +305,7 @@ def compact_bucket(
     merged = read_bucket(crawl, files)
     rel = paths.bucket_base(generation, files.bucket)
     entry = write_bucket(crawl, rel, merged, row_group_bytes=cfg.frontier.drum_batch_bytes // 4)
-    return BucketFiles(files.bucket, entry, ())
+    return BucketFiles(files.bucket, entry, (), merged.num_rows)
 
 
 def compact(crawl: CrawlDir, cfg: Config, *, force: bool = False, workers: int = 1) -> dict:

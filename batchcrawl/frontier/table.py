@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 
 from batchcrawl.errors import BatchcrawlError
+from batchcrawl.frontier.due import DUE_STATUSES
 from batchcrawl.frontier.runs import iter_buckets
 from batchcrawl.records import UrlStatus
 from batchcrawl.store import schemas
@@ -35,10 +36,6 @@ class FrontierError(BatchcrawlError, ValueError):
     message names the column and the allowed range."""
 
     exit_code = 3
-
-
-#: Statuses a URL may be fetched in (when not leased and its ``next_fetch_time`` has passed).
-DUE_STATUSES = (UrlStatus.QUEUED.value, UrlStatus.ERROR.value)
 
 
 def empty_bucket() -> pa.Table:

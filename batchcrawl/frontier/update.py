@@ -5,7 +5,8 @@ Each bucket is merged with its share of the round's facts in one sequential pass
 (:mod:`batchcrawl.frontier.drum`), independently of the other buckets, so the round graph runs one task per
 bucket: :func:`partition_by_bucket` the ``fetched`` and ``links`` rows, then :func:`update_bucket`
 each bucket, which writes only the changed and new rows as a delta run
-(:mod:`batchcrawl.frontier.runs`). :func:`update` maps it over the buckets in this process.
+(:mod:`batchcrawl.frontier.runs`). :func:`update` maps it over the buckets: on Dask in a round,
+on threads in tests and benchmarks (one driver).
 
 Status transitions
 ------------------
@@ -20,6 +21,7 @@ ok                  fetched                     None                            
 truncated           fetched                     ``truncated``                   0
 not_modified        fetched                     ``not_modified``                0
 redirect            redirect                    HTTP status (``301``)           0
+redirect_loop       gone                        ``redirect_loop:`` + status     0
 gone (404, 410)     gone                        HTTP status (``404``)           0
 http_error (4xx)    gone                        HTTP status (``403``)           0
 server_error        error, or gone after        detail (``503``, ``timeout``,   +1
@@ -37,8 +39,9 @@ not_fetched         queued                      None                            
 schedule, :mod:`batchcrawl.frontier.schedule`): a ``fetched`` URL after its fetch interval (adaptive:
 shrunk when the content changed, grown on a 304 or the same digest), a ``gone`` one after
 ``recrawl.gone_interval_s``, an ``error`` one after ``retry_backoff_s * 2**(retries-1)`` (or the
-server's ``Retry-After``), a ``robots_unavailable`` one after ``robots.retry_after_s``; a sitemap
-``lastmod`` later than the last capture makes a fetched URL due now. Other states are not due by time.
+server's ``Retry-After``), a ``robots_unavailable`` one after ``robots.retry_after_s``, a
+``not_fetched`` one from ``now``; a sitemap ``lastmod`` later than the last capture makes a fetched
+URL due now. Other states are not due by time (:func:`batchcrawl.frontier.due.due_time` reads it).
 New URLs are due from ``now``. The lease of every URL touched is cleared.
 
 Conflicts, resolved deterministically
@@ -60,9 +63,10 @@ Conflicts, resolved deterministically
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections import Counter
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -71,12 +75,14 @@ import pyarrow.compute as pc
 from batchcrawl.config import Config
 from batchcrawl.frontier import drum, runs
 from batchcrawl.frontier.drum import partition_by_bucket
-from batchcrawl.frontier.runs import BucketFiles
+from batchcrawl.frontier.runs import BucketFiles, Mapper, thread_mapper
 from batchcrawl.frontier.schedule import FetchSchedule
+from batchcrawl.frontier.summaries import UpdateSummary
 from batchcrawl.frontier.table import FrontierError, epoch_ms, new_rows
 from batchcrawl.records import Outcome, UrlStatus
 from batchcrawl.store import schemas
 from batchcrawl.store.crawldir import CrawlDir, FileEntry, Manifest
+from batchcrawl.store.shuffle import Partitioned, read_partition
 
 __all__ = [
     "SEQ_BITS",
@@ -129,6 +135,8 @@ def next_status(
         return UrlStatus.FETCHED.value, reason, 0
     if o is Outcome.REDIRECT:
         return UrlStatus.REDIRECT.value, detail, 0
+    if o is Outcome.REDIRECT_LOOP:
+        return UrlStatus.GONE.value, f"redirect_loop:{detail}" if detail else o.value, 0
     if o in (Outcome.GONE, Outcome.HTTP_ERROR):
         return UrlStatus.GONE.value, detail or o.value, 0
     if o in _RETRIED or o is Outcome.ROBOTS_UNAVAILABLE:
@@ -225,15 +233,15 @@ def _fetch_batch(fetched: pa.Table) -> drum.SortedBatch:
     return drum.SortedBatch(fetched.take(pa.array(order)))
 
 
-def _link_batch(links: pa.Table, counts: Counter) -> drum.SortedBatch:
+def _link_batch(links: pa.Table, counts: UpdateSummary) -> drum.SortedBatch:
     """New-URL candidates from links: nofollow dropped, smallest (round, seq) first per URL.
 
     The batch keeps the links' columns (``dst_url_key`` renamed ``url_key``, plus
     ``discovered_seq``); :func:`_link_rows` turns the ones inserted into frontier rows.
     """
-    counts["links_in"] += links.num_rows
+    counts.links["in"] += links.num_rows
     follow = pc.invert(links.column("nofollow"))
-    counts["links_nofollow"] += links.num_rows - (pc.sum(follow).as_py() or 0)
+    counts.links["nofollow"] += links.num_rows - (pc.sum(follow).as_py() or 0)
     links = links.filter(follow)
     dseq = discovered_seq(_np(links.column("shard")), _np(links.column("seq")))
     rnd = _np(links.column("round")).astype(np.int64)
@@ -242,7 +250,7 @@ def _link_batch(links: pa.Table, counts: Counter) -> drum.SortedBatch:
     sb = drum.SortedBatch(
         links.rename_columns(["url_key" if n == "dst_url_key" else n for n in links.column_names])
     )
-    counts["links_duplicate"] += sb.n - len(sb.keys)
+    counts.links["duplicate"] += sb.n - len(sb.keys)
     return sb
 
 
@@ -324,7 +332,8 @@ def next_fetch_time(
       interval → first; ``gone`` :meth:`~FetchSchedule.after_gone`; ``error``
       :meth:`~FetchSchedule.after_failure` from ``now``, or ``now + retry_after_s`` when the server
       sent a usable ``Retry-After`` (RFC 9110 §10.2.3); ``robots_unavailable`` ``now +
-      robots.retry_after_s``; every other state NULL (not due by time).
+      robots.retry_after_s``; ``queued`` after ``not_fetched`` ``now``; every other state NULL
+      (not due by time).
     * sitemap facts (rows with a ``lastmod`` column, from links tagged ``sitemap``): a ``fetched``
       URL whose ``lastmod`` is later than its last capture is due ``now`` (sitemaps.org); others
       keep their time.
@@ -372,6 +381,8 @@ def next_fetch_time(
                 nft[i] = now_ms + after[i]
         elif s == UrlStatus.QUEUED.value and outcome[i] == Outcome.ROBOTS_UNAVAILABLE.value:
             nft[i] = now_ms + cfg.robots.retry_after_s * 1000.0
+        elif s == UrlStatus.QUEUED.value:  # not_fetched: never tried, due again now
+            nft[i] = now_ms
     captured = np.isin(outcome, [Outcome.OK.value, Outcome.TRUNCATED.value])
     validated = captured | (outcome == Outcome.NOT_MODIFIED.value)
     keep = pa.array(~validated)
@@ -386,7 +397,7 @@ def next_fetch_time(
     }
 
 
-def _fetch_combine(cfg: Config, now_ms: int, counts: Counter):
+def _fetch_combine(cfg: Config, now_ms: int, counts: UpdateSummary):
     def combine(old: pa.Table, got: pa.Table) -> pa.Table:
         detail = pc.coalesce(
             pc.cast(got.column("fetch_status"), pa.string()),
@@ -403,7 +414,7 @@ def _fetch_combine(cfg: Config, now_ms: int, counts: Counter):
         st = np.asarray(status.to_numpy(zero_copy_only=False), dtype=object)
         times = next_fetch_time(cfg, now_ms, old, got, st, _np(retries).astype(np.int64))
         for s, n in Counter(st.tolist()).items():
-            counts[f"status:{s}"] += n
+            counts.status[s] += n
         n = old.num_rows
         values = {
             "status": status,
@@ -454,7 +465,7 @@ def update_bucket(
     round: int,
     cfg: Config,
     now: dt.datetime | float,
-) -> tuple[BucketFiles, Counter, bool]:
+) -> tuple[BucketFiles, UpdateSummary]:
     """Update one bucket with its share of the round's facts (one Dask task): IRLbot's DRUM
     check+update (§5.1) written as a delta run (docs/design.md §4, :mod:`batchcrawl.frontier.runs`).
 
@@ -485,20 +496,19 @@ def update_bucket(
 
     Returns
     -------
-    (files, counts, written)
-        The bucket's new file list (uncommitted), the counters (see :func:`summarize`), and
-        whether a run was written.
+    (files, summary)
+        The bucket's new file list (uncommitted) and what was done to it.
     """
-    counts: Counter = Counter()
+    counts = UpdateSummary(round=round)
     fb = _fetch_batch(fetched) if fetched is not None and fetched.num_rows else None
     lb = _link_batch(links, counts) if links is not None and links.num_rows else None
     rb = drum.SortedBatch(refiltered) if refiltered is not None and refiltered.num_rows else None
     if fb is None and lb is None and rb is None:
-        n = files.base.rows if not files.runs and files.base else None
-        n = len(runs.bucket_keys(crawl, files)) if n is None and files.runs else (n or 0)
-        return files, Counter(rows_old=n, rows_new=n), False
+        n = runs.bucket_rows(crawl, files)
+        return files, UpdateSummary(round, buckets_kept=1, frontier_rows_before=n,
+                                    frontier_rows_after=n)  # fmt: skip
     keys = runs.bucket_keys(crawl, files)
-    counts["rows_old"] += len(keys)
+    counts.frontier_rows_before += len(keys)
     mb = _lastmod_batch(lb, keys) if lb is not None else None
     want = [b.keys for b in (fb, rb, mb) if b is not None]
     need = np.unique(np.concatenate(want)) if want else np.empty(0, np.uint64)
@@ -507,16 +517,16 @@ def update_bucket(
         changed, known, _ = drum.merge_chunk(
             changed, rb, 0, len(rb.keys), combine=_refilter_combine, insert=False
         )
-        counts["refiltered"] += int(known.sum())
+        counts.refiltered += int(known.sum())
     if fb is not None:
-        counts["fetched_in"] += fb.n
-        counts["fetched_superseded"] += fb.n - len(fb.keys)
+        counts.fetched["in"] += fb.n
+        counts.fetched["superseded"] += fb.n - len(fb.keys)
         combine = _fetch_combine(cfg, epoch_ms(now), counts)
         changed, known, _ = drum.merge_chunk(
             changed, fb, 0, len(fb.keys), combine=combine, insert=False
         )
-        counts["fetched_applied"] += int(known.sum())
-        counts["fetched_unknown"] += int((~known).sum())
+        counts.fetched["applied"] += int(known.sum())
+        counts.fetched["unknown"] += int((~known).sum())
     if mb is not None:  # after the fetches: a capture of this round is newer than any lastmod
         now_ms = epoch_ms(now)
         before = _ms(changed.column("next_fetch_time"))
@@ -525,92 +535,133 @@ def update_bucket(
             combine=lambda old, got: _with(old, next_fetch_time(cfg, now_ms, old, got)),
         )  # fmt: skip
         after = _ms(changed.column("next_fetch_time"))
-        counts["lastmod_due"] += int(np.sum((after == now_ms) & ~(before <= now_ms)))
+        counts.lastmod_due += int(np.sum((after == now_ms) & ~(before <= now_ms)))
     parts = [changed]
     if lb is not None:
         known = runs.is_known(keys, lb.keys)
-        counts["links_known"] += int(known.sum())
+        counts.links["known"] += int(known.sum())
         added = lb.table.filter(pa.array(~known))
         why = added.column("filter_reason")
-        counts["links_new_queued"] += why.null_count
+        counts.links["new_queued"] += why.null_count
         if why.null_count < len(why):
             vc = pc.value_counts(why.drop_null())
             for r, n in zip(
                 vc.field("values").to_pylist(), vc.field("counts").to_pylist(), strict=True
             ):
-                counts[f"links_new_filtered:{r}"] += n
+                counts.links[f"new_filtered:{r}"] += n
         parts.append(_link_rows(added, now))
-        counts["rows_new"] += len(keys) + added.num_rows
+        counts.frontier_rows_after += len(keys) + added.num_rows
     else:
-        counts["rows_new"] += len(keys)
+        counts.frontier_rows_after += len(keys)
     run_rows = pa.concat_tables([schemas.conform("frontier", p) for p in parts])
-    new_files = runs.add_run(crawl, files, generation, run_rows, cfg)
-    counts["rows_written"] += run_rows.num_rows
-    return new_files, counts, run_rows.num_rows > 0
+    new_files = runs.add_run(
+        crawl, files, generation, run_rows, cfg, bucket_rows=counts.frontier_rows_after
+    )
+    counts.rows_written += run_rows.num_rows
+    counts.buckets_rewritten += int(run_rows.num_rows > 0)
+    counts.buckets_kept += int(run_rows.num_rows == 0)
+    return new_files, counts
+
+
+#: The round's facts of one kind: a whole table (split by bucket here), or the shards'
+#: bucket-partitioned files (:mod:`batchcrawl.store.shuffle`, read by each bucket's task).
+Facts = pa.Table | list[Partitioned] | None
+
+
+@dataclass(frozen=True)
+class _BucketFacts:
+    """One kind of fact, ready for per-bucket tasks: split tables, or partitioned files."""
+
+    table: str
+    split: dict[int, pa.Table] | None
+    files: list[Partitioned] | None
+
+    @classmethod
+    def of(cls, table: str, facts: Facts, buckets: int, key: str) -> _BucketFacts:
+        if isinstance(facts, pa.Table):
+            return cls(table, partition_by_bucket(facts, buckets, key), None)
+        return cls(table, None, list(facts or []))
+
+    def get(self, crawl: CrawlDir, bucket: int) -> pa.Table | None:
+        if self.split is not None:
+            return self.split.get(bucket)
+        return read_partition(crawl, self.table, self.files or [], bucket)
+
+
+def _update_task(crawl_url, generation, fetched, links, item, *, round, cfg, now):
+    crawl = CrawlDir.open(crawl_url)
+    files, refiltered = item
+    b = files.bucket
+    return update_bucket(
+        crawl, files, generation, fetched.get(crawl, b), links.get(crawl, b), refiltered,
+        round=round, cfg=cfg, now=now,
+    )  # fmt: skip
+
+
+@dataclass
+class UpdateResult:
+    """What :func:`update` produced; unpacks as ``listing, summary_json = update(...)``.
+
+    Attributes
+    ----------
+    buckets : list of BucketFiles
+        Every bucket's new file list (uncommitted), in bucket order.
+    summary : UpdateSummary
+        Summed over the buckets.
+    """
+
+    buckets: list[BucketFiles]
+    summary: UpdateSummary
+
+    @property
+    def listing(self) -> list[FileEntry]:
+        """The new ``frontier`` listing of the manifest."""
+        return runs.frontier_listing(self.buckets)
+
+    def __iter__(self):
+        yield self.listing
+        yield self.summary.to_json()
 
 
 def update(
     crawl: CrawlDir,
     manifest: Manifest,
     round: int,
-    fetched_rows: pa.Table | None,
-    link_rows: pa.Table | None,
+    fetched: Facts,
+    links: Facts,
     cfg: Config,
     now: dt.datetime | float,
     *,
     refiltered: pa.Table | None = None,
-    workers: int = 1,
-) -> tuple[list[FileEntry], dict]:
-    """Run :func:`update_bucket` over every bucket in this process (threads) and return the new
-    ``frontier`` listing and the summary; nothing is committed (the caller commits the listing
-    with the rest of the round). ``fetched_rows``/``link_rows`` are the round's tables, split by
-    bucket here; other arguments as in :func:`update_bucket`."""
+    mapper: Mapper | None = None,
+) -> UpdateResult:
+    """Update every bucket (:func:`update_bucket`, one task each through ``mapper``) and sum the
+    summaries; nothing is committed (the caller commits the listing with the rest of the round).
+    A round passes a Dask mapper and the shards' partitioned files; tests and benchmarks call
+    the same function with tables and threads.
+
+    Parameters
+    ----------
+    fetched, links : Facts
+        The round's ``fetched`` and ``links`` rows: tables, or the shards' partitioned files.
+    refiltered : pyarrow.Table or None
+        ``(url_key, reason)`` of URLs re-filtered at generate.
+    mapper : Mapper or None
+        Runs the per-bucket tasks (default: this thread, in order).
+
+    Other arguments as in :func:`update_bucket`.
+    """
     k = manifest.buckets
-    fparts = partition_by_bucket(fetched_rows, k) if fetched_rows is not None else {}
-    lparts = partition_by_bucket(link_rows, k, "dst_url_key") if link_rows is not None else {}
     rparts = partition_by_bucket(refiltered, k) if refiltered is not None else {}
-    gen = manifest.generation + 1
-
-    def one(bf: BucketFiles) -> tuple[BucketFiles, Counter, bool]:
-        b = bf.bucket
-        return update_bucket(
-            crawl, bf, gen, fparts.get(b), lparts.get(b), rparts.get(b),
-            round=round, cfg=cfg, now=now,
-        )  # fmt: skip
-
-    buckets = runs.bucket_files(manifest)
-    if workers > 1:
-        with ThreadPoolExecutor(workers) as pool:
-            results = list(pool.map(one, buckets))
-    else:
-        results = [one(bf) for bf in buckets]
-    return runs.frontier_listing(r[0] for r in results), summarize(round, results)
-
-
-def summarize(round: int, results: list[tuple[BucketFiles, Counter, bool]]) -> dict:
-    """The update summary of a round from the per-bucket results of :func:`update_bucket`:
-    ``fetched`` (``in = applied + superseded + unknown``), ``links``
-    (``in = nofollow + duplicate + known + new_*``), the new statuses of fetched URLs,
-    ``rows_written`` (rows in the new runs), and the frontier rows before and after."""
-    total: Counter = Counter()
-    for _, c, _ in results:
-        total.update(c)
-    rewritten = sum(1 for r in results if r[2])
-
-    def group(prefix: str) -> dict[str, int]:
-        return {x[len(prefix) :]: n for x, n in sorted(total.items()) if x.startswith(prefix)}
-
-    return {
-        "step": "update",
-        "round": round,
-        "buckets_rewritten": rewritten,
-        "buckets_kept": len(results) - rewritten,
-        "rows_written": total["rows_written"],
-        "frontier_rows_before": total["rows_old"],
-        "frontier_rows_after": total["rows_new"],
-        "fetched": group("fetched_"),
-        "links": group("links_"),
-        "status": group("status:"),
-        "refiltered": total["refiltered"],
-        "lastmod_due": total["lastmod_due"],
-    }
+    task = functools.partial(
+        _update_task, crawl.url, manifest.generation + 1,
+        _BucketFacts.of("fetched", fetched, k, "url_key"),
+        _BucketFacts.of("links", links, k, "dst_url_key"),
+        round=round, cfg=cfg, now=now,
+    )  # fmt: skip
+    items = [(bf, rparts.get(bf.bucket)) for bf in runs.bucket_files(manifest)]
+    results = (mapper or thread_mapper(1))(task, items)
+    total = UpdateSummary(round=round)
+    for _, s in results:
+        total = total + s
+    return UpdateResult([r[0] for r in results], total)

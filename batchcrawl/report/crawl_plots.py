@@ -25,8 +25,8 @@ def _round_rates(d: ReportData) -> dict[int, float]:
         rates[r["round"]] = (r["attempts"] / span) if span > 0 else 0.0
     for s in d.rounds:
         fetch_s = (s.get("seconds_by_step") or {}).get("fetch")
-        if fetch_s and s.get("pages") is not None:
-            rates[s["round"]] = s["pages"] / fetch_s
+        if fetch_s and s.get("responses") is not None:
+            rates[s["round"]] = s["responses"] / fetch_s
     return rates
 
 

@@ -29,6 +29,7 @@ OUTCOME_COLORS = {
     "ok": "#2e7d32",
     "truncated": "#81c784",
     "redirect": "#1565c0",
+    "redirect_loop": "#0d47a1",
     "not_modified": "#64b5f6",
     "gone": "#ef6c00",
     "http_error": "#ffa726",

@@ -305,131 +305,85 @@ class RejectTooDeep:
 # --- 2./3. host, domain and regex lists -----------------------------------------------------------
 
 
-class RejectHosts:
-    """REJECT a URL whose host matches a pattern (``filters.deny_hosts``).
+class _PatternRule:
+    """Answer ``answer`` when a candidate's ``field`` (``host`` or ``domain``) matches one of the
+    host patterns of the setting ``setting``, else ABSTAIN. Subclasses set the three names."""
 
-    Parameters
-    ----------
-    patterns : iterable of str
-        Host patterns (``name``, ``*.name``, ``*``).
-    """
-
-    reason = "deny_host"
+    reason: str
+    setting: str
+    field: str
+    answer: Decision
 
     def __init__(self, patterns: Iterable[str]) -> None:
-        self.patterns = HostPatterns(patterns, "filters.deny_hosts")
+        self.patterns = HostPatterns(patterns, self.setting)
 
     def decide(self, c: Candidate) -> Decision:
-        """REJECT if ``c.host`` matches, else ABSTAIN."""
-        return Decision.REJECT if self.patterns.matches(c.host) else Decision.ABSTAIN
+        """``answer`` if the candidate's ``field`` matches, else ABSTAIN."""
+        return self.answer if self.patterns.matches(getattr(c, self.field)) else Decision.ABSTAIN
 
 
-class RejectDomains:
-    """REJECT a URL whose pay-level domain matches a pattern (``filters.deny_domains``).
+class _RegexRule:
+    """Answer ``answer`` when one of the regular expressions is found in the canonical URL, else
+    ABSTAIN (patterns were already checked by the config's ``Regexes`` type)."""
 
-    Parameters
-    ----------
-    patterns : iterable of str
-        Domain patterns (``example.org``; ``*.github.io`` matches every ``x.github.io`` domain).
-    """
-
-    reason = "deny_domain"
+    reason: str
+    answer: Decision
 
     def __init__(self, patterns: Iterable[str]) -> None:
-        self.patterns = HostPatterns(patterns, "filters.deny_domains")
+        self.regexes = tuple(re.compile(p) for p in patterns)
 
     def decide(self, c: Candidate) -> Decision:
-        """REJECT if ``c.domain`` matches, else ABSTAIN."""
-        return Decision.REJECT if self.patterns.matches(c.domain) else Decision.ABSTAIN
-
-
-def _compile_all(patterns: Iterable[str]) -> tuple[re.Pattern[str], ...]:
-    """Compile regular expressions already checked by the config (``Regexes``)."""
-    return tuple(re.compile(p) for p in patterns)
-
-
-class RejectMatching:
-    """REJECT a URL in which one of the regular expressions is found (``filters.deny_regex``).
-
-    Parameters
-    ----------
-    patterns : iterable of str
-        Python ``re`` patterns, searched anywhere in the canonical URL.
-    """
-
-    reason = "deny_regex"
-
-    def __init__(self, patterns: Iterable[str]) -> None:
-        self.regexes = _compile_all(patterns)
-
-    def decide(self, c: Candidate) -> Decision:
-        """REJECT if some pattern is found in ``c.url``, else ABSTAIN."""
+        """``answer`` if some pattern is found in ``c.url``, else ABSTAIN."""
         url = c.url
-        for rx in self.regexes:
-            if rx.search(url):
-                return Decision.REJECT
-        return Decision.ABSTAIN
+        return self.answer if any(rx.search(url) for rx in self.regexes) else Decision.ABSTAIN
 
 
-class AllowHosts:
-    """ALLOW a URL whose host matches a pattern (``filters.allow_hosts``).
+class RejectHosts(_PatternRule):
+    """REJECT a URL whose host matches a pattern (``filters.deny_hosts``: ``name``, ``*.name``,
+    ``*``)."""
 
-    Parameters
-    ----------
-    patterns : iterable of str
-        Host patterns (``name``, ``*.name``, ``*``).
-    """
-
-    reason = "allow_host"
-
-    def __init__(self, patterns: Iterable[str]) -> None:
-        self.patterns = HostPatterns(patterns, "filters.allow_hosts")
-
-    def decide(self, c: Candidate) -> Decision:
-        """ALLOW if ``c.host`` matches, else ABSTAIN."""
-        return Decision.ALLOW if self.patterns.matches(c.host) else Decision.ABSTAIN
+    reason, setting, field, answer = "deny_host", "filters.deny_hosts", "host", Decision.REJECT
 
 
-class AllowDomains:
-    """ALLOW a URL whose pay-level domain matches a pattern (``filters.allow_domains``).
+class RejectDomains(_PatternRule):
+    """REJECT a URL whose pay-level domain matches a pattern (``filters.deny_domains``:
+    ``example.org``; ``*.github.io`` matches every ``x.github.io`` domain)."""
 
-    Parameters
-    ----------
-    patterns : iterable of str
-        Domain patterns.
-    """
-
-    reason = "allow_domain"
-
-    def __init__(self, patterns: Iterable[str]) -> None:
-        self.patterns = HostPatterns(patterns, "filters.allow_domains")
-
-    def decide(self, c: Candidate) -> Decision:
-        """ALLOW if ``c.domain`` matches, else ABSTAIN."""
-        return Decision.ALLOW if self.patterns.matches(c.domain) else Decision.ABSTAIN
+    reason, setting, field, answer = (
+        "deny_domain",
+        "filters.deny_domains",
+        "domain",
+        Decision.REJECT,
+    )
 
 
-class AllowMatching:
-    """ALLOW a URL in which one of the regular expressions is found (``filters.allow_regex``).
+class RejectMatching(_RegexRule):
+    """REJECT a URL in which one of the Python ``re`` patterns of ``filters.deny_regex`` is found."""
 
-    Parameters
-    ----------
-    patterns : iterable of str
-        Python ``re`` patterns, searched anywhere in the canonical URL.
-    """
+    reason, answer = "deny_regex", Decision.REJECT
 
-    reason = "allow_regex"
 
-    def __init__(self, patterns: Iterable[str]) -> None:
-        self.regexes = _compile_all(patterns)
+class AllowHosts(_PatternRule):
+    """ALLOW a URL whose host matches a pattern (``filters.allow_hosts``)."""
 
-    def decide(self, c: Candidate) -> Decision:
-        """ALLOW if some pattern is found in ``c.url``, else ABSTAIN."""
-        url = c.url
-        for rx in self.regexes:
-            if rx.search(url):
-                return Decision.ALLOW
-        return Decision.ABSTAIN
+    reason, setting, field, answer = "allow_host", "filters.allow_hosts", "host", Decision.ALLOW
+
+
+class AllowDomains(_PatternRule):
+    """ALLOW a URL whose pay-level domain matches a pattern (``filters.allow_domains``)."""
+
+    reason, setting, field, answer = (
+        "allow_domain",
+        "filters.allow_domains",
+        "domain",
+        Decision.ALLOW,
+    )
+
+
+class AllowMatching(_RegexRule):
+    """ALLOW a URL in which one of the Python ``re`` patterns of ``filters.allow_regex`` is found."""
+
+    reason, answer = "allow_regex", Decision.ALLOW
 
 
 # --- 4. seed scope ------------------------------------------------------------------------------

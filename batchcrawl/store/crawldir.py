@@ -47,29 +47,42 @@ log = logging.getLogger(__name__)
 class FileEntry:
     """One data file of a table: ``path`` relative to the crawl root, ``rows`` its row count.
 
-    Frontier files also name their DRUM ``bucket`` and whether they are a delta ``run`` (else the
-    bucket's base); other tables leave both at their defaults (docs/design.md §4).
+    Frontier files also name their DRUM ``bucket``, whether they are a delta ``run`` (else the
+    bucket's base), their due-time index ``due`` (a side file, path relative to the crawl root;
+    None for files written before the index existed) and, on a bucket's newest file,
+    ``bucket_rows``: the bucket's row count after merging it (docs/design.md §4). Other tables
+    leave them at their defaults.
     """
 
     path: str
     rows: int
     bucket: int | None = None
     run: bool = False
+    due: str | None = None
+    bucket_rows: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"path": self.path, "rows": self.rows}
         if self.bucket is not None:
             out.update(bucket=self.bucket, run=self.run)
+        if self.due is not None:
+            out["due"] = self.due
+        if self.bucket_rows is not None:
+            out["bucket_rows"] = self.bucket_rows
         return out
 
     @classmethod
     def from_json(cls, e: Mapping[str, Any]) -> FileEntry:
         bucket = e.get("bucket")
+        due = e.get("due")
+        bucket_rows = e.get("bucket_rows")
         return cls(
             str(e["path"]),
             int(e["rows"]),
             None if bucket is None else int(bucket),
             bool(e.get("run", False)),
+            None if due is None else str(due),
+            None if bucket_rows is None else int(bucket_rows),
         )
 
 
@@ -105,6 +118,10 @@ class Manifest:
     def files(self, table: str) -> list[str]:
         """Paths (relative to the crawl root) of ``table``'s files."""
         return [e.path for e in self.tables.get(table, ())]
+
+    def side_files(self, table: str) -> list[str]:
+        """Paths of the side files of ``table``'s files (the frontier's due-time indexes)."""
+        return [e.due for e in self.tables.get(table, ()) if e.due is not None]
 
     def rows(self, table: str) -> int:
         """Total rows of ``table`` in this generation."""

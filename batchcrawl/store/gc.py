@@ -17,6 +17,7 @@ orphans until its commit, and ``gc`` would delete them.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import posixpath
@@ -36,19 +37,32 @@ log = logging.getLogger(__name__)
 
 def referenced_files(crawl: CrawlDir, generations: list[int]) -> set[str]:
     """Paths (relative to the crawl root) referenced by the manifests of ``generations``: every
-    table file, and every WARC file named in their ``fetched`` tables."""
+    table file, every WARC file named in their ``fetched`` tables, and the link graph built from
+    each of them (its ``graph.json`` and the files that lists under ``"files"``)."""
     keep: set[str] = set()
     fetched: set[str] = set()
     for gen in generations:
         manifest = crawl.manifest(gen)
         for table in manifest.tables:
             keep.update(manifest.files(table))
+            keep.update(manifest.side_files(table))
         fetched.update(manifest.files("fetched"))
+        keep.update(_graph_files(crawl, gen))
     for rel in sorted(fetched):
         column = crawl.read_table("fetched", [rel], columns=["warc_filename"]).column(0)
         for name in pc.unique(column.drop_null()).to_pylist():
             keep.add(posixpath.normpath(name))
     return keep
+
+
+def _graph_files(crawl: CrawlDir, generation: int) -> list[str]:
+    """The files of the link graph of ``generation`` (none if it was never built)."""
+    rel = paths.graph_manifest(generation)
+    try:
+        data = json.loads(crawl.fs.cat_file(crawl.path(rel)))
+    except FileNotFoundError:
+        return []
+    return [rel, *(str(f) for f in data["files"])]
 
 
 def gc(

@@ -10,11 +10,16 @@ parses it is defined here too, next to the function that builds it::
     _commits/000007.json                         commit_file(7)
     frontier/gen=7/bucket=042.parquet            bucket_base(7, 42): a bucket's base file
     frontier/gen=7/bucket=042.run.parquet        bucket_run(7, 42): a delta run written by gen 7
+    frontier/gen=7/bucket=042.run.due.parquet    due_index(bucket_run(7, 42)): its due-time index
     hosts/gen=7/shard=03.parquet                 hosts_file(7, 3)
     fetchlists/round=7/shard=03.parquet          round_file("fetchlists", 7, 3)
     fetched/round=7/shard=03.parquet             round_file("fetched", 7, 3)
     links/round=7/shard=03.parquet               round_file("links", 7, 3)
-    warc/round=7/shard=03-00000.warc.gz          warc_dir(7), warc_prefix(3) (+ the writer's serial)
+    edges/round=7/shard=03.parquet               round_file("edges", 7, 3)
+    graph/gen=7/graph.json                       graph_manifest(7): the link graph of gen 7
+    graph/gen=7/nodes/part=042.parquet           graph_nodes(7, 42)
+    graph/gen=7/out/part=042.bin                 graph_lists(7, "out", 42) (and "in")
+    warc/round=7/news-00007-03-20261130201500-00000.warc.gz   warc_dir(7), warc_prefix("news", 7, 3, t) + serial
 """
 
 from __future__ import annotations
@@ -27,9 +32,9 @@ DUCKDB_FILE = "crawl.duckdb"
 LOCK_FILE = "_lock.json"
 COMMITS_DIR = "_commits"
 #: Folders holding table data (what ``gc`` walks).
-DATA_DIRS = ("frontier", "hosts", "fetchlists", "fetched", "links", "warc")
+DATA_DIRS = ("frontier", "hosts", "fetchlists", "fetched", "links", "edges", "warc", "graph")
 #: Tables written once per round and shard.
-ROUND_TABLES = ("fetchlists", "fetched", "links")
+ROUND_TABLES = ("fetchlists", "fetched", "links", "edges")
 
 #: ``_commits/`` file name -> generation (group 1).
 COMMIT_RE = re.compile(r"^(\d{6,})\.json$")
@@ -58,6 +63,14 @@ def bucket_run(generation: int, bucket: int) -> str:
     return f"frontier/gen={generation}/bucket={bucket:03d}.run.parquet"
 
 
+def due_index(data_rel: str) -> str:
+    """``....due.parquet`` beside a frontier file: its due-time index (docs/design.md §4), the
+    file's due-able rows sorted by ``next_fetch_time``."""
+    if not data_rel.endswith(".parquet"):
+        raise ValueError(f"{data_rel!r} is not a frontier Parquet file")
+    return data_rel[: -len(".parquet")] + ".due.parquet"
+
+
 def hosts_file(generation: int, shard: int) -> str:
     """``hosts/gen=G/shard=SS.parquet``."""
     return f"hosts/gen={generation}/shard={shard:02d}.parquet"
@@ -71,8 +84,36 @@ def round_dir(table: str, round: int) -> str:
 
 
 def round_file(table: str, round: int, shard: int) -> str:
-    """``TABLE/round=R/shard=SS.parquet`` for ``fetchlists``, ``fetched`` and ``links``."""
+    """``TABLE/round=R/shard=SS.parquet`` for ``fetchlists``, ``fetched``, ``links``, ``edges``."""
     return f"{round_dir(table, round)}/shard={shard:02d}.parquet"
+
+
+#: Directions of the link graph's adjacency lists: successors (out-links) and predecessors.
+GRAPH_DIRECTIONS = ("out", "in")
+
+
+def graph_dir(generation: int) -> str:
+    """``graph/gen=G``: the link graph built from the edges of ``generation``."""
+    return f"graph/gen={generation}"
+
+
+def graph_manifest(generation: int) -> str:
+    """``graph/gen=G/graph.json``: the graph's own manifest, written last (its files, partition
+    offsets); the graph exists exactly when this file does, and lives as long as generation G."""
+    return f"{graph_dir(generation)}/graph.json"
+
+
+def graph_nodes(generation: int, part: int) -> str:
+    """``graph/gen=G/nodes/part=PPP.parquet``: the nodes of one partition, sorted by url key."""
+    return f"{graph_dir(generation)}/nodes/part={part:03d}.parquet"
+
+
+def graph_lists(generation: int, direction: str, part: int) -> str:
+    """``graph/gen=G/DIR/part=PPP.bin``: the coded adjacency lists of one partition's nodes,
+    ``DIR`` being ``out`` (successors) or ``in`` (predecessors)."""
+    if direction not in GRAPH_DIRECTIONS:
+        raise ValueError(f"graph direction {direction!r}: use one of {GRAPH_DIRECTIONS}")
+    return f"{graph_dir(generation)}/{direction}/part={part:03d}.bin"
 
 
 def warc_dir(round: int) -> str:
@@ -113,11 +154,16 @@ _WARC_NAME = (
 #: The paths (relative to the crawl root) a crawl writes, by folder (temp files of atomic writes
 #: included); ``gc`` deletes nothing else, so files it did not write are never touched.
 LAYOUT = {
-    "frontier": rf"frontier/gen=\d+/bucket=\d{{3,}}(?:\.run)?\.parquet{_TMP}",
+    "frontier": rf"frontier/gen=\d+/bucket=\d{{3,}}(?:\.run)?(?:\.due)?\.parquet{_TMP}",
     "hosts": rf"hosts/gen=\d+/shard=\d{{2,}}\.parquet{_TMP}",
     "fetchlists": rf"fetchlists/round=\d+/shard=\d{{2,}}\.parquet{_TMP}",
     "fetched": rf"fetched/round=\d+/shard=\d{{2,}}\.parquet{_TMP}",
     "links": rf"links/round=\d+/shard=\d{{2,}}\.parquet{_TMP}",
+    "edges": rf"edges/round=\d+/shard=\d{{2,}}\.parquet{_TMP}",
+    "graph": (
+        rf"graph/gen=\d+/(?:graph\.json|nodes/part=\d{{3,}}\.parquet"
+        rf"|(?:out|in)/part=\d{{3,}}\.bin){_TMP}"
+    ),
     "warc": rf"warc/round=\d+/{_WARC_NAME}\.warc\.gz{_TMP}",
     COMMITS_DIR: rf"{COMMITS_DIR}/\d{{6,}}\.json{_TMP}",
     "": r"(?:crawl\.duckdb\.tmp-[0-9A-Za-z]+(?:\.wal)?|_lock\.json\.(?:tmp|stale)-[0-9A-Za-z]+)",

@@ -18,10 +18,13 @@ import pyarrow as pa
 from batchcrawl.errors import SchemaError
 
 #: Tables of the crawl directory (``storage/schema.sql``).
-TABLES = ("frontier", "hosts", "fetchlists", "fetched", "links")
+TABLES = ("frontier", "hosts", "fetchlists", "fetched", "links", "edges")
+#: Tables of the link graph store (``storage/schema.sql``), listed in its own manifest
+#: (``graph/gen=G/graph.json``), not in the crawl's.
+GRAPH_TABLES = ("graph_nodes",)
 #: Tables the export writes to a data lake (``storage/export.sql``): the Common Crawl-style index.
 EXPORT_TABLES = ("index",)
-_DDL = {"schema.sql": TABLES, "export.sql": EXPORT_TABLES}
+_DDL = {"schema.sql": TABLES + GRAPH_TABLES, "export.sql": EXPORT_TABLES}
 
 
 def storage_dir() -> Path:
@@ -69,7 +72,8 @@ def _read_ddl(ddl: str, tables: tuple[str, ...]) -> dict[str, pa.Schema]:
 
 
 def schema(table: str) -> pa.Schema:
-    """Arrow schema of ``table`` (one of :data:`TABLES` or :data:`EXPORT_TABLES`).
+    """Arrow schema of ``table`` (one of :data:`TABLES`, :data:`GRAPH_TABLES` or
+    :data:`EXPORT_TABLES`).
 
     Raises
     ------
@@ -79,7 +83,7 @@ def schema(table: str) -> pa.Schema:
     try:
         return _schemas()[table]
     except KeyError:
-        known = ", ".join(TABLES + EXPORT_TABLES)
+        known = ", ".join(TABLES + GRAPH_TABLES + EXPORT_TABLES)
         raise SchemaError(f"unknown table {table!r}; tables are {known}") from None
 
 

@@ -261,6 +261,17 @@ def named_queries() -> list[str]:
     return sorted(p.stem for p in queries_dir().glob("*.sql"))
 
 
+def named_query_descriptions() -> dict[str, str]:
+    """``{name: description}`` of the named queries, sorted by name: the description is the text
+    of each file's first ``--`` comment line (empty if the file has none)."""
+    out = {}
+    for name in named_queries():
+        lines = (queries_dir() / f"{name}.sql").read_text(encoding="utf-8").splitlines()
+        first = next((ln.strip() for ln in lines if ln.strip()), "")
+        out[name] = first[2:].strip() if first.startswith("--") else ""
+    return out
+
+
 def named_query(name: str) -> str:
     """Text of named query ``name`` (``storage/queries/NAME.sql``).
 

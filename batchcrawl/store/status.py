@@ -11,7 +11,15 @@ from batchcrawl.store import sql
 from batchcrawl.store.crawldir import CrawlDir
 
 #: Summary keys of a round's manifest copied into the ``rounds`` list when present.
-ROUND_SUMMARY_KEYS = ("pages", "fetched", "errors", "new_urls", "elapsed_s", "time_limit_hit")
+ROUND_SUMMARY_KEYS = (
+    "attempts",
+    "responses",
+    "stored",
+    "errors",
+    "new_urls",
+    "elapsed_s",
+    "time_limit_hit",
+)
 
 
 def crawl_status(crawl: CrawlDir, generation: int | None = None) -> dict[str, Any]:
@@ -28,7 +36,7 @@ def crawl_status(crawl: CrawlDir, generation: int | None = None) -> dict[str, An
              "depth": {"0": n, "1": n, ...},
              "fetched": {"attempts": n, "by_outcome": {"ok": n, ...}},
              "generations": [{"generation": g, "round": r, "step": ..., "created": iso,
-                              "pages": n, "elapsed_s": s, ...}, ...]}
+                              "stored": n, "elapsed_s": s, ...}, ...]}
 
         ``generations`` lists every committed generation up to the one shown, oldest first, with
         the summary keys of :data:`ROUND_SUMMARY_KEYS` its step recorded.

@@ -1,0 +1,60 @@
+"""One line for a round killed by its environment rather than by its input (issue 13, 11a): a
+Dask worker lost mid-round (its process died, or it stopped answering) and a crawl directory that
+cannot take writes (full, over quota, read-only).
+
+Both leave the crawl safe: nothing of the round is committed (docs/design.md §7: a round that dies
+before its commit leaves only orphan files), the last generation is intact and a rerun does the
+round again. :func:`round_fault` says so, naming what failed and what to do, as a
+:class:`~batchcrawl.errors.BatchcrawlError` with its documented exit code.
+"""
+
+from __future__ import annotations
+
+from batchcrawl.errors import BatchcrawlError, CrawlDirError, WorkerLost
+from batchcrawl.store.crawldir import CrawlDir, Manifest
+from batchcrawl.store.faults import storage_fault
+
+#: Text of distributed's error when an actor's worker cannot be reached (distributed/actor.py).
+ACTOR_UNREACHABLE = "Unable to contact Actor's worker"
+
+
+def is_lost_worker(exc: BaseException) -> bool:
+    """True if ``exc`` is how distributed reports a worker that died or stopped answering:
+    ``KilledWorker``, ``CommClosedError``, a cancelled future, or the actor's ``OSError``."""
+    from distributed import KilledWorker
+    from distributed.client import FutureCancelledError
+    from distributed.comm.core import CommClosedError
+
+    if isinstance(exc, KilledWorker | CommClosedError | FutureCancelledError):
+        return True
+    return isinstance(exc, OSError) and ACTOR_UNREACHABLE in str(exc)
+
+
+def round_fault(crawl: CrawlDir, before: Manifest, exc: BaseException) -> BatchcrawlError | None:
+    """The one-line error for rounds of ``crawl`` (last manifest ``before`` the run) that failed
+    with ``exc``; None if ``exc`` is neither a lost worker nor a storage fault.
+
+    Returns
+    -------
+    WorkerLost or CrawlDirError or None
+        :class:`WorkerLost` (exit 5) for a lost worker, :class:`CrawlDirError` (exit 3) for a
+        full or read-only crawl directory.
+    """
+    now = crawl.manifest()
+    state = (f"nothing of round {now.round + 1} was committed and the last generation "
+             f"({now.generation}, round {now.round}) is intact")  # fmt: skip
+    if now.round > before.round:
+        state += f" (this run committed rounds {before.round + 1}..{now.round})"
+    first = (str(exc).splitlines() or [""])[0]
+    if (fault := storage_fault(exc)) is not None:
+        where = f" writing {fault.filename}" if fault.filename else ""
+        return CrawlDirError(
+            f"the crawl directory cannot take writes{where} ({fault.strerror or first}); {state}; "
+            "free space (or make it writable) and rerun; `batchcrawl gc` removes the partial files"
+        )
+    if is_lost_worker(exc):
+        return WorkerLost(
+            f"a Dask worker was lost during the round ({type(exc).__name__}: {first}); {state}; "
+            "rerun the command (check the workers' memory limit and logs if it happens again)"
+        )
+    return None

@@ -1,0 +1,104 @@
+"""Progress of running rounds (issue 15 item 1): the figures of a snapshot, counters and rate
+that start again with each round, log lines at most every ``progress.interval_s`` without a
+terminal, the closing human summary; and, through a real subprocess whose stderr is a pipe, that
+a progress line appears without ``-v`` and the JSON summaries stay alone on stdout."""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+
+import pytest
+from round_helpers import cli_command, new_crawl, round_config, sample_web, serve, subprocess_env
+
+from batchcrawl.progress import Figures, RoundProgress, closing_summary, duration
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def snap(rnd, done_by_shard, planned_by_shard, errors=0):
+    shards = {s: {"ok": n} for s, n in done_by_shard.items()}
+    shards[0]["network_error"] = errors
+    return {"round": rnd, "planned": planned_by_shard, "shards": shards}
+
+
+def test_figures_count_done_planned_queue_rate_and_time_left():
+    f = Figures(snap(3, {0: 10, 1: 30}, {0: 20, 1: 30}, errors=2), elapsed_s=10.0)
+    assert (f.done, f.planned, f.errors) == (42, 50, 2)
+    assert f.queue == {0: 8, 1: 0}
+    assert f.rate == pytest.approx(4.2) and f.left_s == pytest.approx(8 / 4.2)
+    line = f.line(of=5)
+    assert line.startswith("round 3 of 5: 42/50 pages (4.2/s), 2 errors")
+    assert "queue per shard 8 0" in line and "~2s left" in line
+    assert Figures(snap(1, {0: 0}, {0: 5}), 3.0).left_s is None  # no rate yet: unknown
+    assert [duration(x) for x in (None, 5.4, 75, 3700)] == ["?", "5s", "1m15s", "1h01m"]
+
+
+def test_lines_come_every_interval_and_each_round_starts_from_zero(caplog):
+    clock = FakeClock()
+    caplog.set_level(logging.INFO, logger="batchcrawl.progress")
+    with RoundProgress(enabled=False, interval_s=30, rounds=2, clock=clock) as p:
+        p.update(snap(1, {0: 1}, {0: 100}))
+        clock.t += 10
+        p.update(snap(1, {0: 20}, {0: 100}))  # before the interval: no line
+        clock.t += 20
+        p.update(snap(1, {0: 60}, {0: 100}))
+        p.done({"round": 1, "generation": 2, "attempts": 100, "stored": 90, "elapsed_s": 41})
+        clock.t += 5
+        # round 2 starts; an actor that has not reset yet would still say 100 done
+        p.update(snap(2, {0: 0}, {0: 10}))
+        clock.t += 30
+        p.update(snap(2, {0: 6}, {0: 10}))
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines[0].startswith("round 1 of 2: 60/100 pages (2.0/s)")  # 60 in 30 s
+    assert lines[1].startswith("round 1 committed (generation 2): 100 attempts, 90 stored")
+    assert lines[2].startswith("round 2 of 2: 6/10 pages (0.2/s)")  # its own clock: 6 in 30 s
+    assert len(lines) == 3
+
+
+def test_closing_summary_adds_up_the_rounds():
+    rounds = [
+        {"round": 4, "generation": 6, "attempts": 10, "responses": 9, "stored": 7,
+         "new_urls": 30, "not_fetched": 0, "errors": {"gone": 2, "network_error": 1}},
+        {"round": 5, "generation": 7, "attempts": 20, "responses": 18, "stored": 15,
+         "new_urls": 5, "not_fetched": 3, "errors": {"gone": 1}},
+    ]  # fmt: skip
+    lines = closing_summary(rounds, elapsed_s=15.0)
+    assert lines[0] == "batchcrawl: rounds 4-5 committed (last generation 7) in 15s"
+    text = "\n".join(lines)
+    assert "attempts       30 (2.0/s)" in text and "stored         22" in text
+    assert "errors         4 (gone 3, network_error 1)" in text
+    assert "left for later 3 (time limit)" in text
+    assert closing_summary([], 1.0) == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_progress_lines_appear_on_a_pipe_without_verbose(tmp_path):
+    # one host, 0.3 s between its requests: the fetch lasts seconds, longer than the interval
+    web = sample_web(hosts=1, pages=8, extras_every=0, links_per_page=3, menu_links=2)
+    cfg = round_config(
+        politeness={"host_delay_s": 0.3, "max_crawl_delay_s": 0.3},
+        fetch={"shards": 1}, round={"workers": 1}, progress={"interval_s": 0.2},
+    )  # fmt: skip
+    with serve(web):
+        crawl = new_crawl(tmp_path / "crawl", cfg, web.seeds())
+        proc = subprocess.run(
+            cli_command("crawl", crawl.url, "--rounds", "2"), capture_output=True, text=True,
+            env=subprocess_env(), timeout=150,
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summaries = [json.loads(line) for line in proc.stdout.splitlines()]  # stdout: JSON only
+    assert [s["round"] for s in summaries] == [1, 2]
+    progress = [ln for ln in proc.stderr.splitlines() if " INFO batchcrawl.progress: round " in ln]
+    assert any(": round 1 of 2: " in ln and " pages (" in ln for ln in progress), proc.stderr
+    assert any(": round 1 committed (generation 2)" in ln for ln in progress), proc.stderr
+    assert "batchcrawl: rounds 1-2 committed (last generation 3)" in proc.stderr
+    assert "Traceback" not in proc.stderr
