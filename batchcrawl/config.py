@@ -271,7 +271,8 @@ class SitemapsSection:
     enabled: bool = True
     """Fetch the sitemaps named by robots.txt ``Sitemap:`` lines of the hosts crawled."""
     seeds: list[str] = field(default_factory=list)
-    """Sitemap URLs fetched in the first round whatever robots.txt says."""
+    """Sitemap URLs fetched in the first round even when robots.txt does not name them (its rules
+    still apply), by the shard crawling their host: a sitemap's host needs a seed URL."""
     max_depth: Annotated[int, Range(0, 10)] = 2
     """Sitemap index levels followed below a sitemap named by robots.txt or a seed."""
     max_urls: Annotated[int, Range(1, 50000, why="sitemaps.org: 50,000 URLs per file")] = 50000
