@@ -175,11 +175,15 @@ def _lock(crawl: CrawlDir, command: str):
     return WriterLock(crawl, owner=f"batchcrawl {command} (pid {os.getpid()})")
 
 
-def _inject(crawl: CrawlDir, cfg: Config, stream: io.TextIOBase, source: str) -> dict:
+def _inject(
+    crawl: CrawlDir, cfg: Config, stream: io.TextIOBase, source: str, refetch: bool = False
+) -> dict:
     from batchcrawl.frontier.inject import inject  # lazy: pulls in URL handling
 
     with _lock(crawl, "inject"):
-        summary = inject(crawl, cfg, (line.rstrip("\r\n") for line in stream), source=source)
+        summary = inject(
+            crawl, cfg, (line.rstrip("\r\n") for line in stream), source=source, refetch=refetch
+        )
     for line in seed_warnings(summary):
         click.echo(line if line.startswith(" ") else f"batchcrawl: warning: {line}", err=True)
     return summary
@@ -269,12 +273,15 @@ def init(crawl_url: str, seeds: io.TextIOBase | None, config_file: str | None, s
 @click.argument(
     "seeds", type=click.File("r", encoding="utf-8", errors="surrogateescape"), metavar="FILE|-"
 )
+@click.option(
+    "--refetch", is_flag=True, help="Also make the URLs of FILE already known due now (refetch)."
+)
 @_sets
-def inject(crawl_url: str, seeds: io.TextIOBase, sets) -> None:
+def inject(crawl_url: str, seeds: io.TextIOBase, refetch: bool, sets) -> None:
     """Add the seed URLs of FILE (one a line; - reads stdin) to CRAWL. Prints a JSON summary."""
     crawl = _open(crawl_url)
     cfg = load_crawl_config(crawl, sets)
-    _echo_json(_inject(crawl, cfg, seeds, source=getattr(seeds, "name", "-")))
+    _echo_json(_inject(crawl, cfg, seeds, source=getattr(seeds, "name", "-"), refetch=refetch))
 
 
 # -- inspection ------------------------------------------------------------------------------

@@ -184,6 +184,9 @@ class PolitenessSection:
     delay below ``host_delay_s``."""
     adaptive_delay_factor: float = 1.0
     """The host delay is at least this factor times the host's last download time (0 disables)."""
+    max_retry_after_s: Annotated[float, _above_zero] = 3600.0
+    """A ``Retry-After`` on a 429 or 503 (RFC 9110 §10.2.3) moves the host's next allowed request
+    and the URL's retry to then, but at most this many seconds ahead."""
 
 
 @dataclass(frozen=True)
@@ -226,6 +229,56 @@ class FrontierSection:
     per base row (LSM size ratio; 0.5 = runs total half the base)."""
     max_runs: Positive = 8
     """Compact a bucket once it has this many delta runs, whatever their size."""
+
+
+Rate = Annotated[float, Range(0, 0.99)]
+
+
+@dataclass(frozen=True)
+class RecrawlSection:
+    """``[recrawl]``: when a fetched URL is due again (Nutch's ``DefaultFetchSchedule`` and
+    ``AdaptiveFetchSchedule``; :class:`batchcrawl.frontier.schedule.FetchSchedule`)."""
+
+    policy: Literal["fixed", "adaptive"] = "fixed"
+    """``fixed``: due again ``interval_s`` after each fetch; ``adaptive``: the interval shrinks
+    when the page changed and grows when it did not, within ``[min_interval_s, max_interval_s]``."""
+    interval_s: Annotated[float, _above_zero] = 30 * 86400.0
+    """Interval after a first fetch (every fetch under ``fixed``), seconds; Nutch's 30 days."""
+    min_interval_s: Annotated[float, _above_zero] = 3600.0
+    """Least adaptive interval, seconds."""
+    max_interval_s: Annotated[float, _above_zero] = 365 * 86400.0
+    """Largest adaptive interval (and largest error back-off), seconds."""
+    inc_rate: Rate = 0.4
+    """Adaptive: the interval is multiplied by ``1 - inc_rate`` when the page changed."""
+    dec_rate: Rate = 0.2
+    """Adaptive: the interval is multiplied by ``1 + dec_rate`` when it did not (304 or same
+    payload digest)."""
+    gone_interval_s: Annotated[float, _above_zero] = 90 * 86400.0
+    """A gone URL (404, 410, retries exhausted) is checked again after this many seconds."""
+
+    def __post_init__(self) -> None:
+        if self.min_interval_s > self.max_interval_s:
+            raise ConfigError(
+                f"recrawl.min_interval_s = {self.min_interval_s:g} is above recrawl."
+                f"max_interval_s = {self.max_interval_s:g}: lower the first or raise the second"
+            )
+
+
+@dataclass(frozen=True)
+class SitemapsSection:
+    """``[sitemaps]``: sitemaps (sitemaps.org) named in robots.txt and configured here."""
+
+    enabled: bool = True
+    """Fetch the sitemaps named by robots.txt ``Sitemap:`` lines of the hosts crawled."""
+    seeds: list[str] = field(default_factory=list)
+    """Sitemap URLs fetched in the first round even when robots.txt does not name them (its rules
+    still apply), by the shard crawling their host: a sitemap's host needs a seed URL."""
+    max_depth: Annotated[int, Range(0, 10)] = 2
+    """Sitemap index levels followed below a sitemap named by robots.txt or a seed."""
+    max_urls: Annotated[int, Range(1, 50000, why="sitemaps.org: 50,000 URLs per file")] = 50000
+    """URLs taken from one sitemap file."""
+    max_bytes: Annotated[int, Range(1, 52428800, why="sitemaps.org: 50 MiB per file")] = 52428800
+    """Bytes of one (decompressed) sitemap file parsed."""
 
 
 @dataclass(frozen=True)
@@ -428,6 +481,8 @@ class Config:
     robots: RobotsSection = field(default_factory=RobotsSection)
     frontier: FrontierSection = field(default_factory=FrontierSection)
     generate: GenerateSection = field(default_factory=GenerateSection)
+    recrawl: RecrawlSection = field(default_factory=RecrawlSection)
+    sitemaps: SitemapsSection = field(default_factory=SitemapsSection)
     fetch: FetchSection = field(default_factory=FetchSection)
     filters: FiltersSection = field(default_factory=FiltersSection)
     round: RoundSection = field(default_factory=RoundSection)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from datetime import datetime
 
 
 class UrlStatus(enum.StrEnum):
@@ -50,6 +51,10 @@ class FetchItem:
     """One URL of a fetch list, as a fetch worker receives it (a ``fetchlists`` row).
 
     ``url`` is canonical (``batchcrawl.urls.canonicalize``); ``url_key`` its 64-bit key.
+    ``etag`` and ``last_modified`` are the validators of the last capture (sent back as
+    ``If-None-Match`` / ``If-Modified-Since``, RFC 9110 §13.1), ``content_fetch_time`` (UTC) when
+    that capture was fetched (the ``WARC-Refers-To-Date`` of a 304's revisit record) and
+    ``content_digest`` its payload digest (an unchanged 200 becomes a revisit of it).
     """
 
     url_key: int
@@ -61,6 +66,20 @@ class FetchItem:
     discovered_round: int = 0
     discovered_seq: int = 0
     retries: int = 0
+    etag: str | None = None
+    last_modified: str | None = None
+    content_fetch_time: datetime | None = None
+    content_digest: str | None = None
+
+    def conditional_headers(self) -> dict[str, str]:
+        """``If-None-Match`` / ``If-Modified-Since`` for a refetch (RFC 9110 §13.1.2, §13.1.3):
+        empty for a URL never captured."""
+        out = {}
+        if self.etag:
+            out["If-None-Match"] = self.etag
+        if self.last_modified:
+            out["If-Modified-Since"] = self.last_modified
+        return out
 
 
 @dataclass(slots=True)

@@ -20,9 +20,13 @@ CREATE TABLE frontier (
     fetch_status     SMALLINT,           -- last HTTP status; NULL when no response
     content_digest   VARCHAR,            -- 'sha1:BASE32' of the last payload
     retries          INTEGER   NOT NULL, -- transient failures since the last success
-    next_fetch_time  TIMESTAMP_MS,       -- due from this time (new URLs: discovery time; retries: backoff); NULL = not due by time (fetched; the refetch schedule is the freshness issue)
+    next_fetch_time  TIMESTAMP_MS,       -- due from this time (new URLs: discovery time; retries: backoff; fetched/gone: the [recrawl] schedule); NULL = never due by time
     lease_round      INTEGER,            -- round holding the URL on a fetch list; NULL = not leased
-    lease_shard      INTEGER             -- shard holding the lease
+    lease_shard      INTEGER,            -- shard holding the lease
+    fetch_interval_s DOUBLE,             -- current refetch interval of the [recrawl] schedule, seconds; NULL before the first fetch
+    etag             VARCHAR,            -- ETag of the last 200/304, sent back as If-None-Match
+    last_modified    VARCHAR,            -- Last-Modified of the last 200/304, sent back as If-Modified-Since
+    content_fetch_time TIMESTAMP_MS      -- fetch time of the capture content_digest comes from (the last 200): a 304's WARC-Refers-To-Date
 );
 
 -- hosts/gen=G/shard=SS.parquet: per-host state carried across rounds (the workbench's persisted form).
@@ -56,7 +60,11 @@ CREATE TABLE fetchlists (
     hops_out         INTEGER  NOT NULL,
     discovered_round INTEGER  NOT NULL,
     discovered_seq   BIGINT   NOT NULL,
-    retries          INTEGER  NOT NULL
+    retries          INTEGER  NOT NULL,
+    etag             VARCHAR,          -- conditional GET validators of the last capture (frontier)
+    last_modified    VARCHAR,
+    content_fetch_time TIMESTAMP_MS,   -- when the last capture was fetched (revisit refers-to date)
+    content_digest   VARCHAR           -- payload digest of that capture (an unchanged 200 is a revisit)
 );
 
 -- fetched/round=R/shard=SS.parquet: one row per fetch attempt. Column names follow Common Crawl's
@@ -84,8 +92,12 @@ CREATE TABLE fetched (
     warc_filename              VARCHAR,               -- relative to the crawl directory
     warc_record_offset         BIGINT,
     warc_record_length         BIGINT,
-    robots_noindex             BOOLEAN,
-    robots_nofollow            BOOLEAN,
+    robots_noindex             BOOLEAN,               -- meta robots or X-Robots-Tag noindex
+    robots_nofollow            BOOLEAN,               -- meta robots or X-Robots-Tag nofollow
+    etag                       VARCHAR,               -- ETag of the response (a 304 without one: the one sent)
+    last_modified              VARCHAR,               -- Last-Modified of the response (likewise)
+    canonical_url              VARCHAR,               -- <link rel=canonical> (or Link header) target, absolute
+    retry_after_s              DOUBLE,                -- Retry-After of a 429/503 in seconds (capped); NULL if none or malformed
     duplicate_of               UBIGINT,               -- url_key of the first URL with this payload digest (known at fetch time)
     simhash                    UBIGINT,               -- 64-bit SimHash of the visible text, digits masked (HTML pages)
     near_duplicate_of          UBIGINT                -- url_key of an earlier page of the host within dedup.near_hamming bits
@@ -103,9 +115,10 @@ CREATE TABLE links (
     dst_domain     VARCHAR NOT NULL,
     depth          INTEGER NOT NULL, -- depth of dst through this link (src depth + 1)
     hops_out       INTEGER NOT NULL, -- hops outside the seed scope through this link
-    tag            VARCHAR NOT NULL, -- a, area, link, frame, iframe, meta_refresh, redirect
+    tag            VARCHAR NOT NULL, -- a, area, link, frame, iframe, meta_refresh, redirect, sitemap
     nofollow       BOOLEAN NOT NULL, -- rel=nofollow or robots meta nofollow (not crawled)
-    filter_reason  VARCHAR           -- NULL: in scope; else the filter that rejected it
+    filter_reason  VARCHAR,          -- NULL: in scope; else the filter that rejected it
+    lastmod        TIMESTAMP_MS      -- sitemap <lastmod> (tag sitemap): a known URL changed after its last capture is due now
 );
 
 -- edges/round=R/shard=SS.parquet: every outlink of every page fetched in a round (the link graph,

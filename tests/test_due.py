@@ -47,6 +47,7 @@ OUTCOMES = {
     "not_fetched": (None, None),
     "robots_unavailable": (None, None),
     "gone": (404, None),
+    "not_modified": (304, None),
 }
 
 
@@ -99,7 +100,10 @@ def test_generate_via_index_equals_full_scan(tmp_path_factory, rounds):
         frontier={"buckets": K, "max_runs": 3, "compact_run_ratio": 0.5, "retry_backoff_s": 3600},
         generate={"max_urls_per_host": 4, "max_urls_per_round": 12},
         robots={"retry_after_s": 7200},
-    )
+        # fetched and gone rows come due again within the test's hours (the refetch rule)
+        recrawl={"policy": "adaptive", "interval_s": 10 * 3600, "min_interval_s": 3600,
+                 "gone_interval_s": 20 * 3600},
+    )  # fmt: skip
     crawl = CrawlDir.create(str(tmp_path_factory.mktemp("c")), to_toml(cfg), K)
     for rnd, (dsts, done, refilter, compaction, later) in enumerate(rounds, 1):
         now = T0 + rnd * 6 * HOUR
@@ -134,7 +138,7 @@ def test_index_entry_superseded_by_a_newer_run_is_not_selected(tmp_path):
     (bf,) = runs.bucket_files(crawl.manifest())
     assert bf.base is not None and len(bf.runs) == 1
     _, cands, counts = select_files(crawl, bf, 3, cfg, T0 + HOUR / 2)
-    # p1 fetched (never due), p2 backs off until T0 + 1 h: only p3 is due at T0 + 30 min
+    # p1 fetched (due again in 30 days), p2 backs off until T0 + 1 h: only p3 is due at T0 + 30 min
     assert cands.column("url").to_pylist() == [url(3)]
     assert counts["not_due"] == 2
     _, cands, _ = select_files(crawl, bf, 3, cfg, T0 + 3 * HOUR)
@@ -144,14 +148,16 @@ def test_index_entry_superseded_by_a_newer_run_is_not_selected(tmp_path):
 def test_due_time_rule():
     t = pa.table(
         {
-            "status": ["queued", "error", "queued", "fetched", "gone", "filtered"],
-            "next_fetch_time": pa.array([5, 9, None, 7, None, 3], pa.int64()).cast(
+            "status": ["queued", "error", "queued", "fetched", "gone", "fetched", "gone",
+                       "filtered", "redirect"],
+            "next_fetch_time": pa.array([5, 9, None, 7, 8, None, None, 3, 4], pa.int64()).cast(
                 pa.timestamp("ms")
             ),
         }
-    )
+    )  # fmt: skip
     got = due.due_time(t).cast(pa.int64()).to_pylist()
-    assert got == [5, 9, 0, None, None, None]
+    # queued/error: due from the time (null: always); fetched/gone: only when the schedule set one
+    assert got == [5, 9, 0, 7, 8, None, None, None, None]
 
 
 def test_gc_keeps_the_indexes_of_kept_files_and_drops_the_rest(tmp_path):

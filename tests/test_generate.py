@@ -77,7 +77,8 @@ def reference(t: pa.Table, round: int, cfg: Config) -> set[int]:
     per_host, per_dom, taken = Counter(), Counter(), set()
     for r in rows:
         nft = r["next_fetch_time"]
-        if r["status"] not in ("queued", "error") or r["lease_round"] == round:
+        refetch = r["status"] in ("fetched", "gone") and nft is not None  # [recrawl] schedule
+        if (r["status"] not in ("queued", "error") and not refetch) or r["lease_round"] == round:
             continue
         if nft is not None and nft.replace(tzinfo=dt.UTC) > NOW:
             continue

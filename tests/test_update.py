@@ -235,8 +235,10 @@ def test_backoff_doubles_then_gone(crawl):
         m = c.commit(m, {"frontier": entries}, {"step": "test"}, round=attempt)
         row = rows_by_url(c, entries)[url]
         assert row["status"] == want[0]
-        if want[1] is None:
-            assert row["next_fetch_time"] is None and row["reason"] == "max_retries:503"
+        if want[1] is None:  # gone: checked again after recrawl.gone_interval_s
+            gone_at = NOW + dt.timedelta(seconds=cfg.recrawl.gone_interval_s)
+            assert row["next_fetch_time"] == gone_at.replace(tzinfo=None)
+            assert row["reason"] == "max_retries:503"
         else:
             assert row["next_fetch_time"] == (NOW + dt.timedelta(seconds=want[1])).replace(
                 tzinfo=None
@@ -289,3 +291,26 @@ def test_update_of_some_buckets_equals_the_full_update_there(crawl):
     assert all(got[u]["status"] == "queued" for u in urls if bucket[u] != want)
     with pytest.raises(FrontierError, match="buckets"):
         update(c, m, 1, fetched, None, cfg, NOW, buckets=[4])
+
+
+def test_sitemap_lastmod_after_the_capture_makes_a_fetched_url_due(crawl):
+    """A link tagged sitemap with a lastmod later than the last capture: due now; an older one and
+    a plain link change nothing (issue 12 item 4, update side)."""
+    c, cfg = crawl
+    m = c.manifest()
+    fresh, stale = "http://s0.test/", "http://s1.test/"
+    fetched = table(
+        "fetched", [fetched_row(fresh, "ok", status=200), fetched_row(stale, "ok", status=200)]
+    )
+    entries, _ = update(c, m, 1, fetched, None, cfg, NOW)
+    m = c.commit(m, {"frontier": entries}, {"step": "test"}, round=1)
+    later = NOW + dt.timedelta(days=2)
+    rows = [link_row("http://s9.test/sitemap.xml", u, seq=i, rnd=2, tag="sitemap") for i, u in
+            enumerate([fresh, stale])]  # fmt: skip
+    rows[0]["lastmod"] = NOW + dt.timedelta(hours=1)
+    rows[1]["lastmod"] = NOW - dt.timedelta(hours=1)
+    entries, summary = update(c, m, 2, None, table("links", rows), cfg, later)
+    got = rows_by_url(c, entries)
+    assert got[fresh]["next_fetch_time"] == later.replace(tzinfo=None)
+    assert got[stale]["next_fetch_time"] == (NOW + dt.timedelta(days=30)).replace(tzinfo=None)
+    assert summary["lastmod_due"] == 1

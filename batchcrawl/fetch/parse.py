@@ -123,6 +123,8 @@ class ParsedPage:
         ``bom``, ``http``, ``meta`` or ``default``; None if not parsed.
     robots_noindex, robots_nofollow
         From ``<meta name="robots">`` or ``<meta name="<robots agent>">``.
+    canonical
+        Absolute target of the first ``<link rel="canonical" href>`` (RFC 6596), or None.
     base_url
         URL relative links were resolved against (the page URL unless ``<base href>`` overrides).
     title
@@ -139,6 +141,7 @@ class ParsedPage:
     charset_source: str | None = None
     robots_noindex: bool = False
     robots_nofollow: bool = False
+    canonical: str | None = None
     base_url: str = ""
     title: str | None = None
     is_html: bool = False
@@ -223,6 +226,7 @@ def _extract(
     """One walk over the link-bearing elements, then resolution against the base URL."""
     raw: list[tuple[str, str, bool, str | None]] = []  # (tag, href, nofollow, text)
     base_href: str | None = None
+    canonical_href: str | None = None
     dropped = page.dropped
     for el in root.iter(_LINK_TAGS):
         tag = el.tag
@@ -253,6 +257,8 @@ def _extract(
                 dropped["link_rel"] = dropped.get("link_rel", 0) + 1
                 continue
             raw.append(("link", href, "nofollow" in rels, None))
+            if "canonical" in rels and canonical_href is None:
+                canonical_href = href
         elif tag == "frame" or tag == "iframe":
             src = el.get("src")
             if src is not None:
@@ -274,6 +280,13 @@ def _extract(
         if candidate and candidate.startswith(("http:", "https:")):
             base = candidate
     page.base_url = base
+    if canonical_href is not None and canonical_href.strip():
+        try:
+            canonical = ada_url.join_url(base, canonical_href.strip())
+        except ValueError:
+            canonical = None
+        if canonical and canonical.startswith(("http:", "https:")):
+            page.canonical = canonical
     seen: dict[str, Link] = {}
     links = page.links
     all_nofollow = page.robots_nofollow

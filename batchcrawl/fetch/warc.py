@@ -6,7 +6,9 @@ starts with a ``warcinfo`` record; each fetch that got an HTTP response adds
 
 * a ``request`` record (the request line and header lines as sent),
 * a ``response`` record -- or, for a known duplicate, a ``revisit`` record with the WARC 1.1
-  ``identical-payload-digest`` profile (HTTP headers only; WARC 1.1 §6.7.2),
+  ``identical-payload-digest`` profile (HTTP headers only; WARC 1.1 §6.7.2), or, for a 304 answer
+  to a conditional refetch, a ``revisit`` record with the ``server-not-modified`` profile (WARC 1.1
+  §6.7.3: ``WARC-Refers-To-Target-URI`` and ``-Date`` of the capture confirmed, no payload digest),
 * optionally a ``metadata`` record (``application/warc-fields``) with ``fetchTimeMs`` and one
   ``outlink:`` line per outlink.
 
@@ -71,6 +73,8 @@ from batchcrawl.records import FetchResult
 
 WARC_VERSION = "WARC/1.1"
 REVISIT_PROFILE = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
+#: WARC 1.1 §6.7.3: the server answered 304 Not Modified to a conditional request.
+NOT_MODIFIED_PROFILE = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
 CONFORMS_TO = "https://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/"
 _TRUNCATED_BY_ERROR = {"reset": "disconnect", "body_short": "disconnect", "timeout": "time"}
 
@@ -281,6 +285,7 @@ class WarcWriter:
         outlinks: list[str] | None = None,
         revisit_of: tuple[str, str] | None = None,
         digest: str | None = None,
+        not_modified_of: tuple[str, str | None] | None = None,
     ) -> WarcLocation | None:
         """Write the records of one fetch and return where its response (or revisit) record is.
 
@@ -299,6 +304,10 @@ class WarcWriter:
             ``payload_digest(result.raw_body)`` when the caller has computed it already (the fetch
             worker needs it for ``content_digest``), so the body is hashed once less; computed
             here when None. Not checked: pass the digest of exactly ``result.raw_body``.
+        not_modified_of
+            ``(target_uri, warc_date or None)`` of the capture a 304 confirmed: a ``revisit``
+            record with the server-not-modified profile (WARC 1.1 §6.7.3: HTTP headers only, no
+            payload digest) is written instead of a ``response``.
 
         Returns
         -------
@@ -312,6 +321,8 @@ class WarcWriter:
             if self._file is None:
                 self._open_next()
             f = self._file
+        if not_modified_of is not None:
+            revisit_of, digest = not_modified_of, ""  # type: ignore[assignment]
         parts = self._build(result, outlinks, revisit_of, digest, f.warcinfo_id)
         with self._lock:
             if self._file is not f:  # rotated (or closed) meanwhile: rebuild for the new file
@@ -338,7 +349,7 @@ class WarcWriter:
         req_id, resp_id = self.record_id_maker(), self.record_id_maker()
         body = result.raw_body
         if digest is None:
-            digest = payload_digest(body)
+            digest = payload_digest(body)  # "" (a 304): no payload digest
         uri = result.url
         common = {"WARC-Date": date, "WARC-Target-URI": uri}
         if warcinfo_id:
@@ -363,7 +374,18 @@ class WarcWriter:
         http = _Latin1Headers(
             statusline, stored_response_headers(result), protocol=result.http_version or "HTTP/1.1"
         )
-        if revisit_of is not None:
+        if revisit_of is not None and not digest:  # server-not-modified (WARC 1.1 §6.7.3)
+            refers_uri, refers_date = revisit_of
+            fields = {"WARC-Type": "revisit", "WARC-Record-ID": resp_id, **common}
+            fields["WARC-Concurrent-To"] = req_id
+            fields["WARC-Profile"] = NOT_MODIFIED_PROFILE
+            fields["WARC-Refers-To-Target-URI"] = refers_uri
+            if refers_date:
+                fields["WARC-Refers-To-Date"] = refers_date
+            response = builder.create_warc_record(
+                uri, "revisit", warc_headers_dict=fields, http_headers=http
+            )
+        elif revisit_of is not None:
             refers_uri, refers_date = revisit_of
             fields = {"WARC-Type": "revisit", "WARC-Record-ID": resp_id, **common}
             fields["WARC-Concurrent-To"] = req_id

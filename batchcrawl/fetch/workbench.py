@@ -626,7 +626,9 @@ class Workbench(Generic[T]):
         with self._cond:
             self._cond.notify_all()
 
-    def release(self, vs: VisitState[T], download_s: float | None) -> None:
+    def release(
+        self, vs: VisitState[T], download_s: float | None, *, retry_after_s: float | None = None
+    ) -> None:
         """Give back an acquired visit state after fetching from it.
 
         At clock time ``now`` the host's next-allowed time becomes ``now + host_delay(...)`` (with
@@ -634,7 +636,9 @@ class Workbench(Generic[T]):
         becomes ``now + ip_delay_s`` (for every host of that IP, also with ``ip_concurrency > 1``);
         delays count from the end of the fetch. The visit state goes
         back into the queues if it has items, else it stays idle. Pass ``download_s=None`` when no
-        request was made while it was held: the times then stay as they were.
+        request was made while it was held: the times then stay as they were. ``retry_after_s`` (a
+        server's ``Retry-After`` on a 429/503, RFC 9110 §10.2.3, already capped by the caller) moves
+        the host's next-allowed time to at least ``now + retry_after_s``.
 
         Raises
         ------
@@ -642,6 +646,7 @@ class Workbench(Generic[T]):
             ``vs`` is not acquired, belongs to another workbench, or ``download_s`` is negative.
         """
         _check_seconds("download_s", download_s, optional=True)
+        _check_seconds("retry_after_s", retry_after_s, optional=True)
         with self._cond:
             if self._hosts.get(vs.host) is not vs or not vs.acquired:
                 raise WorkbenchError(
@@ -653,6 +658,8 @@ class Workbench(Generic[T]):
                 now = self._clock()
                 vs.last_download_s = download_s
                 vs.next_allowed = max(vs.next_allowed, now + self._delay(vs))
+                if retry_after_s is not None:
+                    vs.next_allowed = max(vs.next_allowed, now + retry_after_s)
                 entry.next_allowed = max(entry.next_allowed, now + self.ip_delay_s)
             vs.acquired = False
             entry.active -= 1

@@ -40,13 +40,21 @@ from typing import Any
 
 from batchcrawl.config import Config
 from batchcrawl.errors import InvalidURL
+from batchcrawl.fetch.directives import retry_after_s, x_robots_tag
 from batchcrawl.fetch.fetcher import Fetcher
 from batchcrawl.fetch.neardup import NearDuplicates
 from batchcrawl.fetch.parse import parse_page
 from batchcrawl.fetch.resolver import AddressPolicy, DNSError, Resolver
 from batchcrawl.fetch.robots import RobotsCache, fetch_robots, robots_origin, rules_from_fetch
 from batchcrawl.fetch.simhash import page_simhash
-from batchcrawl.fetch.warc import WarcWriter, payload_digest
+from batchcrawl.fetch.sitemap_jobs import (
+    SitemapJob,
+    child_jobs,
+    robots_sitemap_jobs,
+    seed_sitemap_jobs,
+)
+from batchcrawl.fetch.sitemaps import parse_sitemap
+from batchcrawl.fetch.warc import WarcWriter, payload_digest, warc_date
 from batchcrawl.fetch.workbench import Workbench
 from batchcrawl.records import FetchItem, FetchResult, Outcome
 from batchcrawl.scope.filters import FilterChain
@@ -220,6 +228,7 @@ class _Run:
     pending: int = 0  # items not finished yet (guarded by the worker's lock)
     seq: int = 0  # discovery order of the links of this run
     self_hops: dict[int, int] = field(default_factory=dict)  # url_key -> self-redirects followed
+    sitemaps: set[str] = field(default_factory=set)  # sitemap URLs queued in this run (once each)
     stop: threading.Event = field(default_factory=threading.Event)
     streaming: bool = False  # threads wait for more items instead of ending (stream_start)
     storage_fault: OSError | None = None  # the first full / read-only storage error: ends the run
@@ -510,8 +519,8 @@ class FetchWorker:
         if run.storage_fault is not None:
             raise run.storage_fault
         for _host, rest in self.workbench.drain():
-            for item in rest:
-                if item is not ROBOTS:
+            for item in rest:  # robots.txt and sitemap jobs are redone when needed
+                if isinstance(item, FetchItem):
                     out.unfetched.append(item)
         out.counters["not_fetched"] += len(out.unfetched)
         out.warc_files = list(warc.files)
@@ -623,9 +632,32 @@ class FetchWorker:
             queue: list[Any] = list(host_items)
             if self.robots.get(robots_origin(host_items[0].url)) is None:
                 queue.insert(0, ROBOTS)
+            jobs = self._new_sitemaps(run, seed_sitemap_jobs(self.cfg.sitemaps.seeds, host))
+            if run.round == 1 and jobs:  # configured sitemaps: in the first round, after the pages
+                queue.extend(jobs)
+                run.out.counters["sitemaps_queued"] += len(jobs)
+                pending += len(jobs)
             self.workbench.add(host, ip, queue)
             pending += len(host_items)
         return pending
+
+    def _new_sitemaps(self, run: _Run, jobs: list[SitemapJob]) -> list[SitemapJob]:
+        """The jobs whose sitemap was not queued yet in this run (and marks them queued)."""
+        with self._lock:
+            out = [j for j in jobs if j.url not in run.sitemaps]
+            run.sitemaps.update(j.url for j in out)
+        return out
+
+    def _queue_sitemaps(self, run: _Run, host: str, jobs: list[SitemapJob]) -> None:
+        """Append new sitemap jobs to ``host``'s visit state (politeness applies) and count them
+        pending; call while an item of the run is still pending."""
+        jobs = self._new_sitemaps(run, jobs)
+        if not jobs:
+            return
+        with self._lock:
+            run.pending += len(jobs)
+            run.out.counters["sitemaps_queued"] += len(jobs)
+        self.workbench.add(host, None, jobs)
 
     def _set_crawl_delay(self, host: str, rules) -> None:
         vs = self.workbench.visit_state(host)
@@ -657,6 +689,10 @@ class FetchWorker:
             if item is ROBOTS:
                 self._fetch_robots(run, vs)  # never raises: any failure is robots_unavailable
                 continue
+            if isinstance(item, SitemapJob):
+                if not self._fetch_sitemap(run, vs, item):
+                    return  # storage fault: the run stops
+                continue
             rules = self.robots.get(robots_origin(item.url))
             if rules is None:  # another origin of the host, or expired: fetch it first
                 vs.push_front(item)
@@ -675,7 +711,7 @@ class FetchWorker:
                 continue
             t0 = time.thread_time()
             try:
-                result = self.fetcher.fetch(item.url)
+                result = self.fetcher.fetch(item.url, extra_headers=item.conditional_headers())
             except Exception:  # a bug below the fetcher must not kill the thread or leak the host
                 log.exception("fetching %s failed", item.url)
                 wb.release(vs, self.cfg.politeness.host_delay_s)  # assume a request was made
@@ -686,7 +722,11 @@ class FetchWorker:
             hop = self._self_redirect_hop(run, item, result)
             if hop:  # fetched again after the host's delay: the workbench keeps politeness
                 vs.push_front(item)
-            wb.release(vs, result.download_s if result.status is not None or result.ip else None)
+            wb.release(
+                vs,
+                result.download_s if result.status is not None or result.ip else None,
+                retry_after_s=self._retry_after(result),
+            )
             if hop:
                 self._archive_hop(run, item, result)
                 continue
@@ -709,7 +749,11 @@ class FetchWorker:
         is unavailable (5xx, network failure), every queued URL of the host is given back as
         ``robots_unavailable`` at once: the host is treated as fully disallowed until it is retried."""
         first = vs.queue[0] if vs.queue else None
-        origin = robots_origin(first.url) if isinstance(first, FetchItem) else f"http://{vs.host}"
+        origin = (
+            robots_origin(first.url)
+            if isinstance(first, FetchItem | SitemapJob)
+            else f"http://{vs.host}"
+        )
         try:
             chain = fetch_robots(self.fetcher, origin, max_redirects=self.cfg.robots.max_redirects)
         except Exception:  # a bug below must not kill the thread: robots.txt is unavailable
@@ -739,10 +783,106 @@ class FetchWorker:
             for r in chain:
                 if r.status is not None:
                     run.warc.write_fetch(r)
+        if self.cfg.sitemaps.enabled and not rules.unavailable and not entry.stale:
+            jobs, counts = robots_sitemap_jobs(rules.sitemaps, chain[-1].url, vs.host)
+            with self._lock:
+                run.out.counters.update(counts)
+            self._queue_sitemaps(run, vs.host, jobs)  # before dropped items finish: run goes on
         for it in dropped:
-            self._record_failure(run, it, Outcome.ROBOTS_UNAVAILABLE, "robots_unavailable")
+            if isinstance(it, SitemapJob):
+                with self._lock:
+                    run.out.counters["sitemaps_robots_unavailable"] += 1
+            else:
+                self._record_failure(run, it, Outcome.ROBOTS_UNAVAILABLE, "robots_unavailable")
         if dropped:
             self._done(run, len(dropped))
+
+    def _fetch_sitemap(self, run: _Run, vs, job: SitemapJob) -> bool:
+        """Fetch one sitemap from ``vs`` (held by this thread) like a page: robots.txt first, its
+        rules apply, the host's delay follows; then archive, parse and emit it
+        (:meth:`_process_sitemap`). False when a storage fault stops the run."""
+        wb = self.workbench
+        rules = self.robots.get(robots_origin(job.url))
+        if rules is None:  # another origin of the host, or expired: fetch robots.txt first
+            vs.push_front(job)
+            vs.push_front(ROBOTS)
+            wb.release(vs, None)
+            return True
+        if rules.unavailable or not rules.allowed(job.url, self.agent):
+            wb.release(vs, None)
+            with self._lock:
+                run.out.counters["sitemaps_robots_denied"] += 1
+            self._done(run)
+            return True
+        try:
+            result = self.fetcher.fetch(job.url)
+        except Exception:  # a bug below the fetcher must not kill the thread or leak the host
+            log.exception("fetching sitemap %s failed", job.url)
+            wb.release(vs, self.cfg.politeness.host_delay_s)  # assume a request was made
+            with self._lock:
+                run.out.counters["sitemaps_failed"] += 1
+            self._done(run)
+            return True
+        wb.release(
+            vs,
+            result.download_s if result.status is not None or result.ip else None,
+            retry_after_s=self._retry_after(result),
+        )
+        try:
+            self._process_sitemap(run, job, result)
+        except Exception as exc:  # one bad sitemap must not stop the shard
+            if (fault := storage_fault(exc)) is not None:
+                run.storage_fault = run.storage_fault or fault
+                run.stop.set()
+                wb.wakeup()
+                return False
+            log.exception("processing sitemap %s failed", job.url)
+            with self._lock:
+                run.out.counters["sitemaps_failed"] += 1
+        self._done(run)
+        return True
+
+    def _process_sitemap(self, run: _Run, job: SitemapJob, result: FetchResult) -> None:
+        """Archive a fetched sitemap, queue the children of an index (:func:`child_jobs`) and emit
+        its page URLs as links tagged ``sitemap`` with their ``lastmod`` (scope filters applied at
+        depth 1, like a seed's outlinks). A URL with a ``lastmod`` is emitted even if recently
+        seen, so update can make a known URL due when it changed (docs/design.md §8a)."""
+        sm_cfg = self.cfg.sitemaps
+        with self._processing:
+            if result.status is not None:
+                run.warc.write_fetch(result)
+        if result.status != 200:
+            with self._lock:
+                run.out.counters["sitemaps_failed"] += 1
+            return
+        sm = parse_sitemap(
+            result.body, job.url, max_urls=sm_cfg.max_urls, max_bytes=sm_cfg.max_bytes
+        )
+        children, counts = child_jobs(job, sm.sitemaps, sm_cfg.max_depth)
+        self._queue_sitemaps(run, job.host, children)  # before this job is done: the run goes on
+        host = host_of(job.url)
+        src = FetchItem(url_key(job.url), job.url, host, domain_of(host), depth=0)
+        memo = self._canonical.canonical
+        found = [(hit, e.lastmod) for e in sm.urls if (hit := memo(e.loc)) is not None]
+        with self._lock:
+            seen = self.url_cache.seen
+            new = [(k, u, lm) for (k, u), lm in found if not seen(k) or lm is not None]
+        links = self._scope_links(src, [(k, u, "sitemap", False) for k, u, _ in new])
+        with self._lock:
+            c = run.out.counters
+            c.update(counts)
+            c["sitemaps_fetched"] += 1
+            c[f"sitemaps_kind_{sm.kind}"] += 1
+            c["sitemap_urls"] += len(sm.urls)
+            for name, n in (
+                ("sitemaps_truncated", int(sm.truncated)),
+                ("sitemaps_unreadable", int(sm.error is not None)),
+                ("links_invalid", len(sm.urls) - len(found)),
+                ("links_cached", len(found) - len(new)),
+            ):
+                if n:
+                    c[name] += n
+            self._emit_links(run, src, links, [_utc(lm) if lm else None for _, _, lm in new])
 
     def _self_redirect_hop(self, run: _Run, item: FetchItem, result: FetchResult) -> bool:
         """True (and the hop counted) when ``result`` redirects ``item`` to its own URL and fewer
@@ -811,6 +951,9 @@ class FetchWorker:
         done. The worker's lock is taken twice per page (URL cache; rows and counters), never per
         link; parsing, canonicalization and the WARC write run unlocked."""
         outcome = classify(result)
+        # whole milliseconds: fetched.fetch_time (TIMESTAMP_MS) then equals the WARC-Date, so a
+        # later 304's WARC-Refers-To-Date (from the frontier) names this capture exactly
+        result.started = round(result.started * 1000) / 1000
         row = self._base_row(run, item, result.started or self.wall())
         row.update(
             fetch_status=result.status,
@@ -827,8 +970,22 @@ class FetchWorker:
             row["content_mime_type"] = mime_type(ctype)
             row["content_length"] = len(result.raw_body)
             row["content_truncated"] = result.truncated
-            digest = payload_digest(result.raw_body)
+            # a 304 confirms the stored capture: no payload of its own, the stored digest is kept
+            digest = None if outcome is Outcome.NOT_MODIFIED else payload_digest(result.raw_body)
             row["content_digest"] = digest
+            row["retry_after_s"] = self._retry_after(result)
+            directives = x_robots_tag(
+                [v for k, v in result.response_headers if k.lower() == "x-robots-tag"], self.agent
+            )
+            if outcome in (Outcome.OK, Outcome.TRUNCATED, Outcome.NOT_MODIFIED):
+                row["etag"] = result.header("ETag") or (
+                    item.etag if outcome is Outcome.NOT_MODIFIED else None
+                )
+                row["last_modified"] = result.header("Last-Modified") or (
+                    item.last_modified if outcome is Outcome.NOT_MODIFIED else None
+                )
+                row["robots_noindex"] = directives.noindex
+                row["robots_nofollow"] = directives.nofollow
             if outcome is Outcome.REDIRECT:
                 target = _redirect_target(result, item.url)
                 invalid += target is None
@@ -847,9 +1004,13 @@ class FetchWorker:
                 )
                 cpu_parse_s = time.thread_time() - t0
                 row["content_charset"] = page.charset
-                row["robots_noindex"] = page.robots_noindex
-                row["robots_nofollow"] = page.robots_nofollow
-                found.extend((link.url, link.tag, link.nofollow) for link in page.links)
+                row["robots_noindex"] = page.robots_noindex or directives.noindex
+                row["robots_nofollow"] = page.robots_nofollow or directives.nofollow
+                row["canonical_url"] = page.canonical
+                found.extend(
+                    (link.url, link.tag, link.nofollow or directives.nofollow)
+                    for link in page.links
+                )
                 if page.is_html:
                     row["simhash"] = page_simhash(result.body.decode(page.charset, "replace"))
         t0 = time.thread_time()
@@ -866,11 +1027,20 @@ class FetchWorker:
                 revisit = self._duplicate(row, item.url_key, digest, revisit)
                 if row.get("duplicate_of") is not None and self.cfg.dedup.skip_duplicate_links:
                     follow = []
+                if revisit is None and digest == item.content_digest and item.content_fetch_time:
+                    when = item.content_fetch_time.replace(tzinfo=UTC).timestamp()
+                    revisit = (item.url, warc_date(when))  # unchanged since the last capture
+            not_modified = None
+            if outcome is Outcome.NOT_MODIFIED:
+                refers = item.content_fetch_time
+                not_modified = (item.url, warc_date(refers.replace(tzinfo=UTC).timestamp())
+                                if refers is not None else None)  # fmt: skip
             loc = run.warc.write_fetch(
                 result,
                 outlinks=[u for u, _, _ in found] if found else None,
                 revisit_of=revisit,
                 digest=digest,
+                not_modified_of=not_modified,
             )
             if loc is not None:
                 row["warc_filename"] = loc.filename
@@ -908,9 +1078,15 @@ class FetchWorker:
             counters["cpu_links_s"] += (t1 - t0) + (t3 - t2)
             counters["cpu_warc_s"] += t2 - t1
 
-    def _remember_digest(self, digest: str, result: FetchResult) -> None:
-        from batchcrawl.fetch.warc import warc_date
+    def _retry_after(self, result: FetchResult) -> float | None:
+        """Seconds a 429/503 asks us to wait (``Retry-After``, RFC 9110 §10.2.3), capped at
+        ``politeness.max_retry_after_s``; None for other statuses and absent or bad values."""
+        if result.status not in (429, 503):
+            return None
+        wait = retry_after_s(result.header("Retry-After"), result.finished or self.wall())
+        return None if wait is None else min(wait, self.cfg.politeness.max_retry_after_s)
 
+    def _remember_digest(self, digest: str, result: FetchResult) -> None:
         self._digests[digest] = (result.url, warc_date(result.started))
         if len(self._digests) > self.cfg.fetch.url_cache_size:
             old, _ = self._digests.popitem(last=False)
@@ -986,8 +1162,10 @@ class FetchWorker:
         cols["round"].extend([run.round] * n)
         cols["tag"].extend([link[2] for link in canonical])
 
-    def _emit_links(self, run: _Run, item: FetchItem, links) -> None:
-        """Append link rows (lock held)."""
+    def _emit_links(
+        self, run: _Run, item: FetchItem, links, lastmod: list[datetime | None] | None = None
+    ) -> None:
+        """Append link rows (lock held); ``lastmod`` (sitemap links) row-aligned with ``links``."""
         cols = run.out.links
         depth = item.depth + 1
         for key, url, host, domain, tag, nofollow, reason, hops_out in links:
@@ -1005,4 +1183,5 @@ class FetchWorker:
             cols["tag"].append(tag)
             cols["nofollow"].append(nofollow)
             cols["filter_reason"].append(reason)
+        cols["lastmod"].extend(lastmod if lastmod is not None else [None] * len(links))
         run.out.counters["links_new"] += len(links)

@@ -1,9 +1,10 @@
 """The due-time index of the frontier (docs/design.md §4, §5): generate reads what can be due.
 
 When a URL may be fetched is decided by one function, :func:`due_time`: a row in a due status
-(``queued``, ``error``) is due from its ``next_fetch_time``; any other row is never due by time
-(``fetched`` rows will get a refetch time from the freshness policy, docs/design.md §8a: that
-policy plugs in here and in :func:`batchcrawl.frontier.update.next_fetch_time`).
+(``queued``, ``error``) is due from its ``next_fetch_time``; a ``fetched`` or ``gone`` row
+(:data:`REFETCH_STATUSES`) is due from its ``next_fetch_time`` when the ``[recrawl]`` schedule set
+one (:func:`batchcrawl.frontier.update.next_fetch_time`, docs/design.md §8a) and never otherwise;
+any other row is never due by time.
 
 Every frontier file (a bucket's base or a delta run, :mod:`batchcrawl.frontier.runs`) is written
 with a **side file** ``....due.parquet`` (:func:`batchcrawl.store.paths.due_index`), named by the
@@ -34,6 +35,8 @@ KEY = "url_key"
 TIME = "next_fetch_time"
 #: Statuses a URL may be fetched in (when not leased and its due time has passed).
 DUE_STATUSES = (UrlStatus.QUEUED.value, UrlStatus.ERROR.value)
+#: Statuses due again only by time: when the ``[recrawl]`` schedule set ``next_fetch_time``.
+REFETCH_STATUSES = (UrlStatus.FETCHED.value, UrlStatus.GONE.value)
 #: Frontier columns generate reads, and so the columns of a due-time index.
 SELECT_COLUMNS = [
     "url_key",
@@ -48,6 +51,10 @@ SELECT_COLUMNS = [
     "retries",
     "next_fetch_time",
     "lease_round",
+    "etag",  # conditional GET and revisits of a refetch (fetch item columns)
+    "last_modified",
+    "content_fetch_time",
+    "content_digest",
 ]
 #: Rows per row group of an index file: the granularity at which a read skips rows due later.
 INDEX_ROW_GROUP_ROWS = 8192
@@ -57,13 +64,17 @@ def due_time(rows: pa.Table) -> pa.Array:
     """When each row becomes due, as ``timestamp[ms]`` (UTC); null: never due by time.
 
     Rows in a :data:`DUE_STATUSES` status are due from ``next_fetch_time``; such a row without
-    one (written before every due-able row had a time) has been due since the epoch.
+    one (written before every due-able row had a time) has been due since the epoch. Rows in a
+    :data:`REFETCH_STATUSES` status are due from ``next_fetch_time`` (the ``[recrawl]`` schedule),
+    never when it is null.
     """
     status = rows.column("status")
     due_status = pc.is_in(status, pa.array(DUE_STATUSES))
+    refetch = pc.is_in(status, pa.array(REFETCH_STATUSES))
     nft = rows.column(TIME).cast(pa.timestamp("ms"))
     epoch = pa.scalar(0, pa.timestamp("ms"))
-    out = pc.if_else(due_status, pc.coalesce(nft, epoch), pa.scalar(None, pa.timestamp("ms")))
+    null = pa.scalar(None, pa.timestamp("ms"))
+    out = pc.if_else(due_status, pc.coalesce(nft, epoch), pc.if_else(refetch, nft, null))
     return out.combine_chunks() if isinstance(out, pa.ChunkedArray) else out
 
 

@@ -21,7 +21,8 @@ Shaped for a Dask graph:
    ``(discovered_round, discovered_seq)``.
 
 Due, precisely: :func:`batchcrawl.frontier.due.due_time` (``status`` is ``queued`` or ``error``,
-``next_fetch_time`` is ``<= now``, or null for rows written before every due-able row had one) is
+``next_fetch_time`` is ``<= now``, or null for rows written before every due-able row had one; or
+``fetched`` / ``gone`` with ``next_fetch_time`` set by the ``[recrawl]`` schedule in update) is
 ``<= now``, and the URL holds no **live lease**. Each bucket is read through its due-time index
 (:mod:`batchcrawl.frontier.due`): only rows due by ``now`` are read, not the bucket. A lease is live only if ``lease_round`` equals the round being
 generated (a streaming top-up of a running round); a lease of any other round belongs to a round

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from batchcrawl import urls
 from batchcrawl.config import Config
@@ -27,9 +28,10 @@ from batchcrawl.errors import InvalidURL
 from batchcrawl.frontier import drum, runs
 from batchcrawl.frontier.generate import filters_fingerprint
 from batchcrawl.frontier.runs import iter_buckets
-from batchcrawl.frontier.table import new_rows, seed_scope
+from batchcrawl.frontier.table import epoch_ms, new_rows, seed_scope
 from batchcrawl.records import UrlStatus
 from batchcrawl.scope.filters import FilterChain
+from batchcrawl.store import schemas
 from batchcrawl.store.crawldir import CrawlDir
 
 __all__ = ["MAX_BAD_LINES_LISTED", "inject", "parse_seed_lines"]
@@ -86,6 +88,7 @@ def inject(
     *,
     source: str = "seeds",
     clock: Callable[[], float] = time.time,
+    refetch: bool = False,
 ) -> dict:
     """Add the seeds in ``lines`` to the crawl's frontier and commit a generation.
 
@@ -101,6 +104,9 @@ def inject(
         Name of the seed source, recorded in the summary (a file name).
     clock : callable
         Wall clock, epoch seconds: new seeds are due from ``clock()`` (``next_fetch_time``).
+    refetch : bool
+        Also make the seeds already known due now (``next_fetch_time = clock()``) when their status
+        can be fetched again (``fetched``, ``gone``, ``error``, ``queued``): counted ``refetch``.
 
     Returns
     -------
@@ -156,10 +162,13 @@ def inject(
         for why in added.column("reason").to_pylist():
             new_count["queued" if why is None else f"filtered:{why}"] += 1
         new_count["known"] += part.num_rows - added.num_rows
-        rows_after += len(keys) + added.num_rows
-        out.append(
-            runs.add_run(crawl, files, gen, added, cfg, bucket_rows=len(keys) + added.num_rows)
-        )
+        n_after = len(keys) + added.num_rows  # refetched rows are known: not counted again
+        rows_after += n_after
+        if refetch:
+            again = _due_now(crawl, files, batch.keys[runs.is_known(keys, batch.keys)], clock())
+            new_count["refetch"] += again.num_rows
+            added = pa.concat_tables([again, schemas.conform("frontier", added)]).sort_by("url_key")
+        out.append(runs.add_run(crawl, files, gen, added, cfg, bucket_rows=n_after))
     seeds_new = sum(n for k, n in new_count.items() if k != "known")
     summary = {
         "step": "inject",
@@ -170,6 +179,7 @@ def inject(
         "bad_line_list": bad[:MAX_BAD_LINES_LISTED],
         "duplicates": counts["duplicates"],
         "seeds_known": new_count["known"],
+        "refetch": new_count["refetch"],
         "seeds_new": seeds_new,
         "queued": new_count["queued"],
         "filtered": {
@@ -180,6 +190,18 @@ def inject(
     }
     committed = crawl.commit(manifest, {"frontier": runs.frontier_listing(out)}, summary)
     return {**summary, "generation": committed.generation}
+
+
+_REFETCHABLE = ("fetched", "gone", "error", "queued")
+
+
+def _due_now(crawl: CrawlDir, files: runs.BucketFiles, keys: np.ndarray, now: float) -> pa.Table:
+    """The frontier rows of the known ``keys`` whose status can be fetched again, due ``now``."""
+    rows = schemas.conform("frontier", runs.lookup(crawl, files, keys))
+    rows = rows.filter(pc.is_in(rows.column("status"), pa.array(_REFETCHABLE)))
+    nft = pa.array([epoch_ms(now)] * rows.num_rows, pa.int64()).cast(pa.timestamp("ms"))
+    i = rows.schema.get_field_index("next_fetch_time")
+    return rows.set_column(i, rows.schema.field(i), nft)
 
 
 def _untouched_rows(crawl: CrawlDir, buckets: list[runs.BucketFiles], touched) -> int:

@@ -31,6 +31,8 @@ class UpdateSummary:
         New status of each fetched URL applied.
     refiltered : int
         URLs that became ``filtered`` because the filters rejected them at generate.
+    lastmod_due : int
+        Fetched URLs made due now by a sitemap ``lastmod`` later than their last capture.
     """
 
     round: int = 0
@@ -43,6 +45,7 @@ class UpdateSummary:
     links: Counter = field(default_factory=Counter)
     status: Counter = field(default_factory=Counter)
     refiltered: int = 0
+    lastmod_due: int = 0
 
     def __add__(self, other: UpdateSummary) -> UpdateSummary:
         return UpdateSummary(
@@ -56,6 +59,7 @@ class UpdateSummary:
             links=self.links + other.links,
             status=self.status + other.status,
             refiltered=self.refiltered + other.refiltered,
+            lastmod_due=self.lastmod_due + other.lastmod_due,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -72,6 +76,7 @@ class UpdateSummary:
             "links": _plain(self.links),
             "status": _plain(self.status),
             "refiltered": self.refiltered,
+            "lastmod_due": self.lastmod_due,
         }
 
 

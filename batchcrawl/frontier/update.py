@@ -35,11 +35,14 @@ not_fetched         queued                      None                            
 ==================  ==========================  ==============================  ===============
 
 ``detail`` is the HTTP status when there was a response, else the ``error`` kind, else the outcome.
-An ``error`` URL is due again ``retry_backoff_s * 2**(retries-1)`` seconds after ``now``; a
-``robots_unavailable`` one after ``robots.retry_after_s``; a ``not_fetched`` one from ``now``
-(:func:`next_fetch_time`). Every other transition clears ``next_fetch_time`` (a fetched URL is then
-not due by time). New URLs are due from ``now``. The lease of
-every URL touched is cleared.
+:func:`next_fetch_time` is the one place that says when a known URL is due again (the ``[recrawl]``
+schedule, :mod:`batchcrawl.frontier.schedule`): a ``fetched`` URL after its fetch interval (adaptive:
+shrunk when the content changed, grown on a 304 or the same digest), a ``gone`` one after
+``recrawl.gone_interval_s``, an ``error`` one after ``retry_backoff_s * 2**(retries-1)`` (or the
+server's ``Retry-After``), a ``robots_unavailable`` one after ``robots.retry_after_s``, a
+``not_fetched`` one from ``now``; a sitemap ``lastmod`` later than the last capture makes a fetched
+URL due now. Other states are not due by time (:func:`batchcrawl.frontier.due.due_time` reads it).
+New URLs are due from ``now``. The lease of every URL touched is cleared.
 
 Conflicts, resolved deterministically
 -------------------------------------
@@ -73,6 +76,7 @@ from batchcrawl.config import Config
 from batchcrawl.frontier import drum, runs
 from batchcrawl.frontier.drum import partition_by_bucket
 from batchcrawl.frontier.runs import BucketFiles, Mapper, thread_mapper
+from batchcrawl.frontier.schedule import FetchSchedule
 from batchcrawl.frontier.summaries import UpdateSummary
 from batchcrawl.frontier.table import FrontierError, epoch_ms, new_rows
 from batchcrawl.records import Outcome, UrlStatus
@@ -250,6 +254,19 @@ def _link_batch(links: pa.Table, counts: UpdateSummary) -> drum.SortedBatch:
     return sb
 
 
+def _lastmod_batch(lb: drum.SortedBatch, keys: list[np.ndarray]) -> drum.SortedBatch | None:
+    """``(url_key, lastmod)`` of links to known URLs (``keys``: :func:`runs.file_keys`) that carry
+    a sitemap ``lastmod``."""
+    t = lb.table
+    if "lastmod" not in t.column_names or t.column("lastmod").null_count == t.num_rows:
+        return None
+    mask = np.asarray(pc.is_valid(t.column("lastmod")).to_numpy(zero_copy_only=False))
+    mask &= runs.known_in(keys, lb.keys)
+    if not mask.any():
+        return None
+    return drum.SortedBatch(t.filter(pa.array(mask)).select(["url_key", "lastmod"]))
+
+
 def _link_rows(t: pa.Table, now: dt.datetime | float) -> pa.Table:
     """Frontier rows of new URLs from (renamed) links rows, due from ``now``; ``filter_reason`` ->
     filtered."""
@@ -271,40 +288,114 @@ def _link_rows(t: pa.Table, now: dt.datetime | float) -> pa.Table:
     )
 
 
-def next_fetch_time(
-    status: np.ndarray, outcome: np.ndarray, retries: np.ndarray, now_ms: int, cfg: Config
-) -> pa.Array:
-    """When each URL is due again after a fetch attempt: the one place update decides it.
+def _ms_col(values_ms: np.ndarray, mask: np.ndarray) -> pa.Array:
+    return pa.array(values_ms, pa.int64(), mask=~mask).cast(pa.timestamp("ms"))
 
-    Parameters
-    ----------
-    status, outcome : object arrays of str, shape (n,)
-        The new :class:`~batchcrawl.records.UrlStatus` and the attempt's
-        :class:`~batchcrawl.records.Outcome`.
-    retries : int array, shape (n,)
-        The new retry count.
-    now_ms : int
-        The update's wall clock, epoch milliseconds (UTC).
-    cfg : Config
-        ``frontier.retry_backoff_s`` (seconds, doubled per retry) and ``robots.retry_after_s``.
+
+def schedule_of(cfg: Config) -> FetchSchedule:
+    """The :class:`~batchcrawl.frontier.schedule.FetchSchedule` of ``[recrawl]`` (error back-off
+    from ``frontier.retry_backoff_s``)."""
+    r = cfg.recrawl
+    return FetchSchedule(
+        policy=r.policy, interval_s=r.interval_s, min_interval_s=r.min_interval_s,
+        max_interval_s=r.max_interval_s, inc_rate=r.inc_rate, dec_rate=r.dec_rate,
+        retry_backoff_s=cfg.frontier.retry_backoff_s, gone_interval_s=r.gone_interval_s,
+    )  # fmt: skip
+
+
+def _ms(col) -> np.ndarray:
+    """A timestamp column as float ms with NaN for nulls."""
+    arr = pc.cast(col, pa.int64()) if not pa.types.is_integer(col.type) else col
+    return np.asarray(pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
+
+
+def _obj(col) -> np.ndarray:
+    return np.asarray(col.to_numpy(zero_copy_only=False), dtype=object)
+
+
+def next_fetch_time(
+    cfg: Config,
+    now_ms: int,
+    old: pa.Table,
+    got: pa.Table,
+    status: np.ndarray | None = None,
+    retries: np.ndarray | None = None,
+) -> dict[str, pa.Array]:
+    """When each URL of ``old`` is due again after this round's facts ``got`` about it (docs/design.md
+    §8a): the one place that sets ``next_fetch_time``, ``fetch_interval_s`` and the conditional-GET
+    validators of known URLs.
+
+    Two kinds of facts, row-aligned with ``old`` (n rows):
+
+    * fetch results (``fetched`` rows; ``status``/``retries`` are the new states from
+      :func:`next_status`): ``fetched`` follows :meth:`FetchSchedule.after_fetch` from the fetch
+      time, with change = ``not_modified`` or the same payload digest → unchanged, no previous
+      interval → first; ``gone`` :meth:`~FetchSchedule.after_gone`; ``error``
+      :meth:`~FetchSchedule.after_failure` from ``now``, or ``now + retry_after_s`` when the server
+      sent a usable ``Retry-After`` (RFC 9110 §10.2.3); ``robots_unavailable`` ``now +
+      robots.retry_after_s``; ``queued`` after ``not_fetched`` ``now``; every other state NULL
+      (not due by time).
+    * sitemap facts (rows with a ``lastmod`` column, from links tagged ``sitemap``): a ``fetched``
+      URL whose ``lastmod`` is later than its last capture is due ``now`` (sitemaps.org); others
+      keep their time.
 
     Returns
     -------
-    pyarrow.Array of timestamp[ms], shape (n,)
-        ``error``: ``now + retry_backoff_s * 2**(retries-1)``; ``queued`` after
-        ``robots_unavailable``: ``now + robots.retry_after_s``; ``queued`` after ``not_fetched``:
-        ``now``; every other status: null, never due by time (the freshness policy,
-        docs/design.md §8a, will give ``fetched`` rows a refetch time here).
+    dict of column name -> Arrow array of length n
+        ``next_fetch_time`` (and, for fetch results, ``fetch_interval_s``, ``etag``,
+        ``last_modified``, ``content_fetch_time``).
     """
-    is_err = status == UrlStatus.ERROR.value
-    queued = status == UrlStatus.QUEUED.value
-    is_robots = queued & (outcome == Outcome.ROBOTS_UNAVAILABLE.value)
-    backoff_ms = cfg.frontier.retry_backoff_s * 1000.0 * np.exp2(np.maximum(retries - 1, 0))
-    wait_ms = np.where(
-        is_err, backoff_ms, np.where(is_robots, cfg.robots.retry_after_s * 1000.0, 0)
+    n = old.num_rows
+    old_nft = _ms(old.column("next_fetch_time"))
+    if "lastmod" in got.column_names:
+        captured = _ms(pc.coalesce(old.column("content_fetch_time"), old.column("fetch_time")))
+        lastmod = _ms(got.column("lastmod"))
+        newer = (_obj(old.column("status")) == UrlStatus.FETCHED.value) & (lastmod > captured)
+        nft = np.where(newer, np.minimum(np.nan_to_num(old_nft, nan=now_ms), now_ms), old_nft)
+        return {"next_fetch_time": _ms_col(np.nan_to_num(nft).astype(np.int64), ~np.isnan(nft))}
+    sched = schedule_of(cfg)
+    outcome = _obj(got.column("outcome"))
+    fetch_ms = _ms(got.column("fetch_time"))
+    interval = np.array(  # a writable copy
+        pc.cast(old.column("fetch_interval_s"), pa.float64()).to_numpy(zero_copy_only=False),
+        dtype=np.float64,
     )
-    values = (now_ms + wait_ms).astype(np.int64)
-    return pa.array(values, pa.int64(), mask=~(is_err | queued)).cast(pa.timestamp("ms"))
+    same = _obj(
+        pc.fill_null(pc.equal(got.column("content_digest"), old.column("content_digest")), False)
+    )
+    after = _ms(got.column("retry_after_s")) * 1000.0  # ms (the column is seconds)
+    nft = np.full(n, np.nan)
+    for i in range(n):
+        s = status[i]
+        if s == UrlStatus.FETCHED.value:
+            prev = None if np.isnan(interval[i]) else float(interval[i])
+            unchanged = outcome[i] == Outcome.NOT_MODIFIED.value or bool(same[i])
+            change = "first" if prev is None else ("unchanged" if unchanged else "changed")
+            t, interval[i] = sched.after_fetch(fetch_ms[i] / 1000.0, prev, change)
+            nft[i] = t * 1000.0
+        elif s == UrlStatus.GONE.value:
+            nft[i] = sched.after_gone(fetch_ms[i] / 1000.0) * 1000.0
+        elif s == UrlStatus.ERROR.value:
+            if np.isnan(after[i]):
+                nft[i] = sched.after_failure(now_ms / 1000.0, int(retries[i])) * 1000.0
+            else:
+                nft[i] = now_ms + after[i]
+        elif s == UrlStatus.QUEUED.value and outcome[i] == Outcome.ROBOTS_UNAVAILABLE.value:
+            nft[i] = now_ms + cfg.robots.retry_after_s * 1000.0
+        elif s == UrlStatus.QUEUED.value:  # not_fetched: never tried, due again now
+            nft[i] = now_ms
+    captured = np.isin(outcome, [Outcome.OK.value, Outcome.TRUNCATED.value])
+    validated = captured | (outcome == Outcome.NOT_MODIFIED.value)
+    keep = pa.array(~validated)
+    return {
+        "next_fetch_time": _ms_col(np.nan_to_num(nft).astype(np.int64), ~np.isnan(nft)),
+        "fetch_interval_s": pa.array(interval, pa.float64(), mask=np.isnan(interval)),
+        "etag": pc.if_else(keep, old.column("etag"), got.column("etag")),
+        "last_modified": pc.if_else(keep, old.column("last_modified"), got.column("last_modified")),
+        "content_fetch_time": pc.if_else(
+            pa.array(captured), got.column("fetch_time"), old.column("content_fetch_time")
+        ),
+    }
 
 
 def _fetch_combine(cfg: Config, now_ms: int, counts: UpdateSummary):
@@ -322,9 +413,7 @@ def _fetch_combine(cfg: Config, now_ms: int, counts: UpdateSummary):
             cfg.frontier.max_retries,
         )
         st = np.asarray(status.to_numpy(zero_copy_only=False), dtype=object)
-        outc = np.asarray(got.column("outcome").to_numpy(zero_copy_only=False), dtype=object)
-        nr = _np(retries).astype(np.int64)
-        nft = next_fetch_time(st, outc, nr, now_ms, cfg)
+        times = next_fetch_time(cfg, now_ms, old, got, st, _np(retries).astype(np.int64))
         for s, n in Counter(st.tolist()).items():
             counts.status[s] += n
         n = old.num_rows
@@ -337,9 +426,9 @@ def _fetch_combine(cfg: Config, now_ms: int, counts: UpdateSummary):
             "content_digest": pc.coalesce(
                 got.column("content_digest"), old.column("content_digest")
             ),
-            "next_fetch_time": nft,
             "lease_round": pa.nulls(n, pa.int32()),
             "lease_shard": pa.nulls(n, pa.int32()),
+            **times,
         }
         return _with(old, values)
 
@@ -422,7 +511,8 @@ def update_bucket(
     keys = runs.file_keys(crawl, files)  # per file, sorted: no union to sort
     rows_before = runs.bucket_rows(crawl, files)  # recorded in the manifest
     counts.frontier_rows_before += rows_before
-    want = [b.keys for b in (fb, rb) if b is not None]
+    mb = _lastmod_batch(lb, keys) if lb is not None else None
+    want = [b.keys for b in (fb, rb, mb) if b is not None]
     need = np.unique(np.concatenate(want)) if want else np.empty(0, np.uint64)
     changed = runs.lookup(crawl, files, need[runs.known_in(keys, need)], keys)
     if rb is not None:
@@ -439,6 +529,15 @@ def update_bucket(
         )
         counts.fetched["applied"] += int(known.sum())
         counts.fetched["unknown"] += int((~known).sum())
+    if mb is not None:  # after the fetches: a capture of this round is newer than any lastmod
+        now_ms = epoch_ms(now)
+        before = _ms(changed.column("next_fetch_time"))
+        changed, _, _ = drum.merge_chunk(
+            changed, mb, 0, len(mb.keys), insert=False,
+            combine=lambda old, got: _with(old, next_fetch_time(cfg, now_ms, old, got)),
+        )  # fmt: skip
+        after = _ms(changed.column("next_fetch_time"))
+        counts.lastmod_due += int(np.sum((after == now_ms) & ~(before <= now_ms)))
     parts = [changed]
     if lb is not None:
         known = runs.known_in(keys, lb.keys)
