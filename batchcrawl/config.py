@@ -326,8 +326,9 @@ class FetchSection:
     warc_rotate_bytes: Positive = 1_000_000_000
     """A WARC file is closed and a new one started past this many bytes."""
     warc_compress_level: Annotated[int, Range(0, 9)] = 1
-    """zlib level (0-9) of each WARC record's gzip member; 1 costs about 60% of the WARC CPU of 6 for
-    ~16% more bytes (measured in docs/benchmarks.md)."""
+    """zlib-style level (0-9) of each WARC record's gzip member; 1 costs about 60% of the WARC CPU of 6
+    for ~16% more bytes with zlib; levels 1-3 use ISA-L when python-isal is installed
+    (``batchcrawl[fast]``: about 3x less CPU than zlib's 1, smaller output; docs/benchmarks.md)."""
     url_cache_size: int = 100_000
     """Recently seen url keys remembered per worker, so repeated menu links are sent once
     (BUbiNG's URL cache)."""

@@ -3,13 +3,17 @@
 
 from __future__ import annotations
 
+import mmh3
+import numpy as np
 import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from batchcrawl.fetch.murmur import hash64_spans
 from batchcrawl.fetch.neardup import NearDuplicates, repeated_segments
-from batchcrawl.fetch.simhash import hamming, page_simhash, simhash, words
+from batchcrawl.fetch.simhash import hamming, page_simhash, simhash, visible_text, words
 from batchcrawl.frontier.traps import throttle
+from batchcrawl.urls import hash64
 
 
 def _letters(n: int) -> str:
@@ -103,3 +107,43 @@ def test_throttle_keeps_the_first_urls_of_trap_hosts_only():
     assert held == 2
     assert kept.column("url_key").to_pylist() == [2, 3, 4, 5]  # t: round 0 seq 9, round 1 seq 2
     assert throttle(t, {}, 0) == (t, 0)
+
+
+def _reference_simhash(tokens: list[str], k: int = 3) -> int:
+    """SimHash as first written: one string and one ``hash64`` per shingle, bits counted per hash."""
+    if not tokens:
+        return 0
+    shingles = {" ".join(tokens[i : i + k]) for i in range(max(1, len(tokens) - k + 1))}
+    fp = 0
+    for bit in range(64):
+        ones = sum((hash64(s) >> bit) & 1 for s in shingles)
+        fp |= (2 * ones > len(shingles)) << bit
+    return fp
+
+
+#: Text mixing ASCII, non-ASCII letters and digits (Arabic-Indic, full-width), marks, punctuation.
+_TEXT = st.lists(
+    st.sampled_from(
+        list("ab cD_9 0\t\n.,-é߀ßİﬁ٣０̇ 日本x") + ["&amp;", "<b>", "</p>", "<!-- c -->"]
+    ),
+    max_size=300,
+).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_TEXT, st.integers(1, 4))
+def test_vectorised_page_simhash_equals_the_per_shingle_definition(markup, k):
+    """The numpy path (words as byte spans, murmur3 in lanes, bit counts by byte) gives exactly the
+    fingerprint of the per-shingle definition, for ASCII and non-ASCII text."""
+    tokens = words(visible_text(markup))
+    assert page_simhash(markup, k) == _reference_simhash(tokens, k) == simhash(tokens, k)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.binary(max_size=70), max_size=40))
+def test_hash64_spans_equals_hash64(parts):
+    buf = b"".join(parts)
+    sizes = np.array([len(p) for p in parts], np.int64)
+    starts = np.cumsum(sizes) - sizes
+    got = hash64_spans(buf, starts, sizes).tolist()
+    assert got == [mmh3.hash64(p, seed=0, signed=False)[0] for p in parts]

@@ -11,7 +11,10 @@ Boldi et al. 2016 §4.4): pages that differ only in dates, counters or session n
 daily digests -- get the *same* fingerprint.
 
 The visible text is taken with regular expressions (``script``, ``style``, comments and tags
-removed, entities unescaped): no second HTML parse per page.
+removed, entities unescaped): no second HTML parse per page. Words, digit masking, shingles and
+their hashes are then computed on the text's code points with numpy (:func:`page_simhash`, about
+0.3 ms for a 20 KB page instead of 3-5 ms with one Python string and hash call per shingle); the
+fingerprint is the one :func:`simhash` of :func:`words` gives, which the tests check.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import re
 
 import numpy as np
 
-from batchcrawl.urls import hash64_many
+from batchcrawl.fetch.murmur import hash64_spans
 
 #: Words per shingle (MRS §19.6 uses 4; 3 keeps short pages meaningful).
 SHINGLE = 3
@@ -32,6 +35,17 @@ _TAG = re.compile(r"<[^>]*>")
 _DIGITS = re.compile(r"\d+")
 _WORD = re.compile(r"\w+")
 _BITS = np.uint64(1) << np.arange(64, dtype=np.uint64)
+#: ``\w`` and ``\d`` of Python's ``re`` for the ASCII code points (others are looked up one by one);
+#: 256 entries so that a byte indexes them directly.
+_ASCII_WORD = np.array([c < 128 and bool(_WORD.fullmatch(chr(c))) for c in range(256)])
+_ASCII_DIGIT = np.array([c < 128 and bool(_DIGITS.fullmatch(chr(c))) for c in range(256)])
+_SPACE, _ZERO = 32, 48
+_COLUMN_BASE = np.arange(0, 8 * 256, 256, dtype=np.intp)  # byte column c counts at 256 c + value
+_BYTE_BITS = (np.arange(256)[:, None] >> np.arange(8) & 1).astype(np.int64)  # (256, 8)
+#: ``bytes.translate`` table for lower-cased ASCII text: word bytes kept, digits -> 0, others -> space.
+_ASCII_FOLD = bytes(
+    _ZERO if _ASCII_DIGIT[c] else c if _ASCII_WORD[c] else _SPACE for c in range(256)
+)
 
 
 def visible_text(markup: str) -> str:
@@ -58,20 +72,87 @@ def simhash(tokens: list[str], k: int = SHINGLE) -> int:
     Returns
     -------
     int
-        The fingerprint in ``[0, 2**64)``; each shingle counts once (a set, as in MRS §19.6).
+        The fingerprint in ``[0, 2**64)``; each shingle (its words joined by one space, hashed
+        with :func:`batchcrawl.urls.hash64`) counts once (a set, as in MRS §19.6).
     """
-    if not tokens:
+    encoded = [t.encode("utf-8", "surrogatepass") for t in tokens]
+    sizes = np.fromiter(map(len, encoded), np.int64, len(encoded))
+    starts = np.cumsum(sizes + 1) - sizes - 1  # one space between words
+    return _shingle_simhash(b" ".join(encoded), starts, starts + sizes, k)
+
+
+def _shingle_simhash(buf: bytes, starts: np.ndarray, ends: np.ndarray, k: int) -> int:
+    """SimHash of the shingles ``buf[starts[i] : ends[i + k - 1]]`` (word byte spans, in order)."""
+    n = len(starts)
+    if n == 0:
         return 0
-    shingles = {" ".join(tokens[i : i + k]) for i in range(max(1, len(tokens) - k + 1))}
-    hashes = hash64_many(sorted(shingles))
-    bits = (hashes[:, None] & _BITS) != 0  # shape (shingles, 64)
-    votes = 2 * bits.sum(axis=0, dtype=np.int64) - len(hashes)
+    m = max(1, n - k + 1)
+    first, last = starts[:m], ends[np.minimum(np.arange(m) + k - 1, n - 1)]
+    hashes = np.sort(hash64_spans(buf, first, last - first))
+    hashes = hashes[np.append(True, hashes[1:] != hashes[:-1])]  # a set: equal shingles count once
+    # Bit counts: how often each value occurs in each byte column (one bincount), times its bits.
+    columns = hashes.astype("<u8").view(np.uint8).reshape(-1, 8) + _COLUMN_BASE
+    counts = np.bincount(columns.ravel(), minlength=8 * 256).reshape(8, 256)
+    ones = (counts @ _BYTE_BITS).ravel()  # ones[8 * c + j]: bit j of byte c, bit 8c + j of the hash
+    votes = 2 * ones - len(hashes)
     return int((_BITS * (votes > 0)).sum(dtype=np.uint64))
 
 
-def page_simhash(markup: str) -> int:
-    """:func:`simhash` of the digit-masked words of the visible text of an HTML page (``str``)."""
-    return simhash(words(visible_text(markup)))
+def _word_spans(text: str) -> tuple[bytes, np.ndarray, np.ndarray]:
+    """:func:`words` of ``text`` joined by single spaces (UTF-8) and each word's byte span, computed
+    on the code points with numpy: the same words, without one Python string per word."""
+    text = text.lower()
+    if text.isascii():
+        return _ascii_word_spans(text.encode("ascii"))
+    cps = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), np.uint32)
+    low = np.minimum(cps, 127)
+    word, digit = _ASCII_WORD[low], _ASCII_DIGIT[low]
+    high = np.flatnonzero(cps > 127)
+    if len(high):  # \w and \d of the few distinct non-ASCII code points, asked of re itself
+        values, inverse = np.unique(cps[high], return_inverse=True)
+        chars = [chr(c) for c in values.tolist()]
+        word[high] = np.array([bool(_WORD.fullmatch(c)) for c in chars])[inverse]
+        digit[high] = np.array([bool(_DIGITS.fullmatch(c)) for c in chars])[inverse]
+    prev_word = np.concatenate([[False], word[:-1]])
+    prev_digit = np.concatenate([[False], digit[:-1]])
+    keep = word & ~(digit & prev_digit)  # a run of digits keeps its first character, as "0"
+    begins = (word & ~prev_word)[keep]
+    if not begins.any():
+        return b"", np.zeros(0, np.int64), np.zeros(0, np.int64)
+    kept = np.where(digit, np.uint32(_ZERO), cps)[keep]
+    slot = np.arange(len(kept)) + np.cumsum(begins) - 1  # one space before every word but the first
+    n_words = int(begins.sum())
+    out = np.full(len(kept) + n_words - 1, _SPACE, np.uint32)
+    out[slot] = kept
+    size = 1 + (out > 0x7F) + (out > 0x7FF) + (out > 0xFFFF)  # UTF-8 bytes per code point
+    offset = np.cumsum(size) - size
+    joined = out.tobytes().decode("utf-32-le", "surrogatepass").encode("utf-8", "surrogatepass")
+    starts = offset[slot[begins]]
+    ends = np.append(starts[1:] - 1, len(joined))
+    return joined, starts.astype(np.int64), ends.astype(np.int64)
+
+
+def _ascii_word_spans(text: bytes) -> tuple[bytes, np.ndarray, np.ndarray]:
+    """:func:`_word_spans` of lower-cased ASCII text: non-word bytes become spaces and digits
+    ``0`` (one ``bytes.translate``), then repeated spaces and zeros are dropped."""
+    a = np.frombuffer(text.translate(_ASCII_FOLD), np.uint8)
+    run = (a == _SPACE) | (a == _ZERO)  # a space or 0 right after the same byte is dropped
+    keep = np.ones(len(a), bool)
+    keep[1:] = ~(run[1:] & (a[1:] == a[:-1]))
+    joined = a[keep].tobytes().strip(b" ")
+    spaces = np.flatnonzero(np.frombuffer(joined, np.uint8) == _SPACE)
+    if not joined:
+        return b"", np.zeros(0, np.int64), np.zeros(0, np.int64)
+    starts = np.append(0, spaces + 1)
+    ends = np.append(spaces, len(joined))
+    return joined, starts, ends
+
+
+def page_simhash(markup: str, k: int = SHINGLE) -> int:
+    """:func:`simhash` of the digit-masked words of the visible text of an HTML page (``str``):
+    ``simhash(words(visible_text(markup)), k)``, computed with numpy (module docstring)."""
+    joined, starts, ends = _word_spans(visible_text(markup))
+    return _shingle_simhash(joined, starts, ends, k)
 
 
 def hamming(a: int, b: int) -> int:

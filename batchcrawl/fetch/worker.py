@@ -13,7 +13,7 @@ time does it (a processing lock; the others keep fetching): interleaved processi
 release inside libxml2, zlib or SHA-1 into a thread switch (measured in ``docs/benchmarks.md``,
 "Fetch worker processing lock"). A worker that needs more than about one core for processing is
 split into more shards (docs/design.md §6), not given more threads. The per-phase thread CPU times
-are counted (``cpu_fetch_s``, ``cpu_parse_s``, ``cpu_links_s``, ``cpu_warc_s``).
+are counted (``cpu_fetch_s``, ``cpu_parse_s``, ``cpu_simhash_s``, ``cpu_links_s``, ``cpu_warc_s``).
 
 Outlinks are canonicalized, keyed, checked by the scope filters and de-duplicated by a bounded cache
 of recent url keys (BUbiNG's URL cache) before they leave the worker, so the menu links repeated on
@@ -963,7 +963,7 @@ class FetchWorker:
             download_s=result.download_s,
         )
         found: list[tuple[str, str, bool]] = []  # (absolute url, tag, nofollow)
-        cpu_parse_s = 0.0
+        cpu_parse_s = cpu_simhash_s = 0.0
         invalid = 0
         if result.status is not None:
             ctype = result.header("Content-Type")
@@ -1013,6 +1013,7 @@ class FetchWorker:
                 )
                 if page.is_html:
                     row["simhash"] = page_simhash(result.body.decode(page.charset, "replace"))
+                    cpu_simhash_s = time.thread_time() - t0 - cpu_parse_s
         t0 = time.thread_time()
         canonical, invalid_links = self._canonical_links(found)
         invalid += invalid_links
@@ -1075,6 +1076,7 @@ class FetchWorker:
                 self.workbench.wakeup()
             counters["cpu_fetch_s"] += cpu_fetch_s
             counters["cpu_parse_s"] += cpu_parse_s
+            counters["cpu_simhash_s"] += cpu_simhash_s
             counters["cpu_links_s"] += (t1 - t0) + (t3 - t2)
             counters["cpu_warc_s"] += t2 - t1
 
