@@ -130,6 +130,7 @@ Networks = Annotated[list[str], _networks]
 SeedScope = Literal["host", "domain", "none"]
 FilterDefault = Literal["allow", "reject"]
 PartitionBy = Literal["host", "domain", "ip"]
+Budget = Literal["fixed", "star"]
 
 
 @dataclass(frozen=True)
@@ -293,6 +294,21 @@ class GenerateSection:
     """Most URLs of one pay-level domain per round."""
     partition_by: PartitionBy = "host"
     """What the shard ring hashes: ``host``, ``domain`` (pay-level domain) or ``ip``."""
+    budget: Budget = "fixed"
+    """Per-domain cap of a round: ``fixed`` (``max_urls_per_domain`` for every pay-level domain) or
+    ``star`` (IRLbot's STAR, Lee et al. 2008 §6: grows with the number of other domains linking
+    to the domain, ``star_*``; URLs over it are delayed by BEAST, ``beast_*``)."""
+    star_min_urls_per_domain: Annotated[int, Range(1)] = 10
+    """STAR: URLs per round of a domain no other pay-level domain links to."""
+    star_urls_per_linking_domain: Annotated[float, Range(0)] = 10.0
+    """STAR: URLs per round added for each distinct other pay-level domain linking to the domain."""
+    star_max_urls_per_domain: Annotated[int, Range(1)] = 5000
+    """STAR: most URLs per round of any one pay-level domain."""
+    beast_delay_s: Annotated[float, Range(0)] = 600.0
+    """BEAST: wait of the first URLs over a domain's STAR budget before they are due again,
+    seconds; each further budget's worth of them waits twice as long (1, 2, 4, ... budgets)."""
+    beast_max_delay_s: Annotated[float, Range(0)] = 604_800.0
+    """BEAST: longest wait of a URL over its domain's budget, seconds (7 days)."""
 
 
 @dataclass(frozen=True)

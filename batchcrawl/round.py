@@ -43,6 +43,7 @@ from batchcrawl.fetch.worker import FetchWorker, ShardRun
 from batchcrawl.frontier import content as content_mod
 from batchcrawl.frontier import generate as gen_mod
 from batchcrawl.frontier import hosts as host_runs
+from batchcrawl.frontier import indegree as indegree_mod
 from batchcrawl.frontier import runs
 from batchcrawl.frontier import table as frontier_mod
 from batchcrawl.frontier import update as update_mod
@@ -363,16 +364,17 @@ class Crawler:
         on_step("generate")
         t0 = time.monotonic()
         started_at = now()
-        selected, counts, rows = gen_mod.select(
+        selected, counts, rows, late = gen_mod.select(
             crawl, manifest, rnd, cfg, started_at, mapper=dask_mapper(client)
         )
         if selected.num_rows == 0:  # write nothing: no fetch lists, no commit
             raise nothing_due(crawl, manifest, started_at)
-        generated = gen_mod.finish(crawl, manifest, rnd, cfg, selected, counts, rows)
-        fetchlists, gen_summary, refiltered = (
+        generated = gen_mod.finish(crawl, manifest, rnd, cfg, selected, counts, rows, delayed=late)
+        fetchlists, gen_summary, refiltered, delayed = (
             generated.fetchlists,
             generated.summary,
             generated.refiltered,
+            generated.delayed,
         )
         steps["generate"] = time.monotonic() - t0
         # -- fetch ------------------------------------------------------------------------------
@@ -400,12 +402,19 @@ class Crawler:
         updated = update_mod.update(
             crawl, manifest, rnd, fparts, lparts, cfg, started_at,
             refiltered=refiltered if refiltered.num_rows else None, mapper=dask_mapper(client),
+            delayed=delayed if delayed.num_rows else None,
         )  # fmt: skip
         update_summary = updated.summary.to_json()
         content = content_mod.update_content(
             crawl, manifest, gen, crawl.read_table("fetched", [p.entry for p in fparts],
                                                    columns=content_mod.FETCHED_COLUMNS),
-            dask_mapper(client),
+            dask_mapper(client), cfg,
+        )  # fmt: skip
+        indegree = indegree_mod.update_indegree(
+            crawl, manifest, gen, rnd,
+            crawl.read_table("edges", [r["edges"].entry for r in shard_results],
+                             columns=indegree_mod.EDGE_COLUMNS),
+            cfg, dask_mapper(client),
         )  # fmt: skip
         steps["update"] = time.monotonic() - t0
         # -- compact ----------------------------------------------------------------------------
@@ -422,6 +431,7 @@ class Crawler:
             rerun_after_crash=cold, steps=steps, elapsed_s=time.monotonic() - t_start,
         )  # fmt: skip
         summary["content"] = content.to_json()
+        summary["indegree"] = indegree.to_json()
         lock.check()
         committed = crawl.commit(
             manifest,
@@ -441,6 +451,8 @@ class Crawler:
                 "edges": list(manifest.tables.get("edges", ()))
                 + [r["edges"].entry for r in shard_results],
                 "content": content.listing,
+                "domainlinks": indegree.domainlinks,
+                "indegree": indegree.indegree,
             },
             summary,
             round=rnd,

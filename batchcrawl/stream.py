@@ -318,12 +318,12 @@ class Stream:
         selections = dask_mapper(self.crawler.client)(task, todo)
         leased = pa.array(np.fromiter(self.leased, np.uint64, len(self.leased)), pa.uint64())
         unleased = []
-        for (rows, cands, counts), bf in zip(selections, todo, strict=True):
+        for (rows, cands, counts, late), bf in zip(selections, todo, strict=True):
             cands = cands.filter(pc.invert(pc.is_in(cands.column("url_key"), leased)))
             if any(counts.get(c) for c in ("capped_host", "capped_domain", "capped_round")):
                 self.dirty.add(bf.bucket)
-            unleased.append((rows, cands, counts))
-        selected, _, _ = gen_mod.fold_candidates(unleased, self.cfg)
+            unleased.append((rows, cands, counts, late))  # BEAST delays: not in a stream
+        selected, *_ = gen_mod.fold_candidates(unleased, self.cfg)
         if self.refilter_next and selected.num_rows:
             selected, refiltered = gen_mod.refilter(
                 selected, FilterChain.from_config(self.cfg.filters)

@@ -129,7 +129,27 @@ CREATE TABLE edges (
     src_url_key UBIGINT NOT NULL, -- page the link is on
     dst_url_key UBIGINT NOT NULL, -- canonical link target
     round       INTEGER NOT NULL,
-    tag         VARCHAR NOT NULL  -- a, area, link, frame, iframe, meta_refresh, redirect
+    tag         VARCHAR NOT NULL, -- a, area, link, frame, iframe, meta_refresh, redirect
+    src_domain  VARCHAR,          -- pay-level domains of both ends (STAR in-degree); NULL in files
+    dst_domain  VARCHAR           -- written before they existed
+);
+
+-- domainlinks/gen=G/bucket=BBB[.run].parquet: the pay-level-domain link graph (IRLbot's STAR,
+-- §6): one row per distinct (src_domain, dst_domain) pair with src_domain <> dst_domain, from
+-- the committed rounds' edges; DRUM buckets by pair_key, base + runs like content.
+CREATE TABLE domainlinks (
+    pair_key    UBIGINT NOT NULL, -- hash64 of src_domain || ' ' || dst_domain: bucket and sort key
+    src_domain  VARCHAR NOT NULL,
+    dst_domain  VARCHAR NOT NULL,
+    round       INTEGER NOT NULL  -- first round the pair was seen
+);
+
+-- indegree/gen=G/indegree.parquet: per pay-level domain, the distinct other pay-level domains
+-- linking to it (the count of its domainlinks rows): STAR's budget input.
+CREATE TABLE indegree (
+    domain          VARCHAR NOT NULL,
+    linking_domains BIGINT  NOT NULL,
+    round           INTEGER NOT NULL  -- last round it grew
 );
 
 -- content/gen=G/bucket=BBB[.run].parquet: content seen (MRS §20.2.2), one row per payload digest

@@ -74,7 +74,7 @@ def refiltered_table(keys: list[int]) -> pa.Table:
 def full_scan(crawl: CrawlDir, bf: runs.BucketFiles, rnd: int, cfg: Config, now):
     """Reference: the whole merged bucket, selected with the same rules."""
     table = runs.read_bucket(crawl, bf, SELECT_COLUMNS)
-    cands, counts = select_bucket(table, rnd, cfg, now)
+    cands, counts, _ = select_bucket(table, rnd, cfg, now)
     for k in [k for k in counts if k.startswith("status:")]:
         counts["not_due"] += counts.pop(k)
     return table.num_rows, cands, counts
@@ -117,7 +117,7 @@ def test_generate_via_index_equals_full_scan(tmp_path_factory, rounds):
             runs.compact(crawl, cfg, force=compaction == "force")
         at = now + later * HOUR
         for bf in runs.bucket_files(crawl.manifest()):
-            n, cands, counts = select_files(crawl, bf, rnd + 1, cfg, at)
+            n, cands, counts, _ = select_files(crawl, bf, rnd + 1, cfg, at)
             n_ref, cands_ref, counts_ref = full_scan(crawl, bf, rnd + 1, cfg, at)
             assert n == n_ref
             assert cands.to_pylist() == cands_ref.to_pylist()
@@ -137,11 +137,11 @@ def test_index_entry_superseded_by_a_newer_run_is_not_selected(tmp_path):
     crawl.commit(m, {"frontier": entries}, s, round=2)
     (bf,) = runs.bucket_files(crawl.manifest())
     assert bf.base is not None and len(bf.runs) == 1
-    _, cands, counts = select_files(crawl, bf, 3, cfg, T0 + HOUR / 2)
+    _, cands, counts, _ = select_files(crawl, bf, 3, cfg, T0 + HOUR / 2)
     # p1 fetched (due again in 30 days), p2 backs off until T0 + 1 h: only p3 is due at T0 + 30 min
     assert cands.column("url").to_pylist() == [url(3)]
     assert counts["not_due"] == 2
-    _, cands, _ = select_files(crawl, bf, 3, cfg, T0 + 3 * HOUR)
+    _, cands, _, _ = select_files(crawl, bf, 3, cfg, T0 + 3 * HOUR)
     assert sorted(cands.column("url").to_pylist()) == [url(2), url(3)]
 
 

@@ -113,12 +113,12 @@ def test_bucketed_selection_equals_one_global_pass(rows, caps, k):
     parts = partition_by_bucket(t, k) if rows else {}
     for b in range(k):
         part = parts.get(b, t.slice(0, 0))
-        cands, c = select_bucket(part, 3, cfg, NOW)
+        cands, c, _ = select_bucket(part, 3, cfg, NOW)
         assert part.num_rows == cands.num_rows + sum(
             v for x, v in c.items() if x != "lease_expired"
         )
         total.update(c)
-        acc, c = merge_candidates(acc, cands, cfg)
+        acc, c, _ = merge_candidates(acc, cands, cfg)
         total.update(c)
     got = set() if acc is None else set(acc.column("url_key").to_pylist())
     assert got == reference(t, 3, cfg)
@@ -135,7 +135,7 @@ def test_due_rules_and_leases():
         (0, "error", 10, None, 0),  # not due yet
         (0, "fetched", None, None, 0),
     ]
-    cands, c = select_bucket(make_table(rows), 3, Config(), NOW)
+    cands, c, _ = select_bucket(make_table(rows), 3, Config(), NOW)
     assert cands.num_rows == 3
     assert (c["leased"], c["not_due"], c["status:fetched"], c["lease_expired"]) == (1, 1, 1, 1)
 

@@ -1163,6 +1163,8 @@ class FetchWorker:
         cols["dst_url_key"].extend([link[0] for link in canonical])
         cols["round"].extend([run.round] * n)
         cols["tag"].extend([link[2] for link in canonical])
+        cols["src_domain"].extend([item.domain] * n)  # STAR's domain in-degree (frontier.indegree)
+        cols["dst_domain"].extend([domain_of(host_of(link[1])) for link in canonical])
 
     def _emit_links(
         self, run: _Run, item: FetchItem, links, lastmod: list[datetime | None] | None = None

@@ -6,10 +6,11 @@ page live on different shards, so only a table keyed by the digest sees both. He
 ``content``: one row per payload digest with the first URL fetched with it (``url_key``, ``url``,
 ``round``, ``fetch_time``), split into the crawl's K buckets by ``digest_key`` (the project's one
 64-bit hash of the digest string, :func:`batchcrawl.urls.hash64`) and stored like the frontier as a
-base plus delta runs (:mod:`batchcrawl.frontier.runs`, IRLbot's DRUM §5.1). The round's update
+base plus delta runs (:mod:`batchcrawl.frontier.keyset`, IRLbot's DRUM §5.1). The round's update
 step runs :func:`update_content`: each bucket checks the round's digests against its keys (DRUM
 *check+update*) and writes one run with the digests it did not know -- the first fetch wins, so a
-digest's row never changes and the runs of a bucket never share a key.
+digest's row never changes and the runs of a bucket never share a key -- and merges its runs into
+a new base once they pass ``frontier.max_runs`` (as the frontier's compaction does).
 
 Who learns what, when
 ---------------------
@@ -26,16 +27,17 @@ Who learns what, when
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from batchcrawl.frontier.runs import BucketFiles, Mapper, bucket_files, bucket_keys, is_known
+from batchcrawl.config import Config
+from batchcrawl.frontier.keyset import KeySet, update_set
+from batchcrawl.frontier.runs import Mapper
 from batchcrawl.store import paths, schemas
 from batchcrawl.store.crawldir import CrawlDir, FileEntry, Manifest
-from batchcrawl.urls import bucket_ids, hash64_many
+from batchcrawl.urls import hash64_many
 
 KEY = "digest_key"
 #: ``fetched`` columns a content row is made from.
@@ -77,22 +79,8 @@ def content_rows(fetched: pa.Table) -> pa.Table:
     return schemas.conform("content", t.filter(pa.array(first)))
 
 
-def update_content_bucket(
-    crawl: CrawlDir, files: BucketFiles, generation: int, rows: pa.Table
-) -> tuple[BucketFiles, int]:
-    """DRUM check+update of one bucket: write the digests of ``rows`` (this bucket's
-    :func:`content_rows`) that the bucket does not know as its newest run
-    ``content/gen=G/bucket=BBB.run.parquet``. Returns the new file list (uncommitted) and the
-    number of digests already known (duplicates of earlier rounds)."""
-    known = is_known(bucket_keys(crawl, files, KEY), rows.column(KEY).to_numpy())
-    new = rows.filter(pa.array(~known))
-    total = (files.rows or 0) + new.num_rows
-    if new.num_rows == 0:
-        return BucketFiles(files.bucket, files.base, files.runs, total), int(known.sum())
-    entry = crawl.write_table(
-        "content", paths.content_bucket(generation, files.bucket, run=True), new
-    )
-    return BucketFiles(files.bucket, files.base, (*files.runs, entry), total), int(known.sum())
+#: The content-seen set: payload digests bucketed by ``digest_key`` (:mod:`.keyset`).
+CONTENT = KeySet("content", KEY, paths.content_bucket)
 
 
 @dataclass(frozen=True)
@@ -113,33 +101,26 @@ class ContentUpdate:
         }
 
 
-def _bucket_task(crawl_url: str, generation: int, item: tuple[BucketFiles, pa.Table]):
-    files, rows = item
-    return update_content_bucket(CrawlDir.open(crawl_url), files, generation, rows)
-
-
 def update_content(
-    crawl: CrawlDir, manifest: Manifest, generation: int, fetched: pa.Table, mapper: Mapper
+    crawl: CrawlDir,
+    manifest: Manifest,
+    generation: int,
+    fetched: pa.Table,
+    mapper: Mapper,
+    cfg: Config,
 ) -> ContentUpdate:
     """Merge a round's ``fetched`` rows (all shards, at least :data:`FETCHED_COLUMNS`) into the
-    ``content`` table: one task per touched bucket through ``mapper`` (Dask in a round).
+    ``content`` table: one task per touched bucket through ``mapper`` (Dask in a round), each
+    compacting its bucket past ``frontier.max_runs`` runs (:func:`.keyset.insert_bucket`).
 
     Memory: the round's stored fetches' digests (the facts are partitioned by digest here, in the
     caller) plus one bucket's keys per task.
     """
     stored = content_rows(fetched)
-    all_files = bucket_files(manifest, "content")
-    buckets = bucket_ids(stored.column(KEY).to_numpy(), manifest.buckets)
-    items = [(all_files[int(b)], stored.filter(pa.array(buckets == b))) for b in np.unique(buckets)]
-    done = mapper(partial(_bucket_task, crawl.url, generation), items) if items else []
-    out = list(all_files)
-    known = 0
-    for bf, k in done:
-        out[bf.bucket] = bf
-        known += k
-    listing = [e for bf in out for e in bf.entries()]
-    new = stored.num_rows - known
-    return ContentUpdate(listing, new, known, stored_fetches(fetched).num_rows - new)
+    done = update_set(crawl, manifest, CONTENT, generation, stored, cfg, mapper)
+    new = done.new.num_rows
+    known = stored.num_rows - new
+    return ContentUpdate(done.listing, new, known, stored_fetches(fetched).num_rows - new)
 
 
 def load_seen(crawl: CrawlDir, files: list[str]) -> dict[str, tuple[int, str, object]]:

@@ -60,8 +60,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from batchcrawl.config import Config
-from batchcrawl.frontier import due, traps
+from batchcrawl.frontier import due, indegree, traps
 from batchcrawl.frontier import hosts as host_runs
+from batchcrawl.frontier.budget import DomainBudgets, beast_delay_s
 from batchcrawl.frontier.runs import BucketFiles, Mapper, bucket_files, bucket_rows, thread_mapper
 from batchcrawl.frontier.table import epoch_ms
 from batchcrawl.ring import HashRing, ring_keys, route_name
@@ -83,6 +84,10 @@ SELECT_COLUMNS = due.SELECT_COLUMNS
 #: Columns of a candidates table (breadth-first order): a fetch item's.
 CANDIDATE_COLUMNS = list(schemas.fetch_item_columns())
 _CAP_REASONS = ("capped_host", "capped_domain", "capped_round")
+#: BEAST's delays (``generate.budget = "star"``): URLs over their domain's budget and how long
+#: they wait, seconds; :func:`batchcrawl.frontier.update.update` (``delayed=``) moves their
+#: ``next_fetch_time`` to ``now + delay_s``.
+DELAYED_SCHEMA = pa.schema([("url_key", pa.uint64()), ("delay_s", pa.float64())])
 
 
 def _codes(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
@@ -110,19 +115,36 @@ def _np(col: pa.ChunkedArray | pa.Array, idx: np.ndarray | None = None) -> np.nd
     return a if idx is None else a[idx]
 
 
-def _cap(t: pa.Table, idx: np.ndarray, cfg: Config) -> np.ndarray:
+def _cap(
+    t: pa.Table, idx: np.ndarray, cfg: Config, budgets: DomainBudgets
+) -> tuple[np.ndarray, pa.Table]:
     """For rows ``idx`` of ``t`` in breadth-first order: 0 taken, else 1 + index in
-    :data:`_CAP_REASONS` (the first cap the row exceeds: host, then domain, then round)."""
+    :data:`_CAP_REASONS` (the first cap the row exceeds: host, then domain -- its
+    :class:`~batchcrawl.frontier.budget.DomainBudgets` cap -- then round); and the rows BEAST
+    delays (:func:`_delays`)."""
     g = cfg.generate
     why = np.zeros(len(idx), dtype=np.int8)
     host_ok = _ranks(_codes(t.column("host"))[idx]) < g.max_urls_per_host
     why[~host_ok] = 1
     ok = np.flatnonzero(host_ok)
-    dom_ok = _ranks(_codes(t.column("domain"))[idx[ok]]) < g.max_urls_per_domain
+    rank = _ranks(_codes(t.column("domain"))[idx[ok]])
+    cap = budgets.caps(t.column("domain").take(pa.array(idx[ok])))
+    dom_ok = rank < cap
     why[ok[~dom_ok]] = 2
+    over = ~dom_ok if budgets.star else np.zeros(len(ok), dtype=bool)
+    delayed = _delays(t.column("url_key").take(pa.array(idx[ok[over]])), rank[over] - cap[over],
+                      cap[over], g)  # fmt: skip
     ok = ok[dom_ok]
     why[ok[g.max_urls_per_round :]] = 3
-    return why
+    return why, delayed
+
+
+def _delays(keys: pa.Array, excess: np.ndarray, cap: np.ndarray, g) -> pa.Table:
+    """BEAST's ``(url_key, delay_s)`` rows (:data:`DELAYED_SCHEMA`) of URLs over their domain's
+    budget (:func:`batchcrawl.frontier.budget.beast_delay_s`)."""
+    keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
+    return pa.table([keys, pa.array(beast_delay_s(excess, cap, g), pa.float64())],
+                    schema=DELAYED_SCHEMA)  # fmt: skip
 
 
 def _bfs_argsort(t: pa.Table, idx: np.ndarray) -> np.ndarray:
@@ -137,8 +159,12 @@ def _bfs_argsort(t: pa.Table, idx: np.ndarray) -> np.ndarray:
 
 
 def select_bucket(
-    bucket: pa.Table, round: int, cfg: Config, now: dt.datetime | float
-) -> tuple[pa.Table, Counter]:
+    bucket: pa.Table,
+    round: int,
+    cfg: Config,
+    now: dt.datetime | float,
+    budgets: DomainBudgets | None = None,
+) -> tuple[pa.Table, Counter, pa.Table]:
     """The due URLs of one bucket, pre-capped within the bucket (one Dask task per bucket).
 
     Parameters
@@ -151,18 +177,27 @@ def select_bucket(
         Uses ``generate.max_urls_per_host``, ``max_urls_per_domain``, ``max_urls_per_round``.
     now : datetime or float
         Wall clock (UTC); a URL whose ``next_fetch_time`` is later is not due.
+    budgets : DomainBudgets or None
+        Each domain's cap (default: ``DomainBudgets.of(cfg)``, i.e. without in-degrees).
 
     Returns
     -------
-    (candidates, counts)
-        Candidates (:data:`CANDIDATE_COLUMNS`) in breadth-first order, and a counter of every row
-        not taken, by reason (module docstring), plus ``lease_expired`` (informational).
-        ``bucket.num_rows == len(candidates) + sum(counts without lease_expired)``.
+    (candidates, counts, delayed)
+        Candidates (:data:`CANDIDATE_COLUMNS`) in breadth-first order, a counter of every row
+        not taken, by reason (module docstring), plus ``lease_expired`` (informational);
+        ``bucket.num_rows == len(candidates) + sum(counts without lease_expired)``. ``delayed``:
+        BEAST's delays (:data:`DELAYED_SCHEMA`) of the rows over their domain's STAR budget
+        (each is also counted ``capped_domain``; none with ``generate.budget = "fixed"``).
     """
     counts: Counter = Counter()
+    budgets = budgets or DomainBudgets.of(cfg)
     n = bucket.num_rows
     if n == 0:
-        return schemas.empty("fetchlists").select(CANDIDATE_COLUMNS), counts
+        return (
+            schemas.empty("fetchlists").select(CANDIDATE_COLUMNS),
+            counts,
+            DELAYED_SCHEMA.empty_table(),
+        )
     when = due.due_time(bucket)
     due_status = np.asarray(pc.is_valid(when).to_numpy(zero_copy_only=False))
     waiting = np.asarray(
@@ -184,39 +219,48 @@ def select_bucket(
     counts["leased"] += int((due_status & ~waiting & live).sum())
     idx = np.flatnonzero(due_status & ~waiting & ~live)
     idx = idx[_bfs_argsort(bucket, idx)]
-    why = _cap(bucket, idx, cfg)
+    why, delayed = _cap(bucket, idx, cfg, budgets)
     for i, name in enumerate(_CAP_REASONS, 1):
         counts[name] += int((why == i).sum())
-    return bucket.select(CANDIDATE_COLUMNS).take(pa.array(idx[why == 0])), counts
+    return bucket.select(CANDIDATE_COLUMNS).take(pa.array(idx[why == 0])), counts, delayed
 
 
 def select_files(
-    crawl: CrawlDir, files: BucketFiles, round: int, cfg: Config, now: dt.datetime | float
-) -> tuple[int, pa.Table, Counter]:
+    crawl: CrawlDir,
+    files: BucketFiles,
+    round: int,
+    cfg: Config,
+    now: dt.datetime | float,
+    budgets: DomainBudgets | None = None,
+) -> tuple[int, pa.Table, Counter, pa.Table]:
     """Generate, one bucket (one Dask task): read its rows due at ``now`` through the due-time
     index (:func:`batchcrawl.frontier.due.due_rows`: about as many rows as are due, newest run
     wins) and :func:`select_bucket` them. The rows not read count as ``not_due`` (not due yet,
-    or in a status that is never due). Returns ``(bucket rows, candidates, counts)``."""
+    or in a status that is never due). Returns ``(bucket rows, candidates, counts, delayed)``."""
     table = due.due_rows(crawl, files.files, epoch_ms(now))
-    candidates, counts = select_bucket(table, round, cfg, now)
+    candidates, counts, delayed = select_bucket(table, round, cfg, now, budgets)
     rows = bucket_rows(crawl, files)
     counts["not_due"] += rows - table.num_rows
-    return rows, candidates, counts
+    return rows, candidates, counts, delayed
 
 
 def merge_candidates(
-    acc: pa.Table | None, candidates: pa.Table, cfg: Config
-) -> tuple[pa.Table, Counter]:
+    acc: pa.Table | None,
+    candidates: pa.Table,
+    cfg: Config,
+    budgets: DomainBudgets | None = None,
+) -> tuple[pa.Table, Counter, pa.Table]:
     """Global step (a fold): the candidates of ``acc`` and ``candidates`` that pass the caps taken
-    over both, in breadth-first order, and the count of those dropped by cap."""
+    over both, in breadth-first order, the count of those dropped by cap, and BEAST's delays of
+    those over their domain's budget (as :func:`select_bucket`)."""
     both = candidates if acc is None else pa.concat_tables([acc, candidates])
     idx = np.arange(both.num_rows)
     idx = idx[_bfs_argsort(both, idx)]
-    why = _cap(both, idx, cfg)
+    why, delayed = _cap(both, idx, cfg, budgets or DomainBudgets.of(cfg))
     counts: Counter = Counter()
     for i, name in enumerate(_CAP_REASONS, 1):
         counts[name] += int((why == i).sum())
-    return both.take(pa.array(idx[why == 0])), counts
+    return both.take(pa.array(idx[why == 0])), counts, delayed
 
 
 def refilter(selected: pa.Table, chain: FilterChain) -> tuple[pa.Table, pa.Table]:
@@ -305,11 +349,30 @@ def recorded_fingerprint(summary: Mapping) -> str | None:
 
 
 def select_task(
-    crawl_url: str, files: BucketFiles, *, round: int, cfg: Config, now: dt.datetime | float
-) -> tuple[int, pa.Table, Counter]:
+    crawl_url: str,
+    files: BucketFiles,
+    *,
+    round: int,
+    cfg: Config,
+    now: dt.datetime | float,
+    budgets: DomainBudgets | None = None,
+) -> tuple[int, pa.Table, Counter, pa.Table]:
     """:func:`select_files` as a task for any worker (opens the crawl at ``crawl_url``): what
-    :func:`select` maps over the buckets, and a stream over the buckets it re-selects."""
-    return select_files(CrawlDir.open(crawl_url), files, round, cfg, now)
+    :func:`select` maps over the buckets, and a stream over the buckets it re-selects.
+    ``budgets``: :func:`domain_budgets` of the generation (default: read here, in STAR mode)."""
+    crawl = CrawlDir.open(crawl_url)
+    if budgets is None and cfg.generate.budget == "star":
+        budgets = domain_budgets(crawl, crawl.manifest(), cfg)
+    return select_files(crawl, files, round, cfg, now, budgets)
+
+
+def domain_budgets(crawl: CrawlDir, manifest: Manifest, cfg: Config) -> DomainBudgets:
+    """The per-domain caps of a round generated from ``manifest``: STAR budgets from its
+    ``indegree`` table (:mod:`batchcrawl.frontier.indegree`) when ``generate.budget = "star"``,
+    else the fixed ``max_urls_per_domain``."""
+    if cfg.generate.budget != "star":
+        return DomainBudgets.of(cfg)
+    return DomainBudgets.of(cfg, indegree.linking_domains(crawl, manifest))
 
 
 @dataclass
@@ -326,11 +389,15 @@ class GenerateResult:
     refiltered : pyarrow.Table
         ``(url_key, reason)`` of URLs the filters rejected now: pass to
         :func:`batchcrawl.update.update` (``refiltered=``) so they become ``filtered``.
+    delayed : pyarrow.Table
+        BEAST's ``(url_key, delay_s)`` (:data:`DELAYED_SCHEMA`) of URLs over their domain's STAR
+        budget: pass to :func:`batchcrawl.update.update` (``delayed=``).
     """
 
     fetchlists: dict[int, FileEntry]
     summary: dict
     refiltered: pa.Table = field(repr=False)
+    delayed: pa.Table = field(repr=False, default_factory=DELAYED_SCHEMA.empty_table)
 
     def __iter__(self):
         yield self.fetchlists
@@ -379,10 +446,10 @@ def generate(
     GenerateResult
         Nothing is committed.
     """
-    selected, counts, rows = select(crawl, manifest, round, cfg, now, mapper=mapper)
+    selected, counts, rows, delayed = select(crawl, manifest, round, cfg, now, mapper=mapper)
     return finish(
         crawl, manifest, round, cfg, selected, counts, rows,
-        chain=chain, refilter_urls=refilter_urls,
+        chain=chain, refilter_urls=refilter_urls, delayed=delayed,
     )  # fmt: skip
 
 
@@ -394,46 +461,61 @@ def select(
     now: dt.datetime | float,
     *,
     mapper: Mapper | None = None,
-) -> tuple[pa.Table, Counter, int]:
+) -> tuple[pa.Table, Counter, int, pa.Table]:
     """The selection step of :func:`generate` alone: every bucket's due candidates (one task each
-    through ``mapper``), folded under the caps. Returns ``(selected, counts, frontier rows)``;
-    nothing is written, so a round with nothing selected can stop here and leave no trace."""
-    task = functools.partial(select_task, crawl.url, round=round, cfg=cfg, now=now)
+    through ``mapper``), folded under the caps (:func:`domain_budgets` read once here). Returns
+    ``(selected, counts, frontier rows, delayed)``; nothing is written, so a round with nothing
+    selected can stop here and leave no trace."""
+    budgets = domain_budgets(crawl, manifest, cfg)
+    task = functools.partial(select_task, crawl.url, round=round, cfg=cfg, now=now,
+                             budgets=budgets)  # fmt: skip
     selections = (mapper or thread_mapper(1))(task, bucket_files(manifest))
-    return fold_candidates(selections, cfg)
+    return fold_candidates(selections, cfg, budgets)
 
 
 def fold_candidates(
-    selections: Iterable[tuple[int, pa.Table, Counter]], cfg: Config
-) -> tuple[pa.Table, Counter, int]:
-    """Fold the per-bucket results of :func:`select_bucket` (``(bucket rows, candidates, counts)``,
-    in any order) into the round's selection with :func:`merge_candidates`.
+    selections: Iterable[tuple[int, pa.Table, Counter, pa.Table]],
+    cfg: Config,
+    budgets: DomainBudgets | None = None,
+) -> tuple[pa.Table, Counter, int, pa.Table]:
+    """Fold the per-bucket results of :func:`select_files` (``(bucket rows, candidates, counts,
+    delayed)``, in any order) into the round's selection with :func:`merge_candidates`.
 
     Pruning is lazy (the caps are monotone, so pruning late is as exact as pruning each time): the
     fold holds at most about ``1.5 * max_urls_per_round`` candidate rows plus one bucket's.
+    BEAST's delay of a URL over its domain's budget follows its position among the URLs over
+    budget in the step that dropped it (its bucket's pre-cap, or a merge): a lower bound of its
+    position in the whole round, so waits are never longer than a single global pass would give.
 
-    Returns ``(selected, counts, frontier rows scanned)``.
+    Returns ``(selected, counts, frontier rows scanned, delayed)``.
     """
+    budgets = budgets or DomainBudgets.of(cfg)
     counts: Counter = Counter()
     acc = None
     pending: list[pa.Table] = []
+    delayed: list[pa.Table] = [DELAYED_SCHEMA.empty_table()]
     pending_rows = 0
     limit = max(cfg.generate.max_urls_per_round * 3 // 2, 100_000)
     rows = 0
-    for n, cands, c in selections:
+    for n, cands, c, late in selections:
         rows += n
         counts.update(c)
+        delayed.append(late)
         pending.append(cands)
         pending_rows += cands.num_rows
         if pending_rows + (0 if acc is None else acc.num_rows) > limit:
-            acc, c = merge_candidates(acc, pa.concat_tables(pending), cfg)
+            acc, c, late = merge_candidates(acc, pa.concat_tables(pending), cfg, budgets)
             counts.update(c)
+            delayed.append(late)
             pending, pending_rows = [], 0
     if pending or acc is None:
         empty = schemas.empty("fetchlists").select(CANDIDATE_COLUMNS)
-        acc, c = merge_candidates(acc, pa.concat_tables(pending) if pending else empty, cfg)
+        acc, c, late = merge_candidates(
+            acc, pa.concat_tables(pending) if pending else empty, cfg, budgets
+        )
         counts.update(c)
-    return acc, counts, rows
+        delayed.append(late)
+    return acc, counts, rows, pa.concat_tables(delayed)
 
 
 def host_ips(crawl: CrawlDir, manifest: Manifest, cfg: Config) -> dict[str, str] | None:
@@ -456,9 +538,11 @@ def finish(
     *,
     chain: FilterChain | None = None,
     refilter_urls: bool | None = None,
+    delayed: pa.Table | None = None,
 ) -> GenerateResult:
     """The global tail of generate: re-filter the selection (see :func:`generate` for
-    ``refilter_urls``), route it to shards and write one fetch list per shard (uncommitted)."""
+    ``refilter_urls``), route it to shards and write one fetch list per shard (uncommitted).
+    ``delayed``: BEAST's delays from :func:`select`, passed on in the result."""
     chain = chain or FilterChain.from_config(cfg.filters)
     fingerprint = filters_fingerprint(cfg)
     if refilter_urls is None:
@@ -492,5 +576,9 @@ def finish(
         "lease_expired": lease_expired,
         "refiltered": bool(refilter_urls),
         "filters_fingerprint": fingerprint,
+        "budget": cfg.generate.budget,
+        "beast_delayed": 0 if delayed is None else delayed.num_rows,
     }
-    return GenerateResult(entries, summary, refiltered)
+    if delayed is None:
+        delayed = DELAYED_SCHEMA.empty_table()
+    return GenerateResult(entries, summary, refiltered, delayed)

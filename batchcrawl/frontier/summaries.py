@@ -33,6 +33,8 @@ class UpdateSummary:
         URLs that became ``filtered`` because the filters rejected them at generate.
     lastmod_due : int
         Fetched URLs made due now by a sitemap ``lastmod`` later than their last capture.
+    delayed : int
+        URLs over their domain's STAR budget whose ``next_fetch_time`` BEAST moved forward.
     """
 
     round: int = 0
@@ -46,6 +48,7 @@ class UpdateSummary:
     status: Counter = field(default_factory=Counter)
     refiltered: int = 0
     lastmod_due: int = 0
+    delayed: int = 0
 
     def __add__(self, other: UpdateSummary) -> UpdateSummary:
         return UpdateSummary(
@@ -60,6 +63,7 @@ class UpdateSummary:
             status=self.status + other.status,
             refiltered=self.refiltered + other.refiltered,
             lastmod_due=self.lastmod_due + other.lastmod_due,
+            delayed=self.delayed + other.delayed,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -77,6 +81,7 @@ class UpdateSummary:
             "status": _plain(self.status),
             "refiltered": self.refiltered,
             "lastmod_due": self.lastmod_due,
+            "delayed": self.delayed,
         }
 
 

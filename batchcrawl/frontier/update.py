@@ -58,6 +58,9 @@ Conflicts, resolved deterministically
   redirect target (tag ``redirect``) is a new URL like any other, with ``source_url_key`` = the
   redirecting page (every new URL records the page that first linked to it).
 * URLs re-filtered at generate (``refiltered``) become ``filtered`` with the given reason.
+* URLs BEAST delayed at generate (``delayed``: over their domain's STAR budget,
+  :mod:`batchcrawl.frontier.budget`) keep their state; their ``next_fetch_time`` becomes
+  ``now + delay_s``, so the due-time index holds them back until then.
 """
 
 from __future__ import annotations
@@ -455,6 +458,19 @@ def _refilter_combine(old: pa.Table, got: pa.Table) -> pa.Table:
     )
 
 
+def _delay_combine(now_ms: int):
+    def combine(old: pa.Table, got: pa.Table) -> pa.Table:
+        wait_ms = np.asarray(got.column("delay_s").to_numpy(), dtype=np.float64) * 1000.0
+        n = old.num_rows
+        return _with(old, {
+            "next_fetch_time": _ms_col((now_ms + wait_ms).astype(np.int64), np.ones(n, bool)),
+            "lease_round": pa.nulls(n, pa.int32()),
+            "lease_shard": pa.nulls(n, pa.int32()),
+        })  # fmt: skip
+
+    return combine
+
+
 def update_bucket(
     crawl: CrawlDir,
     files: BucketFiles,
@@ -462,6 +478,7 @@ def update_bucket(
     fetched: pa.Table | None,
     links: pa.Table | None,
     refiltered: pa.Table | None = None,
+    delayed: pa.Table | None = None,
     *,
     round: int,
     cfg: Config,
@@ -487,6 +504,9 @@ def update_bucket(
         This bucket's ``links`` rows (by ``dst_url_key``), any order.
     refiltered : pyarrow.Table or None
         ``(url_key, reason)`` of URLs the filters rejected at generate.
+    delayed : pyarrow.Table or None
+        ``(url_key, delay_s)`` of URLs BEAST delayed at generate
+        (:data:`batchcrawl.frontier.generate.DELAYED_SCHEMA`).
     round : int
         The round whose facts these are (new URLs get ``discovered_round`` from the links).
     cfg : Config
@@ -504,7 +524,8 @@ def update_bucket(
     fb = _fetch_batch(fetched) if fetched is not None and fetched.num_rows else None
     lb = _link_batch(links, counts) if links is not None and links.num_rows else None
     rb = drum.SortedBatch(refiltered) if refiltered is not None and refiltered.num_rows else None
-    if fb is None and lb is None and rb is None:
+    db = drum.SortedBatch(delayed) if delayed is not None and delayed.num_rows else None
+    if fb is None and lb is None and rb is None and db is None:
         n = runs.bucket_rows(crawl, files)
         return files, UpdateSummary(round, buckets_kept=1, frontier_rows_before=n,
                                     frontier_rows_after=n)  # fmt: skip
@@ -512,9 +533,14 @@ def update_bucket(
     rows_before = runs.bucket_rows(crawl, files)  # recorded in the manifest
     counts.frontier_rows_before += rows_before
     mb = _lastmod_batch(lb, keys) if lb is not None else None
-    want = [b.keys for b in (fb, rb, mb) if b is not None]
+    want = [b.keys for b in (fb, rb, mb, db) if b is not None]
     need = np.unique(np.concatenate(want)) if want else np.empty(0, np.uint64)
     changed = runs.lookup(crawl, files, need[runs.known_in(keys, need)], keys)
+    if db is not None:  # before the fetch results: a URL delayed was not fetched
+        changed, known, _ = drum.merge_chunk(
+            changed, db, 0, len(db.keys), combine=_delay_combine(epoch_ms(now)), insert=False
+        )
+        counts.delayed += int(known.sum())
     if rb is not None:
         changed, known, _ = drum.merge_chunk(
             changed, rb, 0, len(rb.keys), combine=_refilter_combine, insert=False
@@ -592,11 +618,11 @@ class _BucketFacts:
 
 def _update_task(crawl_url, generation, fetched, links, item, *, round, cfg, now):
     crawl = CrawlDir.open(crawl_url)
-    files, refiltered = item
+    files, refiltered, delayed = item
     b = files.bucket
     return update_bucket(
         crawl, files, generation, fetched.get(crawl, b), links.get(crawl, b), refiltered,
-        round=round, cfg=cfg, now=now,
+        delayed, round=round, cfg=cfg, now=now,
     )  # fmt: skip
 
 
@@ -638,6 +664,7 @@ def update(
     refiltered: pa.Table | None = None,
     mapper: Mapper | None = None,
     buckets: Iterable[int] | None = None,
+    delayed: pa.Table | None = None,
 ) -> UpdateResult:
     """Update every bucket (:func:`update_bucket`, one task each through ``mapper``) and sum the
     summaries; nothing is committed (the caller commits the listing with the rest of the round).
@@ -651,6 +678,8 @@ def update(
         The round's ``fetched`` and ``links`` rows: tables, or the shards' partitioned files.
     refiltered : pyarrow.Table or None
         ``(url_key, reason)`` of URLs re-filtered at generate.
+    delayed : pyarrow.Table or None
+        ``(url_key, delay_s)`` of URLs BEAST delayed at generate (``GenerateResult.delayed``).
     mapper : Mapper or None
         Runs the per-bucket tasks (default: this thread, in order).
     buckets : iterable of int or None
@@ -662,6 +691,7 @@ def update(
     """
     k = manifest.buckets
     rparts = partition_by_bucket(refiltered, k) if refiltered is not None else {}
+    dparts = partition_by_bucket(delayed, k) if delayed is not None else {}
     task = functools.partial(
         _update_task, crawl.url, manifest.generation + 1,
         _BucketFacts.of("fetched", fetched, k, "url_key"),
@@ -677,7 +707,7 @@ def update(
                 "the manifest"
             )
         files = [files[b] for b in wanted]
-    items = [(bf, rparts.get(bf.bucket)) for bf in files]
+    items = [(bf, rparts.get(bf.bucket), dparts.get(bf.bucket)) for bf in files]
     results = (mapper or thread_mapper(1))(task, items)
     total = UpdateSummary(round=round)
     for _, s in results:

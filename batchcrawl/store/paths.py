@@ -19,6 +19,8 @@ parses it is defined here too, next to the function that builds it::
     links/round=7/shard=03.parquet               round_file("links", 7, 3)
     edges/round=7/shard=03.parquet               round_file("edges", 7, 3)
     content/gen=7/bucket=042.run.parquet         content_bucket(7, 42, run=True)
+    domainlinks/gen=7/bucket=042.run.parquet     domainlinks_bucket(7, 42, run=True)
+    indegree/gen=7/indegree.parquet              indegree_file(7)
     graph/gen=7/graph.json                       graph_manifest(7): the link graph of gen 7
     graph/gen=7/nodes/part=042.parquet           graph_nodes(7, 42)
     graph/gen=7/out/part=042.bin                 graph_lists(7, "out", 42) (and "in")
@@ -36,7 +38,8 @@ LOCK_FILE = "_lock.json"
 COMMITS_DIR = "_commits"
 #: Folders holding table data (what ``gc`` walks).
 DATA_DIRS = (
-    "frontier", "hosts", "fetchlists", "fetched", "links", "edges", "content", "warc", "graph",
+    "frontier", "hosts", "fetchlists", "fetched", "links", "edges", "content", "domainlinks",
+    "indegree", "warc", "graph",
 )  # fmt: skip
 #: Tables written once per round and shard.
 ROUND_TABLES = ("fetchlists", "fetched", "links", "edges")
@@ -72,6 +75,17 @@ def content_bucket(generation: int, bucket: int, *, run: bool) -> str:
     """``content/gen=G/bucket=BBB[.run].parquet``: a base file or delta run of the content-seen
     table (payload digests, MRS §20.2.2), DRUM-bucketed by digest like the frontier by URL."""
     return f"content/gen={generation}/bucket={bucket:03d}{'.run' if run else ''}.parquet"
+
+
+def domainlinks_bucket(generation: int, bucket: int, *, run: bool) -> str:
+    """``domainlinks/gen=G/bucket=BBB[.run].parquet``: a base file or delta run of the
+    pay-level-domain link pairs (:mod:`batchcrawl.frontier.indegree`)."""
+    return f"domainlinks/gen={generation}/bucket={bucket:03d}{'.run' if run else ''}.parquet"
+
+
+def indegree_file(generation: int) -> str:
+    """``indegree/gen=G/indegree.parquet``: linking domains per pay-level domain (STAR)."""
+    return f"indegree/gen={generation}/indegree.parquet"
 
 
 def due_index(data_rel: str) -> str:
@@ -183,6 +197,8 @@ LAYOUT = {
     "links": rf"links/round=\d+/shard=\d{{2,}}\.parquet{_TMP}",
     "edges": rf"edges/round=\d+/shard=\d{{2,}}\.parquet{_TMP}",
     "content": rf"content/gen=\d+/bucket=\d{{3,}}(?:\.run)?\.parquet{_TMP}",
+    "domainlinks": rf"domainlinks/gen=\d+/bucket=\d{{3,}}(?:\.run)?\.parquet{_TMP}",
+    "indegree": rf"indegree/gen=\d+/indegree\.parquet{_TMP}",
     "graph": (
         rf"graph/gen=\d+/(?:graph\.json|nodes/part=\d{{3,}}\.parquet"
         rf"|(?:out|in)/part=\d{{3,}}\.bin){_TMP}"

@@ -18,7 +18,10 @@ import pyarrow as pa
 from batchcrawl.errors import SchemaError
 
 #: Tables of the crawl directory (``storage/schema.sql``).
-TABLES = ("frontier", "hosts", "fetchlists", "fetched", "links", "edges", "content")
+TABLES = (
+    "frontier", "hosts", "fetchlists", "fetched", "links", "edges", "content", "domainlinks",
+    "indegree",
+)  # fmt: skip
 #: Tables of the link graph store (``storage/schema.sql``), listed in its own manifest
 #: (``graph/gen=G/graph.json``), not in the crawl's.
 GRAPH_TABLES = ("graph_nodes",)

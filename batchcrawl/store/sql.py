@@ -105,8 +105,10 @@ def view_sql(crawl: CrawlDir, manifest: Manifest, table: str, *, relative: bool 
         return f"CREATE OR REPLACE VIEW {table} AS {_empty_selects()[table]}"
     listing = ", ".join(_literal(rel if relative else crawl.full_url(rel)) for rel in rels)
     files = f"crawl_files([{listing}])" if relative else f"[{listing}]"
-    # content rows are unique across its runs (the first fetch of a digest wins): no merge
-    if table != "content" and any(e.run for e in manifest.tables.get(table, ())):
+    # content and domainlinks rows are unique across their runs (insert-only sets): no merge
+    if table not in ("content", "domainlinks") and any(
+        e.run for e in manifest.tables.get(table, ())
+    ):
         body = _newest_wins_sql(files, _RUN_KEYS[table])
     else:
         body = f"SELECT * FROM read_parquet({files})"
