@@ -124,10 +124,23 @@ def status_tables(st: Mapping[str, Any]) -> list[Table]:
     depth = _table("URLs by depth", ["depth", "URLs"], numeric=["depth", "URLs"])
     for k, v in st["depth"].items():
         depth.add_row(str(k), _num(v))
-    return [
+    tables = [
         overview,
         _shares("URLs by status", "status", st["urls"]["by_status"], "URLs"),
         depth,
         _shares("fetch attempts by outcome", "outcome", st["fetched"]["by_outcome"], "attempts"),
-        generations_table(st["generations"]),
     ]
+    if st.get("traps"):
+        tables.append(traps_table(st["traps"]))
+    return [*tables, generations_table(st["generations"])]
+
+
+def traps_table(traps: list[Mapping[str, Any]]) -> Table:
+    """Hosts flagged as probable spider traps (``hosts.trap``, :mod:`batchcrawl.fetch.neardup`)
+    with their pages fetched and URLs still queued."""
+    t = _table(
+        "probable traps", ["host", "why", "fetched", "queued"], numeric=["fetched", "queued"]
+    )
+    for r in traps:
+        t.add_row(str(r["host"]), str(r["trap"]), _num(r["pages_fetched"]), _num(r["queued"]))
+    return t

@@ -96,3 +96,27 @@ def test_star_caps_by_indegree_and_beast_delays_the_rest():
     fixed = dataclasses.replace(cfg, generate=dataclasses.replace(cfg.generate, budget="fixed"))
     cands, counts, delayed = select_bucket(table, 3, fixed, NOW)
     assert cands.num_rows == 130 and delayed.num_rows == 0
+
+
+def test_keyset_runs_are_compacted_past_max_runs(tmp_path):
+    """Item 3: the insert-only sets (content, domainlinks) no longer grow one run per round."""
+    from batchcrawl.config import to_toml
+    from batchcrawl.frontier.indegree import DOMAINLINKS
+    from batchcrawl.frontier.keyset import update_set
+    from batchcrawl.frontier.runs import thread_mapper
+    from batchcrawl.store.crawldir import CrawlDir
+
+    cfg = Config().replace(frontier={"buckets": 1, "max_runs": 3, "compact_run_ratio": 100.0})
+    crawl = CrawlDir.create(str(tmp_path / "c"), to_toml(cfg), buckets=1)
+    seen = set()
+    for r in range(1, 8):
+        m = crawl.manifest()
+        edges = pa.table({"src_domain": [f"s{r}.test", "s1.test"], "dst_domain": ["d.test"] * 2})
+        done = update_set(crawl, m, DOMAINLINKS, m.generation + 1, domain_pairs(edges, r), cfg,
+                          thread_mapper(1))  # fmt: skip
+        seen |= {f"s{r}.test"}
+        crawl.commit(m, {"domainlinks": done.listing}, {"step": "test"}, round=r)
+        assert done.new.num_rows == 1  # ("s1.test", "d.test") is new once
+        assert len(done.listing) <= 3  # a base plus at most max_runs - 1 runs
+        rows = crawl.read_current("domainlinks", ["src_domain"]).column("src_domain").to_pylist()
+        assert sorted(rows) == sorted(seen)

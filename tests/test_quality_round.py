@@ -8,6 +8,8 @@ import pytest
 from round_helpers import new_crawl, round_config, sample_web, serve
 
 from batchcrawl.round import run_rounds
+from batchcrawl.status_view import status_tables
+from batchcrawl.store.status import crawl_status
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -39,3 +41,6 @@ def test_near_duplicates_and_the_calendar_trap_are_detected(tmp_path):
     hosts = crawl.read_current("hosts", ["host", "trap"]).to_pylist()
     assert {h["host"]: h["trap"] for h in hosts if h["trap"]} == {web.trap_host: "near"}
     assert any(s["generate"]["not_selected"].get("trap_throttled") for s in summaries)
+    traps = crawl_status(crawl)["traps"]  # batchcrawl status shows the probable trap
+    assert [(t["host"], t["trap"]) for t in traps] == [(web.trap_host, "near")]
+    assert "probable traps" in [t.title for t in status_tables(crawl_status(crawl))]

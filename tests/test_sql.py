@@ -124,6 +124,7 @@ NAMED_EXPECTED = {
     "duplicates": [],  # this crawl has no content table; see tests/test_content_dedup.py
     # the small crawl has no due times; tests/test_freshness.py checks due-soon on a real crawl
     "due-soon": [],
+    "probable-traps": [],  # no trap here; tests/test_quality_round.py checks a flagged host
     "status-counts": [
         {"status": "fetched", "urls": 3},
         {"status": "error", "urls": 1},

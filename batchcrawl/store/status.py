@@ -35,6 +35,7 @@ def crawl_status(crawl: CrawlDir, generation: int | None = None) -> dict[str, An
              "hosts": {"total": n, "domains": n},
              "depth": {"0": n, "1": n, ...},
              "fetched": {"attempts": n, "by_outcome": {"ok": n, ...}},
+             "traps": [{"host": h, "trap": "near", "pages_fetched": n, "queued": n}, ...],
              "generations": [{"generation": g, "round": r, "step": ..., "created": iso,
                               "stored": n, "elapsed_s": s, ...}, ...]}
 
@@ -57,6 +58,10 @@ def crawl_status(crawl: CrawlDir, generation: int | None = None) -> dict[str, An
         hosts, domains = con.execute(
             "SELECT count(DISTINCT host), count(DISTINCT domain) FROM frontier"
         ).fetchone()
+        traps = [
+            {"host": h, "trap": t, "pages_fetched": n, "queued": q}
+            for h, t, n, q in con.execute(sql.named_query("probable-traps")).fetchall()
+        ]
         by_outcome = dict(
             con.execute(
                 "SELECT outcome, count(*) AS n FROM fetched GROUP BY outcome ORDER BY n DESC, outcome"
@@ -87,5 +92,6 @@ def crawl_status(crawl: CrawlDir, generation: int | None = None) -> dict[str, An
         "hosts": {"total": hosts, "domains": domains},
         "depth": depth,
         "fetched": {"attempts": sum(by_outcome.values()), "by_outcome": by_outcome},
+        "traps": traps,
         "generations": generations,
     }
