@@ -10,7 +10,7 @@ starts with a ``warcinfo`` record; each fetch that got an HTTP response adds
   to a conditional refetch, a ``revisit`` record with the ``server-not-modified`` profile (WARC 1.1
   §6.7.3: ``WARC-Refers-To-Target-URI`` and ``-Date`` of the capture confirmed, no payload digest),
 * optionally a ``metadata`` record (``application/warc-fields``) with ``fetchTimeMs`` and one
-  ``outlink:`` line per outlink.
+  ``outlink:`` line per outlink (a block digest, no payload digest: it has no HTTP payload).
 
 The records of one fetch share ``WARC-Date`` (the request start, with microseconds: WARC 1.1 §5.4
 allows fractional seconds) and ``WARC-IP-Address``, and point at each other with
@@ -494,16 +494,27 @@ class WarcWriter:
         self._file.warcinfo_id = info_id
 
 
+class _Writer(WARCWriter):
+    """warcio's writer, with no ``WARC-Payload-Digest`` on ``metadata`` records: WARC 1.1 §5.9
+    defines the payload digest for records whose block has a well-defined payload (an HTTP
+    message's entity); a ``metadata`` block (``application/warc-fields``) has none, and FastWARC's
+    payload check (``fastwarc check -p``) rejects a digest there. ``warcinfo`` and ``revisit`` are
+    already left out by warcio."""
+
+    NO_PAYLOAD_DIGEST_TYPES = (*WARCWriter.NO_PAYLOAD_DIGEST_TYPES, "metadata")
+
+
 class _Records:
     """The records of one fetch (or one ``warcinfo``), serialized by warcio's ``WARCWriter``
-    (``gzip=False``) into one buffer, then compressed one gzip member per record (WARC 1.1 Annex
-    D.2). ``writer`` also builds the records (``WARCWriter`` is a warcio ``RecordBuilder``)."""
+    (``gzip=False``, :class:`_Writer`) into one buffer, then compressed one gzip member per record
+    (WARC 1.1 Annex D.2). ``writer`` also builds the records (``WARCWriter`` is a warcio
+    ``RecordBuilder``)."""
 
     __slots__ = ("buf", "writer", "ends")
 
     def __init__(self) -> None:
         self.buf = io.BytesIO()
-        self.writer = WARCWriter(self.buf, gzip=False, warc_version=WARC_VERSION)
+        self.writer = _Writer(self.buf, gzip=False, warc_version=WARC_VERSION)
         self.ends: list[int] = []
 
     def add(self, record: Any) -> None:
