@@ -33,18 +33,15 @@ from batchcrawl.errors import WarcError
 from batchcrawl.urls import surt
 
 INDEXED_TYPES = ("response", "revisit", "resource")
-#: Folder-free suffix of the CDXJ file beside a WARC file.
-CDXJ_SUFFIX = ".cdxj"
 
 
 @dataclass(frozen=True, slots=True)
 class Capture:
-    """One indexed record: its CDXJ ``fields`` (without ``length``, ``offset``, ``filename``), its
-    record type, ``WARC-Date`` (full precision), ``WARC-Record-ID``, and where it is (bytes)."""
+    """One indexed record: its record type, ``WARC-Date`` (full precision), CDXJ ``fields``
+    (without ``length``, ``offset``, ``filename``) and where it is (bytes)."""
 
     rec_type: str
     warc_date: str
-    record_id: str
     fields: dict[str, str]
     offset: int
     length: int
@@ -119,7 +116,6 @@ def scan(fh: IO[bytes], filename: str, *, arc: bool = False) -> list[Capture]:
                 Capture(
                     rec_type=record.rec_type,
                     warc_date=record.rec_headers.get_header("WARC-Date") or "",
-                    record_id=record.rec_headers.get_header("WARC-Record-ID") or "",
                     fields=fields,
                     offset=it.get_record_offset(),
                     length=it.get_record_length(),
@@ -136,14 +132,6 @@ def scan(fh: IO[bytes], filename: str, *, arc: bool = False) -> list[Capture]:
 def cdxj_lines(fh: IO[bytes], filename: str, *, arc: bool = False) -> list[str]:
     """Unsorted CDXJ lines for the WARC stream ``fh``; ``filename`` goes into each line."""
     return [c.line(filename) for c in scan(fh, filename, arc=arc)]
-
-
-def cdxj_name(warc_path: str) -> str:
-    """The CDXJ file beside a WARC file: ``X.warc.gz`` -> ``X.cdxj``."""
-    for ext in (".warc.gz", ".warc"):
-        if warc_path.endswith(ext):
-            return warc_path[: -len(ext)] + CDXJ_SUFFIX
-    return warc_path + CDXJ_SUFFIX
 
 
 def timestamp14(warc_date: str) -> str:

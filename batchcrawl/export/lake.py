@@ -62,7 +62,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from batchcrawl import __version__
-from batchcrawl.cdxj import cdxj_name, scan
+from batchcrawl.cdxj import scan
 from batchcrawl.errors import BatchcrawlError
 from batchcrawl.export import ccindex
 from batchcrawl.store import atomic, paths
@@ -126,6 +126,10 @@ def table_part(table: str, crawl: str, round: int, part: int) -> str:
 def warc_dest(crawl: str, round: int, source: str) -> str:
     """Where the crawl's WARC file ``source`` goes: ``warc/crawl=NAME/round=N/BASENAME``."""
     return f"warc/crawl={crawl}/round={round}/{posixpath.basename(source)}"
+
+
+#: The CDXJ file beside a WARC file (``X.warc.gz`` -> ``X.cdxj``), named as in the crawl directory.
+cdxj_name = paths.warc_cdxj
 
 
 def marker_path(crawl: str, round: int) -> str:
