@@ -1,4 +1,4 @@
-"""CDXJ index of a WARC file on any fsspec filesystem (``batchcrawl cdxj``): the lines of
+"""CDXJ index of a WARC file on any fsspec filesystem (:func:`write_cdxj`): the lines of
 :mod:`batchcrawl.cdxj` (what cdxj-indexer writes), sorted in byte order so replay tools can
 binary-search them.
 """
