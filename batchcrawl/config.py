@@ -341,6 +341,9 @@ class FetchSection:
     """Longest fetch phase of one round, seconds; what is left stays queued for the next round."""
     warc_rotate_bytes: Positive = 1_000_000_000
     """A WARC file is closed and a new one started past this many bytes."""
+    warc_cdxj: bool = True
+    """Write each closed WARC file's CDXJ index beside it (``X.warc.gz`` -> ``X.cdxj``, the lines
+    cdxj-indexer would write), so pywb replays the crawl directory without an export."""
     warc_compress_level: Annotated[int, Range(0, 9)] = 1
     """zlib-style level (0-9) of each WARC record's gzip member; 1 costs about 60% of the WARC CPU of 6
     for ~16% more bytes with zlib; levels 1-3 use ISA-L when python-isal is installed

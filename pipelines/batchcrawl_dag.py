@@ -34,7 +34,7 @@ variables: ``AIRFLOW_VAR_BATCHCRAWL_SCHEDULE`` (a cron expression or preset; def
 ``AIRFLOW_VAR_BATCHCRAWL_RETRIES`` (default 2) and ``AIRFLOW_VAR_BATCHCRAWL_RETRY_DELAY_S`` (seconds,
 default 300). Credentials
 for object stores come from the workers' environment (``AWS_*``), never from Variables in the
-command line. Installation: see ``pipelines/README.md``.
+command line. Installation: see ``docs/airflow.md``.
 """
 
 from __future__ import annotations

@@ -25,5 +25,10 @@ ruff format --check .
 # Without the venv those tests skip with a reason.
 bash scripts/airflow_test.sh --setup-only
 
+# pywb (tests/test_pywb.py replays an exported crawl in a standard pywb collection): pywb 2.10 in its
+# own virtualenv, .venv-pywb, created by scripts/pywb_test.sh (about 20 s from PyPI; reused when it
+# imports pywb). Without the venv those tests skip with a reason.
+bash scripts/pywb_test.sh --setup-only
+
 # pytest exits 5 when it collects no test: that is a failure here too.
 python3 -m pytest -q -p no:cacheprovider "$@"

@@ -196,6 +196,8 @@ def test_gc_keeps_referenced_files_of_older_generations(tmp_path):
     # an orphan of a round that died, and an old temp leftover
     crawl.write_table("fetched", "fetched/round=9/shard=00.parquet", [fetched_row(1)])
     put(crawl, "warc/round=9/shard=00-00000.warc.gz", b"orphan")
+    put(crawl, "warc/round=9/shard=00-00000.cdxj", b"orphan's index")
+    put(crawl, "warc/round=1/shard=00-00000.cdxj", b"kept WARC's index")
     put(crawl, "frontier/gen=3/bucket=000.parquet.tmp-abc", b"partial")
     put(crawl, "crawl.duckdb.tmp-abc", b"partial")
     put(crawl, "_lock.json.stale-abc", b"{}")
@@ -207,12 +209,14 @@ def test_gc_keeps_referenced_files_of_older_generations(tmp_path):
     assert "warc/round=1/shard=00-00000.warc.gz" in files  # named by gen 2's fetched rows
     assert "fetched/round=9/shard=00.parquet" not in files
     assert "warc/round=9/shard=00-00000.warc.gz" not in files
+    assert "warc/round=1/shard=00-00000.cdxj" in files  # beside a kept WARC file
+    assert "warc/round=9/shard=00-00000.cdxj" not in files
     assert "frontier/gen=3/bucket=000.parquet.tmp-abc" not in files
     assert "_commits/000001.json" not in files and "_commits/000002.json" in files
     assert "crawl.duckdb.tmp-abc" not in files and "_lock.json.stale-abc" not in files
     assert "crawl.duckdb" in files and "crawl.toml" in files
     assert result["kept_generations"] == [g2.generation]
-    assert result["deleted_manifests"] == 2 and result["deleted_files"] == 6
+    assert result["deleted_manifests"] == 2 and result["deleted_files"] == 7
     assert_generation_complete(crawl)
 
 

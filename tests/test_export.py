@@ -16,6 +16,7 @@ import posixpath
 import signal
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 
 import duckdb
@@ -186,12 +187,13 @@ def test_cdxj_offsets_seek_to_their_records_in_the_exported_warc(local_export):
         for line in text:
             key, stamp, blob = line.split(" ", 2)
             fields = json.loads(blob)
-            assert fields["filename"] == str(path.relative_to(dest)).replace(".cdxj", ".warc.gz")
-            with open(dest / fields["filename"], "rb") as fh:  # seek by hand: a gzip member starts
+            # the bare WARC name, as cdxj-indexer writes it and a pywb collection resolves it
+            warc = path.parent / fields["filename"]
+            assert warc == path.with_name(path.name.replace(".cdxj", ".warc.gz"))
+            with open(warc, "rb") as fh:  # seek by hand: a gzip member starts
                 fh.seek(int(fields["offset"]))
                 assert fh.read(2) == b"\x1f\x8b"
-            rec = read_record(fs, str(dest / fields["filename"]), int(fields["offset"]),
-                              int(fields["length"]))  # fmt: skip
+            rec = read_record(fs, str(warc), int(fields["offset"]), int(fields["length"]))
             assert rec.rec_type in ("response", "revisit")
             assert rec.target_uri == fields["url"] and key == surt(fields["url"])
             assert str(rec.http_status) == fields["status"]
@@ -251,13 +253,23 @@ def test_index_records_are_where_the_index_says(local_export):
     fs = fsspec.filesystem("file")
     con = duckdb.connect()
     rows = con.sql(
-        f"SELECT url, warc_filename, warc_record_offset, warc_record_length, content_digest "
+        f"SELECT url, warc_filename, warc_record_offset, warc_record_length, content_digest, "
+        f"fetch_time, content_mime_type, subset "
         f"FROM read_parquet('{dest}/index/*/*/*.parquet') ORDER BY url_surtkey"
     ).fetchall()
-    for url, name, offset, length, digest in rows:
+    kinds = set()
+    for url, name, offset, length, digest, fetch_time, mime, subset in rows:
         rec = read_record(fs, str(dest / name), offset, length)
+        headers = dict(rec.rec_headers)
         assert rec.target_uri == url
-        assert dict(rec.rec_headers)["WARC-Payload-Digest"] == f"sha1:{digest}"
+        assert headers["WARC-Payload-Digest"] == f"sha1:{digest}"
+        # every row, robots.txt ones too, has the WARC-Date to the millisecond
+        date = datetime.fromisoformat(headers["WARC-Date"].replace("Z", "+00:00"))
+        assert fetch_time == date.replace(tzinfo=None, microsecond=date.microsecond // 1000 * 1000)
+        # a revisit's byte range has no body: Common Crawl's mime says so
+        assert (mime == "warc/revisit") == (rec.rec_type == "revisit"), (url, mime)
+        kinds.add((rec.rec_type, subset))
+    assert {("revisit", "warc"), ("response", "robotstxt")} <= kinds
 
 
 def test_rerun_skips_everything_and_new_tables_are_added(crawl, local_export, tmp_path):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 
 from batchcrawl.store.gc import is_layout_path
-from batchcrawl.store.paths import warc_prefix
+from batchcrawl.store.paths import warc_cdxj, warc_prefix
 
 T = dt.datetime(2026, 3, 4, 5, 6, 7, tzinfo=dt.UTC).timestamp()
 
@@ -24,3 +24,7 @@ def test_gc_layout_knows_the_names():
     assert is_layout_path("warc", name + ".tmp-0a1b")
     assert is_layout_path("warc", "warc/round=7/shard=03-00000.warc.gz")  # older crawls
     assert not is_layout_path("warc", "warc/round=7/news.warc.gz")
+    cdxj = warc_cdxj(name)  # the CDXJ written beside it at crawl time (fetch.warc_cdxj)
+    assert cdxj == name.removesuffix(".warc.gz") + ".cdxj"
+    assert is_layout_path("warc", cdxj) and is_layout_path("warc", cdxj + ".tmp-0a1b")
+    assert not is_layout_path("warc", "warc/round=7/news.cdxj")

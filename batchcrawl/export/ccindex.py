@@ -13,8 +13,12 @@ Rows come from two sources:
 * the round's ``fetched`` rows that have a WARC record (a response or revisit record), joined with
   what the row already carries (status, digest, MIME type, charset, truncation, redirect target);
 * WARC captures with no ``fetched`` row: these are robots.txt fetches (the fetch worker archives
-  them but does not list them in ``fetched``), found in the CDXJ lines of the round's WARC files
-  (:func:`batchcrawl.cdxj.cdxj_lines`); they form the ``robotstxt`` subset.
+  them but does not list them in ``fetched``), found by scanning the round's WARC files
+  (:func:`batchcrawl.cdxj.scan`); they form the ``robotstxt`` subset.
+
+Revisit records (a duplicate payload, or a 304 to a conditional refetch) are rows like the others,
+with ``content_mime_type`` ``warc/revisit`` (Common Crawl's convention, and the CDXJ ``mime``): the
+byte range holds the HTTP headers only, and the body is in the capture the revisit refers to.
 
 Columns left out, because batchcrawl has no data for them: ``content_mime_detected`` (no content
 sniffing), ``content_languages`` (no language detection) and ``warc_record_id`` (added by Common
@@ -29,8 +33,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import ipaddress
-import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -38,11 +41,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from publicsuffixlist import PublicSuffixList
 
+from batchcrawl.cdxj import Capture
 from batchcrawl.errors import BatchcrawlError
 from batchcrawl.store import schemas
 from batchcrawl.urls import surt
 
 SUBSETS = ("warc", "crawldiagnostics", "robotstxt")
+#: ``content_mime_type`` of a revisit record's row (Common Crawl's, and CDXJ's ``mime``).
+REVISIT_MIME = "warc/revisit"
 _INT32_MAX = 2**31 - 1
 _HOST_PARTS = ("url_host_tld", "url_host_2nd_last_part", "url_host_3rd_last_part",
                "url_host_4th_last_part", "url_host_5th_last_part")  # fmt: skip
@@ -154,48 +160,50 @@ def _digest(value: str | None) -> str | None:
     return value.split(":", 1)[1] if ":" in value else value
 
 
-def _cdxj_time(timestamp14: str) -> dt.datetime:
-    return dt.datetime.strptime(timestamp14, "%Y%m%d%H%M%S")
+def _warc_time(warc_date: str) -> dt.datetime:
+    """``2023-11-14T22:13:20.250731Z`` -> that time, cut to milliseconds (the ``fetch_time``
+    precision of every row)."""
+    when = dt.datetime.fromisoformat(warc_date.replace("Z", "+00:00")).replace(tzinfo=None)
+    return when.replace(microsecond=when.microsecond // 1000 * 1000)
 
 
-def robots_rows(cdxj: Iterable[str], known: set[tuple[str, int]]) -> list[dict[str, Any]]:
-    """Index rows (without ``warc_segment``/``crawl``) for the CDXJ lines of captures not in
-    ``known``.
+def robots_rows(
+    captures: Iterable[Capture], warc_filename: str, known: Collection[int]
+) -> list[dict[str, Any]]:
+    """Index rows (without ``warc_segment``/``crawl``) for the captures of one WARC file that have
+    no ``fetched`` row (robots.txt fetches).
 
     Parameters
     ----------
-    cdxj
-        CDXJ lines (:func:`batchcrawl.cdxj.cdxj_lines`) whose ``filename`` is the exported WARC
-        path, as ``warc_filename`` will be.
+    captures
+        The file's captures (:func:`batchcrawl.cdxj.scan`).
+    warc_filename
+        The ``warc_filename`` to write (the exported path).
     known
-        ``(warc_filename, warc_record_offset)`` of the captures that have a ``fetched`` row.
+        Offsets (bytes) of the file's records that have a ``fetched`` row.
 
     Notes
     -----
-    ``fetch_time`` has the CDXJ timestamp's precision (seconds), as in Common Crawl's index, which
-    is built from its CDX files. Charset, truncation and redirect target are not in CDXJ: None.
+    ``fetch_time`` is the record's WARC-Date cut to milliseconds, as for every other row. Charset,
+    truncation and redirect target are not recorded for robots.txt: None.
     """
     rows = []
-    for line in cdxj:
-        key, timestamp, blob = line.split(" ", 2)
-        fields = json.loads(blob)
-        where = (fields["filename"], int(fields["offset"]))
-        status = fields.get("status")
-        if where in known or not status or not status.isdigit():
+    for cap in captures:
+        status = cap.fields.get("status")
+        if cap.offset in known or not status or not status.isdigit():
             continue
-        row = url_columns(fields["url"])
-        mime = fields.get("mime")
+        row = url_columns(cap.fields["url"])
         row.update(
-            fetch_time=_cdxj_time(timestamp),
+            fetch_time=_warc_time(cap.warc_date),
             fetch_status=int(status),
             fetch_redirect=None,
-            content_digest=fields.get("digest"),
-            content_mime_type=None if mime == "warc/revisit" else mime,
+            content_digest=_digest(cap.fields.get("digest")),
+            content_mime_type=cap.fields.get("mime"),
             content_charset=None,
             content_truncated=None,
-            warc_filename=fields["filename"],
-            warc_record_offset=int(fields["offset"]),
-            warc_record_length=int(fields["length"]),
+            warc_filename=warc_filename,
+            warc_record_offset=cap.offset,
+            warc_record_length=cap.length,
             subset=subset_of(int(status), robots=True),
         )
         rows.append(row)
@@ -209,6 +217,7 @@ def index_table(
     segment: str,
     warc_name: Callable[[str], str] = lambda name: name,
     extra_rows: Iterable[Mapping[str, Any]] = (),
+    revisits: Collection[tuple[str, int]] = (),
 ) -> pa.Table:
     """The index rows of a round's ``fetched`` rows (plus ``extra_rows``), sorted by SURT key.
 
@@ -226,6 +235,11 @@ def index_table(
         Maps a crawl-relative WARC path to the ``warc_filename`` written (the exported path).
     extra_rows
         Further rows, e.g. :func:`robots_rows`, already carrying exported WARC names.
+    revisits
+        ``(warc_filename, warc_record_offset)`` (crawl-relative names) of the rows whose record
+        is a ``revisit``: their ``content_mime_type`` is ``warc/revisit`` and charset and
+        truncation are None, as in Common Crawl's index, so a reader of that byte range knows
+        it holds HTTP headers and no body.
 
     Returns
     -------
@@ -240,16 +254,18 @@ def index_table(
     """
     captures = fetched.filter(pc.is_valid(fetched.column("warc_filename")))
     rows = []
+    revisits = set(revisits)
     for r in captures.to_pylist():
         row = url_columns(r["url"])
+        revisit = (r["warc_filename"], r["warc_record_offset"]) in revisits
         row.update(
             fetch_time=r["fetch_time"],
             fetch_status=r["fetch_status"],
             fetch_redirect=r["fetch_redirect"],
             content_digest=_digest(r["content_digest"]),
-            content_mime_type=r["content_mime_type"],
-            content_charset=r["content_charset"],
-            content_truncated=r["content_truncated"],
+            content_mime_type=REVISIT_MIME if revisit else r["content_mime_type"],
+            content_charset=None if revisit else r["content_charset"],
+            content_truncated=None if revisit else r["content_truncated"],
             warc_filename=warc_name(r["warc_filename"]),
             warc_record_offset=r["warc_record_offset"],
             warc_record_length=r["warc_record_length"],

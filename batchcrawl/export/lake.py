@@ -15,9 +15,10 @@ The Parquet tables are Hive-partitioned (``crawl=NAME/round=N``), so DuckDB's
 ``pyarrow.dataset(..., partitioning="hive")`` read them as one table. As in Hive and in Common
 Crawl's index, the partition columns are stored in the path only: the ``round`` column of
 ``fetched``, ``links`` and ``fetchlists`` and the ``crawl`` column of ``index`` are not in the files.
-``warc_filename`` in the exported ``fetched`` and ``index`` tables, and ``filename`` in the CDXJ
-lines, are paths relative to ``DEST`` (Common Crawl's are relative to its bucket); they resolve when
-``warc`` is exported too.
+``warc_filename`` in the exported ``fetched`` and ``index`` tables is a path relative to ``DEST``
+(Common Crawl's are relative to its bucket); it resolves when ``warc`` is exported too. ``filename``
+in the CDXJ lines is the bare WARC file name, as cdxj-indexer writes it and a pywb collection
+resolves it (WARC names are unique across crawls, rounds and shards: ``store.paths.warc_prefix``).
 
 What is read. Only the crawl's current committed manifest (:meth:`CrawlDir.manifest`): a round's
 Parquet files are the manifest's entries under ``TABLE/round=N/``, and its WARC files are those that
@@ -61,9 +62,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from batchcrawl import __version__
+from batchcrawl.cdxj import scan
 from batchcrawl.errors import BatchcrawlError
 from batchcrawl.export import ccindex
-from batchcrawl.export.cdxj import cdxj_lines
 from batchcrawl.store import atomic, paths
 from batchcrawl.store.crawldir import CrawlDir, FileEntry, Manifest, utcnow_iso
 
@@ -127,12 +128,8 @@ def warc_dest(crawl: str, round: int, source: str) -> str:
     return f"warc/crawl={crawl}/round={round}/{posixpath.basename(source)}"
 
 
-def cdxj_name(warc_path: str) -> str:
-    """The CDXJ file beside a WARC file: ``X.warc.gz`` -> ``X.cdxj``."""
-    for ext in (".warc.gz", ".warc"):
-        if warc_path.endswith(ext):
-            return warc_path[: -len(ext)] + ".cdxj"
-    return warc_path + ".cdxj"
+#: The CDXJ file beside a WARC file (``X.warc.gz`` -> ``X.cdxj``), named as in the crawl directory.
+cdxj_name = paths.warc_cdxj
 
 
 def marker_path(crawl: str, round: int) -> str:
@@ -465,9 +462,9 @@ class Exporter:
             with self.crawl.fs.open(self.crawl.path(src), "rb", block_size=_COPY_CHUNK) as fh:
                 if copy:
                     with self.dest.open_write(rel) as out:
-                        lines, copied = self._index_stream(fh, out, rel)
+                        captures, copied = self._index_stream(fh, out, rel)
                 else:
-                    lines, copied = self._index_stream(fh, None, rel)
+                    captures, copied = self._index_stream(fh, None, rel)
         except FileNotFoundError:
             raise ExportError(
                 f"{self.crawl.path(src)}: WARC file named by committed fetched rows is missing"
@@ -479,36 +476,42 @@ class Exporter:
         file_info: dict[str, Any] = {"path": rel, "bytes": size, "source": src}
         if copy:
             self._done(rel)
-            sorted_lines = sorted(lines)
+            name = posixpath.basename(rel)
+            sorted_lines = sorted(c.line(name) for c in captures)
             cdxj_rel = cdxj_name(rel)
             self.dest.put(cdxj_rel, "".join(line + "\n" for line in sorted_lines).encode("utf-8"))
             self._done(cdxj_rel)
             file_info.update(cdxj=cdxj_rel, cdxj_lines=len(sorted_lines))
-        return {"file": file_info, "lines": lines}
+        return {"file": file_info, "captures": captures}
 
     @staticmethod
-    def _index_stream(fh, out, rel: str) -> tuple[list[str], int]:
+    def _index_stream(fh, out, rel: str) -> tuple[list, int]:
         tee = _TeeReader(fh, out)
         reader = io.BufferedReader(tee, buffer_size=1 << 20)
-        lines = cdxj_lines(reader, rel)
+        captures = scan(reader, rel)
         # the iterator stops at the end of the last record: copy whatever follows, byte for byte
         while reader.read(_COPY_CHUNK):
             pass
-        return lines, tee.count
+        return captures, tee.count
 
     def _index_parts(
         self, fetched: pa.Table, r: int, scanned: dict[str, dict], fetched_entries: list[FileEntry]
     ) -> list[tuple[str, pa.Table]]:
         """One index part per fetch shard: its captures, plus the robots.txt captures of its WARC
         files."""
-        known = {
-            (warc_dest(self.name, r, name), off)
-            for name, off in zip(
-                fetched.column("warc_filename").to_pylist(),
-                fetched.column("warc_record_offset").to_pylist(),
-                strict=True,
-            )
-            if name is not None
+        known: dict[str, set[int]] = {}
+        for name, off in zip(
+            fetched.column("warc_filename").to_pylist(),
+            fetched.column("warc_record_offset").to_pylist(),
+            strict=True,
+        ):
+            if name is not None:
+                known.setdefault(name, set()).add(off)
+        revisits = {
+            (src, c.offset)
+            for src, info in scanned.items()
+            for c in info["captures"]
+            if c.rec_type == "revisit"
         }
         shard_of_warc: dict[str, int] = {}
         for name, shard in zip(
@@ -528,13 +531,18 @@ class Exporter:
             extra = []
             for src, info in scanned.items():
                 if shard_of_warc.get(src) == shard:
-                    extra.extend(ccindex.robots_rows(info["lines"], known))
+                    extra.extend(
+                        ccindex.robots_rows(
+                            info["captures"], warc_dest(self.name, r, src), known.get(src, set())
+                        )
+                    )
             table = ccindex.index_table(
                 rows,
                 crawl=self.name,
                 segment=str(r),
                 warc_name=lambda name: warc_dest(self.name, r, name),
                 extra_rows=extra,
+                revisits=revisits,
             )
             parts.append((table_part("index", self.name, r, shard), table))
         return parts

@@ -10,7 +10,7 @@ starts with a ``warcinfo`` record; each fetch that got an HTTP response adds
   to a conditional refetch, a ``revisit`` record with the ``server-not-modified`` profile (WARC 1.1
   §6.7.3: ``WARC-Refers-To-Target-URI`` and ``-Date`` of the capture confirmed, no payload digest),
 * optionally a ``metadata`` record (``application/warc-fields``) with ``fetchTimeMs`` and one
-  ``outlink:`` line per outlink.
+  ``outlink:`` line per outlink (a block digest, no payload digest: it has no HTTP payload).
 
 The records of one fetch share ``WARC-Date`` (the request start, with microseconds: WARC 1.1 §5.4
 allows fractional seconds) and ``WARC-IP-Address``, and point at each other with
@@ -75,8 +75,10 @@ from warcio.archiveiterator import ArchiveIterator
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
+from batchcrawl.cdxj import Capture, capture_fields
 from batchcrawl.errors import WarcError
 from batchcrawl.records import FetchResult
+from batchcrawl.store import atomic
 
 WARC_VERSION = "WARC/1.1"
 REVISIT_PROFILE = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
@@ -195,6 +197,7 @@ class _OpenFile:
     size: int = 0
     records: int = 0
     warcinfo_id: str = ""
+    captures: list[Capture] = field(default_factory=list)
 
 
 class WarcWriter:
@@ -227,6 +230,13 @@ class WarcWriter:
         Level of each record's gzip member (0 stored, 1 fastest .. 9 smallest; default 6, as
         gzip; 1-3 with ISA-L when installed, :func:`gzip_member`). The fetch worker passes
         ``fetch.warc_compress_level``.
+    cdxj_name
+        If given, maps a WARC file's path to the path of its CDXJ index, written (whole, sorted)
+        when the file is closed: one line per response or revisit record, made from the records
+        as they are written (:func:`batchcrawl.cdxj.capture_fields`, the same fields a reader
+        finds), ``filename`` the WARC file's bare name. The fetch worker passes
+        ``store.paths.warc_cdxj`` when ``fetch.warc_cdxj`` is on, so each closed WARC file of a
+        crawl directory can be replayed by pywb without an export.
 
     Notes
     -----
@@ -253,6 +263,7 @@ class WarcWriter:
         warcinfo_fields: dict[str, str] | None = None,
         first_serial: int = 0,
         compress_level: int = 6,
+        cdxj_name: Callable[[str], str] | None = None,
     ) -> None:
         if rotate_bytes < 1:
             raise WarcSettingError(
@@ -278,6 +289,7 @@ class WarcWriter:
         self._file: _OpenFile | None = None
         self._lock = threading.Lock()
         self.compress_level = compress_level
+        self.cdxj_name = cdxj_name
         self.files: list[str] = []
         """Paths of the files opened so far, in order."""
         self.records_written = 0
@@ -297,10 +309,24 @@ class WarcWriter:
 
     def _close(self) -> None:
         if self._file is not None:
+            f, self._file = self._file, None
             try:
-                self._file.handle.close()
-            finally:
-                self._file = None
+                f.handle.close()
+            except OSError as exc:
+                raise WarcError(f"{f.name}: cannot close WARC file: {exc}") from exc
+            if self.cdxj_name is not None:
+                self._write_cdxj(f)
+
+    def _write_cdxj(self, f: _OpenFile) -> None:
+        """The sorted CDXJ index of the closed file ``f`` beside it (``cdxj_name``)."""
+        path = self.cdxj_name(f.name)
+        name = f.name.rsplit("/", 1)[-1]
+        text = "".join(sorted(c.line(name) + "\n" for c in f.captures))
+        try:
+            with atomic.open_whole(self.fs, path) as out:
+                out.write(text.encode("utf-8"))
+        except OSError as exc:
+            raise WarcError(f"{path}: cannot write the CDXJ index of {f.name}: {exc}") from exc
 
     # -- writing ------------------------------------------------------------------------------
     def write_fetch(
@@ -348,14 +374,17 @@ class WarcWriter:
             f = self._file
         if not_modified_of is not None:
             revisit_of, digest = not_modified_of, ""  # type: ignore[assignment]
-        parts = self._build(result, outlinks, revisit_of, digest, f.warcinfo_id)
+        parts, capture = self._build(result, outlinks, revisit_of, digest, f.warcinfo_id)
         with self._lock:
             if self._file is not f:  # rotated (or closed) meanwhile: rebuild for the new file
                 if self._file is None:
                     self._open_next()
                 f = self._file
-                parts = self._build(result, outlinks, revisit_of, digest, f.warcinfo_id)
+                parts, capture = self._build(result, outlinks, revisit_of, digest, f.warcinfo_id)
             location = WarcLocation(f.name, f.size + len(parts[0]), len(parts[1]))
+            if self.cdxj_name is not None and capture is not None:
+                rec_type, date, fields = capture
+                f.captures.append(Capture(rec_type, date, fields, location.offset, location.length))
             self._append(b"".join(parts), len(parts))
             if f.size >= self.rotate_bytes:
                 self._close()
@@ -368,8 +397,10 @@ class WarcWriter:
         revisit_of: tuple[str, str] | None,
         digest: str | None,
         warcinfo_id: str,
-    ) -> list[bytes]:
-        """The gzip members of one fetch's records: request, response or revisit, [metadata]."""
+    ) -> tuple[list[bytes], tuple[str, str, dict[str, str]] | None]:
+        """The gzip members of one fetch's records (request, response or revisit, [metadata]) and
+        the CDXJ capture of its response or revisit (type, WARC-Date, fields; None if the
+        record is not indexed)."""
         date = warc_date(result.started if result.started > 0 else self.clock())
         req_id, resp_id = self.record_id_maker(), self.record_id_maker()
         body = result.raw_body
@@ -430,6 +461,8 @@ class WarcWriter:
                 warc_headers_dict=fields, http_headers=http,
             )  # fmt: skip
         records.add(response)
+        fields = capture_fields(response.rec_type, response.rec_headers, response.http_headers)
+        capture = None if fields is None else (response.rec_type, date, fields)
 
         if outlinks is not None:
             lines = [f"fetchTimeMs: {round(result.download_s * 1000)}"]
@@ -444,7 +477,7 @@ class WarcWriter:
                 )
             )  # fmt: skip
 
-        return records.compress(self.compress_level)
+        return records.compress(self.compress_level), capture
 
     # -- internals ----------------------------------------------------------------------------
     def _append(self, data: bytes, n_records: int) -> None:
@@ -494,16 +527,27 @@ class WarcWriter:
         self._file.warcinfo_id = info_id
 
 
+class _Writer(WARCWriter):
+    """warcio's writer, with no ``WARC-Payload-Digest`` on ``metadata`` records: WARC 1.1 §5.9
+    defines the payload digest for records whose block has a well-defined payload (an HTTP
+    message's entity); a ``metadata`` block (``application/warc-fields``) has none, and FastWARC's
+    payload check (``fastwarc check -p``) rejects a digest there. ``warcinfo`` and ``revisit`` are
+    already left out by warcio."""
+
+    NO_PAYLOAD_DIGEST_TYPES = (*WARCWriter.NO_PAYLOAD_DIGEST_TYPES, "metadata")
+
+
 class _Records:
     """The records of one fetch (or one ``warcinfo``), serialized by warcio's ``WARCWriter``
-    (``gzip=False``) into one buffer, then compressed one gzip member per record (WARC 1.1 Annex
-    D.2). ``writer`` also builds the records (``WARCWriter`` is a warcio ``RecordBuilder``)."""
+    (``gzip=False``, :class:`_Writer`) into one buffer, then compressed one gzip member per record
+    (WARC 1.1 Annex D.2). ``writer`` also builds the records (``WARCWriter`` is a warcio
+    ``RecordBuilder``)."""
 
     __slots__ = ("buf", "writer", "ends")
 
     def __init__(self) -> None:
         self.buf = io.BytesIO()
-        self.writer = WARCWriter(self.buf, gzip=False, warc_version=WARC_VERSION)
+        self.writer = _Writer(self.buf, gzip=False, warc_version=WARC_VERSION)
         self.ends: list[int] = []
 
     def add(self, record: Any) -> None:

@@ -609,6 +609,7 @@ class FetchWorker:
             self.cfg.fetch.warc_rotate_bytes, self.cfg.crawl.user_agent,
             warcinfo_fields={"robots": "classic", "isPartOf": self.cfg.crawl.name or "batchcrawl"},
             compress_level=self.cfg.fetch.warc_compress_level,
+            cdxj_name=paths.warc_cdxj if self.cfg.fetch.warc_cdxj else None,
         )  # fmt: skip
 
     # -- internals ------------------------------------------------------------------------------

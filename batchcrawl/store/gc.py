@@ -37,7 +37,8 @@ log = logging.getLogger(__name__)
 
 def referenced_files(crawl: CrawlDir, generations: list[int]) -> set[str]:
     """Paths (relative to the crawl root) referenced by the manifests of ``generations``: every
-    table file, every WARC file named in their ``fetched`` tables, and the link graph built from
+    table file, every WARC file named in their ``fetched`` tables (and the ``.cdxj`` beside it),
+    and the link graph built from
     each of them (its ``graph.json`` and the files that lists under ``"files"``)."""
     keep: set[str] = set()
     fetched: set[str] = set()
@@ -52,6 +53,7 @@ def referenced_files(crawl: CrawlDir, generations: list[int]) -> set[str]:
         column = crawl.read_table("fetched", [rel], columns=["warc_filename"]).column(0)
         for name in pc.unique(column.drop_null()).to_pylist():
             keep.add(posixpath.normpath(name))
+            keep.add(posixpath.normpath(paths.warc_cdxj(name)))  # its CDXJ, if written
     return keep
 
 

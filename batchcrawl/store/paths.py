@@ -25,6 +25,7 @@ parses it is defined here too, next to the function that builds it::
     graph/gen=7/nodes/part=042.parquet           graph_nodes(7, 42)
     graph/gen=7/out/part=042.bin                 graph_lists(7, "out", 42) (and "in")
     warc/round=7/news-00007-03-20261130201500-00000.warc.gz   warc_dir(7), warc_prefix("news", 7, 3, t) + serial
+    warc/round=7/news-00007-03-20261130201500-00000.cdxj      warc_cdxj(...): its CDXJ index (fetch.warc_cdxj)
 """
 
 from __future__ import annotations
@@ -167,6 +168,16 @@ def warc_prefix(crawl_name: str, round: int, shard: int, wall_s: float) -> str:
     return f"{safe}-{round:05d}-{shard:02d}-{stamp}"
 
 
+def warc_cdxj(warc_rel: str) -> str:
+    """The CDXJ index beside a WARC file: ``X.warc.gz`` (or ``X.warc``) -> ``X.cdxj`` (pywb's
+    and cdxj-indexer's naming; written at crawl time when ``fetch.warc_cdxj`` is on, and beside
+    each exported WARC file)."""
+    for ext in (".warc.gz", ".warc"):
+        if warc_rel.endswith(ext):
+            return warc_rel[: -len(ext)] + ".cdxj"
+    return warc_rel + ".cdxj"
+
+
 def parse_round(path: str) -> int | None:
     """The round of a ``.../round=N/...`` path, or None."""
     m = ROUND_RE.search(path)
@@ -203,7 +214,7 @@ LAYOUT = {
         rf"graph/gen=\d+/(?:graph\.json|nodes/part=\d{{3,}}\.parquet"
         rf"|(?:out|in)/part=\d{{3,}}\.bin){_TMP}"
     ),
-    "warc": rf"warc/round=\d+/{_WARC_NAME}\.warc\.gz{_TMP}",
+    "warc": rf"warc/round=\d+/{_WARC_NAME}(?:\.warc\.gz|\.cdxj){_TMP}",
     COMMITS_DIR: rf"{COMMITS_DIR}/\d{{6,}}\.json{_TMP}",
     "": r"(?:crawl\.duckdb\.tmp-[0-9A-Za-z]+(?:\.wal)?|_lock\.json\.(?:tmp|stale)-[0-9A-Za-z]+)",
 }
