@@ -51,8 +51,9 @@ def test_message_names_the_earliest_waiting_url_of_a_due_status(tmp_path):
     rows = [
         {**frontier_row(0), "next_fetch_time": late},
         {**frontier_row(1, status="error"), "next_fetch_time": soon},
-        {**frontier_row(2, status="fetched"), "next_fetch_time": later(60)},  # never due again
-        frontier_row(3, status="gone"),
+        {**frontier_row(2, status="fetched"), "next_fetch_time": later(4 * 3600)},  # a refetch
+        {**frontier_row(3, status="fetched"), "next_fetch_time": None},  # never due again
+        frontier_row(4, status="gone"),
     ]
     crawl = crawl_with(tmp_path / "c", rows)
     now = time.time()
