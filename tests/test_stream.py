@@ -86,6 +86,18 @@ def test_stream_commits_checkpoints_with_readable_files(both):
     assert sql.query(streamed, by_status).to_pylist() == sql.query(batch, by_status).to_pylist()
 
 
+def _digests(crawl: CrawlDir) -> set[str]:
+    files = crawl.manifest().files("content")
+    return set(crawl.read_table("content", files, columns=["digest"]).column("digest").to_pylist())
+
+
+def test_stream_fills_the_content_seen_table_as_rounds_do(both):
+    _, _, batch, streamed, summary, _ = both
+    digests = _digests(streamed)
+    assert digests and digests == _digests(batch)
+    assert summary["content"]["new_digests"] == len(digests)
+
+
 def test_stream_is_polite_across_micro_batches(both):
     web, cfg, _, _, summary, entries = both
     assert politeness_violations(entries, sample_delay(web, cfg)) == []
