@@ -104,6 +104,7 @@ def docs_config(
     threads: int = 16,
     shards: int = 2,
     workers: int = 2,
+    flush_interval_s: float = 5.0,
 ) -> Config:
     """Loopback-only config keeping the crawl on :data:`HOSTS` (an allow-list scope).
 
@@ -115,6 +116,8 @@ def docs_config(
         Fetches in flight at once to 127.0.0.1 (both hosts share it).
     threads, shards, workers
         Fetch threads per shard, fetch shards, LocalCluster worker processes.
+    flush_interval_s
+        Seconds between a stream's micro-batches (``stream.flush_interval_s``).
     """
     return loopback_test_config(
         politeness={"host_delay_s": host_delay_s, "ip_delay_s": 0.0,
@@ -125,6 +128,7 @@ def docs_config(
                  "deny_extensions": [], "max_depth": 100},
         frontier={"buckets": 8},
         round={"workers": workers, "threads_per_worker": 1},
+        stream={"flush_interval_s": flush_interval_s},
     )  # fmt: skip
 
 
@@ -236,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=2, help="LocalCluster worker processes")
     ap.add_argument("--max-rounds", type=int, default=100)
     ap.add_argument("--stream", action="store_true", help="one stream instead of rounds")
+    ap.add_argument("--flush-interval-s", type=float, default=5.0, help="stream micro-batches")
     args = ap.parse_args(argv)
     if not args.root.is_dir():
         print(f"{args.root} is not a directory: install the docs with "
@@ -247,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         run = crawl_docs(
             args.root, workdir, max_rounds=args.max_rounds, host_delay_s=args.host_delay_s,
             ip_concurrency=args.ip_concurrency, threads=args.threads, shards=args.shards,
-            workers=args.workers, stream=args.stream,
+            workers=args.workers, stream=args.stream, flush_interval_s=args.flush_interval_s,
         )  # fmt: skip
         print(json.dumps(report(run), default=str), flush=True)
     return 0
