@@ -603,13 +603,16 @@ def _run_stream(crawl: CrawlDir, cfg: Config, max_seconds: float | None) -> dict
     ``max_seconds``, SIGINT or SIGTERM (each takes a last checkpoint) and print its JSON summary.
     A lost worker or a full disk ends in one line, as for rounds
     (:func:`batchcrawl.round_faults.round_fault`): the last checkpoint is intact."""
+    from batchcrawl.progress import StreamProgress, stream_closing_summary
     from batchcrawl.signals import stop_requested
     from batchcrawl.stream import run_stream
 
     before = crawl.manifest()
     try:
-        with stop_requested() as stop:
-            summary = run_stream(crawl.url, cfg, stop, max_seconds=max_seconds)
+        with (stop_requested() as stop,
+              StreamProgress(sys.stderr.isatty(), cfg.progress.interval_s) as progress):  # fmt: skip
+            summary = run_stream(crawl.url, cfg, stop, max_seconds=max_seconds,
+                                 progress=progress.update)  # fmt: skip
     except Exception as exc:
         from batchcrawl.round_faults import round_fault
 
@@ -619,6 +622,8 @@ def _run_stream(crawl: CrawlDir, cfg: Config, max_seconds: float | None) -> dict
         log.debug("error details", exc_info=True)
         raise fault from None
     _echo_json(summary)
+    for line in stream_closing_summary(summary):
+        click.echo(line, err=True)
     return summary
 
 

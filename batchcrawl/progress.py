@@ -1,11 +1,13 @@
-"""Progress of running rounds (docs/design.md §9): a live rich table on a terminal, one INFO log
-line every ``progress.interval_s`` seconds otherwise (CI, Airflow), and a human summary at the end
-(Scrapy's closing stats block).
+"""Progress of running rounds and streams (docs/design.md §9): a live rich table on a terminal,
+one INFO log line every ``progress.interval_s`` seconds otherwise (CI, Airflow), and a human summary
+at the end (Scrapy's closing stats block).
 
 Fed by :func:`batchcrawl.round.run_rounds` with snapshots ``{"round": N, "planned": {shard: urls},
 "shards": {shard: counters}}``, where each shard's counters are its fetch worker's live counters
 (one per :class:`~batchcrawl.records.Outcome` value, ``links_new`` ...). Counters, rate and clock
 start again when the round number changes: a round never shows its predecessor's figures.
+A stream (:mod:`batchcrawl.stream`) feeds :class:`StreamProgress` its own snapshot
+(:meth:`batchcrawl.stream.Stream.snapshot`) after each micro-batch: totals since it started.
 """
 
 from __future__ import annotations
@@ -142,6 +144,42 @@ class RoundProgress:
         self._round = None
 
 
+def stream_line(snap: Mapping[str, Any]) -> str:
+    """One log line about a stream snapshot, e.g. ``stream: micro-batch 7, 1,234 pages (45.6/s),
+    3 errors, 5,000 new URLs, held per shard 12 30, 2 checkpoints (generation 9), elapsed 1m05s``
+    (pages: attempts of the committed micro-batches)."""
+    elapsed = float(snap.get("elapsed_s", 0.0))
+    attempts = int(snap.get("attempts", 0))
+    rate = attempts / elapsed if elapsed > 0 else 0.0
+    outcomes = snap.get("outcomes", {})
+    errors = int(sum(outcomes.get(k, 0) for k in ERRORS))
+    held = " ".join(str(n) for _, n in sorted(snap.get("held", {}).items()))
+    return (f"stream: micro-batch {snap.get('micro_batch')}, {attempts:,} pages ({rate:,.1f}/s), "
+            f"{errors:,} errors, {int(snap.get('new_urls', 0)):,} new URLs, held per shard "
+            f"{held or '-'}, {snap.get('checkpoints', 0)} checkpoints (generation "
+            f"{snap.get('generation')}), elapsed {duration(elapsed)}")  # fmt: skip
+
+
+class StreamProgress(RoundProgress):
+    """:class:`RoundProgress` for ``crawl --stream``: the same live display on a terminal (one
+    row, :func:`stream_line`) or one INFO line every ``interval_s`` seconds otherwise."""
+
+    def __init__(self, enabled: bool, interval_s: float = 30.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
+        super().__init__(enabled, interval_s, None, clock)
+
+    def update(self, snap: Mapping[str, Any]) -> None:
+        """A new snapshot of the stream (:meth:`batchcrawl.stream.Stream.snapshot`)."""
+        now = self.clock()
+        if self._live is not None:
+            t = Table(title="batchcrawl stream", show_header=False, title_justify="left")
+            t.add_row(stream_line(snap))
+            self._live.update(t)
+        elif now - self._last_log >= self.interval_s:
+            self._last_log = now
+            log.info("%s", stream_line(snap))
+
+
 def closing_summary(summaries: Sequence[Mapping[str, Any]], elapsed_s: float) -> list[str]:
     """The human summary printed on stderr at the end of ``round`` / ``crawl`` (Scrapy's stats
     dump, in a few lines): rounds and generations, attempts, responses, stored, errors by outcome,
@@ -157,6 +195,26 @@ def closing_summary(summaries: Sequence[Mapping[str, Any]], elapsed_s: float) ->
     first, last = summaries[0], summaries[-1]
     rounds = (f"round {first['round']}" if len(summaries) == 1
               else f"rounds {first['round']}-{last['round']}")  # fmt: skip
+    head = (f"batchcrawl: {rounds} committed (last generation {last['generation']}) in "
+            f"{duration(elapsed_s)}")  # fmt: skip
+    return [head] + _total_rows(total, errors, elapsed_s, "time limit")
+
+
+def stream_closing_summary(summary: Mapping[str, Any]) -> list[str]:
+    """The human summary of a stream's JSON ``summary`` (:func:`batchcrawl.stream.run_stream`),
+    in the lines :func:`closing_summary` prints for rounds, headed by why the stream stopped."""
+    first, last = summary["rounds"]
+    elapsed = float(summary.get("elapsed_s", 0.0))
+    head = (f"batchcrawl: stream stopped by {summary['stopped_by']}: micro-batches {first}-{last}, "
+            f"{summary['checkpoints']} checkpoints (last generation {summary['generation']}) in "
+            f"{duration(elapsed)}")  # fmt: skip
+    total = {k: int(summary.get(k, 0))
+             for k in ("attempts", "responses", "stored", "new_urls", "not_fetched")}  # fmt: skip
+    return [head] + _total_rows(total, dict(summary.get("errors") or {}), elapsed, "stopped")
+
+
+def _total_rows(total: Mapping[str, int], errors: Mapping[str, int], elapsed_s: float,
+                left_why: str) -> list[str]:  # fmt: skip
     by = ", ".join(f"{k} {v:,}" for k, v in sorted(errors.items(), key=lambda kv: -kv[1]))
     rate = total["attempts"] / elapsed_s if elapsed_s > 0 else 0.0
     rows = [
@@ -165,8 +223,6 @@ def closing_summary(summaries: Sequence[Mapping[str, Any]], elapsed_s: float) ->
         ("stored", f"{total['stored']:,}"),
         ("errors", f"{sum(errors.values()):,}" + (f" ({by})" if by else "")),
         ("new URLs", f"{total['new_urls']:,}"),
-        ("left for later", f"{total['not_fetched']:,} (time limit)"),
+        ("left for later", f"{total['not_fetched']:,} ({left_why})"),
     ]
-    head = (f"batchcrawl: {rounds} committed (last generation {last['generation']}) in "
-            f"{duration(elapsed_s)}")  # fmt: skip
-    return [head] + [f"  {k:<15}{v}" for k, v in rows]
+    return [f"  {k:<15}{v}" for k, v in rows]

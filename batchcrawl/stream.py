@@ -42,6 +42,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from batchcrawl.config import Config
+from batchcrawl.frontier import content as content_mod
 from batchcrawl.frontier import generate as gen_mod
 from batchcrawl.frontier import hosts as host_runs
 from batchcrawl.frontier import runs
@@ -81,11 +82,14 @@ class StreamShardActor(ShardActor):
         host_files: list[str],
         seed_hosts: set[str],
         seed_domains: set[str],
+        content_files: list[str],
     ) -> None:
-        """Open the worker (hosts' state from ``host_files``) and start its fetch threads, the rows
-        recorded as micro-batch ``round``."""
+        """Open the worker (hosts' state from ``host_files``, content seen from the ``content``
+        files ``content_files``) and start its fetch threads, the rows recorded as micro-batch
+        ``round``."""
         crawl = CrawlDir.open(self.crawl_url)
         self.open_worker(crawl, cfg, host_files, seed_hosts, seed_domains)
+        self.worker.know_content(content_mod.load_seen(crawl, content_files))
         self._cooled: set[str] = set()
         self.worker.stream_start(round)
 
@@ -160,13 +164,23 @@ class Stream:
         Set by a signal: stop at the next micro-batch.
     clock, now
         Monotonic seconds (intervals) and wall-clock epoch seconds (``next_fetch_time``).
+    progress
+        Called after each micro-batch with :meth:`snapshot` (the progress display).
+    on_step
+        Called with ``"take"``, ``"update"``, ``"commit"`` as each step of a micro-batch with
+        rows starts (tests use it to crash a stream at a known point, as ``run_rounds`` does).
     """
 
     def __init__(self, crawler: Crawler, crawl: CrawlDir, lock: WriterLock, cfg: Config,
                  stop: StopRequest, clock: Callable[[], float] = time.monotonic,
-                 now: Callable[[], float] = time.time) -> None:  # fmt: skip
+                 now: Callable[[], float] = time.time,
+                 progress: Callable[[dict[str, Any]], None] | None = None,
+                 on_step: Callable[[str], None] | None = None) -> None:  # fmt: skip
         self.crawler, self.crawl, self.lock, self.cfg = crawler, crawl, lock, cfg
         self.stop, self.clock, self.now = stop, clock, now
+        self.progress = progress or (lambda snap: None)
+        self.on_step = on_step or (lambda step: None)
+        self.held_max = 0  # most URLs one shard held right after a top-up (the peak)
         self.manifest = crawl.manifest()
         self.buckets = runs.bucket_files(self.manifest)
         self.round = self.manifest.round + 1  # the micro-batch being fetched
@@ -182,18 +196,37 @@ class Stream:
         self.seconds: Counter = Counter()
         self.first_round = self.round
         self.commits = 0
+        self.content: Counter = Counter()
+        self.t_start = clock()
+
+    def snapshot(self) -> dict[str, Any]:
+        """The stream so far, for :class:`batchcrawl.progress.StreamProgress`: ``elapsed_s``,
+        ``micro_batch`` (the one being fetched), ``generation``, ``checkpoints``, ``attempts``,
+        ``stored``, ``new_urls``, ``outcomes`` (committed micro-batches), ``held`` (URLs queued
+        per shard) and ``leased`` (handed out, not reported)."""
+        return {
+            "elapsed_s": self.clock() - self.t_start,
+            "micro_batch": self.round,
+            "generation": self.manifest.generation,
+            "checkpoints": self.commits,
+            **{k: self.totals[k] for k in ("attempts", "stored", "new_urls")},
+            "outcomes": dict(self.outcomes),
+            "held": dict(self.held),
+            "leased": len(self.leased),
+        }
 
     # -- the loop -------------------------------------------------------------------------------
     def run(self, max_seconds: float | None = None) -> dict[str, Any]:
         """Stream until nothing is due and nothing is leased, ``max_seconds`` or a stop signal;
         returns the JSON summary of the whole stream."""
-        t_start = self.clock()
+        t_start = self.t_start = self.clock()
         deadline = t_start + max_seconds if max_seconds is not None else float("inf")
         seeds = self.crawler.seed_scope(self.crawl, self.manifest)
         self.actors = self.crawler.shard_actors(self.cfg, StreamShardActor)
         host_files = self.manifest.files("hosts")
         for f in [a.start(cfg=self.cfg, round=self.round, host_files=host_files,
-                          seed_hosts=seeds[0], seed_domains=seeds[1])
+                          seed_hosts=seeds[0], seed_domains=seeds[1],
+                          content_files=self.manifest.files("content"))
                   for a in self.actors.values()]:  # fmt: skip
             f.result()
         self.hand_out()
@@ -207,6 +240,7 @@ class Stream:
                 break
             self.micro_batch(final=False)
             handed = self.hand_out(full=not self.leased)
+            self.progress(self.snapshot())
             if handed == 0 and not self.leased:
                 reason = "nothing_due"
                 break
@@ -223,6 +257,13 @@ class Stream:
             "new_urls": self.totals["new_urls"],
             "outcomes": dict(sorted(self.outcomes.items())),
             "not_fetched": self.totals["not_fetched"],
+            "errors": {
+                k: v
+                for k, v in sorted(self.outcomes.items())
+                if k not in ("ok", "redirect", "not_modified")
+            },
+            "content": dict(self.content),
+            "held_max": self.held_max,
             "seconds_by_step": {k: round(v, 3) for k, v in sorted(self.seconds.items())},
             "elapsed_s": round(self.clock() - t_start, 3),
         }
@@ -235,6 +276,7 @@ class Stream:
         # every shard's hosts file in the first commit; an empty last take writes nothing, so a
         # batch round after a clean stop does not take it for a crashed one (round.started_before)
         force = self.commits == 0
+        self.on_step("take")
         results = [f.result() for f in [
             a.take_batch(round=rnd, next_round=rnd + 1, generation=gen,
                          buckets=self.manifest.buckets, final=final, force=force)
@@ -255,9 +297,16 @@ class Stream:
             touched |= set(bucket_ids(self.refiltered.column("url_key").to_numpy(),
                                       self.manifest.buckets).tolist())  # fmt: skip
         mapper = dask_mapper(self.crawler.client)
+        self.on_step("update")
         updated = update_mod.update(
             self.crawl, self.manifest, rnd, fparts, lparts, self.cfg, self.now(),
             refiltered=self.refiltered, mapper=mapper, buckets=touched,
+        )  # fmt: skip
+        content = content_mod.update_content(
+            self.crawl, self.manifest, gen,
+            self.crawl.read_table("fetched", [p.entry for p in fparts],
+                                  columns=content_mod.FETCHED_COLUMNS),
+            mapper,
         )  # fmt: skip
         compacted = compact_buckets(self.crawler.client, self.crawl.url, updated.buckets, gen,
                                     self.cfg)  # fmt: skip
@@ -273,8 +322,10 @@ class Stream:
             elapsed_s=t2 - t0,
         )  # fmt: skip
         summary.update(mode="stream", time_limit_hit=False,
-                       filters_fingerprint=gen_mod.filters_fingerprint(self.cfg))  # fmt: skip
+                       filters_fingerprint=gen_mod.filters_fingerprint(self.cfg),
+                       content=content.to_json())  # fmt: skip
         m = self.manifest
+        self.on_step("commit")
         self.lock.check()
         self.manifest = self.crawl.commit(
             m,
@@ -290,6 +341,7 @@ class Stream:
                 "fetched": list(m.tables.get("fetched", ())) + [p.entry for p in fparts],
                 "links": list(m.tables.get("links", ())) + [p.entry for p in lparts],
                 "edges": list(m.tables.get("edges", ())) + [p.entry for p in eparts],
+                "content": content.listing,
             },
             summary,
             round=rnd,
@@ -301,6 +353,7 @@ class Stream:
         for k in ("attempts", "responses", "stored", "new_urls", "not_fetched"):
             self.totals[k] += summary[k]
         self.outcomes.update(summary["outcomes"])
+        self.content.update(summary["content"])
 
     # -- hand out newly due URLs ----------------------------------------------------------------
     def hand_out(self, full: bool = False) -> int:
@@ -351,6 +404,7 @@ class Stream:
             pending.append((s, self.actors[s].top_up(table.select(_ITEM_COLUMNS).to_pylist())))
         for s, f in pending:
             self.held[s] = f.result()
+            self.held_max = max(self.held_max, self.held[s])
         left = selected.num_rows - handed
         if left > 0:  # due URLs not handed out: their buckets are selected again next time
             out = np.concatenate(given) if given else np.zeros(0, np.uint64)
@@ -368,6 +422,8 @@ def run_stream(
     *,
     max_seconds: float | None = None,
     scheduler: str | None = None,
+    progress: Callable[[dict[str, Any]], None] | None = None,
+    on_step: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Stream a crawl under its writer lock on one Dask cluster (``batchcrawl crawl --stream``).
 
@@ -383,13 +439,17 @@ def run_stream(
         Stop after about this many seconds (the last micro-batch is taken and committed).
     scheduler
         Address of an existing Dask scheduler (default: ``round.scheduler`` or a LocalCluster).
+    progress, on_step
+        Called with a snapshot after each micro-batch, and with each step's name as it starts
+        (see :class:`Stream`).
 
     Returns
     -------
     dict
         The summary: ``stopped_by`` (``nothing_due``, ``max_seconds``, ``SIGINT``, ``SIGTERM``),
         ``rounds`` (first and last micro-batch), ``generation``, ``checkpoints``, ``attempts``,
-        ``responses``, ``stored`` ...
+        ``responses``, ``stored``, ``errors`` (by outcome), ``content`` (dedup counts),
+        ``held_max`` (the most URLs a shard held: at most ``fetch.max_queued_urls``) ...
     """
     crawl_url = cluster_url(crawl_url)
     with dask_client(cfg, scheduler) as client:
@@ -397,6 +457,8 @@ def run_stream(
         crawl = CrawlDir.open(crawl_url)
         try:
             with WriterLock(crawl, owner="batchcrawl crawl --stream") as lock:
-                return Stream(crawler, crawl, lock, cfg, stop).run(max_seconds)
+                stream = Stream(crawler, crawl, lock, cfg, stop, progress=progress,
+                                on_step=on_step)  # fmt: skip
+                return stream.run(max_seconds)
         finally:
             crawler.close_actors()

@@ -9,16 +9,19 @@ scope is an allow-list of those two host names (``filters.seed_scope = "none"``,
 ``docs.python.org``, GitHub and others are recorded as filtered and never requested; the address
 policy allows 127.0.0.0/8 only and no DNS server is asked. No extension is denied, so images and
 downloads linked by ``<a href>`` are fetched too. Rounds run on the embedded LocalCluster until
-nothing is due.
+nothing is due; with ``--stream``, one stream (``batchcrawl crawl --stream``) until nothing is due.
 
 Prints one JSON line on stdout::
 
-    {"pages", "rounds", "seconds", "round_seconds", "reachable", "reachable_fetched", "missing",
+    {"mode", "pages", "rounds", "seconds", "politeness_bound_s", "round_seconds", "reachable", "reachable_fetched", "missing",
      "fetched_beyond_links", "requests", "requests_off_site", "robots_not_first",
      "politeness_violations", "min_gap_s", "warc_files", "warc_check", "sql": {NAME: rows}}
 
-* ``pages``: fetch attempts answered with a response; ``seconds``: wall time of the rounds,
-  LocalCluster start included; ``round_seconds``: the rounds' own elapsed time.
+* ``pages``: fetch attempts answered with a response; ``seconds``: wall time of the rounds (or the
+  stream), LocalCluster start included; ``round_seconds``: the rounds' own elapsed time;
+  ``rounds``: rounds, or a stream's checkpoints.
+* ``politeness_bound_s``: the least time any polite crawler needs, the busiest host's requests
+  (in the server's log) times ``host_delay_s``.
 * ``reachable``: URLs :func:`batchcrawl.staticsite.reachable_pages` finds from the seed following
   ``<a href>``/``<area href>`` only (the ground truth); ``reachable_fetched``: how many of them
   the crawl fetched with status 200; ``missing``: the first few that it did not.
@@ -33,7 +36,7 @@ Prints one JSON line on stdout::
 
 Usage::
 
-    python scripts/crawl_pydoc.py [--root DIR] [--crawl DIR] [--host-delay-s 0.02]
+    python scripts/crawl_pydoc.py [--root DIR] [--crawl DIR] [--host-delay-s 0.02] [--stream]
 """
 
 from __future__ import annotations
@@ -53,8 +56,10 @@ from typing import Any
 from batchcrawl.config import Config, loopback_test_config, to_toml
 from batchcrawl.frontier.inject import inject
 from batchcrawl.round import run_rounds
+from batchcrawl.signals import StopRequest
 from batchcrawl.store.crawldir import CrawlDir
 from batchcrawl.store.sql import query
+from batchcrawl.stream import run_stream
 from batchcrawl.testing.staticsite import PYTHON_DOCS, DirectorySite, reachable_pages
 from batchcrawl.testing.webserver import MultiHostServer, RequestLogEntry
 
@@ -99,6 +104,7 @@ def docs_config(
     threads: int = 16,
     shards: int = 2,
     workers: int = 2,
+    flush_interval_s: float = 5.0,
 ) -> Config:
     """Loopback-only config keeping the crawl on :data:`HOSTS` (an allow-list scope).
 
@@ -110,6 +116,8 @@ def docs_config(
         Fetches in flight at once to 127.0.0.1 (both hosts share it).
     threads, shards, workers
         Fetch threads per shard, fetch shards, LocalCluster worker processes.
+    flush_interval_s
+        Seconds between a stream's micro-batches (``stream.flush_interval_s``).
     """
     return loopback_test_config(
         politeness={"host_delay_s": host_delay_s, "ip_delay_s": 0.0,
@@ -120,6 +128,7 @@ def docs_config(
                  "deny_extensions": [], "max_depth": 100},
         frontier={"buckets": 8},
         round={"workers": workers, "threads_per_worker": 1},
+        stream={"flush_interval_s": flush_interval_s},
     )  # fmt: skip
 
 
@@ -128,10 +137,12 @@ def crawl_docs(
     workdir: Path,
     *,
     max_rounds: int = 100,
+    stream: bool = False,
     **settings: Any,
 ) -> DocsCrawl:
     """Serve ``root`` under :data:`HOSTS`, crawl it from the primary's ``/`` until nothing is due
-    (at most ``max_rounds`` rounds), stop the server. ``settings`` go to :func:`docs_config`.
+    (at most ``max_rounds`` rounds, or one stream if ``stream``), stop the server. ``settings``
+    go to :func:`docs_config`.
 
     Raises
     ------
@@ -146,7 +157,10 @@ def crawl_docs(
         crawl = CrawlDir.create(str(workdir / "crawl"), to_toml(cfg), buckets=cfg.frontier.buckets)
         inject(crawl, cfg, seeds)
         started = time.monotonic()
-        summaries = run_rounds(crawl.url, cfg, max_rounds)
+        if stream:
+            summaries = [run_stream(crawl.url, cfg, StopRequest())]
+        else:
+            summaries = run_rounds(crawl.url, cfg, max_rounds)
         seconds = time.monotonic() - started
         log = server.log.entries()
         port = server.port
@@ -188,10 +202,16 @@ def report(run: DocsCrawl) -> dict[str, Any]:
         first.setdefault(e.host, e.path)
     files = warc_files(run.crawl)
     check = warcio_check(files)
+    per_host: dict[str, int] = defaultdict(int)
+    for e in run.log:
+        per_host[e.host] += 1
+    streamed = run.summaries and run.summaries[0].get("step") == "stream"
     return {
+        "mode": "stream" if streamed else "batch",
         "pages": sum(s["responses"] for s in run.summaries),
-        "rounds": len(run.summaries),
+        "rounds": run.summaries[0]["checkpoints"] if streamed else len(run.summaries),
         "seconds": round(run.seconds, 2),
+        "politeness_bound_s": round(max(per_host.values(), default=0) * delay, 2),
         "round_seconds": round(sum(s["elapsed_s"] for s in run.summaries), 2),
         "reachable": len(truth),
         "reachable_fetched": len(truth & ok),
@@ -219,6 +239,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shards", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2, help="LocalCluster worker processes")
     ap.add_argument("--max-rounds", type=int, default=100)
+    ap.add_argument("--stream", action="store_true", help="one stream instead of rounds")
+    ap.add_argument("--flush-interval-s", type=float, default=5.0, help="stream micro-batches")
     args = ap.parse_args(argv)
     if not args.root.is_dir():
         print(f"{args.root} is not a directory: install the docs with "
@@ -230,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         run = crawl_docs(
             args.root, workdir, max_rounds=args.max_rounds, host_delay_s=args.host_delay_s,
             ip_concurrency=args.ip_concurrency, threads=args.threads, shards=args.shards,
-            workers=args.workers,
+            workers=args.workers, stream=args.stream, flush_interval_s=args.flush_interval_s,
         )  # fmt: skip
         print(json.dumps(report(run), default=str), flush=True)
     return 0

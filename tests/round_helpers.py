@@ -5,13 +5,15 @@ and a round runner that can kill itself at a chosen step (run as a script).
 
 Script use::
 
-    python tests/round_helpers.py CRAWL ROUNDS [KILL_AT] [--scheduler ADDRESS]
+    python tests/round_helpers.py CRAWL ROUNDS [KILL_AT] [--scheduler ADDRESS] [--stream]
 
 runs up to ``ROUNDS`` rounds of ``CRAWL`` with the config in its ``crawl.toml`` (embedded
 LocalCluster unless ``--scheduler``), printing each round's JSON summary on stdout. With
 ``KILL_AT`` (one of :data:`KILL_POINTS`) the process SIGKILLs itself when
 :func:`batchcrawl.round.run_rounds` reports that step starting (``on_step``), in the last round.
 It prints ``STEP <name>`` (flushed) as each step starts, so a test can also kill it from outside.
+With ``--stream`` it runs :func:`batchcrawl.stream.run_stream` instead, and ``KILL_AT`` (one of
+:data:`STREAM_KILL_POINTS`) kills it at the ``ROUNDS``-th start of that step of a micro-batch.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ from batchcrawl.testing.webserver import MultiHostServer, RequestLogEntry  # noq
 REPO = Path(__file__).resolve().parents[1]
 #: Steps of a round, in order, as ``run_rounds(on_step=...)`` reports them.
 KILL_POINTS = ("generate", "fetch", "update", "compact", "commit")
+#: Steps of a stream's micro-batch, as ``run_stream(on_step=...)`` reports them.
+STREAM_KILL_POINTS = ("take", "update", "commit")
 #: Clock tolerance of the politeness checks, seconds: the server stamps a request when its head is
 #: read, the crawler times its delay from the end of the previous response, so a true gap is never
 #: shorter than the delay; this only absorbs the millisecond rounding of the log.
@@ -266,11 +270,14 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("crawl")
     ap.add_argument("rounds", type=int)
-    ap.add_argument("kill_at", nargs="?", choices=KILL_POINTS)
+    ap.add_argument("kill_at", nargs="?", choices=sorted(set(KILL_POINTS + STREAM_KILL_POINTS)))
     ap.add_argument("--scheduler", default=None)
+    ap.add_argument("--stream", action="store_true")
     args = ap.parse_args(argv)
     crawl = CrawlDir.open(args.crawl)
     cfg = load_crawl_config(crawl, environ={})
+    if args.stream:
+        return _stream(crawl, cfg, args)
     state = {"round": 0}
 
     def on_step(step: str) -> None:
@@ -292,6 +299,40 @@ def main(argv: list[str]) -> int:
         print("NOTHING_DUE", flush=True)
         return 75
     return 0
+
+
+def _stream(crawl: CrawlDir, cfg: Config, args: Any) -> int:
+    """``--stream``: stream to the end, SIGKILLing this process at the ``args.rounds``-th start
+    of step ``args.kill_at``; print the JSON summary."""
+    from batchcrawl.signals import StopRequest
+    from batchcrawl.stream import run_stream
+
+    seen: dict[str, int] = defaultdict(int)
+
+    def on_step(step: str) -> None:
+        seen[step] += 1
+        print(f"STEP {step} {seen[step]} {time.time():.3f}", flush=True)
+        if step == args.kill_at and seen[step] == args.rounds:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    summary = run_stream(crawl.url, cfg, StopRequest(), scheduler=args.scheduler,
+                         on_step=on_step)  # fmt: skip
+    print(json.dumps(summary, default=str), flush=True)
+    return 0
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live processes (zombies excluded) in process group ``pgid``."""
+    import psutil
+
+    out = []
+    for p in psutil.process_iter(["pid", "status"]):
+        try:
+            if os.getpgid(p.pid) == pgid and p.info["status"] != psutil.STATUS_ZOMBIE:
+                out.append(p.pid)
+        except (ProcessLookupError, psutil.NoSuchProcess):
+            pass
+    return out
 
 
 if __name__ == "__main__":

@@ -23,10 +23,10 @@ import signal
 import subprocess
 import threading
 
-import psutil
 import pytest
 from round_helpers import (
     fetched_rows,
+    group_members,
     helper_command,
     new_crawl,
     orphan_table_rows,
@@ -87,18 +87,6 @@ class KillOnPage:
                 os.kill(self.pid, signal.SIGKILL)
                 self.fired.set()
         return self.web(host, path, headers)
-
-
-def group_members(pgid: int) -> list[int]:
-    """Live processes (zombies excluded) in process group ``pgid``."""
-    out = []
-    for p in psutil.process_iter(["pid", "status"]):
-        try:
-            if os.getpgid(p.pid) == pgid and p.info["status"] != psutil.STATUS_ZOMBIE:
-                out.append(p.pid)
-        except (ProcessLookupError, psutil.NoSuchProcess):
-            pass
-    return out
 
 
 @pytest.mark.parametrize("kill_at", KILLS)

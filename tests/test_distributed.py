@@ -1,6 +1,7 @@
 """Distributed for real (issue 5.6; docs/design.md §7): a ``dask scheduler`` and two ``dask worker``
 processes on loopback, rounds run through ``batchcrawl crawl --scheduler ADDRESS`` until nothing is
-due, and the same frontier (URL set and statuses) as an embedded-LocalCluster crawl of the same web.
+due, and the same frontier (URL set and statuses) as an embedded-LocalCluster crawl of the same web;
+and the same for ``batchcrawl crawl --stream --scheduler ADDRESS`` (issue 11).
 """
 
 from __future__ import annotations
@@ -163,6 +164,37 @@ def test_rounds_on_an_existing_dask_cluster_match_a_local_cluster_run(dask_clust
               if local_status[u] != remote_status[u]}  # fmt: skip
     assert differ == {}
     assert sum(s["responses"] for s in summaries) == sum(s["responses"] for s in local_rounds)
+    assert {e.host for e in remote_log} <= {h.name for h in web.hosts}
+    assert robots_not_first(remote_log) == []
+    assert politeness_violations(remote_log, sample_delay(web, cfg)) == []
+
+
+def test_a_stream_on_an_existing_dask_cluster_matches_local_rounds(dask_cluster, tmp_path):
+    # issue 11 item 6: `crawl --stream --scheduler`: the shard actors live on the cluster's
+    # workers, the driver's update and select tasks run there too
+    web = sample_web(hosts=5, pages=60, seed=11)
+    cfg = round_config(stream={"flush_interval_s": 0.5})
+    with serve(web) as server:
+        local = new_crawl(tmp_path / "local", cfg, web.seeds())
+        run_rounds(local.url, cfg, MAX_ROUNDS)
+        mark = server.log.mark()
+        remote = new_crawl(tmp_path / "remote", cfg, web.seeds())
+        proc = subprocess.run(
+            cli_command("crawl", remote.url, "--stream", "--scheduler", dask_cluster.address,
+                        "--max-seconds", 180),
+            capture_output=True, text=True, env=subprocess_env(), timeout=240,
+        )  # fmt: skip
+        remote_log = server.log.since(mark)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert summary["stopped_by"] == "nothing_due" and summary["checkpoints"] >= 2, summary
+    assert "Receive client connection" in dask_cluster.log_text()
+    remote_status = _statuses(CrawlDir.open(remote.url))
+    local_status = _statuses(local)
+    assert len(local_status) > 50 and set(remote_status) == set(local_status)
+    differ = {u: (local_status[u], remote_status[u]) for u in local_status
+              if local_status[u] != remote_status[u]}  # fmt: skip
+    assert differ == {}
     assert {e.host for e in remote_log} <= {h.name for h in web.hosts}
     assert robots_not_first(remote_log) == []
     assert politeness_violations(remote_log, sample_delay(web, cfg)) == []

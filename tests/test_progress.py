@@ -12,7 +12,14 @@ import subprocess
 import pytest
 from round_helpers import cli_command, new_crawl, round_config, sample_web, serve, subprocess_env
 
-from batchcrawl.progress import Figures, RoundProgress, closing_summary, duration
+from batchcrawl.progress import (
+    Figures,
+    RoundProgress,
+    StreamProgress,
+    closing_summary,
+    duration,
+    stream_closing_summary,
+)
 
 
 class FakeClock:
@@ -104,3 +111,40 @@ def test_progress_lines_appear_on_a_pipe_without_verbose(tmp_path):
     assert any(": round 1 committed (generation 2)" in ln for ln in progress), proc.stderr
     assert "batchcrawl: rounds 1-2 committed (last generation 3)" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def stream_snap(elapsed_s, attempts, micro_batch=3, **extra):
+    return {"elapsed_s": elapsed_s, "micro_batch": micro_batch, "generation": 5, "checkpoints": 2,
+            "attempts": attempts, "stored": attempts, "new_urls": 40,
+            "outcomes": {"ok": attempts - 1, "gone": 1}, "held": {0: 12, 1: 30}, "leased": 42,
+            **extra}  # fmt: skip
+
+
+def test_stream_lines_come_every_interval_with_the_stream_totals(caplog):
+    clock = FakeClock()
+    caplog.set_level(logging.INFO, logger="batchcrawl.progress")
+    with StreamProgress(enabled=False, interval_s=30, clock=clock) as p:
+        clock.t += 10
+        p.update(stream_snap(10.0, 50))  # before the interval: no line
+        clock.t += 25
+        p.update(stream_snap(35.0, 140, micro_batch=7))
+        clock.t += 5
+        p.update(stream_snap(40.0, 160, micro_batch=8))  # 5 s after the last line: none
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == [
+        "stream: micro-batch 7, 140 pages (4.0/s), 1 errors, 40 new URLs, held per shard 12 30, "
+        "2 checkpoints (generation 5), elapsed 35s"
+    ]
+
+
+def test_stream_closing_summary_says_why_it_stopped():
+    summary = {"stopped_by": "SIGTERM", "rounds": [3, 9], "generation": 11, "checkpoints": 6,
+               "attempts": 30, "responses": 27, "stored": 22, "new_urls": 35, "not_fetched": 4,
+               "errors": {"gone": 3, "network_error": 1}, "elapsed_s": 15.0}  # fmt: skip
+    lines = stream_closing_summary(summary)
+    assert lines[0] == ("batchcrawl: stream stopped by SIGTERM: micro-batches 3-9, 6 checkpoints "
+                        "(last generation 11) in 15s")  # fmt: skip
+    text = "\n".join(lines)
+    assert "attempts       30 (2.0/s)" in text and "stored         22" in text
+    assert "errors         4 (gone 3, network_error 1)" in text
+    assert "left for later 4 (stopped)" in text

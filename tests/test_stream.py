@@ -14,6 +14,8 @@ import pytest
 from round_helpers import (
     by_host,
     cli_command,
+    group_members,
+    helper_command,
     new_crawl,
     politeness_violations,
     read_every_file,
@@ -22,6 +24,7 @@ from round_helpers import (
     sample_web,
     serve,
     subprocess_env,
+    wait_gone,
 )
 
 from batchcrawl.round import run_rounds
@@ -83,6 +86,18 @@ def test_stream_commits_checkpoints_with_readable_files(both):
     assert sql.query(streamed, by_status).to_pylist() == sql.query(batch, by_status).to_pylist()
 
 
+def _digests(crawl: CrawlDir) -> set[str]:
+    files = crawl.manifest().files("content")
+    return set(crawl.read_table("content", files, columns=["digest"]).column("digest").to_pylist())
+
+
+def test_stream_fills_the_content_seen_table_as_rounds_do(both):
+    _, _, batch, streamed, summary, _ = both
+    digests = _digests(streamed)
+    assert digests and digests == _digests(batch)
+    assert summary["content"]["new_digests"] == len(digests)
+
+
 def test_stream_is_polite_across_micro_batches(both):
     web, cfg, _, _, summary, entries = both
     assert politeness_violations(entries, sample_delay(web, cfg)) == []
@@ -93,13 +108,14 @@ def test_stream_is_polite_across_micro_batches(both):
 
 
 # -- the command in real subprocesses ----------------------------------------------------------------
-def _start(crawl: CrawlDir, *extra: str) -> subprocess.Popen:
+def _start(crawl: CrawlDir, *extra: str, start_new_session: bool = False) -> subprocess.Popen:
     return subprocess.Popen(
         cli_command("crawl", crawl.url, "--stream", *extra),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=subprocess_env(),
+        start_new_session=start_new_session,
     )
 
 
@@ -116,8 +132,9 @@ def _wait_for_generation(crawl: CrawlDir, above: int, proc: subprocess.Popen) ->
 
 
 def _slow_config():
-    # host delay 0.3 s: a 90-page web takes several seconds, so signals land mid-stream
-    return _stream_config(politeness={"host_delay_s": 0.3})
+    # host delay 0.3 s: a 90-page web takes several seconds, so signals land mid-stream;
+    # a progress line every 0.5 s (each micro-batch)
+    return _stream_config(politeness={"host_delay_s": 0.3}, progress={"interval_s": 0.5})
 
 
 def test_sigterm_checkpoints_exits_0_and_releases_the_lock_status_works_meanwhile(tmp_path):
@@ -144,27 +161,52 @@ def test_sigterm_checkpoints_exits_0_and_releases_the_lock_status_works_meanwhil
         assert proc.returncode == 0, err
         summary = json.loads(out.strip().splitlines()[-1])
         assert summary["stopped_by"] == "SIGTERM"
+        # progress lines while streaming, the human summary at the end (stderr, not stdout)
+        assert "stream: micro-batch " in err and " pages (" in err, err
+        assert "batchcrawl: stream stopped by SIGTERM: micro-batches " in err, err
+        assert f"attempts       {summary['attempts']:,}" in err
         assert summary["generation"] == crawl.manifest().generation
         assert not crawl.fs.exists(crawl.path("_lock.json"))
         assert summary["responses"] < len(web.reachable(max_depth=cfg.filters.max_depth))
 
 
-@pytest.mark.parametrize("when", ["mid_fetch", "after_checkpoint"])
+#: Where the stream is SIGKILLed by its own ``on_step`` hook: the start of the second update
+#: (mid-merge: the micro-batch's files written, its delta runs not) and of the second commit
+#: (mid-commit: delta runs written, no manifest).
+SELF_KILLS = {"mid_merge": "update", "mid_commit": "commit"}
+
+
+@pytest.mark.parametrize("when", ["mid_fetch", "after_checkpoint", *SELF_KILLS])
 def test_sigkill_keeps_the_last_checkpoint_and_a_rerun_completes_politely(tmp_path, when):
     web = sample_web()
     cfg = _slow_config()
     with serve(web) as server:
         crawl = new_crawl(tmp_path / "crawl", cfg, web.seeds())
         start = crawl.manifest().generation
-        proc = _start(crawl)
-        try:
-            gen = _wait_for_generation(crawl, start, proc)
-            if when == "mid_fetch":
-                _wait_for_generation(crawl, gen, proc)
-                time.sleep(0.2)  # between two checkpoints: fetching, not committing
-        finally:
-            proc.kill()
-            proc.communicate()
+        if when in SELF_KILLS:
+            step = SELF_KILLS[when]
+            proc = subprocess.Popen(helper_command(crawl.url, 2, step, "--stream"),
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                    env=subprocess_env(), start_new_session=True)  # fmt: skip
+            out, err = proc.communicate(timeout=120)
+            assert proc.returncode == -signal.SIGKILL, (out, err[-3000:])
+            steps = [line.split()[1:3] for line in out.splitlines() if line.startswith("STEP ")]
+            assert steps[-1] == [step, "2"], out
+            # the first checkpoint committed, the second micro-batch's files written, not it
+            assert crawl.manifest().generation == start + 1
+            assert crawl.fs.exists(crawl.path(paths.warc_dir(crawl.manifest().round + 1)))
+        else:
+            proc = _start(crawl, start_new_session=True)
+            try:
+                gen = _wait_for_generation(crawl, start, proc)
+                if when == "mid_fetch":
+                    _wait_for_generation(crawl, gen, proc)
+                    time.sleep(0.2)  # between two checkpoints: fetching, not committing
+            finally:
+                proc.kill()
+                proc.communicate()
+        # the killed process's LocalCluster workers (its process group) stop fetching
+        assert wait_gone(group_members(proc.pid), timeout_s=15) == []
         last = crawl.manifest()
         assert read_every_file(crawl, last) > 0
         status = subprocess.run(cli_command("status", crawl.url),
