@@ -306,7 +306,7 @@ class Stream:
             self.crawl, self.manifest, gen,
             self.crawl.read_table("fetched", [p.entry for p in fparts],
                                   columns=content_mod.FETCHED_COLUMNS),
-            mapper,
+            mapper, self.cfg,
         )  # fmt: skip
         compacted = compact_buckets(self.crawler.client, self.crawl.url, updated.buckets, gen,
                                     self.cfg)  # fmt: skip
