@@ -127,6 +127,7 @@ class ShardActor:
             self.worker.know_content(content_mod.load_seen(crawl, list(content_files)))
             self.content_files = tuple(content_files)
         self.counters = Counter()
+        startup_s = time.monotonic() - started
         run = self.worker.run(items, round, progress=self._on_progress)
         fetched, links, edges = self.write_facts(crawl, run, round, buckets)
         hosts = self.write_hosts(crawl, generation, {i.host for i in items})
@@ -141,6 +142,9 @@ class ShardActor:
             "unfetched": len(run.unfetched),
             "seconds": time.monotonic() - started,
             "fetch_seconds": run.seconds,
+            "startup_s": startup_s,
+            "idle_s": run.idle_s,
+            "tail_s": run.tail_s,
         }
 
     # -- helpers shared with the streaming actor (batchcrawl.stream) ------------------------------
@@ -392,6 +396,8 @@ class Crawler:
         planned = {s: fetchlists[s].rows for s in actors}
         shard_results = self._wait_fetch(actors, pending, progress, lock, rnd, planned)
         steps["fetch"] = time.monotonic() - t0
+        idle = fetch_idle(shard_results, steps["fetch"])
+        steps["fetch_startup"], steps["fetch_tail"] = idle["startup_s"], idle["tail_s"]
         # -- update -----------------------------------------------------------------------------
         on_step("update")
         t0 = time.monotonic()
@@ -422,6 +428,7 @@ class Crawler:
             rerun_after_crash=cold, steps=steps, elapsed_s=time.monotonic() - t_start,
         )  # fmt: skip
         summary["content"] = content.to_json()
+        summary["fetch_idle_share"] = idle["share"]
         lock.check()
         committed = crawl.commit(
             manifest,
@@ -468,6 +475,30 @@ class Crawler:
                     progress({"round": rnd, "planned": planned, "shards": shards})
                 time.sleep(0.5)
         return [results[s] for s in sorted(results)]
+
+
+def fetch_idle(shard_results: list[dict[str, Any]], step_s: float) -> dict[str, float]:
+    """How much of a batch fetch step of ``step_s`` seconds left fetch threads without work
+    (issue 16), from the shards' ``startup_s``, ``fetch_seconds``, ``idle_s``, ``tail_s``.
+
+    A shard is idle (fewer than half its threads have work, :mod:`batchcrawl.fetch.idle`) before
+    its worker starts (``startup_s``: fetch list read, hosts restored), during its run's
+    ``idle_s``, and after its run until the step ends (writing its facts, waiting for the other
+    shards). Returns ``share``: idle shard-seconds / (shards x ``step_s``), in [0, 1];
+    ``startup_s``: the slowest shard's start-up; ``tail_s``: from the moment the last shard to
+    stay busy dropped below half its threads until the step ended (shard clocks are taken to
+    start with the step).
+    """
+    if not shard_results or step_s <= 0:
+        return {"share": 0.0, "startup_s": 0.0, "tail_s": 0.0}
+    busy = [r["fetch_seconds"] - r["idle_s"] for r in shard_results]
+    idle = sum(step_s - b for b in busy)
+    busy_end = max(r["startup_s"] + r["fetch_seconds"] - r["tail_s"] for r in shard_results)
+    return {
+        "share": round(min(1.0, max(0.0, idle / (len(shard_results) * step_s))), 4),
+        "startup_s": max(r["startup_s"] for r in shard_results),
+        "tail_s": max(0.0, step_s - busy_end),
+    }
 
 
 def round_summary(

@@ -42,6 +42,7 @@ from batchcrawl.config import Config
 from batchcrawl.errors import InvalidURL
 from batchcrawl.fetch.directives import retry_after_s, x_robots_tag
 from batchcrawl.fetch.fetcher import Fetcher
+from batchcrawl.fetch.idle import IdleMeter
 from batchcrawl.fetch.neardup import NearDuplicates
 from batchcrawl.fetch.parse import parse_page
 from batchcrawl.fetch.resolver import AddressPolicy, DNSError, Resolver
@@ -206,6 +207,10 @@ class ShardRun:
     counters: Counter = field(default_factory=Counter)
     warc_files: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    #: seconds of the run in which fewer than half the fetch threads had work
+    #: (:class:`~batchcrawl.fetch.idle.IdleMeter`), and the trailing part of them (the tail)
+    idle_s: float = 0.0
+    tail_s: float = 0.0
 
 
 def _new_shard_run() -> ShardRun:
@@ -495,17 +500,21 @@ class FetchWorker:
         for t in threads:
             t.start()
         tail = TailDetector(self.cfg.fetch.tail_rate_ratio, self.cfg.fetch.throughput_window_s)
+        idle = IdleMeter(len(threads), started)
         try:
-            while any(t.is_alive() for t in threads):
-                for t in threads:
-                    t.join(timeout=0.5)
+            while alive := [t for t in threads if t.is_alive()]:
+                idle.observe(self.clock(), self.workbench.hosts_with_work(idle.need))
+                alive[0].join(timeout=0.5)  # wakes about twice a second
                 if progress is not None:
                     with self._lock:
                         progress(Counter(out.counters))
                 now = self.clock()
                 with self._lock:
                     done = pending - run.pending
-                if now >= run.deadline or (tail.observe(now, done) and not run.stop.is_set()):
+                in_tail = tail.observe(now, done) or (
+                    0 < self.cfg.fetch.tail_idle_s <= idle.in_tail_for(now)
+                )
+                if now >= run.deadline or (in_tail and not run.stop.is_set()):
                     if now < run.deadline:
                         out.counters["tail_cut"] = 1
                     run.stop.set()
@@ -524,7 +533,10 @@ class FetchWorker:
                     out.unfetched.append(item)
         out.counters["not_fetched"] += len(out.unfetched)
         out.warc_files = list(warc.files)
-        out.seconds = self.clock() - started
+        end = self.clock()
+        out.seconds = end - started
+        out.idle_s = idle.finish(end)
+        out.tail_s = idle.tail_s(end)
         return out
 
     def close(self) -> None:
