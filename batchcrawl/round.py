@@ -88,6 +88,10 @@ class ShardActor:
         self.counters: Counter = Counter()
         self.content_files: tuple[str, ...] = ()
 
+    def end_fetch(self) -> bool:
+        """End the running fetch phase early (:meth:`FetchWorker.end_run`); False if none runs."""
+        return self.worker is not None and self.worker.end_run()
+
     def progress(self) -> dict[str, float]:
         """Live counters of the running fetch (for the progress display)."""
         return dict(self.counters)
@@ -284,22 +288,31 @@ class Crawler:
     client: Any
     actors: dict[int, Any] = field(default_factory=dict)
     _shards: tuple[int, type] | None = None
+    _starting: dict[int, Any] = field(default_factory=dict)  # actor futures (start_actors)
     _seeds: tuple[int, set[str], set[str]] | None = None  # (generation read, hosts, domains)
 
-    def shard_actors(self, cfg: Config, actor_class: type = ShardActor) -> dict[int, Any]:
-        """One ``actor_class`` actor per shard, spread over the workers (created once; re-created
-        when ``fetch.shards`` or the class changes)."""
-        if self.actors and self._shards == (cfg.fetch.shards, actor_class):
-            return self.actors
+    def start_actors(self, cfg: Config, actor_class: type = ShardActor) -> None:
+        """Start creating the shard actors :meth:`shard_actors` will return, without waiting
+        (a round starts them before its generate step, so the first round's fetch step does
+        not begin with idle threads waiting for worker start-up)."""
+        if self._shards == (cfg.fetch.shards, actor_class) and (self.actors or self._starting):
+            return
         self.close_actors()
         workers = sorted(self.client.scheduler_info()["workers"])
-        futures = {
+        self._starting = {
             s: self.client.submit(actor_class, self.crawl_url, cfg, s, actor=True,
                                   workers=[workers[s % len(workers)]], pure=False)
             for s in range(cfg.fetch.shards)
         }  # fmt: skip
-        self.actors = {s: f.result() for s, f in futures.items()}
         self._shards = (cfg.fetch.shards, actor_class)
+
+    def shard_actors(self, cfg: Config, actor_class: type = ShardActor) -> dict[int, Any]:
+        """One ``actor_class`` actor per shard, spread over the workers (created once; re-created
+        when ``fetch.shards`` or the class changes)."""
+        self.start_actors(cfg, actor_class)
+        if self._starting:
+            self.actors = {s: f.result() for s, f in self._starting.items()}
+            self._starting = {}
         return self.actors
 
     def seed_scope(self, crawl: CrawlDir, manifest) -> tuple[set[str], set[str]]:
@@ -320,10 +333,15 @@ class Crawler:
 
     def close_actors(self) -> None:
         """Close the shard workers' connections and drop the actors."""
+        if self._starting:  # started, never used: wait for them, so they can be closed
+            with contextlib.suppress(Exception):
+                self.actors = {s: f.result() for s, f in self._starting.items()}
+            self._starting = {}
         for actor in self.actors.values():
             with contextlib.suppress(Exception):
                 actor.close().result()
         self.actors = {}
+        self._shards = None
 
     def run_round(
         self,
@@ -363,6 +381,7 @@ class Crawler:
                         "rerunning it, with a full politeness delay for every host first",
                         rnd)  # fmt: skip
         client = self.client
+        self.start_actors(cfg)  # created while generate runs
         # -- generate ---------------------------------------------------------------------------
         on_step("generate")
         t0 = time.monotonic()
@@ -394,7 +413,9 @@ class Crawler:
             for s in sorted(actors)
         }  # fmt: skip
         planned = {s: fetchlists[s].rows for s in actors}
-        shard_results = self._wait_fetch(actors, pending, progress, lock, rnd, planned)
+        shard_results = self._wait_fetch(
+            actors, pending, progress, lock, rnd, planned, cfg.fetch.shard_grace_s
+        )
         steps["fetch"] = time.monotonic() - t0
         idle = fetch_idle(shard_results, steps["fetch"])
         steps["fetch_startup"], steps["fetch_tail"] = idle["startup_s"], idle["tail_s"]
@@ -458,12 +479,27 @@ class Crawler:
         summary["elapsed_s"] = round(time.monotonic() - t_start, 3)
         return summary
 
-    def _wait_fetch(self, actors, pending, progress, lock, rnd, planned) -> list[dict[str, Any]]:
+    def _wait_fetch(
+        self, actors, pending, progress, lock, rnd, planned, grace_s
+    ) -> list[dict[str, Any]]:
+        """The shards' fetch results; ``grace_s`` seconds after the first shard is done, the
+        others are told to end their fetch phase (``fetch.shard_grace_s``)."""
         results: dict[int, dict[str, Any]] = {}
+        first_done: float | None = None
+        ended: list[Any] = []
         while len(results) < len(pending):
             for s, fut in pending.items():
                 if s not in results and fut.done():
                     results[s] = fut.result()
+            if results and first_done is None:
+                first_done = time.monotonic()
+            if (
+                not ended
+                and first_done is not None
+                and len(results) < len(pending)
+                and time.monotonic() - first_done >= grace_s
+            ):
+                ended = [actors[s].end_fetch() for s in pending if s not in results]
             if len(results) < len(pending):
                 if progress is not None:  # snapshot: batchcrawl.progress's module docstring
                     shards: dict[int, dict[str, float]] = {}

@@ -237,6 +237,7 @@ class _Run:
     stop: threading.Event = field(default_factory=threading.Event)
     streaming: bool = False  # threads wait for more items instead of ending (stream_start)
     storage_fault: OSError | None = None  # the first full / read-only storage error: ends the run
+    ended_early: bool = False  # FetchWorker.end_run was called
 
 
 class TailDetector:
@@ -327,6 +328,7 @@ class FetchWorker:
         # One fetch thread at a time parses, extracts links and archives (see _fetch_loop).
         self._processing = threading.Lock()
         self._stream: _Run | None = None  # the running stream (stream_start), if any
+        self._batch: _Run | None = None  # the running batch fetch (run), if any
         self._stream_threads: list[threading.Thread] = []
 
     # -- configuration ---------------------------------------------------------------------------
@@ -492,6 +494,7 @@ class FetchWorker:
         out = _new_shard_run()
         run = _Run(round=round, out=out, warc=warc, deadline=started + limit)
         pending = run.pending = self._enqueue(run, items)
+        self._batch = run
         threads = [
             threading.Thread(target=self._fetch_loop, args=(run,), daemon=True,
                              name=f"fetch-{self.shard}-{i}")
@@ -520,6 +523,7 @@ class FetchWorker:
                     run.stop.set()
                     self.workbench.wakeup()
         finally:
+            self._batch = None
             run.stop.set()
             self.workbench.wakeup()
             for t in threads:
@@ -527,6 +531,8 @@ class FetchWorker:
             warc.close()
         if run.storage_fault is not None:
             raise run.storage_fault
+        if run.ended_early:
+            out.counters["ended_early"] = 1
         for _host, rest in self.workbench.drain():
             for item in rest:  # robots.txt and sitemap jobs are redone when needed
                 if isinstance(item, FetchItem):
@@ -538,6 +544,18 @@ class FetchWorker:
         out.idle_s = idle.finish(end)
         out.tail_s = idle.tail_s(end)
         return out
+
+    def end_run(self) -> bool:
+        """End the running :meth:`run` early, from any thread: each fetch thread finishes the
+        fetch in flight and the URLs still queued come back in ``ShardRun.unfetched`` (counter
+        ``ended_early``). Returns False when no run is going on."""
+        run = self._batch
+        if run is None:
+            return False
+        run.ended_early = True
+        run.stop.set()
+        self.workbench.wakeup()
+        return True
 
     def close(self) -> None:
         """Close connections and the fetcher's watchdog."""
