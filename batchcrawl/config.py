@@ -358,6 +358,16 @@ class FetchSection:
     (Nutch's fetcher.throughput.threshold, made relative). Measured by scripts/bench_round.py."""
     throughput_window_s: float = 5.0
     """Window over which the fetch rate is measured for ``tail_rate_ratio``, seconds."""
+    shard_grace_s: Annotated[float, Range(0, None)] = 3.0
+    """In a batch round, once the first shard has ended its fetch phase, the others end theirs
+    within this many seconds (their URLs stay queued, first in line, for the next round), so the
+    round does not keep one shard's threads idle waiting for another (issue 16). A large value
+    waits for every shard."""
+    tail_idle_s: Annotated[float, Range(0, None)] = 2.0
+    """Also end a shard's fetch phase once fewer hosts than half its fetch threads have had work
+    for this many seconds after the phase was busy (its slow tail, batchcrawl.fetch.idle); their
+    URLs stay queued for the next round, first in line. 0 disables. Measured by
+    scripts/bench_round.py (``fetch_idle_share``)."""
     max_queued_urls: Positive = 20_000
     """Most URLs one shard holds in memory in ``crawl --stream`` (BUbiNG's virtualizer): the rest
     of each host's queue waits in the frontier and is topped up as the shard drains."""

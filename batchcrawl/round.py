@@ -89,6 +89,10 @@ class ShardActor:
         self.counters: Counter = Counter()
         self.content_files: tuple[str, ...] = ()
 
+    def end_fetch(self) -> bool:
+        """End the running fetch phase early (:meth:`FetchWorker.end_run`); False if none runs."""
+        return self.worker is not None and self.worker.end_run()
+
     def progress(self) -> dict[str, float]:
         """Live counters of the running fetch (for the progress display)."""
         return dict(self.counters)
@@ -128,6 +132,7 @@ class ShardActor:
             self.worker.know_content(content_mod.load_seen(crawl, list(content_files)))
             self.content_files = tuple(content_files)
         self.counters = Counter()
+        startup_s = time.monotonic() - started
         run = self.worker.run(items, round, progress=self._on_progress)
         fetched, links, edges = self.write_facts(crawl, run, round, buckets)
         hosts = self.write_hosts(crawl, generation, {i.host for i in items})
@@ -142,6 +147,9 @@ class ShardActor:
             "unfetched": len(run.unfetched),
             "seconds": time.monotonic() - started,
             "fetch_seconds": run.seconds,
+            "startup_s": startup_s,
+            "idle_s": run.idle_s,
+            "tail_s": run.tail_s,
         }
 
     # -- helpers shared with the streaming actor (batchcrawl.stream) ------------------------------
@@ -281,22 +289,31 @@ class Crawler:
     client: Any
     actors: dict[int, Any] = field(default_factory=dict)
     _shards: tuple[int, type] | None = None
+    _starting: dict[int, Any] = field(default_factory=dict)  # actor futures (start_actors)
     _seeds: tuple[int, set[str], set[str]] | None = None  # (generation read, hosts, domains)
 
-    def shard_actors(self, cfg: Config, actor_class: type = ShardActor) -> dict[int, Any]:
-        """One ``actor_class`` actor per shard, spread over the workers (created once; re-created
-        when ``fetch.shards`` or the class changes)."""
-        if self.actors and self._shards == (cfg.fetch.shards, actor_class):
-            return self.actors
+    def start_actors(self, cfg: Config, actor_class: type = ShardActor) -> None:
+        """Start creating the shard actors :meth:`shard_actors` will return, without waiting
+        (a round starts them before its generate step, so the first round's fetch step does
+        not begin with idle threads waiting for worker start-up)."""
+        if self._shards == (cfg.fetch.shards, actor_class) and (self.actors or self._starting):
+            return
         self.close_actors()
         workers = sorted(self.client.scheduler_info()["workers"])
-        futures = {
+        self._starting = {
             s: self.client.submit(actor_class, self.crawl_url, cfg, s, actor=True,
                                   workers=[workers[s % len(workers)]], pure=False)
             for s in range(cfg.fetch.shards)
         }  # fmt: skip
-        self.actors = {s: f.result() for s, f in futures.items()}
         self._shards = (cfg.fetch.shards, actor_class)
+
+    def shard_actors(self, cfg: Config, actor_class: type = ShardActor) -> dict[int, Any]:
+        """One ``actor_class`` actor per shard, spread over the workers (created once; re-created
+        when ``fetch.shards`` or the class changes)."""
+        self.start_actors(cfg, actor_class)
+        if self._starting:
+            self.actors = {s: f.result() for s, f in self._starting.items()}
+            self._starting = {}
         return self.actors
 
     def seed_scope(self, crawl: CrawlDir, manifest) -> tuple[set[str], set[str]]:
@@ -317,10 +334,15 @@ class Crawler:
 
     def close_actors(self) -> None:
         """Close the shard workers' connections and drop the actors."""
+        if self._starting:  # started, never used: wait for them, so they can be closed
+            with contextlib.suppress(Exception):
+                self.actors = {s: f.result() for s, f in self._starting.items()}
+            self._starting = {}
         for actor in self.actors.values():
             with contextlib.suppress(Exception):
                 actor.close().result()
         self.actors = {}
+        self._shards = None
 
     def run_round(
         self,
@@ -360,6 +382,7 @@ class Crawler:
                         "rerunning it, with a full politeness delay for every host first",
                         rnd)  # fmt: skip
         client = self.client
+        self.start_actors(cfg)  # created while generate runs
         # -- generate ---------------------------------------------------------------------------
         on_step("generate")
         t0 = time.monotonic()
@@ -392,8 +415,12 @@ class Crawler:
             for s in sorted(actors)
         }  # fmt: skip
         planned = {s: fetchlists[s].rows for s in actors}
-        shard_results = self._wait_fetch(actors, pending, progress, lock, rnd, planned)
+        shard_results = self._wait_fetch(
+            actors, pending, progress, lock, rnd, planned, cfg.fetch.shard_grace_s
+        )
         steps["fetch"] = time.monotonic() - t0
+        idle = fetch_idle(shard_results, steps["fetch"])
+        steps["fetch_startup"], steps["fetch_tail"] = idle["startup_s"], idle["tail_s"]
         # -- update -----------------------------------------------------------------------------
         on_step("update")
         t0 = time.monotonic()
@@ -432,6 +459,7 @@ class Crawler:
         )  # fmt: skip
         summary["content"] = content.to_json()
         summary["indegree"] = indegree.to_json()
+        summary["fetch_idle_share"] = idle["share"]
         lock.check()
         committed = crawl.commit(
             manifest,
@@ -463,12 +491,27 @@ class Crawler:
         summary["elapsed_s"] = round(time.monotonic() - t_start, 3)
         return summary
 
-    def _wait_fetch(self, actors, pending, progress, lock, rnd, planned) -> list[dict[str, Any]]:
+    def _wait_fetch(
+        self, actors, pending, progress, lock, rnd, planned, grace_s
+    ) -> list[dict[str, Any]]:
+        """The shards' fetch results; ``grace_s`` seconds after the first shard is done, the
+        others are told to end their fetch phase (``fetch.shard_grace_s``)."""
         results: dict[int, dict[str, Any]] = {}
+        first_done: float | None = None
+        ended: list[Any] = []
         while len(results) < len(pending):
             for s, fut in pending.items():
                 if s not in results and fut.done():
                     results[s] = fut.result()
+            if results and first_done is None:
+                first_done = time.monotonic()
+            if (
+                not ended
+                and first_done is not None
+                and len(results) < len(pending)
+                and time.monotonic() - first_done >= grace_s
+            ):
+                ended = [actors[s].end_fetch() for s in pending if s not in results]
             if len(results) < len(pending):
                 if progress is not None:  # snapshot: batchcrawl.progress's module docstring
                     shards: dict[int, dict[str, float]] = {}
@@ -480,6 +523,30 @@ class Crawler:
                     progress({"round": rnd, "planned": planned, "shards": shards})
                 time.sleep(0.5)
         return [results[s] for s in sorted(results)]
+
+
+def fetch_idle(shard_results: list[dict[str, Any]], step_s: float) -> dict[str, float]:
+    """How much of a batch fetch step of ``step_s`` seconds left fetch threads without work
+    (issue 16), from the shards' ``startup_s``, ``fetch_seconds``, ``idle_s``, ``tail_s``.
+
+    A shard is idle (fewer than half its threads have work, :mod:`batchcrawl.fetch.idle`) before
+    its worker starts (``startup_s``: fetch list read, hosts restored), during its run's
+    ``idle_s``, and after its run until the step ends (writing its facts, waiting for the other
+    shards). Returns ``share``: idle shard-seconds / (shards x ``step_s``), in [0, 1];
+    ``startup_s``: the slowest shard's start-up; ``tail_s``: from the moment the last shard to
+    stay busy dropped below half its threads until the step ended (shard clocks are taken to
+    start with the step).
+    """
+    if not shard_results or step_s <= 0:
+        return {"share": 0.0, "startup_s": 0.0, "tail_s": 0.0}
+    busy = [r["fetch_seconds"] - r["idle_s"] for r in shard_results]
+    idle = sum(step_s - b for b in busy)
+    busy_end = max(r["startup_s"] + r["fetch_seconds"] - r["tail_s"] for r in shard_results)
+    return {
+        "share": round(min(1.0, max(0.0, idle / (len(shard_results) * step_s))), 4),
+        "startup_s": max(r["startup_s"] for r in shard_results),
+        "tail_s": max(0.0, step_s - busy_end),
+    }
 
 
 def round_summary(

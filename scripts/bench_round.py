@@ -12,6 +12,9 @@ Prints one JSON line::
   max(D, the host's Crawl-delay capped at ``politeness.max_crawl_delay_s``).
 * ``politeness_bound``: the most any polite crawler could fetch in the crawl's fetch time: the sum
   over hosts of min(allowed pages of the host, 1 + T_fetch / max(D, its Crawl-delay)).
+* ``fetch_idle_share``: share of the fetch steps' shard-seconds in which fewer than half a shard's
+  fetch threads had work (start-up, slow tail: :mod:`batchcrawl.fetch.idle`); ``wall_idle_share``
+  the same over the whole run (other steps count as idle).
 * ``fetch_share``: fetch-step seconds / round wall seconds; ``peak_rss_mb``: the largest total RSS
   of this process and its Dask worker processes (sampled every 0.5 s).
 
@@ -159,6 +162,14 @@ def main(argv: list[str] | None = None) -> int:
     fetch_s = round_wall if args.stream else steps["fetch"]  # a stream never stops fetching
     bound = web.politeness_bound(fetch_s, max(args.host_delay_s, 1e-9))  # D = 0: no host cap
     pages = sum(s["responses"] for s in summaries)
+    # issue 16: shard-seconds with fewer than half the fetch threads given work, over the fetch
+    # steps and over the whole run (generate, update, compact and commit leave every thread idle)
+    busy = (
+        0.0
+        if args.stream
+        else sum((1 - s["fetch_idle_share"]) * s["seconds_by_step"]["fetch"] for s in summaries)
+    )
+    fetch_idle = None if args.stream else round(1 - busy / max(steps["fetch"], 1e-9), 3)
     print(json.dumps({
         "pages": pages,
         "seconds": round(seconds, 2),
@@ -170,8 +181,18 @@ def main(argv: list[str] | None = None) -> int:
         "bound_share": round(distinct / bound, 3) if bound and args.host_delay_s > 0 else None,
         "peak_rss_mb": round(sampler.peak / 2**20, 1),
         "fetch_share": round(fetch_s / round_wall, 3),
+        "fetch_idle_share": fetch_idle,
+        "wall_idle_share": None if args.stream else round(1 - busy / seconds, 3),
         "seconds_by_step": {k: round(v, 2) for k, v in steps.items()},
         "rounds": summaries[0]["checkpoints"] if args.stream else len(summaries),
+        "per_round": None if args.stream else [
+            {"responses": s["responses"], "elapsed_s": s["elapsed_s"],
+             "fetch_s": s["seconds_by_step"]["fetch"],
+             "fetch_startup_s": s["seconds_by_step"]["fetch_startup"],
+             "fetch_tail_s": s["seconds_by_step"]["fetch_tail"],
+             "fetch_idle_share": s["fetch_idle_share"], "not_fetched": s["not_fetched"]}
+            for s in summaries
+        ],
         "mode": "stream" if args.stream else "batch",
         "hosts": args.hosts,
         "host_delay_s": args.host_delay_s,

@@ -162,7 +162,9 @@ def test_round_command_json_exit_codes_and_state_reloaded_by_a_new_process(tmp_p
     app.add(SLOW_HOST, "/robots.txt", Response(200, [("Content-Type", "text/plain")],
                                                f"User-agent: *\nCrawl-delay: {SLOW_DELAY_S:g}\n"
                                                .encode()))  # fmt: skip
-    cfg = round_config(politeness={"max_crawl_delay_s": 10.0})
+    # the slow host is a one-host tail: this test wants each round to wait it out
+    cfg = round_config(politeness={"max_crawl_delay_s": 10.0},
+                       fetch={"tail_idle_s": 0.0, "shard_grace_s": 600.0})  # fmt: skip
     config_file = tmp_path / "crawl.toml"
     from batchcrawl.config import to_toml
 
@@ -188,8 +190,9 @@ def test_round_command_json_exit_codes_and_state_reloaded_by_a_new_process(tmp_p
         summary = json.loads(lines[0])
         assert summary["round"] == n and summary["step"] == "round"
         assert summary["responses"] >= 1 and set(summary["seconds_by_step"]) == {
-            "generate", "fetch", "update", "compact", "commit"
+            "generate", "fetch", "fetch_startup", "fetch_tail", "update", "compact", "commit"
         }  # fmt: skip
+        assert 0.0 <= summary["fetch_idle_share"] <= 1.0
     assert c.returncode == 75, c.stderr[-2000:]
     assert c.stdout == "" and "batchcrawl: nothing due" in c.stderr and log_c == []
     assert "error" not in c.stderr and not (target / "fetchlists" / "round=3").exists()

@@ -783,6 +783,19 @@ class Workbench(Generic[T]):
         with self._lock:
             return len(self._hosts)
 
+    def hosts_with_work(self, at_most: int) -> int:
+        """Hosts that have queued items or are acquired (a fetch thread could work on each of
+        them), counted up to ``at_most``. O(hosts) at worst, stopping at ``at_most``: the fetch
+        worker's idle sampler calls it about twice a second."""
+        n = 0
+        with self._lock:
+            for vs in self._hosts.values():
+                if vs.queue or vs.acquired:
+                    n += 1
+                    if n >= at_most:
+                        break
+        return n
+
     @property
     def ready_count(self) -> int:
         """How many :meth:`acquire` calls would succeed now without a release or an add: for each

@@ -42,6 +42,7 @@ from batchcrawl.config import Config
 from batchcrawl.errors import InvalidURL
 from batchcrawl.fetch.directives import retry_after_s, x_robots_tag
 from batchcrawl.fetch.fetcher import Fetcher
+from batchcrawl.fetch.idle import IdleMeter
 from batchcrawl.fetch.neardup import NearDuplicates
 from batchcrawl.fetch.parse import parse_page
 from batchcrawl.fetch.resolver import AddressPolicy, DNSError, Resolver
@@ -206,6 +207,10 @@ class ShardRun:
     counters: Counter = field(default_factory=Counter)
     warc_files: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    #: seconds of the run in which fewer than half the fetch threads had work
+    #: (:class:`~batchcrawl.fetch.idle.IdleMeter`), and the trailing part of them (the tail)
+    idle_s: float = 0.0
+    tail_s: float = 0.0
 
 
 def _new_shard_run() -> ShardRun:
@@ -232,6 +237,7 @@ class _Run:
     stop: threading.Event = field(default_factory=threading.Event)
     streaming: bool = False  # threads wait for more items instead of ending (stream_start)
     storage_fault: OSError | None = None  # the first full / read-only storage error: ends the run
+    ended_early: bool = False  # FetchWorker.end_run was called
 
 
 class TailDetector:
@@ -322,6 +328,7 @@ class FetchWorker:
         # One fetch thread at a time parses, extracts links and archives (see _fetch_loop).
         self._processing = threading.Lock()
         self._stream: _Run | None = None  # the running stream (stream_start), if any
+        self._batch: _Run | None = None  # the running batch fetch (run), if any
         self._stream_threads: list[threading.Thread] = []
 
     # -- configuration ---------------------------------------------------------------------------
@@ -487,6 +494,7 @@ class FetchWorker:
         out = _new_shard_run()
         run = _Run(round=round, out=out, warc=warc, deadline=started + limit)
         pending = run.pending = self._enqueue(run, items)
+        self._batch = run
         threads = [
             threading.Thread(target=self._fetch_loop, args=(run,), daemon=True,
                              name=f"fetch-{self.shard}-{i}")
@@ -495,22 +503,27 @@ class FetchWorker:
         for t in threads:
             t.start()
         tail = TailDetector(self.cfg.fetch.tail_rate_ratio, self.cfg.fetch.throughput_window_s)
+        idle = IdleMeter(len(threads), started)
         try:
-            while any(t.is_alive() for t in threads):
-                for t in threads:
-                    t.join(timeout=0.5)
+            while alive := [t for t in threads if t.is_alive()]:
+                idle.observe(self.clock(), self.workbench.hosts_with_work(idle.need))
+                alive[0].join(timeout=0.5)  # wakes about twice a second
                 if progress is not None:
                     with self._lock:
                         progress(Counter(out.counters))
                 now = self.clock()
                 with self._lock:
                     done = pending - run.pending
-                if now >= run.deadline or (tail.observe(now, done) and not run.stop.is_set()):
+                in_tail = tail.observe(now, done) or (
+                    0 < self.cfg.fetch.tail_idle_s <= idle.in_tail_for(now)
+                )
+                if now >= run.deadline or (in_tail and not run.stop.is_set()):
                     if now < run.deadline:
                         out.counters["tail_cut"] = 1
                     run.stop.set()
                     self.workbench.wakeup()
         finally:
+            self._batch = None
             run.stop.set()
             self.workbench.wakeup()
             for t in threads:
@@ -518,14 +531,31 @@ class FetchWorker:
             warc.close()
         if run.storage_fault is not None:
             raise run.storage_fault
+        if run.ended_early:
+            out.counters["ended_early"] = 1
         for _host, rest in self.workbench.drain():
             for item in rest:  # robots.txt and sitemap jobs are redone when needed
                 if isinstance(item, FetchItem):
                     out.unfetched.append(item)
         out.counters["not_fetched"] += len(out.unfetched)
         out.warc_files = list(warc.files)
-        out.seconds = self.clock() - started
+        end = self.clock()
+        out.seconds = end - started
+        out.idle_s = idle.finish(end)
+        out.tail_s = idle.tail_s(end)
         return out
+
+    def end_run(self) -> bool:
+        """End the running :meth:`run` early, from any thread: each fetch thread finishes the
+        fetch in flight and the URLs still queued come back in ``ShardRun.unfetched`` (counter
+        ``ended_early``). Returns False when no run is going on."""
+        run = self._batch
+        if run is None:
+            return False
+        run.ended_early = True
+        run.stop.set()
+        self.workbench.wakeup()
+        return True
 
     def close(self) -> None:
         """Close connections and the fetcher's watchdog."""

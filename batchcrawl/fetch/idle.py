@@ -1,0 +1,69 @@
+"""How long a fetch phase left its fetch threads without work (issue 16, "no idle fetch phase").
+
+A fetch thread *has work* when some host with queued URLs (or one it is fetching from) is there for
+it: with one connection per host, a shard whose fetch list is down to ``k`` hosts can keep at most
+``k`` threads busy, however many it runs. Counting the threads actually inside a request would call
+every polite round idle (at a 1 s host delay a thread spends most of its time waiting for the next
+host's turn, which is the politeness bound, not idleness); counting the hosts with work measures
+what the round's shape costs: the start-up before the threads get their fetch list and the slow
+tail of a few Crawl-delay hosts (Nutch's fetcher "throughput threshold" problem).
+
+:class:`IdleMeter` turns samples ``(time, hosts with work)``, taken about twice a second by the
+worker's run loop, into seconds spent below half the threads, and the trailing part of it (the
+tail). Each interval between two samples is charged to the state seen at its start.
+"""
+
+from __future__ import annotations
+
+
+class IdleMeter:
+    """Seconds in which fewer than half of ``threads`` fetch threads had work.
+
+    Parameters
+    ----------
+    threads
+        Fetch threads of the worker (>= 1); the phase is idle while fewer than ``threads / 2``
+        hosts have work.
+    start_s
+        Time the phase started, seconds on any monotonic clock; the phase counts as idle until
+        the first sample (the fetch list is not queued yet).
+    """
+
+    def __init__(self, threads: int, start_s: float) -> None:
+        self.threads = threads
+        #: hosts with work needed for the phase to count as busy (``ceil(threads / 2)``)
+        self.need = (threads + 1) // 2
+        self.start_s = start_s
+        self._last_s = start_s
+        self._last_busy = False
+        self.idle_s = 0.0
+        self._busy_until_s = start_s  # end of the last busy interval
+        #: True once a sample saw at least half the threads with work
+        self.was_busy = False
+
+    def observe(self, now_s: float, hosts_with_work: int) -> None:
+        """Record that ``hosts_with_work`` hosts had work at ``now_s`` (non-decreasing times)."""
+        dt = max(0.0, now_s - self._last_s)
+        if self._last_busy:
+            self._busy_until_s = now_s
+        else:
+            self.idle_s += dt
+        self._last_s = now_s
+        self._last_busy = hosts_with_work >= self.need
+        self.was_busy = self.was_busy or self._last_busy
+
+    def in_tail_for(self, now_s: float) -> float:
+        """Seconds the phase has been idle since it was last busy, at ``now_s``; 0 while busy and
+        before it was ever busy (a fetch list of fewer hosts than half the threads has no tail)."""
+        return self.tail_s(now_s) if self.was_busy and not self._last_busy else 0.0
+
+    def tail_s(self, end_s: float) -> float:
+        """Seconds from the end of the last busy interval to ``end_s`` (the phase's idle tail;
+        the whole phase when it was never busy)."""
+        busy_until = self._last_s if self._last_busy else self._busy_until_s
+        return max(0.0, end_s - busy_until)
+
+    def finish(self, end_s: float) -> float:
+        """Close the phase at ``end_s`` (charging the last interval); returns :attr:`idle_s`."""
+        self.observe(end_s, 0)
+        return self.idle_s
