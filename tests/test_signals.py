@@ -78,7 +78,7 @@ def test_signal_mid_round_releases_the_lock_and_says_what_was_committed(tmp_path
     assert os.path.exists(crawl.path("fetchlists/round=2"))
     warcs = os.listdir(crawl.path("warc/round=1"))
     assert warcs and all(
-        re.fullmatch(r"crawl-00001-0[01]-\d{14}-\d{5}\.warc\.gz", n) for n in warcs
+        re.fullmatch(r"crawl-00001-0[01]-\d{14}-\d{5}\.(warc\.gz|cdxj)", n) for n in warcs
     )
     gc(crawl, keep=1, tmp_min_age_s=0)
     assert not os.path.exists(crawl.path("fetchlists/round=2"))

@@ -15,6 +15,7 @@ step at the cost of the round's edges, never of the whole graph:
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,11 +44,14 @@ def domain_pairs(edges: pa.Table, round: int) -> pa.Table:
     t = edges.select(EDGE_COLUMNS)
     src, dst = t.column("src_domain"), t.column("dst_domain")
     keep = pc.and_(pc.and_(pc.is_valid(src), pc.is_valid(dst)), pc.not_equal(src, dst))
-    t = t.filter(pc.fill_null(keep, False)).group_by(EDGE_COLUMNS).aggregate([])
-    keys = hash64_many(
-        f"{s} {d}" for s, d in zip(t.column("src_domain").to_pylist(),
-                                    t.column("dst_domain").to_pylist(), strict=True)
-    )  # fmt: skip
+    t = t.filter(pc.fill_null(keep, False))
+    # distinct pairs in Python (a round's pairs are few): Acero's group_by warns on stderr about
+    # unaligned buffers of tables read from Parquet, which would break the CLI's one-line output
+    pairs = sorted(set(zip(t.column("src_domain").to_pylist(), t.column("dst_domain").to_pylist(),
+                           strict=True)))  # fmt: skip
+    keys = hash64_many(f"{s} {d}" for s, d in pairs)
+    t = pa.table({"src_domain": pa.array([s for s, _ in pairs], pa.string()),
+                  "dst_domain": pa.array([d for _, d in pairs], pa.string())})  # fmt: skip
     rows = pa.table({
         "pair_key": pa.array(keys, pa.uint64()),
         "src_domain": t.column("src_domain"),
@@ -106,14 +110,13 @@ def update_indegree(
     old_listing = list(manifest.tables.get("indegree", ()))
     if done.new.num_rows == 0:
         return IndegreeUpdate(done.listing, old_listing, 0, 0)
-    grown = done.new.group_by("dst_domain").aggregate([("dst_domain", "count")])
+    grown = Counter(done.new.column("dst_domain").to_pylist())
     old = read_indegree(crawl, manifest)
     counts = dict(zip(old.column("domain").to_pylist(),
                       old.column("linking_domains").to_pylist(), strict=True))  # fmt: skip
     since = dict(zip(old.column("domain").to_pylist(), old.column("round").to_pylist(),
                      strict=True))  # fmt: skip
-    for d, n in zip(grown.column("dst_domain").to_pylist(),
-                    grown.column("dst_domain_count").to_pylist(), strict=True):  # fmt: skip
+    for d, n in grown.items():
         counts[d] = counts.get(d, 0) + n
         since[d] = round
     names = sorted(counts)
@@ -123,4 +126,4 @@ def update_indegree(
         "round": pa.array([since[d] for d in names], pa.int32()),
     })  # fmt: skip
     entry = crawl.write_table("indegree", paths.indegree_file(generation), table)
-    return IndegreeUpdate(done.listing, [entry], done.new.num_rows, grown.num_rows)
+    return IndegreeUpdate(done.listing, [entry], done.new.num_rows, len(grown))
