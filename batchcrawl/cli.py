@@ -40,8 +40,8 @@ import click
 
 from batchcrawl import __version__
 from batchcrawl.config import Config, load_config, to_toml
+from batchcrawl.console.signals import stop_on_signals
 from batchcrawl.errors import BatchcrawlError, ConfigError, Stopped
-from batchcrawl.signals import stop_on_signals
 from batchcrawl.store.crawldir import CONFIG_FILE, CrawlDir
 
 log = logging.getLogger("batchcrawl")
@@ -226,7 +226,7 @@ def main(verbose: int) -> None:
     root.handlers[:] = [handler]
     root.setLevel(logging.WARNING)
     # progress lines are INFO but shown without -v: a long round must never be silent
-    logging.getLogger("batchcrawl.progress").setLevel(logging.INFO)
+    logging.getLogger("batchcrawl.console.progress").setLevel(logging.INFO)
     _set_verbosity(verbose)
 
 
@@ -332,14 +332,14 @@ def sql_command(
     load_crawl_config(crawl, sets)  # validates the layers; SQL needs no setting yet
     text = statement if statement is not None else sql.named_query(query_name)
     if limit is None and not all_rows and fmt == "table":
-        from batchcrawl.sql_view import DEFAULT_LIMIT
+        from batchcrawl.console.sql_view import DEFAULT_LIMIT
 
         limit = DEFAULT_LIMIT
     _print_table(sql.query(crawl, text, generation), fmt, limit)
 
 
 def _print_table(table, fmt: str, limit: int | None = None) -> None:
-    from batchcrawl.sql_view import cell, more_rows_line, table_width, vertical_lines
+    from batchcrawl.console.sql_view import cell, more_rows_line, table_width, vertical_lines
 
     total = table.num_rows
     if limit is not None:
@@ -403,7 +403,7 @@ def _render(*tables) -> None:
 
 
 def _status_tables(st: dict[str, Any]) -> list:
-    from batchcrawl.status_view import status_tables
+    from batchcrawl.console.status_view import status_tables
 
     return status_tables(st)
 
@@ -566,12 +566,12 @@ def round_command(crawl_url, scheduler, workers, time_limit, max_pages, sets) ->
 
 def _run_rounds(crawl: CrawlDir, cfg: Config, rounds: int, known: bool) -> list[dict]:
     """Run up to ``rounds`` rounds (``known``: shown as "round N of M") with progress on stderr
-    (:mod:`batchcrawl.progress`); print each round's JSON summary on stdout and a human summary
+    (:mod:`batchcrawl.console.progress`); print each round's JSON summary on stdout and a human summary
     on stderr at the end. A signal (Ctrl-C, SIGTERM) becomes :class:`Stopped`, saying what was
     committed."""
     import time
 
-    from batchcrawl.progress import RoundProgress, closing_summary
+    from batchcrawl.console.progress import RoundProgress, closing_summary
     from batchcrawl.round import run_rounds
 
     before = crawl.manifest()
@@ -586,7 +586,7 @@ def _run_rounds(crawl: CrawlDir, cfg: Config, rounds: int, known: bool) -> list[
     except KeyboardInterrupt as exc:
         raise stopped(crawl, before, exc) from None
     except Exception as exc:  # a lost worker, a full disk: one line saying the crawl is safe
-        from batchcrawl.round_faults import round_fault
+        from batchcrawl.console.faults import round_fault
 
         fault = round_fault(crawl, before, exc)
         if fault is None:
@@ -602,9 +602,9 @@ def _run_stream(crawl: CrawlDir, cfg: Config, max_seconds: float | None) -> dict
     """Stream the crawl (:func:`batchcrawl.stream.run_stream`) until nothing is due,
     ``max_seconds``, SIGINT or SIGTERM (each takes a last checkpoint) and print its JSON summary.
     A lost worker or a full disk ends in one line, as for rounds
-    (:func:`batchcrawl.round_faults.round_fault`): the last checkpoint is intact."""
-    from batchcrawl.progress import StreamProgress, stream_closing_summary
-    from batchcrawl.signals import stop_requested
+    (:func:`batchcrawl.console.faults.round_fault`): the last checkpoint is intact."""
+    from batchcrawl.console.progress import StreamProgress, stream_closing_summary
+    from batchcrawl.console.signals import stop_requested
     from batchcrawl.stream import run_stream
 
     before = crawl.manifest()
@@ -614,7 +614,7 @@ def _run_stream(crawl: CrawlDir, cfg: Config, max_seconds: float | None) -> dict
             summary = run_stream(crawl.url, cfg, stop, max_seconds=max_seconds,
                                  progress=progress.update)  # fmt: skip
     except Exception as exc:
-        from batchcrawl.round_faults import round_fault
+        from batchcrawl.console.faults import round_fault
 
         fault = round_fault(crawl, before, exc)
         if fault is None:
@@ -629,7 +629,7 @@ def _run_stream(crawl: CrawlDir, cfg: Config, max_seconds: float | None) -> dict
 
 def stopped(crawl: CrawlDir, before, exc: BaseException) -> Stopped:
     """The :class:`Stopped` error for rounds interrupted by ``exc`` (a KeyboardInterrupt or
-    :class:`~batchcrawl.signals.Interrupted`): what this run committed since manifest ``before``
+    :class:`~batchcrawl.console.signals.Interrupted`): what this run committed since manifest ``before``
     (the last generation) and which round was not committed."""
     now = crawl.manifest()
     if now.round > before.round:
@@ -763,8 +763,8 @@ def demo(crawl_url, hosts, pages, rounds, sets) -> None:
     --rounds rounds on a local Dask cluster, then shows status counts, top hosts and fetch errors
     through `batchcrawl sql`. Nothing leaves this machine.
     """
+    from batchcrawl.console.progress import RoundProgress
     from batchcrawl.demo import fresh_demo_dir, headline, run_demo
-    from batchcrawl.progress import RoundProgress
 
     crawl_url = crawl_url or fresh_demo_dir()
 

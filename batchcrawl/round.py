@@ -38,6 +38,8 @@ import pyarrow as pa
 from fsspec.implementations.dirfs import DirFileSystem
 
 from batchcrawl.config import Config
+from batchcrawl.console.nothing_due import nothing_due
+from batchcrawl.console.signals import ignoring_sigint
 from batchcrawl.errors import ClusterUnreachable, NothingDue
 from batchcrawl.fetch.worker import FetchWorker, ShardRun
 from batchcrawl.frontier import content as content_mod
@@ -48,10 +50,8 @@ from batchcrawl.frontier import runs
 from batchcrawl.frontier import table as frontier_mod
 from batchcrawl.frontier import update as update_mod
 from batchcrawl.frontier.runs import BucketFiles
-from batchcrawl.nothing_due import nothing_due
 from batchcrawl.records import FetchItem
 from batchcrawl.ring import HashRing, route_name
-from batchcrawl.signals import ignoring_sigint
 from batchcrawl.store import paths, schemas
 from batchcrawl.store.crawldir import CrawlDir, FileEntry
 from batchcrawl.store.lock import WriterLock
@@ -513,7 +513,7 @@ class Crawler:
             ):
                 ended = [actors[s].end_fetch() for s in pending if s not in results]
             if len(results) < len(pending):
-                if progress is not None:  # snapshot: batchcrawl.progress's module docstring
+                if progress is not None:  # snapshot: batchcrawl.console.progress's module docstring
                     shards: dict[int, dict[str, float]] = {}
                     for s, actor in actors.items():
                         shards[s] = results[s]["counters"] if s in results else {}

@@ -42,6 +42,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from batchcrawl.config import Config
+from batchcrawl.console.signals import StopRequest
 from batchcrawl.frontier import content as content_mod
 from batchcrawl.frontier import generate as gen_mod
 from batchcrawl.frontier import hosts as host_runs
@@ -59,7 +60,6 @@ from batchcrawl.round import (
     round_summary,
 )
 from batchcrawl.scope.filters import FilterChain
-from batchcrawl.signals import StopRequest
 from batchcrawl.store.crawldir import CrawlDir
 from batchcrawl.store.lock import WriterLock
 from batchcrawl.urls import bucket_ids
@@ -200,7 +200,7 @@ class Stream:
         self.t_start = clock()
 
     def snapshot(self) -> dict[str, Any]:
-        """The stream so far, for :class:`batchcrawl.progress.StreamProgress`: ``elapsed_s``,
+        """The stream so far, for :class:`batchcrawl.console.progress.StreamProgress`: ``elapsed_s``,
         ``micro_batch`` (the one being fetched), ``generation``, ``checkpoints``, ``attempts``,
         ``stored``, ``new_urls``, ``outcomes`` (committed micro-batches), ``held`` (URLs queued
         per shard) and ``leased`` (handed out, not reported)."""

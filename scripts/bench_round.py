@@ -44,10 +44,10 @@ from pathlib import Path
 import psutil
 
 from batchcrawl.config import loopback_test_config
+from batchcrawl.console.signals import StopRequest
 from batchcrawl.errors import NothingDue
 from batchcrawl.frontier.inject import inject
 from batchcrawl.round import Crawler, dask_client
-from batchcrawl.signals import StopRequest
 from batchcrawl.store.crawldir import CrawlDir
 from batchcrawl.stream import run_stream
 from batchcrawl.testing.sampleweb import SampleWeb

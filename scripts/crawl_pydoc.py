@@ -54,9 +54,9 @@ from pathlib import Path
 from typing import Any
 
 from batchcrawl.config import Config, loopback_test_config, to_toml
+from batchcrawl.console.signals import StopRequest
 from batchcrawl.frontier.inject import inject
 from batchcrawl.round import run_rounds
-from batchcrawl.signals import StopRequest
 from batchcrawl.store.crawldir import CrawlDir
 from batchcrawl.store.sql import query
 from batchcrawl.stream import run_stream

@@ -304,7 +304,7 @@ def main(argv: list[str]) -> int:
 def _stream(crawl: CrawlDir, cfg: Config, args: Any) -> int:
     """``--stream``: stream to the end, SIGKILLing this process at the ``args.rounds``-th start
     of step ``args.kill_at``; print the JSON summary."""
-    from batchcrawl.signals import StopRequest
+    from batchcrawl.console.signals import StopRequest
     from batchcrawl.stream import run_stream
 
     seen: dict[str, int] = defaultdict(int)

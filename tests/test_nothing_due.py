@@ -12,7 +12,7 @@ from crawl_helpers import frontier_row
 from round_helpers import cli_command, round_config, subprocess_env
 
 from batchcrawl.config import to_toml
-from batchcrawl.nothing_due import format_duration, nothing_due
+from batchcrawl.console.nothing_due import format_duration, nothing_due
 from batchcrawl.store.crawldir import CrawlDir
 
 

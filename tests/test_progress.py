@@ -12,7 +12,7 @@ import subprocess
 import pytest
 from round_helpers import cli_command, new_crawl, round_config, sample_web, serve, subprocess_env
 
-from batchcrawl.progress import (
+from batchcrawl.console.progress import (
     Figures,
     RoundProgress,
     StreamProgress,
@@ -50,7 +50,7 @@ def test_figures_count_done_planned_queue_rate_and_time_left():
 
 def test_lines_come_every_interval_and_each_round_starts_from_zero(caplog):
     clock = FakeClock()
-    caplog.set_level(logging.INFO, logger="batchcrawl.progress")
+    caplog.set_level(logging.INFO, logger="batchcrawl.console.progress")
     with RoundProgress(enabled=False, interval_s=30, rounds=2, clock=clock) as p:
         p.update(snap(1, {0: 1}, {0: 100}))
         clock.t += 10
@@ -104,7 +104,9 @@ def test_progress_lines_appear_on_a_pipe_without_verbose(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     summaries = [json.loads(line) for line in proc.stdout.splitlines()]  # stdout: JSON only
     assert [s["round"] for s in summaries] == [1, 2]
-    progress = [ln for ln in proc.stderr.splitlines() if " INFO batchcrawl.progress: round " in ln]
+    progress = [
+        ln for ln in proc.stderr.splitlines() if " INFO batchcrawl.console.progress: round " in ln
+    ]
     # round 1 fetches one seed and may end before the first snapshot; round 2 fetches 7 pages
     # 0.3 s apart, so its lines come for sure
     assert any(": round 2 of 2: " in ln and " pages (" in ln for ln in progress), proc.stderr
@@ -122,7 +124,7 @@ def stream_snap(elapsed_s, attempts, micro_batch=3, **extra):
 
 def test_stream_lines_come_every_interval_with_the_stream_totals(caplog):
     clock = FakeClock()
-    caplog.set_level(logging.INFO, logger="batchcrawl.progress")
+    caplog.set_level(logging.INFO, logger="batchcrawl.console.progress")
     with StreamProgress(enabled=False, interval_s=30, clock=clock) as p:
         clock.t += 10
         p.update(stream_snap(10.0, 50))  # before the interval: no line

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from round_helpers import new_crawl, round_config, sample_web, serve
 
+from batchcrawl.console.status_view import status_tables
 from batchcrawl.round import run_rounds
-from batchcrawl.status_view import status_tables
 from batchcrawl.store.status import crawl_status
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]

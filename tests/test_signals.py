@@ -65,7 +65,9 @@ def test_signal_mid_round_releases_the_lock_and_says_what_was_committed(tmp_path
                 proc.wait()
     assert proc.returncode == code, err[-3000:]
     assert out == "", out
-    lines = [ln for ln in err.strip().splitlines() if " INFO batchcrawl.progress: " not in ln]
+    lines = [
+        ln for ln in err.strip().splitlines() if " INFO batchcrawl.console.progress: " not in ln
+    ]
     name = signal.Signals(signum).name
     assert lines == [
         f"batchcrawl: stopped by {name}: committed round 1 (last generation 2); round 2 was "

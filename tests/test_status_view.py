@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from batchcrawl.cli import main
-from batchcrawl.status_view import MAX_GENERATIONS, status_tables
+from batchcrawl.console.status_view import MAX_GENERATIONS, status_tables
 
 LONG_URL = "s3://a-very-long-bucket-name/projects/2026/november/the-big-crawl-of-everything/run-1"
 

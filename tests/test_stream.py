@@ -27,8 +27,8 @@ from round_helpers import (
     wait_gone,
 )
 
+from batchcrawl.console.signals import StopRequest
 from batchcrawl.round import run_rounds
-from batchcrawl.signals import StopRequest
 from batchcrawl.store import paths, sql
 from batchcrawl.store.crawldir import CrawlDir
 from batchcrawl.stream import run_stream

@@ -16,7 +16,7 @@ import psutil
 import pytest
 from round_helpers import new_crawl, round_config, sample_web, serve
 
-from batchcrawl.signals import StopRequest
+from batchcrawl.console.signals import StopRequest
 from batchcrawl.stream import run_stream
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]

@@ -93,7 +93,7 @@ class RoundProgress:
     ----------
     enabled
         Draw a live table on stderr (a terminal); otherwise log one INFO line (logger
-        ``batchcrawl.progress``) at most every ``interval_s`` seconds.
+        ``batchcrawl.console.progress``) at most every ``interval_s`` seconds.
     interval_s
         Seconds between log lines without a terminal (``progress.interval_s``).
     rounds
