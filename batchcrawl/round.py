@@ -131,7 +131,6 @@ class ShardActor:
         if tuple(content_files) != self.content_files:  # content seen in earlier rounds
             self.worker.know_content(content_mod.load_seen(crawl, list(content_files)))
             self.content_files = tuple(content_files)
-        self.counters = Counter()
         startup_s = time.monotonic() - started
         run = self.worker.run(items, round, progress=self._on_progress)
         fetched, links, edges = self.write_facts(crawl, run, round, buckets)

@@ -366,8 +366,9 @@ class Stream:
         if not todo:
             return 0
         k = self.manifest.buckets
+        budgets = gen_mod.domain_budgets(self.crawl, self.manifest, self.cfg)  # read once
         task = functools.partial(gen_mod.select_task, self.crawl.url, round=self.round,
-                                 cfg=self.cfg, now=self.now())  # fmt: skip
+                                 cfg=self.cfg, now=self.now(), budgets=budgets)  # fmt: skip
         selections = dask_mapper(self.crawler.client)(task, todo)
         leased = pa.array(np.fromiter(self.leased, np.uint64, len(self.leased)), pa.uint64())
         unleased = []
@@ -376,7 +377,7 @@ class Stream:
             if any(counts.get(c) for c in ("capped_host", "capped_domain", "capped_round")):
                 self.dirty.add(bf.bucket)
             unleased.append((rows, cands, counts, late))  # BEAST delays: not in a stream
-        selected, *_ = gen_mod.fold_candidates(unleased, self.cfg)
+        selected, *_ = gen_mod.fold_candidates(unleased, self.cfg, budgets)
         if self.refilter_next and selected.num_rows:
             selected, refiltered = gen_mod.refilter(
                 selected, FilterChain.from_config(self.cfg.filters)

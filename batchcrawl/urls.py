@@ -289,9 +289,13 @@ def bucket_of(key: int, buckets: int) -> int:
     ConfigError
         ``buckets`` is less than 1.
     """
+    return key % _checked(buckets)
+
+
+def _checked(buckets: int) -> int:
     if buckets < 1:
         raise ConfigError(f"frontier.buckets must be at least 1, got {buckets!r}")
-    return key % buckets
+    return buckets
 
 
 def bucket_ids(keys: np.ndarray, buckets: int) -> np.ndarray:
@@ -302,9 +306,7 @@ def bucket_ids(keys: np.ndarray, buckets: int) -> np.ndarray:
     ConfigError
         ``buckets`` is less than 1.
     """
-    if buckets < 1:
-        raise ConfigError(f"frontier.buckets must be at least 1, got {buckets!r}")
-    return (np.asarray(keys, dtype=np.uint64) % np.uint64(buckets)).astype(np.int64)
+    return (np.asarray(keys, dtype=np.uint64) % np.uint64(_checked(buckets))).astype(np.int64)
 
 
 def host_of(canonical: str) -> str:

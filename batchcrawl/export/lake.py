@@ -158,7 +158,7 @@ def parse_tables(text: str | Iterable[str]) -> tuple[str, ...]:
 
 
 # -- the destination ----------------------------------------------------------------------------
-class Destination:
+class Destination(atomic.Location):
     """A DEST folder on an fsspec filesystem, written file by file, each file whole.
 
     Parameters
@@ -169,16 +169,6 @@ class Destination:
         For programmatic use (tests, notebooks); the CLI passes none, so credentials come from the
         environment and fsspec's config.
     """
-
-    def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None) -> None:
-        self.url = str(url)
-        self.fs, root = fsspec.core.url_to_fs(self.url, **dict(storage_options or {}))
-        self.root = root.rstrip("/") or root
-        self.local = atomic.is_local(self.fs)
-
-    def path(self, rel: str) -> str:
-        """Filesystem path of ``rel`` (relative to DEST)."""
-        return posixpath.join(self.root, rel)
 
     @contextlib.contextmanager
     def open_write(self, rel: str) -> Iterator[IO[bytes]]:

@@ -21,7 +21,7 @@ import logging
 import os
 import posixpath
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import IO, Any
 
 import fsspec
@@ -36,6 +36,30 @@ def is_local(fs: fsspec.AbstractFileSystem) -> bool:
     """True if ``fs`` is the local filesystem (its protocols include ``file``)."""
     proto = fs.protocol
     return "file" in ((proto,) if isinstance(proto, str) else tuple(proto))
+
+
+class Location:
+    """A folder named by a local path or an fsspec URL (``s3://bucket/x``): its filesystem
+    ``fs``, its ``root`` path on it, and whether it is ``local``. The base of a crawl directory and
+    of an export destination.
+
+    Parameters
+    ----------
+    url
+        Local path or fsspec URL.
+    storage_options
+        Passed to fsspec (credentials otherwise come from the usual fsspec/boto settings).
+    """
+
+    def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None) -> None:
+        self.url = str(url)
+        self.fs, root = fsspec.core.url_to_fs(self.url, **dict(storage_options or {}))
+        self.root = root.rstrip("/") or root
+        self.local = is_local(self.fs)
+
+    def path(self, rel: str) -> str:
+        """Filesystem path of ``rel`` (relative to the root)."""
+        return posixpath.join(self.root, rel)
 
 
 def temp_name(path: str) -> str:

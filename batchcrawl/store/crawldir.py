@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 import duckdb
-import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -167,7 +166,7 @@ def utcnow_iso() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-class CrawlDir:
+class CrawlDir(atomic.Location):
     """A crawl directory on any fsspec filesystem.
 
     Parameters
@@ -180,17 +179,7 @@ class CrawlDir:
     Use :meth:`create` for a new crawl and :meth:`open` for an existing one.
     """
 
-    def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None):
-        self.url = str(url)
-        self.fs, root = fsspec.core.url_to_fs(self.url, **dict(storage_options or {}))
-        self.root = root.rstrip("/") or root
-        self.local = atomic.is_local(self.fs)
-
     # -- paths -------------------------------------------------------------------------------
-    def path(self, rel: str) -> str:
-        """Filesystem path of ``rel`` (relative to the crawl root)."""
-        return posixpath.join(self.root, rel)
-
     def full_url(self, rel: str) -> str:
         """``rel`` as a URL other tools can open (``s3://...`` or an absolute local path)."""
         return self.fs.unstrip_protocol(self.path(rel)) if not self.local else self.path(rel)
