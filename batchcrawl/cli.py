@@ -96,6 +96,12 @@ class _Group(click.Group):
                 err=True,
             )
             ctx.exit(3)
+        except BrokenPipeError:
+            # the reader of our stdout went away (`batchcrawl sql ... | head`): what was asked
+            # for was delivered as far as anyone reads it; every command prints its result after
+            # its commit, so nothing is left half done. Quiet, like cat or grep.
+            _drop_stdout()
+            ctx.exit(0)
         except OSError as exc:
             # read-only or full file system, a file where a folder must be ...: the step did not
             # commit, so the crawl is as it was
@@ -116,6 +122,15 @@ class _Group(click.Group):
                 err=True,
             )
             ctx.exit(getattr(exc, "exit_code", 130))
+
+
+def _drop_stdout() -> None:
+    """Point file descriptor 1 at /dev/null, so that the interpreter's flush of ``sys.stdout`` at
+    exit does not fail a second time on a pipe whose reader is gone (the recipe of the Python
+    docs, "Note on SIGPIPE" in the signal module)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def _set_verbosity(verbose: int) -> None:

@@ -467,3 +467,21 @@ def test_demo_headline_counts_what_status_counts(tmp_path):
     attempts = sum(s["attempts"] for s in summaries)
     assert f"{fetched:,} URLs fetched and stored, from {attempts:,} fetch attempts" in proc.stdout
     assert attempts == st["fetched"]["attempts"]
+
+
+@pytest.mark.parametrize("args", [["sql", "SELECT url FROM frontier", "--all", "--format", "csv"],
+                                  ["status", "--format", "json"]])  # fmt: skip
+def test_a_reader_that_closed_the_pipe_is_not_an_error(crawl, args):
+    """``batchcrawl sql ... | head -1``: the reader goes away; the command stops quietly with exit
+    0 (as cat, grep and git do with SIGPIPE), not with a "the step did not commit" error."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # no reader at all: the first write fails with EPIPE, every time
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "batchcrawl.cli", *args[:1], crawl.url, *args[1:]],
+            stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=120,
+        )  # fmt: skip
+    finally:
+        os.close(write_end)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
