@@ -46,6 +46,7 @@ from batchcrawl.console.signals import StopRequest
 from batchcrawl.frontier import content as content_mod
 from batchcrawl.frontier import generate as gen_mod
 from batchcrawl.frontier import hosts as host_runs
+from batchcrawl.frontier import indegree as indegree_mod
 from batchcrawl.frontier import runs
 from batchcrawl.frontier import update as update_mod
 from batchcrawl.records import FetchItem
@@ -188,6 +189,7 @@ class Stream:
         self.held = {s: 0 for s in range(cfg.fetch.shards)}
         self.dirty: set[int] = {bf.bucket for bf in self.buckets}
         self.refiltered: pa.Table | None = None
+        self.delayed: list[pa.Table] = []  # BEAST's delays since the last micro-batch
         self.refilter_next = gen_mod.recorded_fingerprint(
             self.manifest.summary
         ) != gen_mod.filters_fingerprint(cfg)
@@ -290,17 +292,20 @@ class Stream:
         fparts = [r["fetched"] for r in results if r["fetched"] is not None]
         lparts = [r["links"] for r in results if r["links"] is not None]
         eparts = [r["edges"] for r in results if r["edges"] is not None]
-        if not any(p.entry.rows for p in fparts + lparts) and self.refiltered is None:
+        delayed = pa.concat_tables(self.delayed) if self.delayed else None
+        if (not any(p.entry.rows for p in fparts + lparts) and self.refiltered is None
+                and delayed is None):  # fmt: skip
             return  # nothing to merge: no generation for an empty micro-batch
         touched = {b for p in fparts + lparts for b in p.row_groups}
-        if self.refiltered is not None:
-            touched |= set(bucket_ids(self.refiltered.column("url_key").to_numpy(),
-                                      self.manifest.buckets).tolist())  # fmt: skip
+        for moved in (self.refiltered, delayed):
+            if moved is not None:
+                touched |= set(bucket_ids(moved.column("url_key").to_numpy(),
+                                          self.manifest.buckets).tolist())  # fmt: skip
         mapper = dask_mapper(self.crawler.client)
         self.on_step("update")
         updated = update_mod.update(
             self.crawl, self.manifest, rnd, fparts, lparts, self.cfg, self.now(),
-            refiltered=self.refiltered, mapper=mapper, buckets=touched,
+            refiltered=self.refiltered, mapper=mapper, buckets=touched, delayed=delayed,
         )  # fmt: skip
         content = content_mod.update_content(
             self.crawl, self.manifest, gen,
@@ -308,12 +313,19 @@ class Stream:
                                   columns=content_mod.FETCHED_COLUMNS),
             mapper, self.cfg,
         )  # fmt: skip
+        indegree = indegree_mod.update_indegree(
+            self.crawl, self.manifest, gen, rnd,
+            self.crawl.read_table("edges", [p.entry for p in eparts],
+                                  columns=indegree_mod.EDGE_COLUMNS),
+            self.cfg, mapper,
+        )  # fmt: skip
         compacted = compact_buckets(self.crawler.client, self.crawl.url, updated.buckets, gen,
                                     self.cfg)  # fmt: skip
         for bf in compacted:
             self.buckets[bf.bucket] = bf
         self.dirty |= touched
         self.refiltered = None
+        self.delayed = []
         t2 = self.clock()
         summary = round_summary(
             rnd, gen, results, updated.summary.to_json(), {"step": "stream"},
@@ -323,7 +335,7 @@ class Stream:
         )  # fmt: skip
         summary.update(mode="stream", time_limit_hit=False,
                        filters_fingerprint=gen_mod.filters_fingerprint(self.cfg),
-                       content=content.to_json())  # fmt: skip
+                       content=content.to_json(), indegree=indegree.to_json())  # fmt: skip
         m = self.manifest
         self.on_step("commit")
         self.lock.check()
@@ -342,6 +354,8 @@ class Stream:
                 "links": list(m.tables.get("links", ())) + [p.entry for p in lparts],
                 "edges": list(m.tables.get("edges", ())) + [p.entry for p in eparts],
                 "content": content.listing,
+                "domainlinks": indegree.domainlinks,
+                "indegree": indegree.indegree,
             },
             summary,
             round=rnd,
@@ -376,8 +390,10 @@ class Stream:
             cands = cands.filter(pc.invert(pc.is_in(cands.column("url_key"), leased)))
             if any(counts.get(c) for c in ("capped_host", "capped_domain", "capped_round")):
                 self.dirty.add(bf.bucket)
-            unleased.append((rows, cands, counts, late))  # BEAST delays: not in a stream
-        selected, *_ = gen_mod.fold_candidates(unleased, self.cfg, budgets)
+            unleased.append((rows, cands, counts, late))
+        selected, _, _, late = gen_mod.fold_candidates(unleased, self.cfg, budgets)
+        if late.num_rows:  # BEAST: over-budget URLs wait; the next micro-batch's update moves them
+            self.delayed.append(late)
         if self.refilter_next and selected.num_rows:
             selected, refiltered = gen_mod.refilter(
                 selected, FilterChain.from_config(self.cfg.filters)
