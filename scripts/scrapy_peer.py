@@ -92,6 +92,16 @@ class PeerSpider(scrapy.Spider):
         super().__init__(**kwargs)
         self.start_urls, self.allowed_domains = seeds, hosts
 
+    async def start(self):
+        """The seeds, deduplicated like every other request (Scrapy's default start requests skip
+        the duplicate filter, so each home page would be fetched again when a link finds it)."""
+        for request in self.start_requests():
+            yield request
+
+    def start_requests(self):  # Scrapy < 2.13 calls this one directly
+        for url in self.start_urls:
+            yield scrapy.Request(url, callback=self.parse, dont_filter=False)
+
     def parse(self, response):
         if not isinstance(response, HtmlResponse):
             return
