@@ -64,7 +64,7 @@ from pathlib import Path
 import psutil
 
 import batchcrawl
-from batchcrawl.config import loopback_test_config, to_toml
+from batchcrawl.config import Config, load_config, loopback_test_config, to_toml
 from batchcrawl.errors import BatchcrawlError
 from batchcrawl.testing.nginx import NginxServer, parse_access_log, pick_port
 from batchcrawl.testing.sampleweb import DISALLOWED_PREFIX, SampleWeb
@@ -166,15 +166,17 @@ def robots_denied(entries: list[dict], web: SampleWeb) -> int:
     return n
 
 
-def score(log: list[dict], run: Run, web: SampleWeb, host_delay_s: float) -> dict:
-    """The log-derived figures of one crawler run (see the module docstring)."""
+def score(
+    log: list[dict], run: Run, web: SampleWeb, host_delay_s: float, max_crawl_delay_s: float
+) -> dict:
+    """The log-derived figures of one crawler run (see the module docstring); Crawl-delays are
+    capped at ``max_crawl_delay_s``."""
     t0, t1 = run.launched * 1000.0, (run.launched + run.seconds) * 1000.0
     window = [e for e in log if t0 <= e["t_ms"] <= t1]
     pages = [e for e in window if e["path"] != "/robots.txt"]
     distinct = len({(e["host"], e["path"]) for e in pages})
-    max_cd = loopback_test_config().politeness.max_crawl_delay_s
     violations = politeness_violations(
-        window, lambda h: web.polite_delay(h, host_delay_s, max_cd), tolerance_ms=2.0
+        window, lambda h: web.polite_delay(h, host_delay_s, max_crawl_delay_s), tolerance_ms=2.0
     )
     bound = web.politeness_bound(run.seconds, host_delay_s) if host_delay_s > 0 else None
     return {
@@ -193,14 +195,21 @@ def score(log: list[dict], run: Run, web: SampleWeb, host_delay_s: float) -> dic
     }
 
 
-def crawl_batchcrawl(tmp: Path, web: SampleWeb, args: argparse.Namespace) -> tuple[Run, dict]:
-    """``batchcrawl init`` + ``batchcrawl crawl`` in subprocesses; the run and its extra fields."""
-    cfg = loopback_test_config(
+def batchcrawl_config(args: argparse.Namespace) -> Config:
+    """The crawl's config: ``bench_round.py``'s (loopback resolver override, 2 workers, 2 shards,
+    ``politeness.host_delay_s = D``) with the ``--set`` overrides."""
+    base = loopback_test_config(
         politeness={"host_delay_s": args.host_delay_s, "ip_delay_s": 0.0, "ip_concurrency": 64},
         fetch={"shards": 2},
         round={"workers": 2},
         generate={"max_urls_per_host": 100_000},
     )
+    return load_config(files=[("bench_peers", to_toml(base))], environ={}, sets=args.sets)
+
+
+def crawl_batchcrawl(tmp: Path, web: SampleWeb, args: argparse.Namespace) -> tuple[Run, dict]:
+    """``batchcrawl init`` + ``batchcrawl crawl`` in subprocesses; the run and its extra fields."""
+    cfg = batchcrawl_config(args)
     (tmp / "batchcrawl.toml").write_text(to_toml(cfg), encoding="utf-8")
     (tmp / "seeds.txt").write_text("\n".join(web.seeds()) + "\n", encoding="utf-8")
     cli = [sys.executable, "-m", "batchcrawl.cli"]
@@ -210,8 +219,7 @@ def crawl_batchcrawl(tmp: Path, web: SampleWeb, args: argparse.Namespace) -> tup
          "--seeds", str(tmp / "seeds.txt")],
         check=True, stdout=subprocess.DEVNULL,
     )  # fmt: skip
-    sets = [x for s in args.sets for x in ("--set", s)]
-    cmd = [*cli, "crawl", crawl, "--time-limit", str(args.seconds), *sets]
+    cmd = [*cli, "crawl", crawl, "--time-limit", str(args.seconds)]
     run = run_crawler(cmd, args.seconds, args.seconds, tmp / "batchcrawl")
     rounds = 0
     for line in Path(f"{tmp / 'batchcrawl'}.stdout").read_text().splitlines():
@@ -291,7 +299,8 @@ def main(argv: list[str] | None = None) -> int:
         load = [round(x, 2) for x in os.getloadavg()]
         for name, run, extra in runs:
             line = {"crawler": name, "version": extra.pop("version")}
-            line.update(score(log, run, web, args.host_delay_s))
+            cap = batchcrawl_config(args).politeness.max_crawl_delay_s
+            line.update(score(log, run, web, args.host_delay_s, cap))
             line.update(extra)
             line.update({"exit_code": run.returncode, "hosts": args.hosts, "web_pages": args.pages,
                          "host_delay_s": args.host_delay_s, "load_avg_after": load})  # fmt: skip
