@@ -308,6 +308,9 @@ def main(argv: list[str] | None = None) -> int:
     except BatchcrawlError as exc:
         print(f"bench_peers: error: {exc}", file=sys.stderr)
         return exc.exit_code or 1
+    except KeyboardInterrupt:  # the crawler's process group and nginx are down by now
+        print("bench_peers: interrupted; the crawler and nginx were stopped", file=sys.stderr)
+        return 130
     finally:
         if args.keep:
             print(f"bench_peers: kept {tmp}", file=sys.stderr)
