@@ -1,0 +1,323 @@
+"""Benchmark batchcrawl against a peer crawler (Scrapy) on one web served by nginx (not a test).
+
+Generates the sample web (``SampleWeb(H, N)``, as ``bench_round.py`` does: Zipf host sizes,
+robots.txt with Crawl-delay on some hosts, 404/500 robots, redirects, a spider trap cut after 50
+years, links to real off-site sites), writes it as static files
+(:mod:`batchcrawl.testing.staticweb`) and serves them with nginx on 127.0.0.1
+(:mod:`batchcrawl.testing.nginx`: private prefix, no root needed, stopped on exit and Ctrl-C).
+Then each crawler of ``--crawlers`` crawls it from every host's home page for T seconds, one after
+the other, and one JSON line per crawler is printed::
+
+    {"crawler", "version", "seconds", "pages", "distinct_pages", "pages_per_s", "cpu_s",
+     "cpu_ms_per_page", "peak_rss_mb", "politeness_violations", "politeness_bound",
+     "bound_share", "robots_denied_requests", ...}
+
+* **batchcrawl**: ``batchcrawl init`` (the config of ``bench_round.py``: ``loopback_test_config``,
+  2 workers, 2 shards, ``politeness.host_delay_s = D``) then the real ``batchcrawl crawl CRAWL
+  --time-limit T`` (batch rounds on the embedded LocalCluster) in a subprocess, stopped with
+  SIGTERM at T if still running: the round then running is not committed (``committed_pages``
+  counts the distinct URLs the committed rounds keep; ``rounds`` the rounds committed).
+* **scrapy** (if importable; ``pip install scrapy``): ``scripts/scrapy_peer.py``, a minimal
+  broad-crawl spider (``ROBOTSTXT_OBEY``, ``DOWNLOAD_DELAY = D``, a DNS resolver that knows only
+  the generated hosts; see its docstring for every setting), also sent SIGTERM at T (Scrapy's
+  graceful stop). ``dns_refused`` counts the names its resolver refused (0: no off-site name was
+  even looked up), ``offsite_filtered`` the off-site links Scrapy dropped.
+
+Every count comes from nginx's access log, the same way for every crawler, over the window from
+the crawler's launch to launch + T (start-up included, shutdown excluded):
+
+* ``pages``: requests answered (any status) except robots.txt; ``distinct_pages``: distinct
+  ``(host, target)`` among them; ``pages_per_s`` = distinct_pages / seconds.
+* ``politeness_violations``: consecutive requests to one host (robots.txt included) whose start
+  times are closer than max(D, the host's Crawl-delay capped at batchcrawl's
+  ``politeness.max_crawl_delay_s``), 2 ms tolerance (``$msec - $request_time``, ms resolution).
+* ``politeness_bound`` / ``bound_share`` (D > 0): the most pages any polite crawler could fetch in
+  ``seconds`` (:meth:`SampleWeb.politeness_bound`, as in ``bench_round.py``) and the share of it
+  reached. ``robots_denied_requests``: requests robots.txt forbids (RFC 9309: a 5xx robots.txt
+  forbids everything).
+* ``cpu_s``: user + system CPU of the crawler's whole process tree over its whole life (children
+  that exited included: ``RUSAGE_CHILDREN`` around the wait); ``peak_rss_mb``: the largest summed
+  RSS of the tree, sampled every 0.5 s.
+
+Example (issue 16 item 4)::
+
+    python scripts/bench_peers.py --hosts 500 --pages 50000 --seconds 120 --host-delay-s 0
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+import batchcrawl
+from batchcrawl.config import Config, load_config, loopback_test_config, to_toml
+from batchcrawl.errors import BatchcrawlError
+from batchcrawl.testing.nginx import NginxServer, parse_access_log, pick_port
+from batchcrawl.testing.sampleweb import DISALLOWED_PREFIX, SampleWeb
+from batchcrawl.testing.staticweb import write_static_web
+from batchcrawl.testing.webserver import politeness_violations
+
+HERE = Path(__file__).resolve().parent
+CRAWLERS = ("batchcrawl", "scrapy")
+#: Seconds a crawler gets after its stop signal before its process group is killed.
+STOP_GRACE_S = 120.0
+
+
+class TreeRss(threading.Thread):
+    """Samples the summed RSS of process ``pid`` and its descendants every ``interval_s``."""
+
+    def __init__(self, pid: int, interval_s: float = 0.5) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.interval_s, self.peak = pid, interval_s, 0
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        try:
+            root = psutil.Process(self.pid)
+        except psutil.Error:
+            return
+        while not self.stop.wait(self.interval_s):
+            total = 0
+            try:
+                tree = [root, *root.children(recursive=True)]
+            except psutil.Error:  # the root exited
+                return
+            for p in tree:
+                try:
+                    total += p.memory_info().rss
+                except psutil.Error:  # exited between listing and reading
+                    continue
+            self.peak = max(self.peak, total)
+
+
+@dataclass
+class Run:
+    """One crawler process: its launch (wall clock, s), the counted seconds, CPU and memory."""
+
+    launched: float
+    seconds: float
+    cpu_s: float
+    peak_rss_mb: float
+    returncode: int
+
+
+def _cpu_children() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def run_crawler(cmd: list[str], seconds: float, stop_after_s: float, out: Path) -> Run:
+    """Run ``cmd`` in its own session (stdout/stderr to ``out``.stdout/.stderr); SIGTERM it at
+    ``stop_after_s`` if still running, SIGKILL its group :data:`STOP_GRACE_S` later. Counted
+    seconds: until it exited or ``seconds``, whichever comes first."""
+    cpu0 = _cpu_children()
+    with open(f"{out}.stdout", "wb") as so, open(f"{out}.stderr", "wb") as se:
+        launched, t0 = time.time(), time.monotonic()
+        proc = subprocess.Popen(cmd, stdout=so, stderr=se, start_new_session=True)
+    sampler = TreeRss(proc.pid)
+    sampler.start()
+    ended = None
+    try:
+        try:
+            proc.wait(timeout=stop_after_s)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+        ended = time.monotonic()
+    finally:
+        if ended is None:  # Ctrl-C or an error here: take the whole tree down
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        sampler.stop.set()
+        sampler.join()
+    return Run(
+        launched=launched,
+        seconds=min(seconds, ended - t0),
+        cpu_s=_cpu_children() - cpu0,
+        peak_rss_mb=sampler.peak / 2**20,
+        returncode=proc.returncode,
+    )
+
+
+def robots_denied(entries: list[dict], web: SampleWeb) -> int:
+    """Requests (robots.txt excluded) to URLs their host's robots.txt forbids."""
+    n = 0
+    for e in entries:
+        kind = web.host(e["host"]).robots
+        path = e["path"].split("?", 1)[0]
+        n += kind == "500" or (kind == "disallow" and path.startswith(DISALLOWED_PREFIX))
+    return n
+
+
+def score(
+    log: list[dict], run: Run, web: SampleWeb, host_delay_s: float, max_crawl_delay_s: float
+) -> dict:
+    """The log-derived figures of one crawler run (see the module docstring); Crawl-delays are
+    capped at ``max_crawl_delay_s``."""
+    t0, t1 = run.launched * 1000.0, (run.launched + run.seconds) * 1000.0
+    window = [e for e in log if t0 <= e["t_ms"] <= t1]
+    pages = [e for e in window if e["path"] != "/robots.txt"]
+    distinct = len({(e["host"], e["path"]) for e in pages})
+    violations = politeness_violations(
+        window, lambda h: web.polite_delay(h, host_delay_s, max_crawl_delay_s), tolerance_ms=2.0
+    )
+    bound = web.politeness_bound(run.seconds, host_delay_s) if host_delay_s > 0 else None
+    return {
+        "seconds": round(run.seconds, 2),
+        "pages": len(pages),
+        "distinct_pages": distinct,
+        "pages_per_s": round(distinct / max(run.seconds, 1e-9), 1),
+        "cpu_s": round(run.cpu_s, 1),
+        "cpu_ms_per_page": round(1000 * run.cpu_s / max(len(pages), 1), 2),
+        "peak_rss_mb": round(run.peak_rss_mb, 1),
+        "politeness_violations": len(violations),
+        "politeness_bound": bound,
+        "bound_share": round(distinct / bound, 3) if bound else None,
+        "robots_denied_requests": robots_denied(pages, web),
+        "robots_requests": len(window) - len(pages),
+    }
+
+
+def batchcrawl_config(args: argparse.Namespace) -> Config:
+    """The crawl's config: ``bench_round.py``'s (loopback resolver override, 2 workers, 2 shards,
+    ``politeness.host_delay_s = D``) with the ``--set`` overrides."""
+    base = loopback_test_config(
+        politeness={"host_delay_s": args.host_delay_s, "ip_delay_s": 0.0, "ip_concurrency": 64},
+        fetch={"shards": 2},
+        round={"workers": 2},
+        generate={"max_urls_per_host": 100_000},
+    )
+    return load_config(files=[("bench_peers", to_toml(base))], environ={}, sets=args.sets)
+
+
+def crawl_batchcrawl(tmp: Path, web: SampleWeb, args: argparse.Namespace) -> tuple[Run, dict]:
+    """``batchcrawl init`` + ``batchcrawl crawl`` in subprocesses; the run and its extra fields."""
+    cfg = batchcrawl_config(args)
+    (tmp / "batchcrawl.toml").write_text(to_toml(cfg), encoding="utf-8")
+    (tmp / "seeds.txt").write_text("\n".join(web.seeds()) + "\n", encoding="utf-8")
+    cli = [sys.executable, "-m", "batchcrawl.cli"]
+    crawl = str(tmp / "crawl")
+    subprocess.run(
+        [*cli, "init", crawl, "--config", str(tmp / "batchcrawl.toml"),
+         "--seeds", str(tmp / "seeds.txt")],
+        check=True, stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    cmd = [*cli, "crawl", crawl, "--time-limit", str(args.seconds)]
+    run = run_crawler(cmd, args.seconds, args.seconds, tmp / "batchcrawl")
+    rounds = 0
+    for line in Path(f"{tmp / 'batchcrawl'}.stdout").read_text().splitlines():
+        rounds += line.startswith("{")
+    sql = "SELECT count(DISTINCT url) AS n FROM fetched WHERE fetch_status IS NOT NULL"
+    done = subprocess.run(
+        [*cli, "sql", crawl, sql, "--format", "json"], capture_output=True, text=True, check=True
+    )
+    committed = json.loads(done.stdout)
+    committed = committed[0]["n"] if isinstance(committed, list) else committed
+    return run, {"version": batchcrawl.__version__, "rounds": rounds,
+                 "committed_pages": committed}  # fmt: skip
+
+
+def crawl_scrapy(tmp: Path, web: SampleWeb, args: argparse.Namespace) -> tuple[Run, dict]:
+    """``scripts/scrapy_peer.py`` in a subprocess; the run and its extra fields."""
+    job = {
+        "seeds": web.seeds(),
+        "hosts": [h.name for h in web.hosts],
+        "seconds": args.seconds,
+        "host_delay_s": args.host_delay_s,
+    }
+    (tmp / "scrapy-job.json").write_text(json.dumps(job), encoding="utf-8")
+    out = tmp / "scrapy-result.json"
+    cmd = [sys.executable, str(HERE / "scrapy_peer.py"), str(tmp / "scrapy-job.json"),
+           "--out", str(out)]  # fmt: skip
+    # SIGTERM at T as for batchcrawl (Scrapy's graceful stop: in-flight requests finish);
+    # CLOSESPIDER_TIMEOUT counts from the spider's start, after the imports, so ends it later
+    run = run_crawler(cmd, args.seconds, args.seconds, tmp / "scrapy")
+    if not out.exists():
+        raise BatchcrawlError(f"scrapy_peer.py wrote no result; see {tmp / 'scrapy'}.stderr")
+    result = json.loads(out.read_text(encoding="utf-8"))
+    stats = result["stats"]
+    return run, {
+        "version": result["version"],
+        "responses_by_stats": stats.get("response_received_count", 0),
+        "offsite_filtered": stats.get("offsite/filtered", 0),
+        "dns_refused": len(result["dns_refused"]),
+        "robots_forbidden_by_stats": stats.get("robotstxt/forbidden", 0),
+        "finish_reason": stats.get("finish_reason"),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument("--hosts", type=int, default=500)
+    ap.add_argument("--pages", type=int, default=50_000)
+    ap.add_argument("--seconds", type=float, default=120.0, help="crawl time T per crawler")
+    ap.add_argument("--host-delay-s", type=float, default=0.0, help="politeness delay D")
+    ap.add_argument("--crawlers", default=",".join(CRAWLERS), help="comma-separated, in order")
+    ap.add_argument("--keep", action="store_true", help="keep the temp dir (web, logs, crawl)")
+    ap.add_argument("--set", dest="sets", action="append", default=[], metavar="SECTION.KEY=V",
+                    help="batchcrawl config override (repeatable)")  # fmt: skip
+    args = ap.parse_args(argv)
+    crawlers = [c.strip() for c in args.crawlers.split(",") if c.strip()]
+    unknown = sorted(set(crawlers) - set(CRAWLERS))
+    if unknown:
+        ap.error(f"--crawlers: unknown {unknown}; choose from {', '.join(CRAWLERS)}")
+    if "scrapy" in crawlers and importlib.util.find_spec("scrapy") is None:
+        print("bench_peers: Scrapy is not installed (pip install scrapy, or "
+              "batchcrawl[peers]): skipping it", file=sys.stderr)  # fmt: skip
+        crawlers.remove("scrapy")
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench-peers-"))
+    try:
+        port = pick_port()
+        web = SampleWeb(args.hosts, args.pages).bind(port)
+        answers = write_static_web(web, tmp / "web")
+        (tmp / "nginx").mkdir()
+        nginx = NginxServer(tmp / "nginx", tmp / "web", port, answers.redirects, answers.statuses)
+        runs = []
+        with nginx:
+            for name in crawlers:
+                crawl = crawl_batchcrawl if name == "batchcrawl" else crawl_scrapy
+                runs.append((name, *crawl(tmp, web, args)))
+        log = list(parse_access_log(nginx.access_log))
+        load = [round(x, 2) for x in os.getloadavg()]
+        for name, run, extra in runs:
+            line = {"crawler": name, "version": extra.pop("version")}
+            cap = batchcrawl_config(args).politeness.max_crawl_delay_s
+            line.update(score(log, run, web, args.host_delay_s, cap))
+            line.update(extra)
+            line.update({"exit_code": run.returncode, "hosts": args.hosts, "web_pages": args.pages,
+                         "host_delay_s": args.host_delay_s, "load_avg_after": load})  # fmt: skip
+            print(json.dumps(line), flush=True)
+    except BatchcrawlError as exc:
+        print(f"bench_peers: error: {exc}", file=sys.stderr)
+        return exc.exit_code or 1
+    except KeyboardInterrupt:  # the crawler's process group and nginx are down by now
+        print("bench_peers: interrupted; the crawler and nginx were stopped", file=sys.stderr)
+        return 130
+    finally:
+        if args.keep:
+            print(f"bench_peers: kept {tmp}", file=sys.stderr)
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
