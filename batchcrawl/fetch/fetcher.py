@@ -41,6 +41,7 @@ from batchcrawl.config import CrawlSection, FetchSection
 from batchcrawl.errors import InvalidURL
 from batchcrawl.fetch.cookies import HostCookieJars
 from batchcrawl.fetch.decode import CORRUPT, ContentDecoder, UnsupportedCoding
+from batchcrawl.fetch.headerblock import Response
 from batchcrawl.fetch.resolver import AddressPolicy, DNSError, Resolver
 from batchcrawl.records import FetchResult
 
@@ -140,6 +141,14 @@ def _shutdown(sock: socket.socket) -> None:
 # -- the fetcher ---------------------------------------------------------------------------------------
 
 
+class _HTTPConnection(HTTPConnection):
+    response_class = Response  # header blocks parsed without email.parser when plain
+
+
+class _HTTPSConnection(HTTPSConnection):
+    response_class = Response
+
+
 class _Stale(Exception):
     """A reused keep-alive connection failed before any response byte: retry on a new one."""
 
@@ -226,10 +235,10 @@ class Fetcher:
 
     def _new_conn(self, scheme: str, host: str, ip: str, port: int) -> HTTPConnection:
         if scheme == "https":
-            return HTTPSConnection(
+            return _HTTPSConnection(
                 ip, port, timeout=self._connect_s, server_hostname=host, assert_hostname=host
             )
-        return HTTPConnection(ip, port, timeout=self._connect_s)
+        return _HTTPConnection(ip, port, timeout=self._connect_s)
 
     def close(self) -> None:
         """Close idle connections and stop the watchdog. The fetcher must not be used after."""
