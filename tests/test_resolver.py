@@ -6,7 +6,7 @@ import ipaddress
 import socket
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from batchcrawl.config import DEFAULT_DENY_NETWORKS, NetworkSection, loopback_test_config
@@ -264,6 +264,7 @@ def test_allow_networks_never_allow_a_wrapped_loopback_address():
     assert policy.check("::ffff:127.0.0.1") is None
 
 
+@settings(deadline=None)
 @given(st.lists(st.ip_addresses().map(str) | st.sampled_from(["", "x", "[::1]", "127.0.0.1"])))
 def test_remembered_answers_are_the_checks_answers_and_the_memo_is_bounded(ips):
     with pytest.MonkeyPatch.context() as mp:
