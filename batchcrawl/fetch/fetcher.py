@@ -13,7 +13,8 @@ The body is read raw (content-encoded, ``decode_content=False``) and decoded inc
 decoding stage and the decoded body alike: a decompression bomb, stacked codings or an endless
 stream of empty gzip members stop at the cap (``truncated="length"``), and decoding stops at the
 fetch's deadline like the socket does (``truncated="time"``). Fetch threads are blocking, as
-BUbiNG argues (§4.3).
+BUbiNG argues (§4.3). Response header blocks are parsed by :mod:`batchcrawl.fetch.headerblock`
+(``http.client``'s response with a parser that skips ``email.parser`` for plain field lines).
 """
 
 from __future__ import annotations
@@ -370,8 +371,7 @@ class Fetcher:
                 conn.timeout = self._connect_s
                 conn.connect()
             self._watchdog.attach(timer, conn.sock)
-            conn.timeout = self._read_s
-            conn.sock.settimeout(self._read_s)
+            conn.timeout = self._read_s  # urllib3's request() sets it on the socket
             try:
                 conn.request(
                     "GET", target, headers=headers, preload_content=False, decode_content=False

@@ -548,6 +548,9 @@ class _WarcFields(StatusAndHeaders):
         self.headers_buff = None
 
 
+_THREAD_WRITER = threading.local()
+
+
 class _Records:
     """The records of one fetch (or one ``warcinfo``), serialized by warcio's ``WARCWriter``
     (``gzip=False``, :class:`_Writer`) into one buffer, then compressed one gzip member per record (WARC 1.1 Annex
@@ -564,8 +567,15 @@ class _Records:
     __slots__ = ("buf", "writer", "ends")
 
     def __init__(self) -> None:
-        self.buf = io.BytesIO()
-        self.writer = _Writer(self.buf, gzip=False, warc_version=WARC_VERSION)
+        # one buffer and writer per thread, emptied for each fetch (a warcio writer looks up the
+        # host name and builds a header parser when made)
+        mine = _THREAD_WRITER.__dict__
+        if "writer" not in mine:
+            mine["buf"] = io.BytesIO()
+            mine["writer"] = _Writer(mine["buf"], gzip=False, warc_version=WARC_VERSION)
+        self.buf, self.writer = mine["buf"], mine["writer"]
+        self.buf.seek(0)
+        self.buf.truncate()
         self.ends: list[int] = []
 
     def add(
