@@ -6,11 +6,12 @@ import ipaddress
 import socket
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from batchcrawl.config import DEFAULT_DENY_NETWORKS, NetworkSection, loopback_test_config
 from batchcrawl.errors import BatchcrawlError, ConfigError
+from batchcrawl.fetch import resolver
 from batchcrawl.fetch.resolver import NEGATIVE_TTL_S, AddressPolicy, DNSError, Resolver
 
 DEFAULT = AddressPolicy(NetworkSection())
@@ -261,3 +262,14 @@ def test_allow_networks_never_allow_a_wrapped_loopback_address():
     policy = AddressPolicy(loopback_test_config().network)
     assert policy.check("2002:7f00:1::") is not None
     assert policy.check("::ffff:127.0.0.1") is None
+
+
+@settings(deadline=None)
+@given(st.lists(st.ip_addresses().map(str) | st.sampled_from(["", "x", "[::1]", "127.0.0.1"])))
+def test_remembered_answers_are_the_checks_answers_and_the_memo_is_bounded(ips):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(resolver, "CHECKED_ADDRESSES", 4)
+        policy = AddressPolicy(NetworkSection())
+        for ip in ips + ips:  # every address asked twice: the second answer is remembered
+            assert policy.check(ip) == DEFAULT._check(ip)
+            assert len(policy._checked) <= 4

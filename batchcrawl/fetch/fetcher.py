@@ -13,7 +13,8 @@ The body is read raw (content-encoded, ``decode_content=False``) and decoded inc
 decoding stage and the decoded body alike: a decompression bomb, stacked codings or an endless
 stream of empty gzip members stop at the cap (``truncated="length"``), and decoding stops at the
 fetch's deadline like the socket does (``truncated="time"``). Fetch threads are blocking, as
-BUbiNG argues (§4.3).
+BUbiNG argues (§4.3). Response header blocks are parsed by :mod:`batchcrawl.fetch.headerblock`
+(``http.client``'s response with a parser that skips ``email.parser`` for plain field lines).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from batchcrawl.config import CrawlSection, FetchSection
 from batchcrawl.errors import InvalidURL
 from batchcrawl.fetch.cookies import HostCookieJars
 from batchcrawl.fetch.decode import CORRUPT, ContentDecoder, UnsupportedCoding
+from batchcrawl.fetch.headerblock import Response
 from batchcrawl.fetch.resolver import AddressPolicy, DNSError, Resolver
 from batchcrawl.records import FetchResult
 
@@ -140,6 +142,14 @@ def _shutdown(sock: socket.socket) -> None:
 # -- the fetcher ---------------------------------------------------------------------------------------
 
 
+class _HTTPConnection(HTTPConnection):
+    response_class = Response  # header blocks parsed without email.parser when plain
+
+
+class _HTTPSConnection(HTTPSConnection):
+    response_class = Response
+
+
 class _Stale(Exception):
     """A reused keep-alive connection failed before any response byte: retry on a new one."""
 
@@ -226,10 +236,10 @@ class Fetcher:
 
     def _new_conn(self, scheme: str, host: str, ip: str, port: int) -> HTTPConnection:
         if scheme == "https":
-            return HTTPSConnection(
+            return _HTTPSConnection(
                 ip, port, timeout=self._connect_s, server_hostname=host, assert_hostname=host
             )
-        return HTTPConnection(ip, port, timeout=self._connect_s)
+        return _HTTPConnection(ip, port, timeout=self._connect_s)
 
     def close(self) -> None:
         """Close idle connections and stop the watchdog. The fetcher must not be used after."""
@@ -361,8 +371,7 @@ class Fetcher:
                 conn.timeout = self._connect_s
                 conn.connect()
             self._watchdog.attach(timer, conn.sock)
-            conn.timeout = self._read_s
-            conn.sock.settimeout(self._read_s)
+            conn.timeout = self._read_s  # urllib3's request() sets it on the socket
             try:
                 conn.request(
                     "GET", target, headers=headers, preload_content=False, decode_content=False

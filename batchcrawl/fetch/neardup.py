@@ -21,8 +21,6 @@ from __future__ import annotations
 from collections import Counter, deque
 from dataclasses import dataclass, field
 
-from batchcrawl.fetch.simhash import hamming
-
 
 def repeated_segments(path: str) -> int:
     """The largest number of times one non-empty segment occurs in ``path`` (``/a/b/a`` -> 2)."""
@@ -34,6 +32,7 @@ def repeated_segments(path: str) -> int:
 class _HostWindow:
     recent: deque = field(default_factory=deque)  # (fingerprint, url_key), oldest first
     flags: deque = field(default_factory=deque)  # near-duplicate or not, per recent page
+    near_count: int = 0  # sum(flags)
     trap: str | None = None
 
 
@@ -76,24 +75,23 @@ class NearDuplicates:
             hw.trap = "path"
         if fingerprint is None:
             return None
-        near = next(
-            (
-                k
-                for fp, k in hw.recent
-                if k != url_key and hamming(fp, fingerprint) <= self.max_hamming
-            ),
-            None,
-        )
+        near = None
+        max_hamming = self.max_hamming
+        for fp, k in hw.recent:  # simhash.hamming, inlined: run window times a page
+            if (fp ^ fingerprint).bit_count() <= max_hamming and k != url_key:
+                near = k
+                break
         hw.recent.append((fingerprint, url_key))
         hw.flags.append(near is not None)
+        hw.near_count += near is not None
         if len(hw.recent) > self.window:
             hw.recent.popleft()
-            hw.flags.popleft()
+            hw.near_count -= hw.flags.popleft()
         n = len(hw.flags)
         if (
             hw.trap is None
             and n >= self.trap_min_pages
-            and sum(hw.flags) >= self.trap_near_share * n
+            and hw.near_count >= self.trap_near_share * n
         ):
             hw.trap = "near"
         return near

@@ -156,6 +156,11 @@ class Resolver:
             self._cache.pop(_normalize_host(host), None)
 
 
+#: Address strings whose :meth:`AddressPolicy.check` answer is remembered.
+CHECKED_ADDRESSES = 65536
+_UNCHECKED = object()
+
+
 class AddressPolicy:
     """Which resolved addresses may be contacted (checked after DNS, before connecting).
 
@@ -172,15 +177,31 @@ class AddressPolicy:
     IPv4-compatible: see :func:`embedded_ipv4`) is allowed only when the IPv6 address *and* every
     embedded IPv4 address are (so ``2002:7f00:1::``, 6to4 for 127.0.0.1, is refused by default).
     Anything that is not an IP address is refused (fail closed).
+
+    The answer for an address string is remembered (up to :data:`CHECKED_ADDRESSES` of them,
+    then the memo starts over): the fetcher checks the address of every request, and parsing it
+    and testing it against every network cost more than the rest of the request set-up.
     """
 
     def __init__(self, network: NetworkSection) -> None:
         self._allow = [ipaddress.ip_network(c, strict=False) for c in network.allow_networks]
         self._deny = [ipaddress.ip_network(c, strict=False) for c in network.deny_networks]
+        self._checked: dict[str, str | None] = {}  # address string -> check()'s answer
 
     def check(self, ip: str | IPAddress) -> str | None:
         """None when ``ip`` may be contacted, else the reason it is refused (a short sentence
         naming the network that decided)."""
+        if isinstance(ip, str):
+            # a dict read or write is atomic under the GIL; a race only repeats the check
+            answer = self._checked.get(ip, _UNCHECKED)
+            if answer is _UNCHECKED:
+                if len(self._checked) >= CHECKED_ADDRESSES:
+                    self._checked = {}
+                answer = self._checked[ip] = self._check(ip)
+            return answer
+        return self._check(ip)
+
+    def _check(self, ip: str | IPAddress) -> str | None:
         try:
             addr = ip if not isinstance(ip, str) else ipaddress.ip_address(ip.strip("[]"))
         except ValueError:

@@ -32,12 +32,14 @@ Truncation (WARC 1.1 §5.13): ``WARC-Truncated`` is ``length`` or ``time`` from
 ``FetchResult.truncated``; a response whose body read failed part-way (``error`` ``reset`` or
 ``body_short``) is stored with ``disconnect`` (``timeout`` with ``time``).
 
-Records are made by warcio: ``RecordBuilder.create_warc_record`` / ``create_revisit_record`` build
-them and a ``WARCWriter(..., gzip=False)`` serializes a fetch's records into a ``BytesIO`` (warcio
-computes ``WARC-Block-Digest``, ``Content-Type`` and ``Content-Length``); HTTP header blocks are
-warcio's ``StatusAndHeaders`` text encoded as Latin-1. Two things are ours: the payload digest the
-fetch worker has already computed is passed in as ``WARC-Payload-Digest`` (warcio then skips its
-own payload pass), and each record's serialized bytes are compressed here with one call into one
+Records are written by warcio: a ``WARCWriter(..., gzip=False)`` serializes a fetch's records
+(warcio ``ArcWarcRecord``s) into a ``BytesIO``; HTTP header blocks are warcio's
+``StatusAndHeaders`` text encoded as Latin-1. The fields of each record are put together here, in
+the order warcio's ``RecordBuilder`` gives them (the output is byte for byte what the builder
+made), with ``WARC-Block-Digest``, ``Content-Type`` and ``Content-Length`` computed from bytes in
+hand: the builder's field look-ups and its digest pass cost more CPU than the rest of a record.
+The payload digest the fetch worker has already computed is passed in as ``WARC-Payload-Digest``
+(the body is hashed once for it, once for the block digest), and each record's serialized bytes are compressed here with one call into one
 gzip member (:func:`gzip_member`), outside the writer's lock. Writing is on the fetch workers' hot
 path; the cost per compression level (CPU per page, bytes per page) is measured in
 ``docs/benchmarks.md`` ("WARC compression level"), which is why ``fetch.warc_compress_level``
@@ -72,6 +74,8 @@ try:  # optional (batchcrawl[fast]): ISA-L deflate, same gzip format, far less C
 except ImportError:  # pragma: no cover - the dev install has it; zlib writes the same format
     isal_zlib = None
 from warcio.archiveiterator import ArchiveIterator
+from warcio.recordbuilder import RecordBuilder
+from warcio.recordloader import ArcWarcRecord
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
@@ -125,7 +129,15 @@ def payload_digest(raw_body: bytes) -> str:
     Used as ``content_digest`` in the frontier and the ``fetched`` table, and to spot duplicates
     that become ``revisit`` records.
     """
-    return "sha1:" + base64.b32encode(hashlib.sha1(raw_body).digest()).decode("ascii")
+    return _sha1_label(hashlib.sha1(raw_body).digest())
+
+
+def _sha1_label(digest: bytes) -> str:
+    return "sha1:" + base64.b32encode(digest).decode("ascii")
+
+
+#: The payload digest of an empty payload (a GET request record's).
+EMPTY_DIGEST = payload_digest(b"")
 
 
 def make_record_id() -> str:
@@ -143,6 +155,8 @@ class _Latin1Headers(StatusAndHeaders):
     falling back to warcio's RFC 8187 percent-encoding for characters outside Latin-1."""
 
     def compute_headers_buffer(self, header_filter=None):
+        if self.headers_buff is not None:  # computed once (for the block digest), written as is
+            return
         try:
             self.headers_buff = self.to_str(header_filter).encode("latin-1") + b"\r\n"
         except UnicodeEncodeError:
@@ -407,60 +421,46 @@ class WarcWriter:
         if digest is None:
             digest = payload_digest(body)  # "" (a 304): no payload digest
         uri = result.url
-        common = {"WARC-Date": date, "WARC-Target-URI": uri}
+        common = [("WARC-Date", date), ("WARC-Target-URI", uri)]
         if warcinfo_id:
-            common["WARC-Warcinfo-ID"] = warcinfo_id
+            common.append(("WARC-Warcinfo-ID", warcinfo_id))
         if result.ip:
-            common["WARC-IP-Address"] = result.ip
+            common.append(("WARC-IP-Address", result.ip))
         records = _Records()
-        builder = records.writer
-
-        request_http = _Latin1Headers(
-            _request_line(result), list(result.request_headers), is_http_request=True
-        )
-        request_fields = {"WARC-Type": "request", "WARC-Record-ID": req_id, **common}
-        request_fields["WARC-Concurrent-To"] = resp_id
         records.add(
-            builder.create_warc_record(
-                uri, "request", warc_headers_dict=request_fields, http_headers=request_http
-            )
-        )
+            "request",
+            [("WARC-Type", "request"), ("WARC-Record-ID", req_id), *common,
+             ("WARC-Concurrent-To", resp_id), ("WARC-Payload-Digest", EMPTY_DIGEST)],
+            http=_Latin1Headers(
+                _request_line(result), list(result.request_headers), is_http_request=True
+            ),
+        )  # fmt: skip
 
         statusline = f"{result.status} {result.reason or ''}".rstrip()
         http = _Latin1Headers(
             statusline, stored_response_headers(result), protocol=result.http_version or "HTTP/1.1"
         )
-        if revisit_of is not None and not digest:  # server-not-modified (WARC 1.1 §6.7.3)
+        fields = [("WARC-Type", "response"), ("WARC-Record-ID", resp_id), *common,
+                  ("WARC-Concurrent-To", req_id)]  # fmt: skip
+        if revisit_of is not None:
             refers_uri, refers_date = revisit_of
-            fields = {"WARC-Type": "revisit", "WARC-Record-ID": resp_id, **common}
-            fields["WARC-Concurrent-To"] = req_id
-            fields["WARC-Profile"] = NOT_MODIFIED_PROFILE
-            fields["WARC-Refers-To-Target-URI"] = refers_uri
-            if refers_date:
-                fields["WARC-Refers-To-Date"] = refers_date
-            response = builder.create_warc_record(
-                uri, "revisit", warc_headers_dict=fields, http_headers=http
-            )
-        elif revisit_of is not None:
-            refers_uri, refers_date = revisit_of
-            fields = {"WARC-Type": "revisit", "WARC-Record-ID": resp_id, **common}
-            fields["WARC-Concurrent-To"] = req_id
-            # WARC-Profile (1.1 identical-payload-digest), WARC-Refers-To-*, WARC-Payload-Digest
-            response = builder.create_revisit_record(
-                uri, digest, refers_uri, refers_date, http_headers=http, warc_headers_dict=fields
-            )
+            fields[0] = ("WARC-Type", "revisit")
+            if digest:  # identical payload (WARC 1.1 §6.7.2)
+                fields += [("WARC-Profile", REVISIT_PROFILE),
+                           ("WARC-Refers-To-Target-URI", refers_uri),
+                           ("WARC-Refers-To-Date", refers_date), ("WARC-Payload-Digest", digest)]  # fmt: skip
+            else:  # server-not-modified (WARC 1.1 §6.7.3): no payload digest
+                fields += [("WARC-Profile", NOT_MODIFIED_PROFILE),
+                           ("WARC-Refers-To-Target-URI", refers_uri)]  # fmt: skip
+                if refers_date:
+                    fields.append(("WARC-Refers-To-Date", refers_date))
+            response = records.add("revisit", fields, http=http)
         else:
-            fields = {"WARC-Type": "response", "WARC-Record-ID": resp_id, **common}
-            fields["WARC-Concurrent-To"] = req_id
             truncated = _truncated(result)
             if truncated:
-                fields["WARC-Truncated"] = truncated
-            fields["WARC-Payload-Digest"] = digest  # given: warcio does not hash the body again
-            response = builder.create_warc_record(
-                uri, "response", payload=io.BytesIO(body), length=len(body),
-                warc_headers_dict=fields, http_headers=http,
-            )  # fmt: skip
-        records.add(response)
+                fields.append(("WARC-Truncated", truncated))
+            fields.append(("WARC-Payload-Digest", digest))  # given: the body is not hashed again
+            response = records.add("response", fields, http=http, payload=body)
         fields = capture_fields(response.rec_type, response.rec_headers, response.http_headers)
         capture = None if fields is None else (response.rec_type, date, fields)
 
@@ -468,13 +468,11 @@ class WarcWriter:
             lines = [f"fetchTimeMs: {round(result.download_s * 1000)}"]
             lines += [f"outlink: {link}" for link in outlinks]
             meta = ("\r\n".join(lines) + "\r\n").encode("utf-8")
-            fields = {"WARC-Type": "metadata", "WARC-Record-ID": self.record_id_maker(), **common}
-            fields["WARC-Concurrent-To"] = resp_id
             records.add(
-                builder.create_warc_record(
-                    uri, "metadata", payload=io.BytesIO(meta), length=len(meta),
-                    warc_headers_dict=fields,
-                )
+                "metadata",
+                [("WARC-Type", "metadata"), ("WARC-Record-ID", self.record_id_maker()), *common,
+                 ("WARC-Concurrent-To", resp_id)],
+                payload=meta,
             )  # fmt: skip
 
         return records.compress(self.compress_level), capture
@@ -510,49 +508,107 @@ class WarcWriter:
             **self.warcinfo_fields,
         }
         body = "".join(f"{k}: {v}\r\n" for k, v in fields.items() if v).encode("utf-8")
-        headers = {
-            "WARC-Type": "warcinfo",
-            "WARC-Record-ID": info_id,
-            "WARC-Filename": name,
-            "WARC-Date": warc_date(self.clock()),
-        }
         records = _Records()
         records.add(
-            records.writer.create_warc_record(
-                "", "warcinfo", payload=io.BytesIO(body), length=len(body),
-                warc_headers_dict=headers,
-            )
+            "warcinfo",
+            [("WARC-Type", "warcinfo"), ("WARC-Record-ID", info_id), ("WARC-Filename", name),
+             ("WARC-Date", warc_date(self.clock()))],
+            payload=body,
         )  # fmt: skip
         self._append(records.compress(self.compress_level)[0], 1)
         self._file.warcinfo_id = info_id
 
 
 class _Writer(WARCWriter):
-    """warcio's writer, with no ``WARC-Payload-Digest`` on ``metadata`` records: WARC 1.1 §5.9
-    defines the payload digest for records whose block has a well-defined payload (an HTTP
-    message's entity); a ``metadata`` block (``application/warc-fields``) has none, and FastWARC's
-    payload check (``fastwarc check -p``) rejects a digest there. ``warcinfo`` and ``revisit`` are
-    already left out by warcio."""
+    """warcio's writer for the complete records :class:`_Records` hands it.
+
+    No ``WARC-Payload-Digest`` on ``metadata`` records: WARC 1.1 §5.9 defines the payload digest
+    for records whose block has a well-defined payload (an HTTP message's entity); a ``metadata``
+    block (``application/warc-fields``) has none, and FastWARC's payload check (``fastwarc check
+    -p``) rejects a digest there. ``warcinfo`` and ``revisit`` are already left out by warcio.
+    Every record arrives with its digests, so warcio's digest pass (:meth:`ensure_digest`: look the
+    fields up, read the payload through a digester) has nothing to do and is skipped.
+    """
 
     NO_PAYLOAD_DIGEST_TYPES = (*WARCWriter.NO_PAYLOAD_DIGEST_TYPES, "metadata")
+
+    def ensure_digest(self, record, block=True, payload=True):
+        """Nothing to do: :meth:`_Records.add` wrote both digests into ``record``."""
+
+
+class _WarcFields(StatusAndHeaders):
+    """A WARC header block whose ``(name, value)`` fields are ``str`` already (warcio's
+    constructor would convert each pair again)."""
+
+    def __init__(self, fields: list[tuple[str, str]]) -> None:
+        self.statusline = ""
+        self.headers = fields
+        self.protocol = WARC_VERSION
+        self.total_len = 0
+        self.headers_buff = None
+
+
+_THREAD_WRITER = threading.local()
 
 
 class _Records:
     """The records of one fetch (or one ``warcinfo``), serialized by warcio's ``WARCWriter``
-    (``gzip=False``, :class:`_Writer`) into one buffer, then compressed one gzip member per record
-    (WARC 1.1 Annex D.2). ``writer`` also builds the records (``WARCWriter`` is a warcio
-    ``RecordBuilder``)."""
+    (``gzip=False``, :class:`_Writer`) into one buffer, then compressed one gzip member per record (WARC 1.1 Annex
+    D.2).
+
+    Each record reaches warcio's writer complete: WARC header fields in their final order with
+    ``WARC-Payload-Digest`` (given by the caller; none on ``warcinfo``, ``metadata`` and
+    ``revisit`` records) and ``WARC-Block-Digest`` (SHA-1 of the HTTP header block and the
+    payload, hashed here in one pass over bytes in hand), so warcio's writer only appends
+    ``Content-Type`` and ``Content-Length`` and serializes: warcio's record builder would look
+    every field up and replace it in turn, and re-read the payload through a digesting stream.
+    """
 
     __slots__ = ("buf", "writer", "ends")
 
     def __init__(self) -> None:
-        self.buf = io.BytesIO()
-        self.writer = _Writer(self.buf, gzip=False, warc_version=WARC_VERSION)
+        # one buffer and writer per thread, emptied for each fetch (a warcio writer looks up the
+        # host name and builds a header parser when made)
+        mine = _THREAD_WRITER.__dict__
+        if "writer" not in mine:
+            mine["buf"] = io.BytesIO()
+            mine["writer"] = _Writer(mine["buf"], gzip=False, warc_version=WARC_VERSION)
+        self.buf, self.writer = mine["buf"], mine["writer"]
+        self.buf.seek(0)
+        self.buf.truncate()
         self.ends: list[int] = []
 
-    def add(self, record: Any) -> None:
+    def add(
+        self,
+        rec_type: str,
+        fields: list[tuple[str, str]],
+        *,
+        http: _Latin1Headers | None = None,
+        payload: bytes = b"",
+    ) -> ArcWarcRecord:
+        """Serialize one record of type ``rec_type``: WARC header ``fields`` (without the block
+        digest, ``Content-Type`` and ``Content-Length``), the HTTP header block ``http`` if any,
+        then ``payload`` (bytes). Returns the warcio record written."""
+        block = hashlib.sha1(payload)
+        if http is not None:
+            http.compute_headers_buffer()
+            block = hashlib.sha1(http.headers_buff)
+            block.update(payload)
+        content_type = RecordBuilder.WARC_RECORDS[rec_type]
+        length = len(payload) if rec_type != "revisit" else 0  # a revisit: HTTP headers only
+        if http is not None:
+            length += len(http.headers_buff)
+        # last, in warcio's order: its writer replaces Content-Type and -Length from the end
+        fields += [("WARC-Block-Digest", _sha1_label(block.digest())),
+                   ("Content-Type", content_type), ("Content-Length", str(length))]  # fmt: skip
+        record = ArcWarcRecord(
+            "warc", rec_type, _WarcFields(fields), io.BytesIO(payload), http, content_type,
+            len(payload),
+        )  # fmt: skip
+        record.payload_length = len(payload)
         self.writer.write_record(record)
         self.ends.append(self.buf.tell())
+        return record
 
     def compress(self, level: int) -> list[bytes]:
         """One gzip member (:func:`gzip_member`) of each record's bytes, at ``level``."""

@@ -318,7 +318,8 @@ class FetchWorker:
         self.filters = FilterChain.from_config(cfg.filters, seed_hosts, seed_domains)
         self.url_cache = _KeyCache(cfg.fetch.url_cache_size)
         self._canonical = _CanonicalMemo(cfg.fetch.url_cache_size)
-        self._digests: OrderedDict[str, tuple[str, str]] = OrderedDict()
+        # digest -> (url, fetch start in epoch seconds) of its first capture in this shard
+        self._digests: OrderedDict[str, tuple[str, float]] = OrderedDict()
         # content seen in earlier rounds (batchcrawl.frontier.content): digest -> (url_key, url, time)
         self._seen: Mapping[str, tuple[int, str, datetime]] = {}
         self._first_key: dict[str, int] = {}  # digest -> url_key, for the digests in _digests
@@ -1055,7 +1056,8 @@ class FetchWorker:
             if outcome is Outcome.OK and row["content_length"]:
                 # OrderedDict.get is one atomic step under the GIL; a duplicate fetched by two
                 # threads at once is simply archived twice.
-                revisit = self._digests.get(digest)
+                first = self._digests.get(digest)
+                revisit = None if first is None else (first[0], warc_date(first[1]))
                 revisit = self._duplicate(row, item.url_key, digest, revisit)
                 if row.get("duplicate_of") is not None and self.cfg.dedup.skip_duplicate_links:
                     follow = []
@@ -1120,7 +1122,7 @@ class FetchWorker:
         return None if wait is None else min(wait, self.cfg.politeness.max_retry_after_s)
 
     def _remember_digest(self, digest: str, result: FetchResult) -> None:
-        self._digests[digest] = (result.url, warc_date(result.started))
+        self._digests[digest] = (result.url, result.started)  # WARC-Date made when needed
         if len(self._digests) > self.cfg.fetch.url_cache_size:
             old, _ = self._digests.popitem(last=False)
             self._first_key.pop(old, None)
