@@ -47,6 +47,7 @@ from batchcrawl.fetch.neardup import NearDuplicates
 from batchcrawl.fetch.parse import parse_page
 from batchcrawl.fetch.resolver import AddressPolicy, DNSError, Resolver
 from batchcrawl.fetch.robots import RobotsCache, fetch_robots, robots_origin, rules_from_fetch
+from batchcrawl.fetch.simhash import VERSION as SIMHASH_VERSION
 from batchcrawl.fetch.simhash import page_simhash
 from batchcrawl.fetch.sitemap_jobs import (
     SitemapJob,
@@ -1044,6 +1045,7 @@ class FetchWorker:
                 )
                 if page.is_html:
                     row["simhash"] = page_simhash(result.body.decode(page.charset, "replace"))
+                    row["simhash_version"] = SIMHASH_VERSION
                     cpu_simhash_s = time.thread_time() - t0 - cpu_parse_s
         t0 = time.thread_time()
         canonical, invalid_links = self._canonical_links(found)
