@@ -18,7 +18,7 @@ The flag is written to the ``hosts`` table (``trap``) and generate throttles suc
 
 from __future__ import annotations
 
-from collections import Counter, deque
+from collections import deque
 from dataclasses import dataclass, field
 
 from batchcrawl.fetch.simhash import hamming
@@ -26,14 +26,18 @@ from batchcrawl.fetch.simhash import hamming
 
 def repeated_segments(path: str) -> int:
     """The largest number of times one non-empty segment occurs in ``path`` (``/a/b/a`` -> 2)."""
-    segs = [s for s in path.split("?", 1)[0].split("/") if s]
-    return max(Counter(segs).values(), default=0)
+    counts: dict[str, int] = {}
+    for seg in path.split("?", 1)[0].split("/"):
+        if seg:
+            counts[seg] = counts.get(seg, 0) + 1
+    return max(counts.values(), default=0)
 
 
 @dataclass
 class _HostWindow:
     recent: deque = field(default_factory=deque)  # (fingerprint, url_key), oldest first
     flags: deque = field(default_factory=deque)  # near-duplicate or not, per recent page
+    near: int = 0  # how many of flags are set
     trap: str | None = None
 
 
@@ -86,15 +90,12 @@ class NearDuplicates:
         )
         hw.recent.append((fingerprint, url_key))
         hw.flags.append(near is not None)
+        hw.near += near is not None
         if len(hw.recent) > self.window:
             hw.recent.popleft()
-            hw.flags.popleft()
+            hw.near -= hw.flags.popleft()
         n = len(hw.flags)
-        if (
-            hw.trap is None
-            and n >= self.trap_min_pages
-            and sum(hw.flags) >= self.trap_near_share * n
-        ):
+        if hw.trap is None and n >= self.trap_min_pages and hw.near >= self.trap_near_share * n:
             hw.trap = "near"
         return near
 

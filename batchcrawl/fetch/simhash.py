@@ -16,7 +16,9 @@ the text's code points with numpy, and every shingle is hashed from one prefix s
 bytes (:func:`shingle_hash` is a polynomial hash, so a shingle's hash is the difference of two
 prefixes, then finalised): :func:`page_simhash` costs about 0.35 ms for a 20 KB page (3-5 ms with one
 Python string and hash call per shingle). The tests check it against the plain definition,
-:func:`simhash` of :func:`words` with :func:`shingle_hash` per shingle.
+:func:`simhash` of :func:`words` with :func:`shingle_hash` per shingle. Only the first
+:data:`MAX_TEXT_CHARS` characters of the visible text count (about 10,000 words), so a 10 MB page
+costs no more than a 64 KB one; pages that differ only further on get the same fingerprint.
 
 The definition is versioned (:data:`VERSION`, stored in ``fetched.simhash_version``): version 1
 hashed each shingle with MurmurHash3; fingerprints of different versions must not be compared.
@@ -35,6 +37,9 @@ SHINGLE = 3
 #: simhash_version``). 1: MurmurHash3 of each shingle's bytes; 2: :func:`shingle_hash`.
 #: Fingerprints of different versions are not comparable.
 VERSION = 2
+#: Characters of visible text a page's fingerprint reads (the first ones): bounds the time and the
+#: numpy arrays of one page (about 40 bytes per character) whatever the body size (version 2).
+MAX_TEXT_CHARS = 1 << 16
 #: Multiplier of the polynomial shingle hash (odd, so invertible mod 2**64): 2**64 / golden ratio.
 PRIME = 0x9E3779B97F4A7C15
 _MASK64 = (1 << 64) - 1
@@ -55,6 +60,7 @@ _ASCII_WORD = np.array([c < 128 and bool(_WORD.fullmatch(chr(c))) for c in range
 _ASCII_DIGIT = np.array([c < 128 and bool(_DIGITS.fullmatch(chr(c))) for c in range(256)])
 _SPACE, _ZERO = 32, 48
 _COLUMN_BASE = np.arange(0, 8 * 256, 256, dtype=np.uint16)  # byte column c counts at 256 c + value
+_COLUMN_TILE = np.resize(_COLUMN_BASE, 8 << 13)  # the bases of 8192 hashes' bytes, flat
 _BYTE_BITS = (np.arange(256)[:, None] >> np.arange(8) & 1).astype(np.float64)  # (256, 8)
 #: ``bytes.translate`` table for ASCII text: word bytes lower-cased, digits -> 0, others -> space.
 _ASCII_FOLD = bytes(
@@ -161,8 +167,10 @@ def _shingle_simhash(buf: bytes, starts: np.ndarray, ends: np.ndarray, k: int) -
     hashes = np.sort(_shingle_hashes(buf, starts, ends, k))
     hashes = hashes[np.append(True, hashes[1:] != hashes[:-1])]  # a set: equal shingles count once
     # Bit counts: how often each value occurs in each byte column (one bincount), times its bits.
-    columns = hashes.astype("<u8", copy=False).view(np.uint8).reshape(-1, 8) + _COLUMN_BASE
-    counts = np.bincount(columns.ravel(), minlength=8 * 256).reshape(8, 256)
+    data = hashes.astype("<u8", copy=False).view(np.uint8)
+    n = len(data)
+    base = _COLUMN_TILE[:n] if n <= len(_COLUMN_TILE) else np.resize(_COLUMN_BASE, n)
+    counts = np.bincount(np.add(data, base), minlength=8 * 256).reshape(8, 256)
     # ones[8 * c + j]: bit j of byte c, bit 8c + j of the hash (exact in float64: counts < 2**53)
     ones = (counts.astype(np.float64) @ _BYTE_BITS).ravel()
     return int((_BITS * (2 * ones > len(hashes))).sum(dtype=np.uint64))
@@ -219,9 +227,11 @@ def _ascii_word_spans(text: bytes) -> tuple[bytes, np.ndarray, np.ndarray]:
 
 
 def page_simhash(markup: str, k: int = SHINGLE) -> int:
-    """:func:`simhash` of the digit-masked words of the visible text of an HTML page (``str``):
-    ``simhash(words(visible_text(markup)), k)``, computed with numpy (module docstring)."""
-    joined, starts, ends = _word_spans(visible_text(markup))
+    """:func:`simhash` of the digit-masked words of the first :data:`MAX_TEXT_CHARS` characters of
+    the visible text of an HTML page (``str``):
+    ``simhash(words(visible_text(markup)[:MAX_TEXT_CHARS]), k)``, computed with numpy (module
+    docstring)."""
+    joined, starts, ends = _word_spans(visible_text(markup)[:MAX_TEXT_CHARS])
     return _shingle_simhash(joined, starts, ends, k)
 
 
