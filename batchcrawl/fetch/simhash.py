@@ -144,8 +144,8 @@ def _shingle_hashes(buf: bytes, starts: np.ndarray, ends: np.ndarray, k: int) ->
     """:func:`shingle_hash` of ``buf[starts[i] : ends[i + k - 1]]`` for every shingle, at once:
     with ``S[j] = sum_{i<j} b_i P**i``, the shingle ``[s, e)`` hashes to ``(S[e] - S[s]) P**-s``."""
     n = len(starts)
-    m = max(1, n - k + 1)
-    first, last = starts[:m], ends[np.minimum(np.arange(m) + k - 1, n - 1)]
+    first = starts[: max(1, n - k + 1)]
+    last = ends[k - 1 :] if n >= k else ends[n - 1 :]  # fewer than k words: one shingle
     data = np.frombuffer(buf, np.uint8)
     pow_, inv_pow = _powers(len(data))
     prefix = np.zeros(len(data) + 1, np.uint64)
