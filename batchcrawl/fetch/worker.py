@@ -160,10 +160,11 @@ class _CanonicalMemo:
 
     A page's menu links repeat on every page of its host, so most outlinks were canonicalized
     moments ago; a dict lookup replaces the WHATWG parse, the percent-encoding pass, the hash and
-    the host and pay-level domain lookups (each link's ``edges`` row needs its domain). Bounded by two generations (the current one is retired when it holds ``size // 2``
-    entries; a hit in the old one is copied forward), an LRU approximation with O(1) work and no
-    lock: single dict reads and writes are atomic under the GIL and a lost update only costs a
-    recomputation, since canonicalization is a pure function.
+    the host and pay-level domain lookups (each link's ``edges`` row needs its domain). Bounded by
+    two generations (the current one is retired when it holds ``size // 2`` entries; a hit in the
+    old one is copied forward), an LRU approximation with O(1) work and no lock: single dict reads
+    and writes are atomic under the GIL and a lost update only costs a recomputation, since
+    canonicalization is a pure function.
     """
 
     __slots__ = ("_new", "_old", "_half")
