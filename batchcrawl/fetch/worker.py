@@ -30,6 +30,7 @@ is restored by :meth:`FetchWorker.restore_hosts` in the next round; if the same 
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 from collections import Counter, OrderedDict, deque
@@ -185,7 +186,7 @@ class _CanonicalMemo:
         if hit is _MISS:
             try:
                 url = canonicalize(raw)
-                host = host_of(url)
+                host = sys.intern(host_of(url))  # one string per host for all its entries
                 hit = (url_key(url), url, host, domain_of(host))
             except InvalidURL:
                 hit = None
