@@ -100,6 +100,7 @@ CREATE TABLE fetched (
     retry_after_s              DOUBLE,                -- Retry-After of a 429/503 in seconds (capped); NULL if none or malformed
     duplicate_of               UBIGINT,               -- url_key of the first URL with this payload digest (known at fetch time)
     simhash                    UBIGINT,               -- 64-bit SimHash of the visible text, digits masked (HTML pages)
+    simhash_version            UTINYINT,              -- definition of simhash (batchcrawl.fetch.simhash.VERSION); compare fingerprints of one version only; NULL with simhash, or in files written before version 2 (their simhash is version 1)
     near_duplicate_of          UBIGINT                -- url_key of an earlier page of the host within dedup.near_hamming bits
 );
 

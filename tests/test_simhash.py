@@ -3,17 +3,25 @@
 
 from __future__ import annotations
 
-import mmh3
-import numpy as np
+import random
+
 import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from batchcrawl.fetch.murmur import hash64_spans
 from batchcrawl.fetch.neardup import NearDuplicates, repeated_segments
-from batchcrawl.fetch.simhash import hamming, page_simhash, simhash, visible_text, words
+from batchcrawl.fetch.simhash import (
+    MAX_TEXT_CHARS,
+    PRIME,
+    VERSION,
+    hamming,
+    page_simhash,
+    shingle_hash,
+    simhash,
+    visible_text,
+    words,
+)
 from batchcrawl.frontier.traps import throttle
-from batchcrawl.urls import hash64
 
 
 def _letters(n: int) -> str:
@@ -109,15 +117,36 @@ def test_throttle_keeps_the_first_urls_of_trap_hosts_only():
     assert throttle(t, {}, 0) == (t, 0)
 
 
+def _fmix64(k: int) -> int:
+    """MurmurHash3's 64-bit finaliser, as ``MurmurHash3.cpp`` writes it."""
+    m = (1 << 64) - 1
+    k ^= k >> 33
+    k = k * 0xFF51AFD7ED558CCD & m
+    k ^= k >> 33
+    k = k * 0xC4CEB9FE1A85EC53 & m
+    return k ^ (k >> 33)
+
+
+def _reference_shingle_hash(data: bytes) -> int:
+    """The version-2 shingle hash by Horner's rule from the last byte (another computation of
+    ``sum(b_i * P**i) mod 2**64`` than :func:`shingle_hash`'s)."""
+    h = 0
+    for b in reversed(data):
+        h = (h * PRIME + b) % (1 << 64)
+    return _fmix64(h ^ len(data))
+
+
 def _reference_simhash(tokens: list[str], k: int = 3) -> int:
-    """SimHash as first written: one string and one ``hash64`` per shingle, bits counted per hash."""
+    """SimHash by the definition: one string and one hash per distinct shingle, bits counted per
+    hash."""
     if not tokens:
         return 0
     shingles = {" ".join(tokens[i : i + k]) for i in range(max(1, len(tokens) - k + 1))}
+    hashes = [_reference_shingle_hash(s.encode("utf-8", "surrogatepass")) for s in shingles]
     fp = 0
     for bit in range(64):
-        ones = sum((hash64(s) >> bit) & 1 for s in shingles)
-        fp |= (2 * ones > len(shingles)) << bit
+        ones = sum((h >> bit) & 1 for h in hashes)
+        fp |= (2 * ones > len(hashes)) << bit
     return fp
 
 
@@ -133,17 +162,73 @@ _TEXT = st.lists(
 @settings(max_examples=300, deadline=None)
 @given(_TEXT, st.integers(1, 4))
 def test_vectorised_page_simhash_equals_the_per_shingle_definition(markup, k):
-    """The numpy path (words as byte spans, murmur3 in lanes, bit counts by byte) gives exactly the
-    fingerprint of the per-shingle definition, for ASCII and non-ASCII text."""
-    tokens = words(visible_text(markup))
+    """The numpy path (words as byte spans, shingle hashes from one prefix sum, bit counts by
+    byte) gives exactly the fingerprint of the per-shingle definition, for ASCII and non-ASCII
+    text."""
+    tokens = words(visible_text(markup)[:MAX_TEXT_CHARS])
     assert page_simhash(markup, k) == _reference_simhash(tokens, k) == simhash(tokens, k)
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.binary(max_size=70), max_size=40))
-def test_hash64_spans_equals_hash64(parts):
-    buf = b"".join(parts)
-    sizes = np.array([len(p) for p in parts], np.int64)
-    starts = np.cumsum(sizes) - sizes
-    got = hash64_spans(buf, starts, sizes).tolist()
-    assert got == [mmh3.hash64(p, seed=0, signed=False)[0] for p in parts]
+@given(st.binary(max_size=200))
+def test_shingle_hash_is_the_finalised_polynomial(data):
+    assert shingle_hash(data) == _reference_shingle_hash(data)
+
+
+@settings(max_examples=4, deadline=None)
+@given(st.integers(0, 2**32), st.integers(8000, 10000))
+def test_long_pages_read_the_first_characters_only(seed, n):
+    """A page's fingerprint reads its first MAX_TEXT_CHARS characters of text (here more than
+    64 KiB of UTF-8, past the cached power tables): what follows changes nothing."""
+    rnd = random.Random(seed)
+    tokens = [rnd.choice(["ab", "Cd", "é9", "日本語", "9"]) for _ in range(n)]
+    text = " ".join(f"{t}{i * 7919}" for i, t in enumerate(tokens))
+    assert len(text) > MAX_TEXT_CHARS and len(text[:MAX_TEXT_CHARS].encode()) > 1 << 16
+    fp = page_simhash(text)
+    assert fp == _reference_simhash(words(text[:MAX_TEXT_CHARS]))
+    assert page_simhash(text + " more words here") == fp
+
+
+def test_fingerprint_definition_is_pinned_to_its_version():
+    """A change of the fingerprint definition must come with a new VERSION (fingerprints stored
+    in fetched.simhash are only comparable within one version): pinned values of version 2."""
+    assert VERSION == 2
+    assert shingle_hash(b"") == 0
+    assert shingle_hash(b"the quick fox") == 0x279DDBD34252F68F
+    page = "<p>The quick brown fox, 2024-01-31, jumps over the lazy dog.</p>"
+    assert page_simhash(page) == 0xF2460CE82E0E0155
+
+
+def test_fingerprints_of_another_version_stay_apart_in_a_crawl(tmp_path):
+    """A crawl continued across the version change: the fetched file written before
+    ``simhash_version`` existed (version-1 fingerprints) still reads, through the SQL views and
+    read_current, with the version NULL, so a query comparing fingerprints of one version can
+    tell them apart; the new rows carry VERSION."""
+    import pyarrow.parquet as pq
+    from crawl_helpers import fetched_row
+
+    from batchcrawl.store import schemas, sql
+    from batchcrawl.store.crawldir import CrawlDir, FileEntry
+
+    crawl = CrawlDir.create(str(tmp_path / "c"), "", buckets=1)
+    old = schemas.conform("fetched", [{**fetched_row(1), "simhash": 7}]).drop_columns(
+        ["simhash_version"]
+    )  # the layout before version 2
+    with crawl.open_output("fetched/round=1/shard=00.parquet") as fh:
+        pq.write_table(old, fh)
+    new = crawl.write_table(
+        "fetched",
+        "fetched/round=2/shard=00.parquet",
+        [{**fetched_row(2, round=2), "simhash": 9, "simhash_version": VERSION}],
+    )
+    entries = [FileEntry("fetched/round=1/shard=00.parquet", 1), new]
+    crawl.commit(crawl.manifest(), {"fetched": entries}, {"step": "test"}, round=2)
+    got = sql.query(crawl, "SELECT round, simhash, simhash_version FROM fetched ORDER BY round")
+    assert got.to_pylist() == [
+        {"round": 1, "simhash": 7, "simhash_version": None},
+        {"round": 2, "simhash": 9, "simhash_version": VERSION},
+    ]
+    same = sql.query(crawl, f"SELECT count(*) AS n FROM fetched WHERE simhash_version = {VERSION}")
+    assert same.to_pylist() == [{"n": 1}]
+    table = crawl.read_current("fetched", ["round", "simhash_version"])
+    assert table.column("simhash_version").to_pylist() == [None, VERSION]

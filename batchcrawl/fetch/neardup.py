@@ -18,14 +18,17 @@ The flag is written to the ``hosts`` table (``trap``) and generate throttles suc
 
 from __future__ import annotations
 
-from collections import Counter, deque
+from collections import deque
 from dataclasses import dataclass, field
 
 
 def repeated_segments(path: str) -> int:
     """The largest number of times one non-empty segment occurs in ``path`` (``/a/b/a`` -> 2)."""
-    segs = [s for s in path.split("?", 1)[0].split("/") if s]
-    return max(Counter(segs).values(), default=0)
+    counts: dict[str, int] = {}
+    for seg in path.split("?", 1)[0].split("/"):
+        if seg:
+            counts[seg] = counts.get(seg, 0) + 1
+    return max(counts.values(), default=0)
 
 
 @dataclass

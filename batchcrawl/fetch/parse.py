@@ -131,6 +131,9 @@ class ParsedPage:
         Whitespace-collapsed text of the first ``<title>``, or None.
     is_html
         Whether the body was parsed at all (HTML content type, or markup sniffed when unknown).
+    text
+        The body decoded with ``charset`` (``errors="replace"``, BOM removed), as parsed; None if
+        not parsed. Callers needing the text (the SimHash) use it instead of decoding again.
     dropped
         Reason -> count of hrefs not turned into links (``empty``, ``scheme``, ``invalid``,
         ``link_rel``).
@@ -145,6 +148,7 @@ class ParsedPage:
     base_url: str = ""
     title: str | None = None
     is_html: bool = False
+    text: str | None = None
     dropped: dict[str, int] = field(default_factory=dict)
 
 
@@ -189,7 +193,7 @@ def parse_page(
     page.is_html = True
     charset, source, bom_len = detect_encoding(body, content_type)
     page.charset, page.charset_source = charset, source
-    data = _to_utf8(body, charset, bom_len)
+    data, page.text = _to_utf8(body, charset, bom_len)
     try:
         root = etree.fromstring(data, _PARSER)
     except (etree.ParserError, etree.XMLSyntaxError, ValueError):
@@ -208,16 +212,16 @@ def _looks_like_markup(body: bytes) -> bool:
     return head.lstrip().startswith(b"<")
 
 
-def _to_utf8(body: bytes, charset: str, bom_len: int) -> bytes:
-    """The body as UTF-8 bytes for libxml2 (which is told the encoding, so it never guesses)."""
+def _to_utf8(body: bytes, charset: str, bom_len: int) -> tuple[bytes, str]:
+    """The body as UTF-8 bytes for libxml2 (which is told the encoding, so it never guesses),
+    and as text."""
     if charset == "utf-8" and bom_len == 0:
         try:
-            body.decode("utf-8")
-            return body
+            return body, body.decode("utf-8")
         except UnicodeDecodeError:
             pass
     text = body[bom_len:].decode(charset, errors="replace")
-    return text.encode("utf-8", errors="replace")
+    return text.encode("utf-8", errors="replace"), text
 
 
 def _extract(

@@ -30,6 +30,7 @@ is restored by :meth:`FetchWorker.restore_hosts` in the next round; if the same 
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 from collections import Counter, OrderedDict, deque
@@ -47,6 +48,7 @@ from batchcrawl.fetch.neardup import NearDuplicates
 from batchcrawl.fetch.parse import parse_page
 from batchcrawl.fetch.resolver import AddressPolicy, DNSError, Resolver
 from batchcrawl.fetch.robots import RobotsCache, fetch_robots, robots_origin, rules_from_fetch
+from batchcrawl.fetch.simhash import VERSION as SIMHASH_VERSION
 from batchcrawl.fetch.simhash import page_simhash
 from batchcrawl.fetch.sitemap_jobs import (
     SitemapJob,
@@ -155,25 +157,27 @@ class _KeyCache:
 
 class _CanonicalMemo:
     """Memo of :func:`~batchcrawl.urls.canonicalize` for raw absolute outlink URLs: raw string ->
-    ``(url_key, canonical URL)``, or None when the URL is invalid.
+    ``(url_key, canonical URL, host, domain)``, or None when the URL is invalid.
 
     A page's menu links repeat on every page of its host, so most outlinks were canonicalized
-    moments ago; a dict lookup replaces the WHATWG parse, the percent-encoding pass and the
-    hash. Bounded by two generations (the current one is retired when it holds ``size // 2``
-    entries; a hit in the old one is copied forward), an LRU approximation with O(1) work and no
-    lock: single dict reads and writes are atomic under the GIL and a lost update only costs a
-    recomputation, since canonicalization is a pure function.
+    moments ago; a dict lookup replaces the WHATWG parse, the percent-encoding pass, the hash and
+    the host and pay-level domain lookups (each link's ``edges`` row needs its domain). Bounded by
+    two generations (the current one is retired when it holds ``size // 2`` entries; a hit in the
+    old one is copied forward), an LRU approximation with O(1) work and no lock: single dict reads
+    and writes are atomic under the GIL and a lost update only costs a recomputation, since
+    canonicalization is a pure function.
     """
 
     __slots__ = ("_new", "_old", "_half")
 
     def __init__(self, size: int) -> None:
-        self._new: dict[str, tuple[int, str] | None] = {}
-        self._old: dict[str, tuple[int, str] | None] = {}
+        self._new: dict[str, tuple[int, str, str, str] | None] = {}
+        self._old: dict[str, tuple[int, str, str, str] | None] = {}
         self._half = max(1, size // 2)
 
-    def canonical(self, raw: str) -> tuple[int, str] | None:
-        """``(url_key(c), c)`` with ``c = canonicalize(raw)``, or None if ``raw`` is invalid."""
+    def canonical(self, raw: str) -> tuple[int, str, str, str] | None:
+        """``(url_key(c), c, host_of(c), domain_of(host_of(c)))`` with ``c = canonicalize(raw)``,
+        or None if ``raw`` is invalid."""
         new = self._new
         hit = new.get(raw, _MISS)
         if hit is not _MISS:
@@ -182,7 +186,8 @@ class _CanonicalMemo:
         if hit is _MISS:
             try:
                 url = canonicalize(raw)
-                hit = (url_key(url), url)
+                host = sys.intern(host_of(url))  # one string per host for all its entries
+                hit = (url_key(url), url, host, domain_of(host))
             except InvalidURL:
                 hit = None
         if len(new) >= self._half:
@@ -898,8 +903,8 @@ class FetchWorker:
         found = [(hit, e.lastmod) for e in sm.urls if (hit := memo(e.loc)) is not None]
         with self._lock:
             seen = self.url_cache.seen
-            new = [(k, u, lm) for (k, u), lm in found if not seen(k) or lm is not None]
-        links = self._scope_links(src, [(k, u, "sitemap", False) for k, u, _ in new])
+            new = [(hit, lm) for hit, lm in found if not seen(hit[0]) or lm is not None]
+        links = self._scope_links(src, [(*hit, "sitemap", False) for hit, _ in new])
         with self._lock:
             c = run.out.counters
             c.update(counts)
@@ -914,7 +919,7 @@ class FetchWorker:
             ):
                 if n:
                     c[name] += n
-            self._emit_links(run, src, links, [_utc(lm) if lm else None for _, _, lm in new])
+            self._emit_links(run, src, links, [_utc(lm) if lm else None for _, lm in new])
 
     def _self_redirect_hop(self, run: _Run, item: FetchItem, result: FetchResult) -> bool:
         """True (and the hop counted) when ``result`` redirects ``item`` to its own URL and fewer
@@ -1044,7 +1049,8 @@ class FetchWorker:
                     for link in page.links
                 )
                 if page.is_html:
-                    row["simhash"] = page_simhash(result.body.decode(page.charset, "replace"))
+                    row["simhash"] = page_simhash(page.text)
+                    row["simhash_version"] = SIMHASH_VERSION
                     cpu_simhash_s = time.thread_time() - t0 - cpu_parse_s
         t0 = time.thread_time()
         canonical, invalid_links = self._canonical_links(found)
@@ -1159,9 +1165,9 @@ class FetchWorker:
 
     def _canonical_links(
         self, found: list[tuple[str, str, bool]]
-    ) -> tuple[list[tuple[int, str, str, bool]], int]:
-        """Canonicalize outlinks through the memo: ``[(key, url, tag, nofollow)]`` and the number
-        of invalid ones."""
+    ) -> tuple[list[tuple[int, str, str, str, str, bool]], int]:
+        """Canonicalize outlinks through the memo: ``[(key, url, host, domain, tag, nofollow)]``
+        and the number of invalid ones."""
         memo = self._canonical.canonical
         out = []
         invalid = 0
@@ -1170,34 +1176,33 @@ class FetchWorker:
             if hit is None:
                 invalid += 1
             else:
-                out.append((hit[0], hit[1], tag, nofollow))
+                out.append((*hit, tag, nofollow))
         return out, invalid
 
-    def _scope_links(self, item: FetchItem, new: list[tuple[int, str, str, bool]]):
-        """Scope-check outlinks not in the URL cache: ``[(key, url, host, domain, tag, nofollow,
-        reason, hops_out)]``."""
+    def _scope_links(self, item: FetchItem, new: list[tuple[int, str, str, str, str, bool]]):
+        """Scope-check outlinks ``(key, url, host, domain, tag, nofollow)`` not in the URL cache:
+        ``[(key, url, host, domain, tag, nofollow, reason, hops_out)]``."""
         out = []
         depth = item.depth + 1
         check = self.filters.check
         hops = self.filters.hops_out
-        for key, url, tag, nofollow in new:
-            host = host_of(url)
-            domain = domain_of(host)
+        for key, url, host, domain, tag, nofollow in new:
             hops_out = hops(host, domain, item.hops_out)
             reason = "nofollow" if nofollow else check(url, host, domain, depth, hops_out)
             out.append((key, url, host, domain, tag, nofollow, reason, hops_out))
         return out
 
     def _emit_edges(self, run: _Run, item: FetchItem, canonical) -> None:
-        """Append one ``edges`` row per canonical outlink ``(key, url, tag, nofollow)`` (lock held)."""
+        """Append one ``edges`` row per canonical outlink ``(key, url, host, domain, tag,
+        nofollow)`` (lock held)."""
         cols = run.out.edges
         n = len(canonical)
         cols["src_url_key"].extend([item.url_key] * n)
         cols["dst_url_key"].extend([link[0] for link in canonical])
         cols["round"].extend([run.round] * n)
-        cols["tag"].extend([link[2] for link in canonical])
+        cols["tag"].extend([link[4] for link in canonical])
         cols["src_domain"].extend([item.domain] * n)  # STAR's domain in-degree (frontier.indegree)
-        cols["dst_domain"].extend([domain_of(host_of(link[1])) for link in canonical])
+        cols["dst_domain"].extend([link[3] for link in canonical])
 
     def _emit_links(
         self, run: _Run, item: FetchItem, links, lastmod: list[datetime | None] | None = None

@@ -415,7 +415,7 @@ class CrawlDir(atomic.Location):
         for entry in entries:
             rel = entry.path if isinstance(entry, FileEntry) else entry
             with self.fs.open(self.path(rel), "rb") as fh:
-                parts.append(pq.read_table(fh, columns=columns))
+                parts.append(_read_columns(table, pq.ParquetFile(fh), columns))
         if not parts:
             target = schemas.schema(table)
             return (
@@ -430,6 +430,20 @@ class CrawlDir(atomic.Location):
     ) -> pa.Table:
         """All rows of ``table`` in ``generation`` (default current)."""
         return self.read_table(table, self.manifest(generation).tables.get(table, ()), columns)
+
+
+def _read_columns(table: str, pf: pq.ParquetFile, columns: list[str] | None) -> pa.Table:
+    """``columns`` of one file of ``table``; a column added to the schema after the file was
+    written reads as nulls of its schema type."""
+    if columns is None:
+        return pf.read()
+    have = set(pf.schema_arrow.names)
+    got = pf.read(columns=[c for c in columns if c in have])
+    for c in columns:
+        if c not in have:
+            field_ = schemas.schema(table).field(c)
+            got = got.append_column(field_, pa.nulls(got.num_rows, field_.type))
+    return got.select(columns)
 
 
 def _refuse_foreign_content(crawl: CrawlDir, url: str) -> None:

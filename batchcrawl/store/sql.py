@@ -110,8 +110,8 @@ def view_sql(crawl: CrawlDir, manifest: Manifest, table: str, *, relative: bool 
         e.run for e in manifest.tables.get(table, ())
     ):
         body = _newest_wins_sql(files, _RUN_KEYS[table])
-    else:
-        body = f"SELECT * FROM read_parquet({files})"
+    else:  # by name: files written before a column was added read it as NULL
+        body = f"SELECT * FROM read_parquet({files}, union_by_name = true)"
     return f"CREATE OR REPLACE VIEW {table} AS {body}"
 
 
