@@ -561,11 +561,14 @@ def round_command(crawl_url, scheduler, workers, time_limit, max_pages, sets) ->
     """
     crawl = _open(crawl_url)
     cfg = load_crawl_config(crawl, sets, _round_flags(scheduler, workers, time_limit, max_pages))
-    _run_rounds(crawl, cfg, 1, known=True)
+    _run_rounds(crawl, cfg, 1, known=True, pipeline=False)  # one round per process: sequential
 
 
-def _run_rounds(crawl: CrawlDir, cfg: Config, rounds: int, known: bool) -> list[dict]:
-    """Run up to ``rounds`` rounds (``known``: shown as "round N of M") with progress on stderr
+def _run_rounds(
+    crawl: CrawlDir, cfg: Config, rounds: int, known: bool, pipeline: bool | None = None
+) -> list[dict]:
+    """Run up to ``rounds`` rounds (``known``: shown as "round N of M"; ``pipeline``: default
+    ``round.pipeline``) with progress on stderr
     (:mod:`batchcrawl.console.progress`); print each round's JSON summary on stdout and a human summary
     on stderr at the end. A signal (Ctrl-C, SIGTERM) becomes :class:`Stopped`, saying what was
     committed."""
@@ -580,7 +583,7 @@ def _run_rounds(crawl: CrawlDir, cfg: Config, rounds: int, known: bool) -> list[
         with RoundProgress(enabled=sys.stderr.isatty(), interval_s=cfg.progress.interval_s,
                            rounds=before.round + rounds if known else None) as progress:  # fmt: skip
             summaries = run_rounds(
-                crawl.url, cfg, rounds, progress=progress.update,
+                crawl.url, cfg, rounds, progress=progress.update, pipeline=pipeline,
                 on_round=lambda summary: (progress.done(summary), _echo_json(summary)),
             )  # fmt: skip
     except KeyboardInterrupt as exc:
