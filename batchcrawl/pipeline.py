@@ -26,9 +26,9 @@ generated segment while the CrawlDb is updated with another (``generate.update.c
 
 Safety (docs/design.md §3): the writer lock is held for the whole run; rounds commit in order, each
 the next generation. A crash leaves the last committed generation whole and at most two rounds of
-orphan files (N and the pre-selected N+1): the rerun finds both (:func:`round.uncommitted_rounds`),
-redoes round N with a full politeness delay for the hosts of both
-(:func:`round.uncommitted_hosts`), overwrites what it writes again (the same paths), and ``gc``
+orphan files (N and the pre-selected N+1): the rerun finds both
+(:func:`batchcrawl.store.orphans.uncommitted_rounds`), redoes round N with a full politeness delay
+for the hosts of both (:func:`~batchcrawl.store.orphans.uncommitted_hosts`), overwrites what it writes again (the same paths), and ``gc``
 deletes the rest (``paths.LAYOUT``).
 """
 
@@ -37,25 +37,21 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from batchcrawl.config import Config
 from batchcrawl.console.nothing_due import nothing_due
 from batchcrawl.frontier import generate as gen_mod
-from batchcrawl.round import (
-    Crawler,
-    Planned,
-    dask_mapper,
-    plan_round,
-    started_before,
-    uncommitted_hosts,
-)
 from batchcrawl.store.crawldir import CrawlDir, Manifest
 from batchcrawl.store.lock import WriterLock
+from batchcrawl.store.orphans import uncommitted_hosts, uncommitted_rounds
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +71,65 @@ def host_count(selected: pa.Table) -> int:
     return int(pc.count_distinct(selected.column("host")).as_py()) if selected.num_rows else 0
 
 
+@dataclass
+class Planned:
+    """A generated round not yet committed: its fetch lists (written, uncommitted) and what its
+    update needs.
+
+    Attributes
+    ----------
+    round, generation
+        The round, and the generation its commit publishes.
+    base
+        The committed generation it was selected from (in a pipelined crawl, the one before the
+        generation its update merges into).
+    started_at
+        Wall-clock epoch seconds of its selection (``now`` of its update).
+    generated
+        Generate's result (fetch lists, summary, refiltered and delayed URLs).
+    keys
+        uint64 url keys it leases while in flight: selected, refiltered or BEAST-delayed (the
+        next round selected from ``base`` leaves them out).
+    generate_span
+        Monotonic start and end of its selection.
+    cold
+        Its fetch cools every host down first (a rerun after a crash).
+    """
+
+    round: int
+    generation: int
+    base: Manifest
+    started_at: float
+    generated: gen_mod.GenerateResult
+    keys: np.ndarray = field(repr=False)
+    generate_span: tuple[float, float]
+    cold: bool = False
+    fetch_t0: float = 0.0
+    fetch_t1: float = 0.0
+
+    @property
+    def generate_s(self) -> float:
+        """Seconds its selection and fetch-list writing took."""
+        return self.generate_span[1] - self.generate_span[0]
+
+
+def plan_round(
+    crawl: CrawlDir, base: Manifest, rnd: int, generation: int, cfg: Config,
+    selection: tuple[pa.Table, Counter, int, pa.Table], started_at: float, t0: float,
+) -> Planned:  # fmt: skip
+    """Write round ``rnd``'s fetch lists from ``selection`` (:func:`gen_mod.select` of ``base``;
+    :func:`gen_mod.finish`); nothing is committed. ``t0``: monotonic start of the selection."""
+    selected, counts, rows, late = selection
+    generated = gen_mod.finish(crawl, base, rnd, cfg, selected, counts, rows, delayed=late)
+    keys = np.concatenate([
+        np.asarray(selected.column("url_key").to_numpy(), dtype=np.uint64),
+        np.asarray(late.column("url_key").to_numpy(), dtype=np.uint64),
+    ])  # fmt: skip
+    return Planned(rnd, generation, base, started_at, generated, keys, (t0, time.monotonic()))
+
+
 def run_pipelined(
-    crawler: Crawler,
+    crawler: Any,
     cfg: Config,
     rounds: int,
     *,
@@ -91,7 +144,7 @@ def run_pipelined(
     Parameters
     ----------
     crawler
-        The Dask client and shard actors.
+        The :class:`batchcrawl.round.Crawler` (Dask client, shard actors, the round's steps).
     cfg
         The configuration (``round.pipeline_min_busy_share``; ``fetch.time_limit_s`` per round).
     rounds
@@ -137,7 +190,7 @@ def run_pipelined(
     with WriterLock(crawl, owner="batchcrawl crawl") as lock:
         manifest = crawl.manifest()
         rnd = manifest.round + 1
-        cold = started_before(crawl, rnd)
+        cold = bool(uncommitted_rounds(crawl, rnd))
         cool = uncommitted_hosts(crawl, rnd) if cold else {}
         if cold:
             log.warning("round %d (or the round fetched while it committed) was started before and "
@@ -180,7 +233,7 @@ def run_pipelined(
 
 
 def _generate(
-    crawler: Crawler, crawl: CrawlDir, manifest: Manifest, cfg: Config,
+    crawler: Any, crawl: CrawlDir, manifest: Manifest, cfg: Config,
     now: Callable[[], float], on_step: Callable[[str], None], *, split: bool, first: bool,
 ) -> Planned | None:  # fmt: skip
     """The sequential path: round ``manifest.round + 1`` generated from ``manifest``; with
@@ -191,7 +244,7 @@ def _generate(
     started_at = now()
     rnd = manifest.round + 1
     selected, counts, rows, late = gen_mod.select(
-        crawl, manifest, rnd, cfg, started_at, mapper=dask_mapper(crawler.client)
+        crawl, manifest, rnd, cfg, started_at, mapper=crawler.mapper()
     )
     if selected.num_rows == 0:  # write nothing: no fetch lists, no commit
         if first:
@@ -207,7 +260,7 @@ def _generate(
 
 
 def _preselect(
-    crawler: Crawler, crawl: CrawlDir, manifest: Manifest, plan: Planned, cfg: Config,
+    crawler: Any, crawl: CrawlDir, manifest: Manifest, plan: Planned, cfg: Config,
     now: Callable[[], float],
 ) -> Planned | None:  # fmt: skip
     """Round ``plan.round + 1`` selected from ``manifest`` (``plan``'s base) without ``plan``'s
@@ -217,7 +270,7 @@ def _preselect(
     started_at = now()
     rnd = plan.round + 1
     selection = gen_mod.select(crawl, manifest, rnd, cfg, started_at,
-                               mapper=dask_mapper(crawler.client), leased=plan.keys)  # fmt: skip
+                               mapper=crawler.mapper(), leased=plan.keys)  # fmt: skip
     hosts = host_count(selection[0])
     if hosts < min_hosts(cfg):
         log.info("round %d: %d hosts pre-selected, fewer than %d: generated after round %d "

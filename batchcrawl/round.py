@@ -35,7 +35,6 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 from fsspec.implementations.dirfs import DirFileSystem
 
@@ -52,9 +51,10 @@ from batchcrawl.frontier import runs
 from batchcrawl.frontier import table as frontier_mod
 from batchcrawl.frontier import update as update_mod
 from batchcrawl.frontier.runs import BucketFiles
+from batchcrawl.pipeline import Planned, plan_round, run_pipelined
 from batchcrawl.records import FetchItem
 from batchcrawl.ring import HashRing, route_name
-from batchcrawl.store import paths, schemas
+from batchcrawl.store import orphans, paths, schemas
 from batchcrawl.store.crawldir import CrawlDir, FileEntry, Manifest
 from batchcrawl.store.lock import WriterLock
 from batchcrawl.store.shuffle import Partitioned, write_partitioned
@@ -261,107 +261,12 @@ def compact_buckets(
     return out
 
 
-def uncommitted_rounds(crawl: CrawlDir, rnd: int) -> list[int]:
-    """Rounds ``>= rnd`` (``rnd``: the next, uncommitted one) that left files of a fetch that died
-    before its commit: a batch round's fetch lists, or a stream micro-batch's ``fetched`` files or
-    WARC files (a stream writes no fetch list; a WARC file is written at the first answered
-    request). A pipelined crawl (:mod:`batchcrawl.pipeline`) can leave two: round ``rnd`` and the
-    round fetched while ``rnd`` was being committed. Found by listing the per-round folders:
-    orphans are by definition in no manifest."""
-    found: set[int] = set()
-    for table in ("fetchlists", "fetched", "warc"):
-        folder = crawl.path(table)
-        if not crawl.fs.exists(folder):
-            continue
-        for entry in crawl.fs.ls(folder, detail=False):
-            r = paths.parse_round(entry.rstrip("/").rsplit("/", 1)[-1] + "/")
-            if r is not None and r >= rnd:
-                found.add(r)
-    return sorted(found)
-
-
 def started_before(crawl: CrawlDir, rnd: int) -> bool:
     """True if round ``rnd`` (the next, uncommitted one) or a later one left files of a fetch that
-    died before its commit (:func:`uncommitted_rounds`). Those requests were never persisted in
-    the ``hosts`` table, so the rerun cools every host down first (:meth:`FetchWorker.cool_down`)."""
-    return bool(uncommitted_rounds(crawl, rnd))
-
-
-def uncommitted_hosts(crawl: CrawlDir, rnd: int) -> dict[int, list[str]]:
-    """The hosts of the fetch lists of the uncommitted rounds after ``rnd`` (a dead pipelined
-    crawl's round in flight), by shard: their last requests were never persisted either, so the
-    rerun's first fetch cools them down too (``rnd``'s own hosts are in its new fetch lists)."""
-    out: dict[int, set[str]] = {}
-    for r in uncommitted_rounds(crawl, rnd + 1):
-        folder = crawl.path(paths.round_dir("fetchlists", r))
-        if not crawl.fs.exists(folder):
-            continue
-        for entry in crawl.fs.ls(folder, detail=False):
-            rel = paths.round_dir("fetchlists", r) + "/" + entry.rstrip("/").rsplit("/", 1)[-1]
-            if paths.LAYOUT_RE["fetchlists"].fullmatch(rel) is None or paths.TMP_MARKER in rel:
-                continue
-            table = crawl.read_table("fetchlists", [rel], columns=["host", "shard"])
-            for host, shard in zip(table.column("host").to_pylist(),
-                                   table.column("shard").to_pylist(), strict=True):  # fmt: skip
-                out.setdefault(int(shard), set()).add(host)
-    return {s: sorted(h) for s, h in out.items()}
-
-
-@dataclass
-class Planned:
-    """A generated round not yet committed: its fetch lists (written, uncommitted) and what its
-    update needs.
-
-    Attributes
-    ----------
-    round, generation
-        The round, and the generation its commit publishes.
-    base
-        The committed generation it was selected from (in a pipelined crawl, the one before the
-        generation its update merges into).
-    started_at
-        Wall-clock epoch seconds of its selection (``now`` of its update).
-    generated
-        Generate's result (fetch lists, summary, refiltered and delayed URLs).
-    keys
-        uint64 url keys it leases while in flight: selected, refiltered or BEAST-delayed (the
-        next round selected from ``base`` leaves them out).
-    generate_span
-        Monotonic start and end of its selection.
-    cold
-        Its fetch cools every host down first (a rerun after a crash).
-    """
-
-    round: int
-    generation: int
-    base: Manifest
-    started_at: float
-    generated: gen_mod.GenerateResult
-    keys: np.ndarray = field(repr=False)
-    generate_span: tuple[float, float]
-    cold: bool = False
-    fetch_t0: float = 0.0
-    fetch_t1: float = 0.0
-
-    @property
-    def generate_s(self) -> float:
-        """Seconds its selection and fetch-list writing took."""
-        return self.generate_span[1] - self.generate_span[0]
-
-
-def plan_round(
-    crawl: CrawlDir, base: Manifest, rnd: int, generation: int, cfg: Config,
-    selection: tuple[pa.Table, Counter, int, pa.Table], started_at: float, t0: float,
-) -> Planned:  # fmt: skip
-    """Write round ``rnd``'s fetch lists from ``selection`` (:func:`gen_mod.select` of ``base``;
-    :func:`gen_mod.finish`); nothing is committed. ``t0``: monotonic start of the selection."""
-    selected, counts, rows, late = selection
-    generated = gen_mod.finish(crawl, base, rnd, cfg, selected, counts, rows, delayed=late)
-    keys = np.concatenate([
-        np.asarray(selected.column("url_key").to_numpy(), dtype=np.uint64),
-        np.asarray(late.column("url_key").to_numpy(), dtype=np.uint64),
-    ])  # fmt: skip
-    return Planned(rnd, generation, base, started_at, generated, keys, (t0, time.monotonic()))
+    died before its commit (:func:`batchcrawl.store.orphans.uncommitted_rounds`). Those requests
+    were never persisted in the ``hosts`` table, so the rerun cools every host down first
+    (:meth:`FetchWorker.cool_down`)."""
+    return bool(orphans.uncommitted_rounds(crawl, rnd))
 
 
 # -- the driver -------------------------------------------------------------------------------------
@@ -384,6 +289,10 @@ class Crawler:
     _starting: dict[int, Any] = field(default_factory=dict)  # actor futures (start_actors)
     _seeds: tuple[int, set[str], set[str]] | None = None  # (generation read, hosts, domains)
     t0: float = field(default_factory=time.monotonic)  # summaries' step_spans_s count from here
+
+    def mapper(self) -> runs.Mapper:
+        """The :func:`dask_mapper` of this crawl's client."""
+        return dask_mapper(self.client)
 
     def start_actors(self, cfg: Config, actor_class: type = ShardActor) -> None:
         """Start creating the shard actors :meth:`shard_actors` will return, without waiting
@@ -496,7 +405,7 @@ class Crawler:
     ) -> dict[int, Any]:  # fmt: skip
         """Hand ``plan``'s fetch lists to the shard actors; returns each shard's future. ``cold``:
         a full politeness delay first for every host of the lists and of ``cool_hosts`` (by
-        shard: the hosts of a dead run's uncommitted rounds, :func:`uncommitted_hosts`)."""
+        shard: the hosts of a dead run's uncommitted rounds, :func:`orphans.uncommitted_hosts`)."""
         plan.fetch_t0 = time.monotonic()
         base = plan.base
         seed_hosts, seed_domains = self.seed_scope(crawl, base)
@@ -832,8 +741,6 @@ def run_rounds(
         crawler = Crawler(crawl_url, client)
         try:
             if pipelined:
-                from batchcrawl.pipeline import run_pipelined  # it builds on this module
-
                 left = None if deadline is None else deadline - time.monotonic()
                 return run_pipelined(crawler, cfg, rounds, progress=progress, on_round=on_round,
                                      on_step=on_step, max_seconds=left)  # fmt: skip
