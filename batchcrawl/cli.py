@@ -670,6 +670,9 @@ def crawl_command(
 ):
     """Run rounds until nothing is due (or --rounds N), or stream with --stream.
 
+    With round.pipeline = true (--set round.pipeline=true) each round is fetched while the round
+    before it is updated and committed.
+
     --stream runs until nothing is due, --max-seconds, Ctrl-C or SIGTERM; each of them takes a
     last checkpoint, releases the lock, prints the JSON summary and exits 0.
     """

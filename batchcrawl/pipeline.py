@@ -94,6 +94,8 @@ class Planned:
         Monotonic start and end of its selection.
     cold
         Its fetch cools every host down first (a rerun after a crash).
+    fetch_t0, fetch_t1
+        Monotonic start and end of its fetch step (set by the round driver).
     """
 
     round: int
