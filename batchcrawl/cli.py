@@ -576,11 +576,14 @@ def round_command(crawl_url, scheduler, workers, time_limit, max_pages, sets) ->
     """
     crawl = _open(crawl_url)
     cfg = load_crawl_config(crawl, sets, _round_flags(scheduler, workers, time_limit, max_pages))
-    _run_rounds(crawl, cfg, 1, known=True)
+    _run_rounds(crawl, cfg, 1, known=True, pipeline=False)  # one round per process: sequential
 
 
-def _run_rounds(crawl: CrawlDir, cfg: Config, rounds: int, known: bool) -> list[dict]:
-    """Run up to ``rounds`` rounds (``known``: shown as "round N of M") with progress on stderr
+def _run_rounds(
+    crawl: CrawlDir, cfg: Config, rounds: int, known: bool, pipeline: bool | None = None
+) -> list[dict]:
+    """Run up to ``rounds`` rounds (``known``: shown as "round N of M"; ``pipeline``: default
+    ``round.pipeline``) with progress on stderr
     (:mod:`batchcrawl.console.progress`); print each round's JSON summary on stdout and a human summary
     on stderr at the end. A signal (Ctrl-C, SIGTERM) becomes :class:`Stopped`, saying what was
     committed."""
@@ -595,7 +598,7 @@ def _run_rounds(crawl: CrawlDir, cfg: Config, rounds: int, known: bool) -> list[
         with RoundProgress(enabled=sys.stderr.isatty(), interval_s=cfg.progress.interval_s,
                            rounds=before.round + rounds if known else None) as progress:  # fmt: skip
             summaries = run_rounds(
-                crawl.url, cfg, rounds, progress=progress.update,
+                crawl.url, cfg, rounds, progress=progress.update, pipeline=pipeline,
                 on_round=lambda summary: (progress.done(summary), _echo_json(summary)),
             )  # fmt: skip
     except KeyboardInterrupt as exc:
@@ -681,6 +684,9 @@ def crawl_command(
     crawl_url, rounds, stream, max_seconds, scheduler, workers, time_limit, max_pages, sets
 ):
     """Run rounds until nothing is due (or --rounds N), or stream with --stream.
+
+    With round.pipeline = true (--set round.pipeline=true) each round is fetched while the round
+    before it is updated and committed.
 
     --stream runs until nothing is due, --max-seconds, Ctrl-C or SIGTERM; each of them takes a
     last checkpoint, releases the lock, prints the JSON summary and exits 0.

@@ -459,6 +459,14 @@ class RoundSection:
     """Address of an existing Dask scheduler (``tcp://host:8786``); empty starts a LocalCluster."""
     connect_timeout_s: Annotated[float, _above_zero] = 30.0
     """Seconds to wait for the scheduler at ``scheduler`` to answer before giving up."""
+    pipeline: bool = False
+    """``batchcrawl crawl``: fetch round N+1 while round N is updated, compacted and committed
+    (pipelined rounds, docs/design.md §8; ``batchcrawl round`` is always sequential). Round N+1 is
+    selected from the generation before round N's, leaving out round N's URLs."""
+    pipeline_min_busy_share: Annotated[float, Range(0, 1)] = 0.5
+    """A pipelined round is fetched only if its fetch list has hosts for at least this share of all
+    fetch threads (``fetch.threads`` x ``fetch.shards``; a host keeps one thread busy); else the
+    driver waits for the commit and generates the round from it (the sequential path)."""
 
 
 @dataclass(frozen=True)

@@ -27,10 +27,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,10 +51,11 @@ from batchcrawl.frontier import runs
 from batchcrawl.frontier import table as frontier_mod
 from batchcrawl.frontier import update as update_mod
 from batchcrawl.frontier.runs import BucketFiles
+from batchcrawl.pipeline import Planned, plan_round, run_pipelined
 from batchcrawl.records import FetchItem
 from batchcrawl.ring import HashRing, route_name
-from batchcrawl.store import paths, schemas
-from batchcrawl.store.crawldir import CrawlDir, FileEntry
+from batchcrawl.store import orphans, paths, schemas
+from batchcrawl.store.crawldir import CrawlDir, FileEntry, Manifest
 from batchcrawl.store.lock import WriterLock
 from batchcrawl.store.shuffle import Partitioned, write_partitioned
 from batchcrawl.urls import bucket_ids, domain_of
@@ -116,8 +118,10 @@ class ShardActor:
         buckets: int,
         cold: bool,
         content_files: tuple[str, ...] | list[str] = (),
+        cool_hosts: list[str] | tuple[str, ...] = (),
     ) -> dict[str, Any]:
-        """Fetch this shard's fetch list of ``round`` and write its outputs (uncommitted)."""
+        """Fetch this shard's fetch list of ``round`` and write its outputs (uncommitted).
+        ``cold``: every host of the list and of ``cool_hosts`` waits a full delay first."""
         started = time.monotonic()
         crawl = CrawlDir.open(self.crawl_url)
         self.open_worker(crawl, cfg, host_files, seed_hosts, seed_domains)
@@ -127,7 +131,7 @@ class ShardActor:
         items = [FetchItem(**row) for row in table.to_pylist()]
         self.restore_returning(items)
         if cold:
-            self.worker.cool_down({i.host for i in items})
+            self.worker.cool_down({i.host for i in items} | set(cool_hosts))
         if tuple(content_files) != self.content_files:  # content seen in earlier rounds
             self.worker.know_content(content_mod.load_seen(crawl, list(content_files)))
             self.content_files = tuple(content_files)
@@ -258,17 +262,11 @@ def compact_buckets(
 
 
 def started_before(crawl: CrawlDir, rnd: int) -> bool:
-    """True if round ``rnd`` (the next, uncommitted one) left files of a fetch that died before
-    its commit: a batch round's fetch lists, or a stream micro-batch's ``fetched`` files or WARC
-    files (a stream writes no fetch list; a WARC file is written at the first answered request).
-    Those requests were never persisted in the ``hosts`` table, so the rerun cools every host
-    down first (:meth:`FetchWorker.cool_down`)."""
-    dirs = (
-        paths.round_dir("fetchlists", rnd),
-        paths.round_dir("fetched", rnd),
-        paths.warc_dir(rnd),
-    )
-    return any(crawl.fs.exists(crawl.path(d)) for d in dirs)
+    """True if round ``rnd`` (the next, uncommitted one) or a later one left files of a fetch that
+    died before its commit (:func:`batchcrawl.store.orphans.uncommitted_rounds`). Those requests
+    were never persisted in the ``hosts`` table, so the rerun cools every host down first
+    (:meth:`FetchWorker.cool_down`)."""
+    return bool(orphans.uncommitted_rounds(crawl, rnd))
 
 
 # -- the driver -------------------------------------------------------------------------------------
@@ -290,6 +288,11 @@ class Crawler:
     _shards: tuple[int, type] | None = None
     _starting: dict[int, Any] = field(default_factory=dict)  # actor futures (start_actors)
     _seeds: tuple[int, set[str], set[str]] | None = None  # (generation read, hosts, domains)
+    t0: float = field(default_factory=time.monotonic)  # summaries' step_spans_s count from here
+
+    def mapper(self) -> runs.Mapper:
+        """The :func:`dask_mapper` of this crawl's client."""
+        return dask_mapper(self.client)
 
     def start_actors(self, cfg: Config, actor_class: type = ShardActor) -> None:
         """Start creating the shard actors :meth:`shard_actors` will return, without waiting
@@ -371,62 +374,91 @@ class Crawler:
 
     def _round(self, crawl, lock, cfg, now, progress, on_step) -> dict[str, Any]:
         t_start = time.monotonic()
-        steps: dict[str, float] = {}
         manifest = crawl.manifest()
         rnd = manifest.round + 1
-        gen = manifest.generation + 1
         cold = started_before(crawl, rnd)
         if cold:
             log.warning("round %d was started before (a round or a stream) and did not commit: "
                         "rerunning it, with a full politeness delay for every host first",
                         rnd)  # fmt: skip
-        client = self.client
         self.start_actors(cfg)  # created while generate runs
-        # -- generate ---------------------------------------------------------------------------
         on_step("generate")
         t0 = time.monotonic()
         started_at = now()
-        selected, counts, rows, late = gen_mod.select(
-            crawl, manifest, rnd, cfg, started_at, mapper=dask_mapper(client)
+        selection = gen_mod.select(
+            crawl, manifest, rnd, cfg, started_at, mapper=dask_mapper(self.client)
         )
-        if selected.num_rows == 0:  # write nothing: no fetch lists, no commit
+        if selection[0].num_rows == 0:  # write nothing: no fetch lists, no commit
             raise nothing_due(crawl, manifest, started_at)
-        generated = gen_mod.finish(crawl, manifest, rnd, cfg, selected, counts, rows, delayed=late)
-        fetchlists, gen_summary, refiltered, delayed = (
-            generated.fetchlists,
-            generated.summary,
-            generated.refiltered,
-            generated.delayed,
-        )
-        steps["generate"] = time.monotonic() - t0
-        # -- fetch ------------------------------------------------------------------------------
+        plan = plan_round(crawl, manifest, rnd, manifest.generation + 1, cfg, selection,
+                          started_at, t0)  # fmt: skip
+        plan.cold = cold
         on_step("fetch")
-        t0 = time.monotonic()
-        seed_hosts, seed_domains = self.seed_scope(crawl, manifest)
+        pending = self.start_fetch(crawl, plan, cfg, cold=cold)
+        results = self.wait_fetch(plan, pending, cfg, progress, lock)
+        return self.finish_round(crawl, lock, manifest, plan, results, cfg, on_step, t_start)
+
+    # -- the steps of a round, as the sequential and the pipelined driver run them -----------------
+    def start_fetch(
+        self, crawl: CrawlDir, plan: Planned, cfg: Config, *, cold: bool,
+        cool_hosts: Mapping[int, list[str]] | None = None,
+    ) -> dict[int, Any]:  # fmt: skip
+        """Hand ``plan``'s fetch lists to the shard actors; returns each shard's future. ``cold``:
+        a full politeness delay first for every host of the lists and of ``cool_hosts`` (by
+        shard: the hosts of a dead run's uncommitted rounds, :func:`orphans.uncommitted_hosts`)."""
+        plan.fetch_t0 = time.monotonic()
+        base = plan.base
+        seed_hosts, seed_domains = self.seed_scope(crawl, base)
         actors = self.shard_actors(cfg)
-        host_files = manifest.files("hosts")
-        pending = {
+        host_files = base.files("hosts")
+        cool_hosts = cool_hosts or {}
+        return {
             s: actors[s].fetch(
-                cfg=cfg, round=rnd, generation=gen, fetchlist=fetchlists[s], host_files=host_files,
-                seed_hosts=seed_hosts, seed_domains=seed_domains, buckets=manifest.buckets,
-                cold=cold, content_files=manifest.files("content"),
+                cfg=cfg, round=plan.round, generation=plan.generation,
+                fetchlist=plan.generated.fetchlists[s], host_files=host_files,
+                seed_hosts=seed_hosts, seed_domains=seed_domains, buckets=base.buckets,
+                cold=cold, content_files=base.files("content"),
+                cool_hosts=cool_hosts.get(s, []),
             )
             for s in sorted(actors)
         }  # fmt: skip
-        planned = {s: fetchlists[s].rows for s in actors}
-        shard_results = self._wait_fetch(
-            actors, pending, progress, lock, rnd, planned, cfg.fetch.shard_grace_s
+
+    def wait_fetch(self, plan: Planned, pending, cfg: Config, progress, lock) -> list[dict]:
+        """The shards' results of ``plan``'s fetch (:meth:`start_fetch`); records its seconds and
+        idle share on ``plan``."""
+        actors = self.actors
+        planned = {s: plan.generated.fetchlists[s].rows for s in actors}
+        results = self._wait_fetch(
+            actors, pending, progress, lock, plan.round, planned, cfg.fetch.shard_grace_s
         )
-        steps["fetch"] = time.monotonic() - t0
+        plan.fetch_t1 = time.monotonic()
+        return results
+
+    def finish_round(
+        self, crawl: CrawlDir, lock: WriterLock, manifest: Manifest, plan: Planned,
+        shard_results: list[dict[str, Any]], cfg: Config, on_step: Callable[[str], None],
+        t_start: float,
+    ) -> dict[str, Any]:  # fmt: skip
+        """Update, compact and commit ``plan``'s round on top of ``manifest`` (the last committed
+        generation: ``plan.base``, or in a pipelined crawl the round before's); returns its
+        summary. Commits only ``plan.generation`` (rounds commit in order)."""
+        client = self.client
+        rnd, gen = plan.round, plan.generation
+        if manifest.generation + 1 != gen:
+            raise AssertionError(f"round {rnd} commits generation {gen}, not after "
+                                 f"{manifest.generation}")  # fmt: skip
+        steps = {"generate": plan.generate_s, "fetch": plan.fetch_t1 - plan.fetch_t0}
+        spans = {"generate": plan.generate_span, "fetch": (plan.fetch_t0, plan.fetch_t1)}
         idle = fetch_idle(shard_results, steps["fetch"])
         steps["fetch_startup"], steps["fetch_tail"] = idle["startup_s"], idle["tail_s"]
+        refiltered, delayed = plan.generated.refiltered, plan.generated.delayed
         # -- update -----------------------------------------------------------------------------
         on_step("update")
         t0 = time.monotonic()
         fparts = [r["fetched"] for r in shard_results]
         lparts = [r["links"] for r in shard_results]
         updated = update_mod.update(
-            crawl, manifest, rnd, fparts, lparts, cfg, started_at,
+            crawl, manifest, rnd, fparts, lparts, cfg, plan.started_at,
             refiltered=refiltered if refiltered.num_rows else None, mapper=dask_mapper(client),
             delayed=delayed if delayed.num_rows else None,
         )  # fmt: skip
@@ -443,22 +475,26 @@ class Crawler:
             cfg, dask_mapper(client),
         )  # fmt: skip
         steps["update"] = time.monotonic() - t0
+        spans["update"] = (t0, t0 + steps["update"])
         # -- compact ----------------------------------------------------------------------------
         on_step("compact")
         t0 = time.monotonic()
         buckets = compact_buckets(client, self.crawl_url, updated.buckets, gen, cfg)
         steps["compact"] = time.monotonic() - t0
+        spans["compact"] = (t0, t0 + steps["compact"])
         # -- commit -----------------------------------------------------------------------------
         on_step("commit")
         t0 = time.monotonic()
         summary = round_summary(
-            rnd, gen, shard_results, update_summary, gen_summary,
+            rnd, gen, shard_results, update_summary, plan.generated.summary,
             compacted=sum(1 for a, u in zip(buckets, updated.buckets, strict=True) if a is not u),
-            rerun_after_crash=cold, steps=steps, elapsed_s=time.monotonic() - t_start,
+            rerun_after_crash=plan.cold, steps=steps, elapsed_s=time.monotonic() - t_start,
         )  # fmt: skip
         summary["content"] = content.to_json()
         summary["indegree"] = indegree.to_json()
         summary["fetch_idle_share"] = idle["share"]
+        summary["pipelined"] = plan.base.generation != manifest.generation
+        fetchlists = plan.generated.fetchlists
         lock.check()
         committed = crawl.commit(
             manifest,
@@ -485,8 +521,13 @@ class Crawler:
             round=rnd,
         )
         steps["commit"] = time.monotonic() - t0
+        spans["commit"] = (t0, t0 + steps["commit"])
         summary["generation"] = committed.generation
         summary["seconds_by_step"] = {k: round(v, 3) for k, v in steps.items()}
+        # when each step ran, seconds since the run began: steps of a pipelined crawl overlap
+        summary["step_spans_s"] = {
+            k: [round(a - self.t0, 3), round(b - self.t0, 3)] for k, (a, b) in spans.items()
+        }
         summary["elapsed_s"] = round(time.monotonic() - t_start, 3)
         return summary
 
@@ -682,20 +723,35 @@ def run_rounds(
     progress: Callable[[dict[str, Any]], None] | None = None,
     on_round: Callable[[dict[str, Any]], None] | None = None,
     on_step: Callable[[str], None] | None = None,
+    pipeline: bool | None = None,
+    max_seconds: float | None = None,
 ) -> list[dict[str, Any]]:
     """Run up to ``rounds`` rounds on one cluster, reusing the shard actors (``batchcrawl crawl``).
 
     Stops early when nothing is due (after at least one round). Raises :class:`NothingDue` if the
-    very first round has nothing due.
+    very first round has nothing due. ``pipeline`` (default ``round.pipeline``): fetch each round
+    while the one before is committed (:func:`batchcrawl.pipeline.run_pipelined`). ``max_seconds``:
+    start no round after this many seconds, and end each round's fetch by then.
     """
     summaries = []
     crawl_url = cluster_url(crawl_url)
+    pipelined = cfg.round.pipeline if pipeline is None else pipeline
+    deadline = time.monotonic() + max_seconds if max_seconds is not None else None
     with dask_client(cfg, scheduler) as client:
         crawler = Crawler(crawl_url, client)
         try:
+            if pipelined:
+                left = None if deadline is None else deadline - time.monotonic()
+                return run_pipelined(crawler, cfg, rounds, progress=progress, on_round=on_round,
+                                     on_step=on_step, max_seconds=left)  # fmt: skip
             for i in range(rounds):
+                left = math.inf if deadline is None else deadline - time.monotonic()
+                if i > 0 and left <= 1.0:
+                    break
+                rcfg = cfg if left >= cfg.fetch.time_limit_s else cfg.replace(
+                    fetch={"time_limit_s": max(1.0, left)})  # fmt: skip
                 try:
-                    summary = crawler.run_round(cfg, progress=progress, on_step=on_step)
+                    summary = crawler.run_round(rcfg, progress=progress, on_step=on_step)
                 except NothingDue:
                     if i == 0:
                         raise

@@ -39,7 +39,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from batchcrawl.config import Config
 from batchcrawl.console.signals import StopRequest
@@ -387,7 +386,7 @@ class Stream:
         leased = pa.array(np.fromiter(self.leased, np.uint64, len(self.leased)), pa.uint64())
         unleased = []
         for (rows, cands, counts, late), bf in zip(selections, todo, strict=True):
-            cands = cands.filter(pc.invert(pc.is_in(cands.column("url_key"), leased)))
+            cands, _ = gen_mod.drop_leased(cands, leased)
             if any(counts.get(c) for c in ("capped_host", "capped_domain", "capped_round")):
                 self.dirty.add(bf.bucket)
             unleased.append((rows, cands, counts, late))

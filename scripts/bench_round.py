@@ -15,7 +15,9 @@ Prints one JSON line::
 * ``fetch_idle_share``: share of the fetch steps' shard-seconds in which fewer than half a shard's
   fetch threads had work (start-up, slow tail: :mod:`batchcrawl.fetch.idle`); ``wall_idle_share``
   the same over the whole run (other steps count as idle).
-* ``fetch_share``: fetch-step seconds / round wall seconds; ``peak_rss_mb``: the largest total RSS
+* ``fetch_share``: fetch-step seconds / round wall seconds (first step to last commit);
+  ``overlapped_s``: seconds of each other step that ran while a round was fetching (pipelined
+  rounds, ``--set round.pipeline=true``); ``peak_rss_mb``: the largest total RSS
   of this process and its Dask worker processes (sampled every 0.5 s).
 
 Issue 5 targets on a 2-core machine, T = 120, H = 500, N = 50,000: at D = 0, >= 600 distinct
@@ -47,7 +49,7 @@ from batchcrawl.config import loopback_test_config
 from batchcrawl.console.signals import StopRequest
 from batchcrawl.errors import NothingDue
 from batchcrawl.frontier.inject import inject
-from batchcrawl.round import Crawler, dask_client
+from batchcrawl.round import run_rounds
 from batchcrawl.store.crawldir import CrawlDir
 from batchcrawl.stream import run_stream
 from batchcrawl.testing.sampleweb import SampleWeb
@@ -79,20 +81,28 @@ class RssSampler(threading.Thread):
             self.peak = max(self.peak, total)
 
 
-def run_batch(crawl_url: str, cfg, seconds: float, t0: float) -> list[dict]:
-    """Rounds until nothing is due or ``seconds`` since ``t0`` have passed; their summaries."""
-    summaries = []
-    with dask_client(cfg) as client:
-        crawler = Crawler(crawl_url, client)
-        try:
-            while (left := seconds - (time.monotonic() - t0)) > 1.0:
-                try:
-                    summaries.append(crawler.run_round(cfg.replace(fetch={"time_limit_s": left})))
-                except NothingDue:
-                    break
-        finally:
-            crawler.close_actors()
-    return summaries
+def run_batch(crawl_url: str, cfg, seconds: float) -> list[dict]:
+    """Rounds (``batchcrawl crawl``'s driver, pipelined if ``round.pipeline``) until nothing is
+    due or ``seconds`` have passed; their summaries."""
+    try:
+        return run_rounds(crawl_url, cfg, 1_000_000, max_seconds=seconds)
+    except NothingDue:
+        return []
+
+
+def union_s(spans: list[tuple[float, float]]) -> float:
+    """Length of the union of ``(start, end)`` intervals, seconds."""
+    total, end = 0.0, float("-inf")
+    for a, b in sorted(spans):
+        if b > end:
+            total += b - max(a, end)
+            end = b
+    return total
+
+
+def overlap_s(span: tuple[float, float], spans: list[tuple[float, float]]) -> float:
+    """Seconds of ``span`` covered by the (disjoint) ``spans``."""
+    return sum(max(0.0, min(span[1], b) - max(span[0], a)) for a, b in spans)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -140,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.stream:
             summaries.append(run_stream(crawl.url, cfg, StopRequest(), max_seconds=args.seconds))
         else:
-            summaries = run_batch(crawl.url, cfg, args.seconds, t0)
+            summaries = run_batch(crawl.url, cfg, args.seconds)
         seconds = time.monotonic() - t0
         sampler.stop.set()
         server.terminate()
@@ -158,8 +168,21 @@ def main(argv: list[str] | None = None) -> int:
     steps: Counter = Counter()
     for s in summaries:
         steps.update(s["seconds_by_step"])
-    round_wall = sum(s["elapsed_s"] for s in summaries) or 1.0
+    # the rounds' wall time: from the first step to the last commit (pipelined rounds overlap:
+    # the sum of their elapsed_s would count the overlap twice)
+    spans = [tuple(v) for s in summaries for v in s.get("step_spans_s", {}).values()]
+    if args.stream:
+        round_wall = sum(s["elapsed_s"] for s in summaries) or 1.0
+    else:
+        round_wall = (max(b for _, b in spans) - min(a for a, _ in spans)) if spans else 1.0
     fetch_s = round_wall if args.stream else steps["fetch"]  # a stream never stops fetching
+    fetch_spans = [tuple(s["step_spans_s"]["fetch"]) for s in summaries] if not args.stream else []
+    # seconds of each other step that ran while some round was fetching (pipelined rounds)
+    overlapped: Counter = Counter()
+    for s in summaries if not args.stream else ():
+        for k, v in s["step_spans_s"].items():
+            if k != "fetch":
+                overlapped[k] += overlap_s(tuple(v), fetch_spans)
     bound = web.politeness_bound(fetch_s, max(args.host_delay_s, 1e-9))  # D = 0: no host cap
     pages = sum(s["responses"] for s in summaries)
     # issue 16: shard-seconds with fewer than half the fetch threads given work, over the fetch
@@ -184,6 +207,11 @@ def main(argv: list[str] | None = None) -> int:
         "fetch_idle_share": fetch_idle,
         "wall_idle_share": None if args.stream else round(1 - busy / seconds, 3),
         "seconds_by_step": {k: round(v, 2) for k, v in steps.items()},
+        # fetch steps' wall time (their union) and the other steps' seconds spent while a fetch
+        # ran (pipelined rounds: round.pipeline); idle = neither
+        "fetch_wall_s": None if args.stream else round(union_s(fetch_spans), 2),
+        "overlapped_s": {k: round(v, 2) for k, v in overlapped.items()},
+        "pipelined_rounds": sum(1 for s in summaries if s.get("pipelined")),
         "rounds": summaries[0]["checkpoints"] if args.stream else len(summaries),
         "per_round": None if args.stream else [
             {"responses": s["responses"], "elapsed_s": s["elapsed_s"],

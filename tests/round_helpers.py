@@ -12,6 +12,8 @@ LocalCluster unless ``--scheduler``), printing each round's JSON summary on stdo
 ``KILL_AT`` (one of :data:`KILL_POINTS`) the process SIGKILLs itself when
 :func:`batchcrawl.round.run_rounds` reports that step starting (``on_step``), in the last round.
 It prints ``STEP <name>`` (flushed) as each step starts, so a test can also kill it from outside.
+With ``--nth K`` it kills itself at the K-th start of ``KILL_AT`` in the run instead (pipelined
+rounds, where round N+1 fetches while round N commits: :data:`PIPELINE_KILL_POINTS` too).
 With ``--stream`` it runs :func:`batchcrawl.stream.run_stream` instead, and ``KILL_AT`` (one of
 :data:`STREAM_KILL_POINTS`) kills it at the ``ROUNDS``-th start of that step of a micro-batch.
 """
@@ -40,6 +42,8 @@ from batchcrawl.testing.webserver import MultiHostServer, RequestLogEntry  # noq
 REPO = Path(__file__).resolve().parents[1]
 #: Steps of a round, in order, as ``run_rounds(on_step=...)`` reports them.
 KILL_POINTS = ("generate", "fetch", "update", "compact", "commit")
+#: Steps only pipelined rounds report (``round.pipeline``: round N+1 selected while N fetches).
+PIPELINE_KILL_POINTS = ("preselect",)
 #: Steps of a stream's micro-batch, as ``run_stream(on_step=...)`` reports them.
 STREAM_KILL_POINTS = ("take", "update", "commit")
 #: Clock tolerance of the politeness checks, seconds: the server stamps a request when its head is
@@ -270,7 +274,17 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("crawl")
     ap.add_argument("rounds", type=int)
-    ap.add_argument("kill_at", nargs="?", choices=sorted(set(KILL_POINTS + STREAM_KILL_POINTS)))
+    ap.add_argument(
+        "kill_at",
+        nargs="?",
+        choices=sorted(set(KILL_POINTS + PIPELINE_KILL_POINTS + STREAM_KILL_POINTS)),
+    )
+    ap.add_argument(
+        "--nth",
+        type=int,
+        default=None,
+        help="kill at the NTH start of KILL_AT in the run (pipelined rounds)",
+    )
     ap.add_argument("--scheduler", default=None)
     ap.add_argument("--stream", action="store_true")
     args = ap.parse_args(argv)
@@ -279,12 +293,16 @@ def main(argv: list[str]) -> int:
     if args.stream:
         return _stream(crawl, cfg, args)
     state = {"round": 0}
+    seen: dict[str, int] = defaultdict(int)
 
     def on_step(step: str) -> None:
+        seen[step] += 1
         if step == "generate":
             state["round"] += 1
         print(f"STEP {step} {state['round']} {time.time():.3f}", flush=True)
-        if step == args.kill_at and state["round"] == args.rounds:
+        if step == args.kill_at and (
+            seen[step] == args.nth if args.nth else state["round"] == args.rounds
+        ):
             os.kill(os.getpid(), signal.SIGKILL)
 
     def on_round(summary: dict[str, Any]) -> None:

@@ -150,3 +150,103 @@ def test_sigkilled_round_is_rerun_whole_and_polite(kill_at, client, tmp_path):
         assert app.fired.is_set()
     assert robots_not_first(entries) == []
     assert politeness_violations(entries, lambda host: DELAY_S) == []
+
+
+# -- pipelined rounds (round.pipeline: round N+1 fetches while round N is updated and committed) ---
+#: (step, K): SIGKILL at the K-th start of the step in the run. The run after round 1 goes
+#: generate 2, fetch 2, preselect 3, fetch 3, update 2, compact 2, commit 2, preselect 4, fetch 4,
+#: update 3, ...: during the pre-selection of round 3 (round 2 fetching); as round 3's lists are
+#: handed out; during round 3's fetch before commit 2 (update 2, commit 2); during update 3 with
+#: round 4 fetching (round 2 committed).
+PIPELINE_KILLS = (("preselect", 1), ("fetch", 2), ("update", 1), ("commit", 1), ("update", 2))
+
+
+def pipeline_config():
+    """:func:`crash_config` with pipelined rounds: a pre-selection of 2 of the 4 hosts is fetched."""
+    return crash_config().replace(round={"pipeline": True, "pipeline_min_busy_share": 0.25})
+
+
+@pytest.mark.parametrize(("kill_at", "nth"), PIPELINE_KILLS)
+def test_sigkilled_pipelined_rounds_rerun_whole_and_polite(kill_at, nth, client, tmp_path):
+    from round_helpers import frontier_rows
+
+    from batchcrawl.pipeline import run_pipelined
+    from batchcrawl.store.gc import gc, referenced_files
+
+    # 4 pages a host, one a round: rounds 2, 3 and 4 each hold one URL of every host with one left
+    web = sample_web(hosts=4, pages=16, zipf_exponent=0.0, extras_every=0, links_per_page=6,
+                     menu_links=3)  # fmt: skip
+    cfg = pipeline_config()
+    with serve(web) as server:
+        crawl = new_crawl(tmp_path / "crawl", cfg, web.seeds())
+        first = Crawler(crawl.url, client)
+        try:
+            first.run_round(cfg)  # round 1: committed, its host state persisted
+        finally:
+            first.close_actors()
+        proc = subprocess.Popen(
+            helper_command(crawl.url, 50, kill_at, "--nth", str(nth)), stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, env=subprocess_env(), start_new_session=True,
+        )  # fmt: skip
+        try:
+            out, err = proc.communicate(timeout=120)
+            assert proc.returncode == -signal.SIGKILL, (out, err[-3000:])
+            steps = [line.split()[1] for line in out.splitlines() if line.startswith("STEP ")]
+            assert steps[-1] == kill_at and steps.count(kill_at) == nth, out
+            # -- the last committed generation is whole; the dead run's rounds are orphans ------
+            crawl = CrawlDir.open(crawl.url)
+            manifest = crawl.manifest()
+            assert manifest.round == (2 if (kill_at, nth) == ("update", 2) else 1)
+            read_every_file(crawl, manifest)
+            dead = manifest.round + 1
+            leased = {r["url"] for r in orphan_table_rows(crawl, "fetchlists", dead)}
+            ahead = {r["url"] for r in orphan_table_rows(crawl, "fetchlists", dead + 1)}
+            assert leased, "the dead run's round in flight wrote its fetch lists"
+            # the last pre-selection was fetched (not dropped by the fallback rule) iff "fetch"
+            # followed it; round 3's always is (one URL of each of the 4 hosts left)
+            last = len(steps) - 1 - steps[::-1].index("preselect") if "preselect" in steps else -1
+            ahead_fetched = steps[last + 1 : last + 2] == ["fetch"]
+            if (kill_at, nth) != ("preselect", 1):
+                assert ahead_fetched or (kill_at, nth) == ("update", 2), out
+                assert bool(ahead) == ahead_fetched, out
+            assert not leased & ahead, "a URL leased by two rounds in flight"
+            # -- rerun at once, to the end --------------------------------------------------------
+            rerun = Crawler(crawl.url, client)
+            try:
+                summaries = run_pipelined(rerun, cfg, 50)
+            finally:
+                rerun.close_actors()
+            entries = server.log.entries()
+            leftovers = wait_gone(group_members(proc.pid), timeout_s=10)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            for pid in group_members(proc.pid):
+                os.kill(pid, signal.SIGKILL)
+    assert leftovers == [], "LocalCluster processes outlived the killed run"
+    assert summaries[0]["round"] == dead and summaries[0]["rerun_after_crash"]
+    assert [s["round"] for s in summaries] == list(range(dead, dead + len(summaries)))
+    assert len(summaries) < 50, "the rerun ended because nothing was due"
+    after = crawl.manifest()
+    read_every_file(crawl, after)
+    # the same URL set as an uninterrupted crawl: every reachable page, each fetched once
+    fetched = fetched_rows(crawl)
+    urls = [f["url"] for f in fetched]
+    assert len(urls) == len(set(urls)), "a URL fetched twice in the committed crawl"
+    assert leased | ahead <= set(urls), (
+        f"leased by the dead run, lost: {(leased | ahead) - set(urls)}"
+    )
+    status = {r["url"]: r["status"] for r in frontier_rows(crawl)}
+    truth = web.reachable(max_depth=cfg.filters.max_depth)
+    assert {u for u in truth if status.get(u) not in ("fetched", "redirect", "gone")} == set()
+    assert robots_not_first(entries) == []
+    assert politeness_violations(entries, lambda host: DELAY_S) == []
+    # gc removes what the dead run left and the rerun did not overwrite (e.g. its WARC files)
+    gc(crawl, keep=after.generation + 1, tmp_min_age_s=0.0)
+    keep = referenced_files(crawl, list(range(after.generation + 1)))
+    for table in ("fetchlists", "fetched", "links", "edges", "warc"):
+        left = {p for p in crawl.fs.find(crawl.path(table))} if crawl.fs.exists(
+            crawl.path(table)) else set()  # fmt: skip
+        rel = {p[len(crawl.path("")) :].lstrip("/") for p in left}
+        assert rel <= keep, (table, sorted(rel - keep)[:5])

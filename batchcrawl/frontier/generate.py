@@ -69,6 +69,7 @@ from batchcrawl.ring import HashRing, ring_keys, route_name
 from batchcrawl.scope.filters import FilterChain
 from batchcrawl.store import paths, schemas
 from batchcrawl.store.crawldir import CrawlDir, FileEntry, Manifest
+from batchcrawl.urls import bucket_ids
 
 __all__ = [
     "GenerateResult",
@@ -225,6 +226,25 @@ def select_bucket(
     return bucket.select(CANDIDATE_COLUMNS).take(pa.array(idx[why == 0])), counts, delayed
 
 
+def drop_leased(table: pa.Table, leased: pa.Array | np.ndarray | None) -> tuple[pa.Table, int]:
+    """The rows of ``table`` whose ``url_key`` is not in ``leased`` (uint64 keys handed out and
+    not yet reported: a stream's in-memory lease set, or the fetch list of a pipelined round still
+    in flight), and how many were left out."""
+    if leased is None or len(leased) == 0 or table.num_rows == 0:
+        return table, 0
+    keys = leased if isinstance(leased, pa.Array) else pa.array(leased, pa.uint64())
+    kept = table.filter(pc.invert(pc.is_in(table.column("url_key"), keys)))
+    return kept, table.num_rows - kept.num_rows
+
+
+def leases_by_bucket(leased: np.ndarray, buckets: int) -> dict[int, np.ndarray]:
+    """``leased`` url keys (uint64) split by DRUM bucket (:func:`batchcrawl.urls.bucket_ids`), so
+    each bucket's selection task gets only its own."""
+    leased = np.asarray(leased, dtype=np.uint64)
+    ids = bucket_ids(leased, buckets)
+    return {int(b): leased[ids == b] for b in np.unique(ids)}
+
+
 def select_files(
     crawl: CrawlDir,
     files: BucketFiles,
@@ -232,15 +252,19 @@ def select_files(
     cfg: Config,
     now: dt.datetime | float,
     budgets: DomainBudgets | None = None,
+    leased: np.ndarray | None = None,
 ) -> tuple[int, pa.Table, Counter, pa.Table]:
     """Generate, one bucket (one Dask task): read its rows due at ``now`` through the due-time
     index (:func:`batchcrawl.frontier.due.due_rows`: about as many rows as are due, newest run
-    wins) and :func:`select_bucket` them. The rows not read count as ``not_due`` (not due yet,
-    or in a status that is never due). Returns ``(bucket rows, candidates, counts, delayed)``."""
-    table = due.due_rows(crawl, files.files, epoch_ms(now))
+    wins), leave out the ``leased`` url keys (counted ``leased``, before the caps: a pipelined
+    round's selection, :mod:`batchcrawl.pipeline`) and :func:`select_bucket` them. The rows not
+    read count as ``not_due`` (not due yet, or in a status that is never due). Returns ``(bucket
+    rows, candidates, counts, delayed)``."""
+    table, n_leased = drop_leased(due.due_rows(crawl, files.files, epoch_ms(now)), leased)
     candidates, counts, delayed = select_bucket(table, round, cfg, now, budgets)
+    counts["leased"] += n_leased
     rows = bucket_rows(crawl, files)
-    counts["not_due"] += rows - table.num_rows
+    counts["not_due"] += rows - table.num_rows - n_leased
     return rows, candidates, counts, delayed
 
 
@@ -261,6 +285,15 @@ def merge_candidates(
     for i, name in enumerate(_CAP_REASONS, 1):
         counts[name] += int((why == i).sum())
     return both.take(pa.array(idx[why == 0])), counts, delayed
+
+
+def split_per_host(selected: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """``selected`` (breadth-first order) as the first half of each host's rows (rounded up) and
+    the rest, both in the same order: two rounds' worth from one selection (Nutch's
+    ``-maxNumSegments``; :mod:`batchcrawl.pipeline`)."""
+    codes = _codes(selected.column("host"))
+    first = _ranks(codes) * 2 < np.bincount(codes, minlength=1)[codes]
+    return selected.filter(pa.array(first)), selected.filter(pa.array(~first))
 
 
 def refilter(selected: pa.Table, chain: FilterChain) -> tuple[pa.Table, pa.Table]:
@@ -356,14 +389,22 @@ def select_task(
     cfg: Config,
     now: dt.datetime | float,
     budgets: DomainBudgets | None = None,
+    leased: np.ndarray | None = None,
 ) -> tuple[int, pa.Table, Counter, pa.Table]:
     """:func:`select_files` as a task for any worker (opens the crawl at ``crawl_url``): what
     :func:`select` maps over the buckets, and a stream over the buckets it re-selects.
-    ``budgets``: :func:`domain_budgets` of the generation (default: read here, in STAR mode)."""
+    ``budgets``: :func:`domain_budgets` of the generation (default: read here, in STAR mode);
+    ``leased``: url keys of this bucket to leave out."""
     crawl = CrawlDir.open(crawl_url)
     if budgets is None and cfg.generate.budget == "star":
         budgets = domain_budgets(crawl, crawl.manifest(), cfg)
-    return select_files(crawl, files, round, cfg, now, budgets)
+    return select_files(crawl, files, round, cfg, now, budgets, leased)
+
+
+def _select_leased_task(item: tuple[BucketFiles, np.ndarray | None], **kwargs) -> tuple:
+    """:func:`select_task` over ``(bucket files, that bucket's leased keys)``."""
+    files, leased = item
+    return select_task(files=files, leased=leased, **kwargs)
 
 
 def domain_budgets(crawl: CrawlDir, manifest: Manifest, cfg: Config) -> DomainBudgets:
@@ -461,15 +502,26 @@ def select(
     now: dt.datetime | float,
     *,
     mapper: Mapper | None = None,
+    leased: np.ndarray | None = None,
 ) -> tuple[pa.Table, Counter, int, pa.Table]:
     """The selection step of :func:`generate` alone: every bucket's due candidates (one task each
     through ``mapper``), folded under the caps (:func:`domain_budgets` read once here). Returns
     ``(selected, counts, frontier rows, delayed)``; nothing is written, so a round with nothing
-    selected can stop here and leave no trace."""
+    selected can stop here and leave no trace.
+
+    ``leased``: url keys (uint64) left out before the caps, counted ``leased`` -- the URLs of a
+    round still in flight when the next one is selected from the generation it was selected from
+    (pipelined rounds, :mod:`batchcrawl.pipeline`)."""
     budgets = domain_budgets(crawl, manifest, cfg)
-    task = functools.partial(select_task, crawl.url, round=round, cfg=cfg, now=now,
-                             budgets=budgets)  # fmt: skip
-    selections = (mapper or thread_mapper(1))(task, bucket_files(manifest))
+    kwargs = dict(round=round, cfg=cfg, now=now, budgets=budgets)
+    files = bucket_files(manifest)
+    if leased is None:
+        task, items = functools.partial(select_task, crawl.url, **kwargs), files
+    else:
+        by_bucket = leases_by_bucket(leased, manifest.buckets)
+        task = functools.partial(_select_leased_task, crawl_url=crawl.url, **kwargs)
+        items = [(bf, by_bucket.get(bf.bucket)) for bf in files]
+    selections = (mapper or thread_mapper(1))(task, items)
     return fold_candidates(selections, cfg, budgets)
 
 
