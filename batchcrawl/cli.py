@@ -580,10 +580,15 @@ def round_command(crawl_url, scheduler, workers, time_limit, max_pages, sets) ->
 
 
 def _run_rounds(
-    crawl: CrawlDir, cfg: Config, rounds: int, known: bool, pipeline: bool | None = None
+    crawl: CrawlDir,
+    cfg: Config,
+    rounds: int,
+    known: bool,
+    pipeline: bool | None = None,
+    max_seconds: float | None = None,
 ) -> list[dict]:
     """Run up to ``rounds`` rounds (``known``: shown as "round N of M"; ``pipeline``: default
-    ``round.pipeline``) with progress on stderr
+    ``round.pipeline``; ``max_seconds``: the run's deadline) with progress on stderr
     (:mod:`batchcrawl.console.progress`); print each round's JSON summary on stdout and a human summary
     on stderr at the end. A signal (Ctrl-C, SIGTERM) becomes :class:`Stopped`, saying what was
     committed."""
@@ -599,7 +604,7 @@ def _run_rounds(
                            rounds=before.round + rounds if known else None) as progress:  # fmt: skip
             summaries = run_rounds(
                 crawl.url, cfg, rounds, progress=progress.update, pipeline=pipeline,
-                on_round=lambda summary: (progress.done(summary), _echo_json(summary)),
+                max_seconds=max_seconds, on_round=lambda summary: (progress.done(summary), _echo_json(summary)),
             )  # fmt: skip
     except KeyboardInterrupt as exc:
         raise stopped(crawl, before, exc) from None
@@ -676,7 +681,8 @@ def stopped(crawl: CrawlDir, before, exc: BaseException) -> Stopped:
 @click.option(
     "--max-seconds",
     type=click.FloatRange(min=0, min_open=True),
-    help="With --stream: checkpoint and stop after this many seconds.",
+    help="Stop after this many seconds: rounds end their fetch by then and commit, a stream takes "
+    "its last checkpoint.",
 )
 @_round_options
 @_sets
@@ -688,19 +694,19 @@ def crawl_command(
     With round.pipeline = true (--set round.pipeline=true) each round is fetched while the round
     before it is updated and committed.
 
+    --max-seconds T ends the run by T: the round fetching then stops its fetch at T and commits,
+    and no round starts after it (the crawl itself, not a signal, keeps the deadline).
     --stream runs until nothing is due, --max-seconds, Ctrl-C or SIGTERM; each of them takes a
     last checkpoint, releases the lock, prints the JSON summary and exits 0.
     """
     if (rounds is not None or time_limit is not None) and stream:
         raise click.UsageError("--rounds and --time-limit are for rounds, not --stream")
-    if max_seconds is not None and not stream:
-        raise click.UsageError("--max-seconds needs --stream (rounds stop with --rounds N)")
     crawl = _open(crawl_url)
     cfg = load_crawl_config(crawl, sets, _round_flags(scheduler, workers, time_limit, max_pages))
     if stream:
         _run_stream(crawl, cfg, max_seconds)
         return
-    _run_rounds(crawl, cfg, rounds or 1_000_000, known=rounds is not None)
+    _run_rounds(crawl, cfg, rounds or 1_000_000, known=rounds is not None, max_seconds=max_seconds)
 
 
 @main.command()

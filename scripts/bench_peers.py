@@ -14,9 +14,9 @@ the other, and one JSON line per crawler is printed::
 
 * **batchcrawl**: ``batchcrawl init`` (the config of ``bench_round.py``: ``loopback_test_config``,
   2 workers, 2 shards, ``politeness.host_delay_s = D``) then the real ``batchcrawl crawl CRAWL
-  --time-limit T`` (batch rounds on the embedded LocalCluster) in a subprocess, stopped with
-  SIGTERM at T if still running: the round then running is not committed (``committed_pages``
-  counts the distinct URLs the committed rounds keep; ``rounds`` the rounds committed).
+  --max-seconds T`` (batch rounds on the embedded LocalCluster) in a subprocess: the round
+  fetching at T ends its fetch and commits (SIGTERM only 60 s after T; ``committed_pages`` counts
+  the distinct URLs the committed rounds keep; ``rounds`` the rounds committed).
 * **scrapy** (if importable; ``pip install scrapy``): ``scripts/scrapy_peer.py``, a minimal
   broad-crawl spider (``ROBOTSTXT_OBEY``, ``DOWNLOAD_DELAY = D``, a DNS resolver that knows only
   the generated hosts; see its docstring for every setting), also sent SIGTERM at T (Scrapy's
@@ -219,8 +219,10 @@ def crawl_batchcrawl(tmp: Path, web: SampleWeb, args: argparse.Namespace) -> tup
          "--seeds", str(tmp / "seeds.txt")],
         check=True, stdout=subprocess.DEVNULL,
     )  # fmt: skip
-    cmd = [*cli, "crawl", crawl, "--time-limit", str(args.seconds)]
-    run = run_crawler(cmd, args.seconds, args.seconds, tmp / "batchcrawl")
+    # the crawl keeps the deadline itself (the round fetching at T ends its fetch and commits);
+    # SIGTERM only if it overruns by more than a round's update and commit
+    cmd = [*cli, "crawl", crawl, "--max-seconds", str(args.seconds)]
+    run = run_crawler(cmd, args.seconds, args.seconds + 60.0, tmp / "batchcrawl")
     rounds = 0
     for line in Path(f"{tmp / 'batchcrawl'}.stdout").read_text().splitlines():
         rounds += line.startswith("{")
@@ -246,7 +248,7 @@ def crawl_scrapy(tmp: Path, web: SampleWeb, args: argparse.Namespace) -> tuple[R
     out = tmp / "scrapy-result.json"
     cmd = [sys.executable, str(HERE / "scrapy_peer.py"), str(tmp / "scrapy-job.json"),
            "--out", str(out)]  # fmt: skip
-    # SIGTERM at T as for batchcrawl (Scrapy's graceful stop: in-flight requests finish);
+    # SIGTERM at T (Scrapy's graceful stop: in-flight requests finish);
     # CLOSESPIDER_TIMEOUT counts from the spider's start, after the imports, so ends it later
     run = run_crawler(cmd, args.seconds, args.seconds, tmp / "scrapy")
     if not out.exists():

@@ -190,7 +190,8 @@ def test_locked_crawl_exits_4_in_a_real_process(crawl):
     "args",
     [
         ["crawl", "{c}", "--rounds", "3", "--stream"],
-        ["crawl", "{c}", "--max-seconds", "3"],
+        ["crawl", "{c}", "--time-limit", "3", "--stream"],
+        ["crawl", "{c}", "--max-seconds", "0"],
     ],
 )
 def test_stream_flags_mixed_with_round_flags_are_usage_errors(crawl, args):

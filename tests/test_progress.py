@@ -20,6 +20,7 @@ from batchcrawl.console.progress import (
     duration,
     stream_closing_summary,
 )
+from batchcrawl.store import sql
 
 
 class FakeClock:
@@ -150,3 +151,28 @@ def test_stream_closing_summary_says_why_it_stopped():
     assert "attempts       30 (2.0/s)" in text and "stored         22" in text
     assert "errors         4 (gone 3, network_error 1)" in text
     assert "left for later 4 (stopped)" in text
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_crawl_max_seconds_ends_the_fetch_and_commits_the_round_in_progress(tmp_path):
+    """``crawl --max-seconds T`` (rounds): one host, 0.5 s apart, 40 pages: round 2 cannot finish
+    in T = 6 s. The crawl ends its fetch by itself and commits it (what bench_peers relies on);
+    the pages left stay due for the next run."""
+    web = sample_web(hosts=1, pages=40, extras_every=0, links_per_page=40, menu_links=2)
+    cfg = round_config(
+        politeness={"host_delay_s": 0.5, "max_crawl_delay_s": 0.5},
+        fetch={"shards": 1}, round={"workers": 1},
+    )  # fmt: skip
+    with serve(web):
+        crawl = new_crawl(tmp_path / "crawl", cfg, web.seeds())
+        proc = subprocess.run(
+            cli_command("crawl", crawl.url, "--max-seconds", "6"), capture_output=True,
+            text=True, env=subprocess_env(), timeout=150,
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summaries = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert summaries and summaries[-1]["time_limit_hit"], summaries
+    assert crawl.manifest().round == summaries[-1]["round"]  # the cut round is committed
+    due = sql.query(crawl, "SELECT count(*) AS n FROM frontier WHERE status = 'queued'")
+    assert due["n"][0].as_py() > 0  # left for the next run, not lost
