@@ -459,6 +459,14 @@ class RoundSection:
     """Address of an existing Dask scheduler (``tcp://host:8786``); empty starts a LocalCluster."""
     connect_timeout_s: Annotated[float, _above_zero] = 30.0
     """Seconds to wait for the scheduler at ``scheduler`` to answer before giving up."""
+    malloc_arena_max: Annotated[int, Range(0, 64)] = 2
+    """glibc malloc arenas per process of the embedded cluster (``MALLOC_ARENA_MAX``; 0 leaves
+    glibc's default of 8 per core): each fetch thread's arena otherwise keeps the page bodies it
+    freed (:mod:`batchcrawl.procmem`)."""
+    arrow_pool: Literal["system", "jemalloc", "mimalloc", "default"] = "system"
+    """pyarrow's memory pool in the embedded cluster's processes: ``system`` (malloc) returns the
+    Arrow tables a round frees to the system; ``jemalloc``/``mimalloc`` keep them cached;
+    ``default`` leaves pyarrow's choice."""
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ from typing import Any
 import pyarrow as pa
 from fsspec.implementations.dirfs import DirFileSystem
 
+from batchcrawl import procmem
 from batchcrawl.config import Config
 from batchcrawl.console.nothing_due import nothing_due
 from batchcrawl.console.signals import ignoring_sigint
@@ -125,6 +126,7 @@ class ShardActor:
             "fetchlists", [fetchlist], columns=list(schemas.fetch_item_columns())
         )
         items = [FetchItem(**row) for row in table.to_pylist()]
+        del table
         self.restore_returning(items)
         if cold:
             self.worker.cool_down({i.host for i in items})
@@ -135,7 +137,7 @@ class ShardActor:
         run = self.worker.run(items, round, progress=self._on_progress)
         fetched, links, edges = self.write_facts(crawl, run, round, buckets)
         hosts = self.write_hosts(crawl, generation, {i.host for i in items})
-        return {
+        result = {
             "shard": self.shard,
             "fetched": fetched,
             "links": links,
@@ -150,6 +152,9 @@ class ShardActor:
             "idle_s": run.idle_s,
             "tail_s": run.tail_s,
         }
+        del run, items  # the round's rows: give their memory back before the next round
+        procmem.trim()
+        return result
 
     # -- helpers shared with the streaming actor (batchcrawl.stream) ------------------------------
     def open_worker(
@@ -186,22 +191,31 @@ class ShardActor:
         """Write ``run``'s ``fetched``, ``links`` and ``edges`` rows as round ``round``'s files of
         this shard, partitioned by DRUM bucket (:mod:`batchcrawl.store.shuffle`; edges by their
         source's bucket); uncommitted."""
-        fetched_table = pa.Table.from_pylist(run.fetched, schema=schemas.schema("fetched"))
-        links_table = pa.table(run.links, schema=schemas.schema("links"))
-        edges_table = pa.table(run.edges, schema=schemas.schema("edges"))
-        fetched = write_partitioned(
-            crawl, "fetched", paths.round_file("fetched", round, self.shard), fetched_table,
-            bucket_ids(fetched_table.column("url_key").to_numpy(), buckets),
+        # one table at a time, each dropped once written: the Arrow copies of the three tables
+        # (built, conformed, sorted by bucket) never coexist (issue 16, worker memory)
+        fetched = self._write_fact(
+            crawl, "fetched", round, buckets, "url_key",
+            lambda: pa.Table.from_pylist(run.fetched, schema=schemas.schema("fetched")),
         )  # fmt: skip
-        links = write_partitioned(
-            crawl, "links", paths.round_file("links", round, self.shard), links_table,
-            bucket_ids(links_table.column("dst_url_key").to_numpy(), buckets),
+        links = self._write_fact(
+            crawl, "links", round, buckets, "dst_url_key",
+            lambda: pa.table(run.links, schema=schemas.schema("links")),
         )  # fmt: skip
-        edges = write_partitioned(
-            crawl, "edges", paths.round_file("edges", round, self.shard), edges_table,
-            bucket_ids(edges_table.column("src_url_key").to_numpy(), buckets),
+        edges = self._write_fact(
+            crawl, "edges", round, buckets, "src_url_key",
+            lambda: pa.table(run.edges, schema=schemas.schema("edges")),
         )  # fmt: skip
         return fetched, links, edges
+
+    def _write_fact(
+        self, crawl: CrawlDir, name: str, round: int, buckets: int, key: str,
+        build: Callable[[], pa.Table],
+    ) -> Partitioned:  # fmt: skip
+        table = build()
+        return write_partitioned(
+            crawl, name, paths.round_file(name, round, self.shard), table,
+            bucket_ids(table.column(key).to_numpy(), buckets),
+        )  # fmt: skip
 
     def write_hosts(self, crawl: CrawlDir, generation: int, touched: set[str]) -> FileEntry | None:
         """Refresh the rows of the ``touched`` hosts from the worker and write them as this shard's
@@ -650,20 +664,28 @@ def dask_client(cfg: Config, scheduler: str | None = None) -> Iterator[Any]:
 
 
 def _local_cluster(cfg: Config) -> Any:
-    """The embedded ``LocalCluster``: ``round.workers`` processes, everything on 127.0.0.1."""
+    """The embedded ``LocalCluster``: ``round.workers`` processes, everything on 127.0.0.1, with
+    ``round.malloc_arena_max`` and ``round.arrow_pool`` in them and in this process
+    (:mod:`batchcrawl.procmem`)."""
+    import dask
     from distributed import LocalCluster
 
-    return LocalCluster(
-        n_workers=cfg.round.workers,
-        threads_per_worker=cfg.round.threads_per_worker,
-        processes=True,
-        host="127.0.0.1",
-        dashboard_address=None,
-        # no dashboard, but the scheduler's HTTP server still listens: on loopback, on an
-        # ephemeral port (its default is the fixed :8787 on every interface)
-        scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
-        silence_logs=logging.WARNING,
-    )
+    procmem.apply_here(cfg.round)
+    environ = {**dask.config.get("distributed.nanny.pre-spawn-environ"),
+               **procmem.worker_environ(cfg.round)}  # fmt: skip
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": environ}):
+        # each Nanny reads the environment here, once: a restarted worker gets it too
+        return LocalCluster(
+            n_workers=cfg.round.workers,
+            threads_per_worker=cfg.round.threads_per_worker,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+            # no dashboard, but the scheduler's HTTP server still listens: on loopback, on an
+            # ephemeral port (its default is the fixed :8787 on every interface)
+            scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+            silence_logs=logging.WARNING,
+        )
 
 
 def cluster_url(crawl_url: str) -> str:

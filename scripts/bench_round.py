@@ -136,10 +136,152 @@ class RssSampler(threading.Thread):
         ]  # fmt: skip
 
 
-def run_batch(crawl_url: str, cfg, seconds: float, t0: float) -> list[dict]:
-    """Rounds until nothing is due or ``seconds`` since ``t0`` have passed; their summaries."""
+def memory_probe(dask_worker=None) -> dict:
+    """What holds memory inside this process (run on each Dask worker by ``--mem-probe``, and on
+    the driver): RSS/PSS/USS, pyarrow's pool (bytes allocated vs the pool's backend), glibc's
+    malloc arenas (``mallinfo2``: in use vs free but kept), Python objects (tracemalloc's traced
+    total when tracing, FetchItem count) and the shard actors' fetch-worker structures (entries)."""
+    import ctypes
+    import gc
+    import sys
+    import tracemalloc
+
+    out: dict = {"mem": {k: round(v / 2**20, 1) for k, v in _rollup(os.getpid()).items()}}
+    mods = ("pyarrow", "duckdb", "lxml.etree", "numpy", "pandas", "distributed", "warcio")
+    out["modules"] = [m for m in mods if m in sys.modules]
+    if "pyarrow" in sys.modules:
+        import pyarrow as pa
+
+        pool = pa.default_memory_pool()
+        out["arrow"] = {"backend": pool.backend_name,
+                        "allocated_mb": round(pa.total_allocated_bytes() / 2**20, 1),
+                        "pool_max_mb": round(pool.max_memory() / 2**20, 1)}  # fmt: skip
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd",
+                    "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]  # fmt: skip
+
+    libc = ctypes.CDLL("libc.so.6")
+    libc.mallinfo2.restype = MallInfo2
+    mi = libc.mallinfo2()
+    out["malloc_mb"] = {"in_use": round((mi.uordblks + mi.hblkhd) / 2**20, 1),
+                        "free_kept": round(mi.fordblks / 2**20, 1),
+                        "mmapped": round(mi.hblkhd / 2**20, 1)}  # fmt: skip
+    if tracemalloc.is_tracing():
+        snap = tracemalloc.take_snapshot()
+        stats = snap.statistics("lineno")
+        out["traced_mb"] = round(sum(s.size for s in stats) / 2**20, 1)
+        out["traced_top"] = [
+            [f"{s.traceback[0].filename.rsplit('/', 2)[-1]}:{s.traceback[0].lineno}",
+             round(s.size / 2**20, 1)] for s in stats[:12]
+        ]  # fmt: skip
+    actors = dask_worker.state.actors if dask_worker is not None else {}  # client.run passes it
+    for name, actor in actors.items():
+        fw = getattr(actor, "worker", None)
+        if fw is None:
+            continue
+        run = fw._batch
+        sizes = dict(fw.state_sizes())
+        sizes.update(url_cache=len(fw.url_cache._keys),
+                     canonical_memo=len(fw._canonical._new) + len(fw._canonical._old),
+                     digests=len(fw._digests), content_seen=len(fw._seen),
+                     workbench_items=len(fw.workbench))  # fmt: skip
+        if run is not None:
+            out_ = run.out
+            sizes.update(fetched_rows=len(out_.fetched),
+                         fetched_rows_mb=_deep_mb(out_.fetched),
+                         link_rows=len(next(iter(out_.links.values()), [])),
+                         link_cols_mb=_deep_mb(list(out_.links.values())),
+                         edge_rows=len(next(iter(out_.edges.values()), [])),
+                         edge_cols_mb=_deep_mb(list(out_.edges.values())))  # fmt: skip
+        sizes.update(url_cache_mb=_deep_mb(fw.url_cache._keys),
+                     canonical_memo_mb=_deep_mb([fw._canonical._new, fw._canonical._old]),
+                     digests_mb=_deep_mb([fw._digests, fw._first_key]),
+                     content_seen_mb=_deep_mb(fw._seen))  # fmt: skip
+        out.setdefault("shards", {})[str(name)[:24]] = sizes
+    if "batchcrawl.records" in sys.modules:
+        from batchcrawl.records import FetchItem
+
+        items = [o for o in gc.get_objects() if type(o) is FetchItem]
+        out["fetch_items"] = {"count": len(items), "mb": _deep_mb(items)}
+    return out
+
+
+def _deep_mb(obj, sample: int = 200) -> float:
+    """Approximate size in MB of a container of containers/scalars: its own size plus, for the
+    first ``sample`` elements (keys and values), their deep sizes scaled to the full length."""
+    import sys
+
+    def deep(o, depth=0) -> int:
+        n = sys.getsizeof(o)
+        if depth > 3:
+            return n
+        if isinstance(o, dict):
+            return n + sum(deep(k, depth + 1) + deep(v, depth + 1) for k, v in o.items())
+        if isinstance(o, (list, tuple, set, frozenset)):
+            return n + sum(deep(x, depth + 1) for x in o)
+        if hasattr(o, "__dict__"):
+            return n + deep(vars(o), depth + 1)
+        return n
+
+    def scaled(c) -> float:
+        items = list(c.items())[:sample] if isinstance(c, dict) else list(c)[:sample]
+        if not items:
+            return sys.getsizeof(c)
+        part = sum(deep(x) for x in items)
+        return sys.getsizeof(c) + part * len(c) / len(items)
+
+    if isinstance(obj, list) and obj and all(isinstance(x, (list, dict)) for x in obj[:8]):
+        total = sum(scaled(x) for x in obj) if len(obj) <= 64 else scaled(obj)
+    else:
+        total = scaled(obj)
+    return round(total / 2**20, 1)
+
+
+class Prober(threading.Thread):
+    """Runs :func:`memory_probe` on every Dask worker every ``every_s`` seconds and keeps, per
+    worker, the probe taken at its largest RSS."""
+
+    def __init__(self, client, every_s: float, trace: bool) -> None:
+        super().__init__(daemon=True)
+        self.client, self.every_s = client, every_s
+        self.peaks: dict[str, dict] = {}
+        self.stop = threading.Event()
+        if trace:
+            import tracemalloc
+
+            client.run(tracemalloc.start, 1)
+
+    def run(self) -> None:
+        while not self.stop.wait(self.every_s):
+            try:
+                found = self.client.run(memory_probe)
+            except Exception as e:  # the cluster is closing: keep what was found
+                print(f"probe: {e!r}", file=sys.stderr)
+                return
+            found["driver"] = memory_probe()
+            for addr, p in found.items():
+                if p["mem"]["rss"] >= self.peaks.get(addr, {"mem": {"rss": -1}})["mem"]["rss"]:
+                    self.peaks[addr] = p
+
+
+def run_batch(
+    crawl_url: str,
+    cfg,
+    seconds: float,
+    t0: float,
+    probe_s: float = 0.0,
+    trace: bool = False,
+    probes: dict | None = None,
+) -> list[dict]:
+    """Rounds until nothing is due or ``seconds`` since ``t0`` have passed; their summaries.
+    With ``probe_s`` > 0, ``probes`` gets each process's :func:`memory_probe` at its peak."""
     summaries = []
     with dask_client(cfg) as client:
+        prober = None
+        if probe_s > 0:
+            prober = Prober(client, probe_s, trace)
+            prober.start()
         crawler = Crawler(crawl_url, client)
         try:
             while (left := seconds - (time.monotonic() - t0)) > 1.0:
@@ -148,6 +290,10 @@ def run_batch(crawl_url: str, cfg, seconds: float, t0: float) -> list[dict]:
                 except NothingDue:
                     break
         finally:
+            if prober is not None:
+                prober.stop.set()
+                prober.join()
+                probes.update(prober.peaks)
             crawler.close_actors()
     return summaries
 
@@ -162,6 +308,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shards", type=int, default=2)
     ap.add_argument("--threads", type=int, default=None, help="fetch threads per shard")
     ap.add_argument("--stream", action="store_true", help="crawl --stream instead of rounds")
+    ap.add_argument(
+        "--mem-probe",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="every S seconds, probe what holds memory in each process (mem_probe)",
+    )
+    ap.add_argument(
+        "--tracemalloc",
+        action="store_true",
+        help="with --mem-probe: trace Python allocations on the workers (slow)",
+    )
     ap.add_argument("--set", dest="sets", action="append", default=[], metavar="SECTION.KEY=V")
     args = ap.parse_args(argv)
 
@@ -193,11 +351,14 @@ def main(argv: list[str] | None = None) -> int:
         sampler = RssSampler(server.pid)
         sampler.start()
         summaries = []
+        probes: dict = {}
         t0 = time.monotonic()
         if args.stream:
             summaries.append(run_stream(crawl.url, cfg, StopRequest(), max_seconds=args.seconds))
         else:
-            summaries = run_batch(crawl.url, cfg, args.seconds, t0)
+            summaries = run_batch(
+                crawl.url, cfg, args.seconds, t0, args.mem_probe, args.tracemalloc, probes
+            )
         seconds = time.monotonic() - t0
         sampler.stop.set()
         server.terminate()
@@ -240,6 +401,7 @@ def main(argv: list[str] | None = None) -> int:
         "peak_pss_mb": round(sampler.peak_pss / 2**20, 1),
         "peak_uss_mb": round(sampler.peak_uss / 2**20, 1),
         "rss_by_process": sampler.roles(),
+        "mem_probe": probes or None,
         "fetch_share": round(fetch_s / round_wall, 3),
         "fetch_idle_share": fetch_idle,
         "wall_idle_share": None if args.stream else round(1 - busy / seconds, 3),
