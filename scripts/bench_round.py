@@ -231,18 +231,23 @@ def _deep_mb(obj, sample: int = 200) -> float:
         part = sum(deep(x) for x in items)
         return sys.getsizeof(c) + part * len(c) / len(items)
 
-    if isinstance(obj, list) and obj and all(isinstance(x, (list, dict)) for x in obj[:8]):
-        total = sum(scaled(x) for x in obj) if len(obj) <= 64 else scaled(obj)
-    else:
-        total = scaled(obj)
-    return round(total / 2**20, 1)
+    for _ in range(5):  # the fetch threads keep appending: retry a sample they changed
+        try:
+            if isinstance(obj, list) and obj and all(isinstance(x, (list, dict)) for x in obj[:8]):
+                total = sum(scaled(x) for x in obj) if len(obj) <= 64 else scaled(obj)
+            else:
+                total = scaled(obj)
+            return round(total / 2**20, 1)
+        except RuntimeError:
+            continue
+    return -1.0
 
 
 class Prober(threading.Thread):
     """Runs :func:`memory_probe` on every Dask worker every ``every_s`` seconds and keeps, per
     worker, the probe taken at its largest RSS."""
 
-    def __init__(self, client, every_s: float, trace: bool) -> None:
+    def __init__(self, client, every_s: float, trace: str | None) -> None:
         super().__init__(daemon=True)
         self.client, self.every_s = client, every_s
         self.peaks: dict[str, dict] = {}
@@ -250,7 +255,10 @@ class Prober(threading.Thread):
         if trace:
             import tracemalloc
 
-            client.run(tracemalloc.start, 1)
+            if trace in ("driver", "all"):
+                tracemalloc.start(1)
+            if trace in ("workers", "all"):
+                client.run(tracemalloc.start, 1)
 
     def run(self) -> None:
         while not self.stop.wait(self.every_s):
@@ -317,8 +325,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--tracemalloc",
-        action="store_true",
-        help="with --mem-probe: trace Python allocations on the workers (slow)",
+        choices=("driver", "workers", "all"),
+        default=None,
+        help="with --mem-probe: trace Python allocations there (slow)",
     )
     ap.add_argument("--set", dest="sets", action="append", default=[], metavar="SECTION.KEY=V")
     args = ap.parse_args(argv)
