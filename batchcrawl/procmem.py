@@ -19,16 +19,24 @@ settings are read once, at start-up: Dask's ``distributed.nanny.pre-spawn-enviro
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import logging
+import os
+from collections.abc import Iterator
 
 from batchcrawl.config import RoundSection
 
 log = logging.getLogger(__name__)
 
-#: ``M_ARENA_MAX`` of glibc's ``<malloc.h>``.
+#: ``M_ARENA_MAX`` and ``M_TRIM_THRESHOLD`` of glibc's ``<malloc.h>``.
 _M_ARENA_MAX = -8
+_M_TRIM_THRESHOLD = -1
+#: Dask's ``MALLOC_TRIM_THRESHOLD_`` for its workers (``distributed.nanny.pre-spawn-environ``):
+#: freed memory above 64 KB at the top of the heap goes back to the system. Set explicitly, it
+#: also stops glibc from raising the threshold (up to 64 MB) each time a large block is freed.
+TRIM_THRESHOLD = 65536
 
 
 def worker_environ(section: RoundSection) -> dict[str, str]:
@@ -40,6 +48,30 @@ def worker_environ(section: RoundSection) -> dict[str, str]:
     if section.arrow_pool != "default":
         env["ARROW_DEFAULT_MEMORY_POOL"] = section.arrow_pool
     return env
+
+
+@contextlib.contextmanager
+def spawn_environ(section: RoundSection) -> Iterator[None]:
+    """While Dask's nannies are created: :func:`worker_environ` in Dask's
+    ``distributed.nanny.pre-spawn-environ`` (each nanny keeps it for the worker processes it
+    starts and restarts) and in ``os.environ``, which Dask lets override that setting; the earlier
+    values of ``os.environ`` are restored afterwards, so that a nanny that has put this cluster's
+    values there does not decide the next cluster's."""
+    import dask
+
+    env = worker_environ(section)
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        pre = {**dask.config.get("distributed.nanny.pre-spawn-environ"), **env}
+        with dask.config.set({"distributed.nanny.pre-spawn-environ": pre}):
+            yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def _libc() -> ctypes.CDLL | None:
@@ -58,12 +90,14 @@ def trim() -> None:
 
 def apply_here(section: RoundSection) -> None:
     """Apply ``section``'s allocator settings to this (running) process: cap glibc's malloc arenas
-    created from now on (``mallopt(M_ARENA_MAX)``; not on other C libraries) and make pyarrow's
-    default memory pool the one named by ``round.arrow_pool``."""
+    created from now on (``mallopt(M_ARENA_MAX)``), with Dask workers' trim threshold
+    (:data:`TRIM_THRESHOLD`; not on other C libraries), and make pyarrow's default memory pool
+    the one named by ``round.arrow_pool``."""
     if section.malloc_arena_max:
         libc = _libc()
         if libc is not None and hasattr(libc, "mallopt"):
             libc.mallopt(_M_ARENA_MAX, section.malloc_arena_max)
+            libc.mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD)
         else:
             log.debug("no mallopt in the C library: round.malloc_arena_max not applied here")
     if section.arrow_pool != "default":

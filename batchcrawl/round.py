@@ -667,13 +667,10 @@ def _local_cluster(cfg: Config) -> Any:
     """The embedded ``LocalCluster``: ``round.workers`` processes, everything on 127.0.0.1, with
     ``round.malloc_arena_max`` and ``round.arrow_pool`` in them and in this process
     (:mod:`batchcrawl.procmem`)."""
-    import dask
     from distributed import LocalCluster
 
     procmem.apply_here(cfg.round)
-    environ = {**dask.config.get("distributed.nanny.pre-spawn-environ"),
-               **procmem.worker_environ(cfg.round)}  # fmt: skip
-    with dask.config.set({"distributed.nanny.pre-spawn-environ": environ}):
+    with procmem.spawn_environ(cfg.round):
         # each Nanny reads the environment here, once: a restarted worker gets it too
         return LocalCluster(
             n_workers=cfg.round.workers,
