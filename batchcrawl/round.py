@@ -190,32 +190,30 @@ class ShardActor:
     ) -> tuple[Partitioned, Partitioned, Partitioned]:
         """Write ``run``'s ``fetched``, ``links`` and ``edges`` rows as round ``round``'s files of
         this shard, partitioned by DRUM bucket (:mod:`batchcrawl.store.shuffle`; edges by their
-        source's bucket); uncommitted."""
-        # one table at a time, each dropped once written: the Arrow copies of the three tables
-        # (built, conformed, sorted by bucket) never coexist (issue 16, worker memory)
+        source's bucket); uncommitted. ``run.links`` and ``run.edges`` are emptied once their
+        Arrow tables are built (no caller reads them after this)."""
+        # One table at a time, and nothing kept that is copied: a round's rows as Python objects,
+        # their Arrow table and its bucket-sorted copy are the worker's peak (issue 16 memory)
         fetched = self._write_fact(
             crawl, "fetched", round, buckets, "url_key",
-            lambda: pa.Table.from_pylist(run.fetched, schema=schemas.schema("fetched")),
+            [pa.Table.from_pylist(run.fetched, schema=schemas.schema("fetched"))],
         )  # fmt: skip
-        links = self._write_fact(
-            crawl, "links", round, buckets, "dst_url_key",
-            lambda: pa.table(run.links, schema=schemas.schema("links")),
-        )  # fmt: skip
-        edges = self._write_fact(
-            crawl, "edges", round, buckets, "src_url_key",
-            lambda: pa.table(run.edges, schema=schemas.schema("edges")),
-        )  # fmt: skip
+        table = [pa.table(run.links, schema=schemas.schema("links"))]
+        run.links = {c: [] for c in run.links}
+        links = self._write_fact(crawl, "links", round, buckets, "dst_url_key", table)
+        table = [pa.table(run.edges, schema=schemas.schema("edges"))]
+        run.edges = {c: [] for c in run.edges}
+        edges = self._write_fact(crawl, "edges", round, buckets, "src_url_key", table)
         return fetched, links, edges
 
     def _write_fact(
-        self, crawl: CrawlDir, name: str, round: int, buckets: int, key: str,
-        build: Callable[[], pa.Table],
-    ) -> Partitioned:  # fmt: skip
-        table = build()
-        return write_partitioned(
-            crawl, name, paths.round_file(name, round, self.shard), table,
-            bucket_ids(table.column(key).to_numpy(), buckets),
-        )  # fmt: skip
+        self, crawl: CrawlDir, name: str, round: int, buckets: int, key: str, table: list[pa.Table]
+    ) -> Partitioned:
+        """Write the one table in ``table`` (taken out of the list, so that the sorted copy
+        :func:`write_partitioned` makes replaces it instead of joining it)."""
+        ids = bucket_ids(table[0].column(key).to_numpy(), buckets)
+        rel = paths.round_file(name, round, self.shard)
+        return write_partitioned(crawl, name, rel, table.pop(), ids)
 
     def write_hosts(self, crawl: CrawlDir, generation: int, touched: set[str]) -> FileEntry | None:
         """Refresh the rows of the ``touched`` hosts from the worker and write them as this shard's
