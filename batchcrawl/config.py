@@ -467,6 +467,14 @@ class RoundSection:
     """A pipelined round is fetched only if its fetch list has hosts for at least this share of all
     fetch threads (``fetch.threads`` x ``fetch.shards``; a host keeps one thread busy); else the
     driver waits for the commit and generates the round from it (the sequential path)."""
+    malloc_arena_max: Annotated[int, Range(0, 64)] = 2
+    """glibc malloc arenas per process of the embedded cluster (``MALLOC_ARENA_MAX``; 0 leaves
+    glibc's default of 8 per core): each fetch thread's arena otherwise keeps the page bodies it
+    freed (:mod:`batchcrawl.procmem`)."""
+    arrow_pool: Literal["system", "jemalloc", "mimalloc", "default"] = "system"
+    """pyarrow's memory pool in the embedded cluster's processes: ``system`` (malloc) returns the
+    Arrow tables a round frees to the system; ``jemalloc``/``mimalloc`` keep them cached;
+    ``default`` leaves pyarrow's choice."""
 
 
 @dataclass(frozen=True)

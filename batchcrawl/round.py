@@ -38,6 +38,7 @@ from typing import Any
 import pyarrow as pa
 from fsspec.implementations.dirfs import DirFileSystem
 
+from batchcrawl import procmem
 from batchcrawl.config import Config
 from batchcrawl.console.nothing_due import nothing_due
 from batchcrawl.console.signals import ignoring_sigint
@@ -129,6 +130,7 @@ class ShardActor:
             "fetchlists", [fetchlist], columns=list(schemas.fetch_item_columns())
         )
         items = [FetchItem(**row) for row in table.to_pylist()]
+        del table
         self.restore_returning(items)
         if cold:
             self.worker.cool_down({i.host for i in items} | set(cool_hosts))
@@ -139,7 +141,7 @@ class ShardActor:
         run = self.worker.run(items, round, progress=self._on_progress)
         fetched, links, edges = self.write_facts(crawl, run, round, buckets)
         hosts = self.write_hosts(crawl, generation, {i.host for i in items})
-        return {
+        result = {
             "shard": self.shard,
             "fetched": fetched,
             "links": links,
@@ -154,6 +156,9 @@ class ShardActor:
             "idle_s": run.idle_s,
             "tail_s": run.tail_s,
         }
+        del run, items  # the round's rows: give their memory back before the next round
+        procmem.trim()
+        return result
 
     # -- helpers shared with the streaming actor (batchcrawl.stream) ------------------------------
     def open_worker(
@@ -189,23 +194,30 @@ class ShardActor:
     ) -> tuple[Partitioned, Partitioned, Partitioned]:
         """Write ``run``'s ``fetched``, ``links`` and ``edges`` rows as round ``round``'s files of
         this shard, partitioned by DRUM bucket (:mod:`batchcrawl.store.shuffle`; edges by their
-        source's bucket); uncommitted."""
-        fetched_table = pa.Table.from_pylist(run.fetched, schema=schemas.schema("fetched"))
-        links_table = pa.table(run.links, schema=schemas.schema("links"))
-        edges_table = pa.table(run.edges, schema=schemas.schema("edges"))
-        fetched = write_partitioned(
-            crawl, "fetched", paths.round_file("fetched", round, self.shard), fetched_table,
-            bucket_ids(fetched_table.column("url_key").to_numpy(), buckets),
+        source's bucket); uncommitted. ``run.links`` and ``run.edges`` are emptied once their
+        Arrow tables are built (no caller reads them after this)."""
+        # One table at a time, and nothing kept that is copied: a round's rows as Python objects,
+        # their Arrow table and its bucket-sorted copy are the worker's peak (issue 16 memory)
+        fetched = self._write_fact(
+            crawl, "fetched", round, buckets, "url_key",
+            [pa.Table.from_pylist(run.fetched, schema=schemas.schema("fetched"))],
         )  # fmt: skip
-        links = write_partitioned(
-            crawl, "links", paths.round_file("links", round, self.shard), links_table,
-            bucket_ids(links_table.column("dst_url_key").to_numpy(), buckets),
-        )  # fmt: skip
-        edges = write_partitioned(
-            crawl, "edges", paths.round_file("edges", round, self.shard), edges_table,
-            bucket_ids(edges_table.column("src_url_key").to_numpy(), buckets),
-        )  # fmt: skip
+        table = [pa.table(run.links, schema=schemas.schema("links"))]
+        run.links = {c: [] for c in run.links}
+        links = self._write_fact(crawl, "links", round, buckets, "dst_url_key", table)
+        table = [pa.table(run.edges, schema=schemas.schema("edges"))]
+        run.edges = {c: [] for c in run.edges}
+        edges = self._write_fact(crawl, "edges", round, buckets, "src_url_key", table)
         return fetched, links, edges
+
+    def _write_fact(
+        self, crawl: CrawlDir, name: str, round: int, buckets: int, key: str, table: list[pa.Table]
+    ) -> Partitioned:
+        """Write the one table in ``table`` (taken out of the list, so that the sorted copy
+        :func:`write_partitioned` makes replaces it instead of joining it)."""
+        ids = bucket_ids(table[0].column(key).to_numpy(), buckets)
+        rel = paths.round_file(name, round, self.shard)
+        return write_partitioned(crawl, name, rel, table.pop(), ids)
 
     def write_hosts(self, crawl: CrawlDir, generation: int, touched: set[str]) -> FileEntry | None:
         """Refresh the rows of the ``touched`` hosts from the worker and write them as this shard's
@@ -691,20 +703,25 @@ def dask_client(cfg: Config, scheduler: str | None = None) -> Iterator[Any]:
 
 
 def _local_cluster(cfg: Config) -> Any:
-    """The embedded ``LocalCluster``: ``round.workers`` processes, everything on 127.0.0.1."""
+    """The embedded ``LocalCluster``: ``round.workers`` processes, everything on 127.0.0.1, with
+    ``round.malloc_arena_max`` and ``round.arrow_pool`` in them and in this process
+    (:mod:`batchcrawl.procmem`)."""
     from distributed import LocalCluster
 
-    return LocalCluster(
-        n_workers=cfg.round.workers,
-        threads_per_worker=cfg.round.threads_per_worker,
-        processes=True,
-        host="127.0.0.1",
-        dashboard_address=None,
-        # no dashboard, but the scheduler's HTTP server still listens: on loopback, on an
-        # ephemeral port (its default is the fixed :8787 on every interface)
-        scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
-        silence_logs=logging.WARNING,
-    )
+    procmem.apply_here(cfg.round)
+    with procmem.spawn_environ(cfg.round):
+        # each Nanny reads the environment here, once: a restarted worker gets it too
+        return LocalCluster(
+            n_workers=cfg.round.workers,
+            threads_per_worker=cfg.round.threads_per_worker,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+            # no dashboard, but the scheduler's HTTP server still listens: on loopback, on an
+            # ephemeral port (its default is the fixed :8787 on every interface)
+            scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+            silence_logs=logging.WARNING,
+        )
 
 
 def cluster_url(crawl_url: str) -> str:

@@ -33,6 +33,7 @@ stream's checkpoints.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import subprocess
@@ -49,7 +50,7 @@ from batchcrawl.config import loopback_test_config
 from batchcrawl.console.signals import StopRequest
 from batchcrawl.errors import NothingDue
 from batchcrawl.frontier.inject import inject
-from batchcrawl.round import run_rounds
+from batchcrawl.round import Crawler, dask_client, run_rounds
 from batchcrawl.store.crawldir import CrawlDir
 from batchcrawl.stream import run_stream
 from batchcrawl.testing.sampleweb import SampleWeb
@@ -58,36 +59,258 @@ from batchcrawl.testing.webserver import politeness_violations
 HERE = Path(__file__).resolve().parent
 
 
+def _rollup(pid: int) -> dict[str, int]:
+    """RSS, PSS and USS of ``pid`` in bytes, from ``/proc/PID/smaps_rollup`` (one cheap read;
+    psutil's memory_full_info walks the whole smaps, ~25 ms for a 100 MB process)."""
+    out = {"rss": 0, "pss": 0, "uss": 0}
+    with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as f:
+        for line in f:
+            name, _, rest = line.partition(":")
+            if name in ("Rss", "Pss"):
+                out[name.lower()] = int(rest.split()[0]) * 1024
+            elif name in ("Private_Clean", "Private_Dirty"):
+                out["uss"] += int(rest.split()[0]) * 1024
+    return out
+
+
+def process_role(proc: psutil.Process, driver_pid: int) -> str:
+    """A process's role in the crawl's tree, from its parent and command line: ``driver`` (this
+    process: client, in-process scheduler and, with LocalCluster(processes=True), the Nanny
+    objects), ``nanny`` (a Nanny in its own process: ``dask nanny``/``dask worker``
+    command lines), ``worker`` (a Dask worker process: multiprocessing's spawn child of a
+    nanny), ``mp-helper`` (multiprocessing's resource tracker or fork server) or ``other``."""
+    if proc.pid == driver_pid:
+        return "driver"
+    cmd = " ".join(proc.cmdline())
+    if "resource_tracker" in cmd or "forkserver" in cmd:
+        return "mp-helper"
+    if "spawn_main" in cmd or "multiprocessing.popen" in cmd:
+        return "worker"
+    if "nanny" in cmd or "dask worker" in cmd or "dask-worker" in cmd:
+        return "nanny"
+    return "other"
+
+
 class RssSampler(threading.Thread):
-    """Samples the summed RSS of this process and its children (not the web server)."""
+    """Samples the memory of this process and its children (not the web server) every 0.5 s.
+
+    ``peak`` is the largest summed RSS (shared pages such as the Python and library text counted
+    once per process); ``peak_pss`` the largest summed PSS (each shared page split between the
+    processes mapping it: the tree's honest footprint) and ``peak_uss`` the largest summed USS
+    (private pages only). ``roles`` has, per process, its role (:func:`process_role`) and its
+    own peak RSS, PSS and USS.
+    """
 
     def __init__(self, exclude_pid: int) -> None:
         super().__init__(daemon=True)
         self.exclude = exclude_pid
-        self.peak = 0
+        self.peak = self.peak_pss = self.peak_uss = 0
+        self.procs: dict[int, dict] = {}
         self.stop = threading.Event()
 
     def run(self) -> None:
         me = psutil.Process()
         while not self.stop.wait(0.5):
-            total = 0
+            totals = {"rss": 0, "pss": 0, "uss": 0}
             for p in [me, *me.children(recursive=True)]:
                 if p.pid == self.exclude:
                     continue
                 try:
-                    total += p.memory_info().rss
-                except psutil.Error:
-                    pass
-            self.peak = max(self.peak, total)
+                    mem = _rollup(p.pid)
+                    if p.pid not in self.procs:
+                        self.procs[p.pid] = {"role": process_role(p, me.pid), "rss": 0,
+                                             "pss": 0, "uss": 0}  # fmt: skip
+                except (psutil.Error, OSError):
+                    continue
+                rec = self.procs[p.pid]
+                for k, v in mem.items():
+                    totals[k] += v
+                    rec[k] = max(rec[k], v)
+            self.peak = max(self.peak, totals["rss"])
+            self.peak_pss = max(self.peak_pss, totals["pss"])
+            self.peak_uss = max(self.peak_uss, totals["uss"])
+
+    def roles(self) -> list[dict]:
+        """Per process (in start order): role, pid and peak RSS/PSS/USS in MB."""
+        return [
+            {"role": r["role"], "pid": pid,
+             **{f"peak_{k}_mb": round(r[k] / 2**20, 1) for k in ("rss", "pss", "uss")}}
+            for pid, r in self.procs.items()
+        ]  # fmt: skip
 
 
-def run_batch(crawl_url: str, cfg, seconds: float) -> list[dict]:
+def memory_probe(dask_worker=None) -> dict:
+    """What holds memory inside this process (run on each Dask worker by ``--mem-probe``, and on
+    the driver): RSS/PSS/USS, pyarrow's pool (bytes allocated vs the pool's backend), glibc's
+    malloc arenas (``mallinfo2``: in use vs free but kept), Python objects (tracemalloc's traced
+    total when tracing, FetchItem count) and the shard actors' fetch-worker structures (entries)."""
+    import ctypes
+    import gc
+    import sys
+    import tracemalloc
+
+    out: dict = {"mem": {k: round(v / 2**20, 1) for k, v in _rollup(os.getpid()).items()}}
+    mods = ("pyarrow", "duckdb", "lxml.etree", "numpy", "pandas", "distributed", "warcio")
+    out["modules"] = [m for m in mods if m in sys.modules]
+    if "pyarrow" in sys.modules:
+        import pyarrow as pa
+
+        pool = pa.default_memory_pool()
+        out["arrow"] = {"backend": pool.backend_name,
+                        "allocated_mb": round(pa.total_allocated_bytes() / 2**20, 1),
+                        "pool_max_mb": round(pool.max_memory() / 2**20, 1)}  # fmt: skip
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd",
+                    "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]  # fmt: skip
+
+    libc = ctypes.CDLL("libc.so.6")
+    libc.mallinfo2.restype = MallInfo2
+    mi = libc.mallinfo2()
+    out["malloc_mb"] = {"in_use": round((mi.uordblks + mi.hblkhd) / 2**20, 1),
+                        "free_kept": round(mi.fordblks / 2**20, 1),
+                        "mmapped": round(mi.hblkhd / 2**20, 1)}  # fmt: skip
+    if tracemalloc.is_tracing():
+        snap = tracemalloc.take_snapshot()
+        stats = snap.statistics("lineno")
+        out["traced_mb"] = round(sum(s.size for s in stats) / 2**20, 1)
+        out["traced_top"] = [
+            [f"{s.traceback[0].filename.rsplit('/', 2)[-1]}:{s.traceback[0].lineno}",
+             round(s.size / 2**20, 1)] for s in stats[:12]
+        ]  # fmt: skip
+    actors = dask_worker.state.actors if dask_worker is not None else {}  # client.run passes it
+    for name, actor in actors.items():
+        fw = getattr(actor, "worker", None)
+        if fw is None:
+            continue
+        run = fw._batch
+        sizes = dict(fw.state_sizes())
+        sizes.update(url_cache=len(fw.url_cache._keys),
+                     canonical_memo=len(fw._canonical._new) + len(fw._canonical._old),
+                     digests=len(fw._digests), content_seen=len(fw._seen),
+                     workbench_items=len(fw.workbench))  # fmt: skip
+        if run is not None:
+            out_ = run.out
+            sizes.update(fetched_rows=len(out_.fetched),
+                         fetched_rows_mb=_deep_mb(out_.fetched),
+                         link_rows=len(next(iter(out_.links.values()), [])),
+                         link_cols_mb=_deep_mb(list(out_.links.values())),
+                         edge_rows=len(next(iter(out_.edges.values()), [])),
+                         edge_cols_mb=_deep_mb(list(out_.edges.values())))  # fmt: skip
+        sizes.update(url_cache_mb=_deep_mb(fw.url_cache._keys),
+                     canonical_memo_mb=_deep_mb([fw._canonical._new, fw._canonical._old]),
+                     digests_mb=_deep_mb([fw._digests, fw._first_key]),
+                     content_seen_mb=_deep_mb(fw._seen))  # fmt: skip
+        out.setdefault("shards", {})[str(name)[:24]] = sizes
+    if "batchcrawl.records" in sys.modules:
+        from batchcrawl.records import FetchItem
+
+        items = [o for o in gc.get_objects() if type(o) is FetchItem]
+        out["fetch_items"] = {"count": len(items), "mb": _deep_mb(items)}
+    return out
+
+
+def _deep_mb(obj, sample: int = 200) -> float:
+    """Approximate size in MB of a container of containers/scalars: its own size plus, for the
+    first ``sample`` elements (keys and values), their deep sizes scaled to the full length."""
+    import sys
+
+    def deep(o, depth=0) -> int:
+        n = sys.getsizeof(o)
+        if depth > 3:
+            return n
+        if isinstance(o, dict):
+            return n + sum(deep(k, depth + 1) + deep(v, depth + 1) for k, v in o.items())
+        if isinstance(o, (list, tuple, set, frozenset)):
+            return n + sum(deep(x, depth + 1) for x in o)
+        if hasattr(o, "__dict__"):
+            return n + deep(vars(o), depth + 1)
+        return n
+
+    def scaled(c) -> float:
+        items = list(c.items())[:sample] if isinstance(c, dict) else list(c)[:sample]
+        if not items:
+            return sys.getsizeof(c)
+        part = sum(deep(x) for x in items)
+        return sys.getsizeof(c) + part * len(c) / len(items)
+
+    for _ in range(5):  # the fetch threads keep appending: retry a sample they changed
+        try:
+            if isinstance(obj, list) and obj and all(isinstance(x, (list, dict)) for x in obj[:8]):
+                total = sum(scaled(x) for x in obj) if len(obj) <= 64 else scaled(obj)
+            else:
+                total = scaled(obj)
+            return round(total / 2**20, 1)
+        except RuntimeError:
+            continue
+    return -1.0
+
+
+class Prober(threading.Thread):
+    """Runs :func:`memory_probe` on every Dask worker every ``every_s`` seconds and keeps, per
+    worker, the probe taken at its largest RSS."""
+
+    def __init__(self, client, every_s: float, trace: str | None) -> None:
+        super().__init__(daemon=True)
+        self.client, self.every_s = client, every_s
+        self.peaks: dict[str, dict] = {}
+        self.stop = threading.Event()
+        if trace:
+            import tracemalloc
+
+            if trace in ("driver", "all"):
+                tracemalloc.start(1)
+            if trace in ("workers", "all"):
+                client.run(tracemalloc.start, 1)
+
+    def run(self) -> None:
+        while not self.stop.wait(self.every_s):
+            try:
+                found = self.client.run(memory_probe)
+            except Exception as e:  # the cluster is closing: keep what was found
+                print(f"probe: {e!r}", file=sys.stderr)
+                return
+            found["driver"] = memory_probe()
+            for addr, p in found.items():
+                if p["mem"]["rss"] >= self.peaks.get(addr, {"mem": {"rss": -1}})["mem"]["rss"]:
+                    self.peaks[addr] = p
+
+
+def run_batch(
+    crawl_url: str,
+    cfg,
+    seconds: float,
+    probe_s: float = 0.0,
+    trace: bool = False,
+    probes: dict | None = None,
+) -> list[dict]:
     """Rounds (``batchcrawl crawl``'s driver, pipelined if ``round.pipeline``) until nothing is
-    due or ``seconds`` have passed; their summaries."""
-    try:
-        return run_rounds(crawl_url, cfg, 1_000_000, max_seconds=seconds)
-    except NothingDue:
-        return []
+    due or ``seconds`` have passed; their summaries. With ``probe_s`` > 0, ``probes`` gets each
+    process's :func:`memory_probe` at its peak (the rounds then run sequentially on this script's
+    own client, which the prober needs)."""
+    if probe_s <= 0:
+        try:
+            return run_rounds(crawl_url, cfg, 1_000_000, max_seconds=seconds)
+        except NothingDue:
+            return []
+    summaries = []
+    t0 = time.monotonic()
+    with dask_client(cfg) as client:
+        prober = Prober(client, probe_s, trace)
+        prober.start()
+        crawler = Crawler(crawl_url, client)
+        try:
+            while (left := seconds - (time.monotonic() - t0)) > 1.0:
+                try:
+                    summaries.append(crawler.run_round(cfg.replace(fetch={"time_limit_s": left})))
+                except NothingDue:
+                    break
+        finally:
+            prober.stop.set()
+            prober.join()
+            probes.update(prober.peaks)
+            crawler.close_actors()
+    return summaries
 
 
 def union_s(spans: list[tuple[float, float]]) -> float:
@@ -115,6 +338,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shards", type=int, default=2)
     ap.add_argument("--threads", type=int, default=None, help="fetch threads per shard")
     ap.add_argument("--stream", action="store_true", help="crawl --stream instead of rounds")
+    ap.add_argument(
+        "--mem-probe",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="every S seconds, probe what holds memory in each process (mem_probe)",
+    )
+    ap.add_argument(
+        "--tracemalloc",
+        choices=("driver", "workers", "all"),
+        default=None,
+        help="with --mem-probe: trace Python allocations there (slow)",
+    )
     ap.add_argument("--set", dest="sets", action="append", default=[], metavar="SECTION.KEY=V")
     args = ap.parse_args(argv)
 
@@ -143,14 +379,19 @@ def main(argv: list[str] | None = None) -> int:
         cfg = load_config(files=[("bench", to_toml(cfg))], environ={}, sets=args.sets)
         crawl = CrawlDir.create(os.path.join(tmp, "crawl"), to_toml(cfg), cfg.frontier.buckets)
         inject(crawl, cfg, web.seeds())
+        del web  # ~20 MB for 500 hosts / 50,000 pages: the harness's, not the crawler's memory
+        gc.collect()
         sampler = RssSampler(server.pid)
         sampler.start()
         summaries = []
+        probes: dict = {}
         t0 = time.monotonic()
         if args.stream:
             summaries.append(run_stream(crawl.url, cfg, StopRequest(), max_seconds=args.seconds))
         else:
-            summaries = run_batch(crawl.url, cfg, args.seconds)
+            summaries = run_batch(
+                crawl.url, cfg, args.seconds, args.mem_probe, args.tracemalloc, probes
+            )
         seconds = time.monotonic() - t0
         sampler.stop.set()
         server.terminate()
@@ -161,6 +402,7 @@ def main(argv: list[str] | None = None) -> int:
         distinct = query(crawl, "SELECT count(DISTINCT url) FROM fetched "
                                 "WHERE fetch_status IS NOT NULL").column(0)[0].as_py()  # fmt: skip
 
+    web = SampleWeb(args.hosts, args.pages).bind(info["port"])  # deterministic: the same web
     pol = cfg.politeness
     violations = politeness_violations(  # robots.txt requests obey the host delay too
         log, lambda host: web.polite_delay(host, pol.host_delay_s, pol.max_crawl_delay_s)
@@ -203,6 +445,10 @@ def main(argv: list[str] | None = None) -> int:
         "politeness_bound": bound if args.host_delay_s > 0 else None,
         "bound_share": round(distinct / bound, 3) if bound and args.host_delay_s > 0 else None,
         "peak_rss_mb": round(sampler.peak / 2**20, 1),
+        "peak_pss_mb": round(sampler.peak_pss / 2**20, 1),
+        "peak_uss_mb": round(sampler.peak_uss / 2**20, 1),
+        "rss_by_process": sampler.roles(),
+        "mem_probe": probes or None,
         "fetch_share": round(fetch_s / round_wall, 3),
         "fetch_idle_share": fetch_idle,
         "wall_idle_share": None if args.stream else round(1 - busy / seconds, 3),

@@ -1,0 +1,111 @@
+"""Allocator settings of the crawler's processes (issue 16: the process tree's memory).
+
+Two allocators keep memory a round freed instead of giving it back to the system:
+
+* glibc's malloc gives each thread that allocates concurrently its own arena (up to 8 per core) and
+  keeps freed chunks in each; a fetch worker's 8-16 fetch threads thus hold several arenas of
+  freed page bodies and parse trees. ``MALLOC_ARENA_MAX`` caps the arenas (glibc manual, "Memory
+  Allocation Tunables"); Dask already sets ``MALLOC_TRIM_THRESHOLD_`` so freed memory above 64 KB
+  at the top of the heap is returned.
+* pyarrow's default pool (mimalloc or jemalloc) keeps freed pages for reuse: the Arrow tables a
+  shard builds from its rows at the end of each round stay counted in the worker's RSS. The system
+  pool (malloc) lets them go with the rest.
+
+:func:`worker_environ` gives the environment a Dask worker process must start with (both
+settings are read once, at start-up: Dask's ``distributed.nanny.pre-spawn-environ``);
+:func:`apply_here` sets the same in an already-running process (the driver) through
+``mallopt(3)`` and :func:`pyarrow.set_memory_pool`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import logging
+import os
+from collections.abc import Iterator
+
+from batchcrawl.config import RoundSection
+
+log = logging.getLogger(__name__)
+
+#: ``M_ARENA_MAX`` and ``M_TRIM_THRESHOLD`` of glibc's ``<malloc.h>``.
+_M_ARENA_MAX = -8
+_M_TRIM_THRESHOLD = -1
+#: Dask's ``MALLOC_TRIM_THRESHOLD_`` for its workers (``distributed.nanny.pre-spawn-environ``):
+#: freed memory above 64 KB at the top of the heap goes back to the system. Set explicitly, it
+#: also stops glibc from raising the threshold (up to 64 MB) each time a large block is freed.
+TRIM_THRESHOLD = 65536
+
+
+def worker_environ(section: RoundSection) -> dict[str, str]:
+    """Environment variables for a worker process started under ``section``
+    (``round.malloc_arena_max``, ``round.arrow_pool``; 0 / ``"default"`` set nothing)."""
+    env = {}
+    if section.malloc_arena_max:
+        env["MALLOC_ARENA_MAX"] = str(section.malloc_arena_max)
+    if section.arrow_pool != "default":
+        env["ARROW_DEFAULT_MEMORY_POOL"] = section.arrow_pool
+    return env
+
+
+@contextlib.contextmanager
+def spawn_environ(section: RoundSection) -> Iterator[None]:
+    """While Dask's nannies are created: :func:`worker_environ` in Dask's
+    ``distributed.nanny.pre-spawn-environ`` (each nanny keeps it for the worker processes it
+    starts and restarts) and in ``os.environ``, which Dask lets override that setting; the earlier
+    values of ``os.environ`` are restored afterwards, so that a nanny that has put this cluster's
+    values there does not decide the next cluster's."""
+    import dask
+
+    env = worker_environ(section)
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        pre = {**dask.config.get("distributed.nanny.pre-spawn-environ"), **env}
+        with dask.config.set({"distributed.nanny.pre-spawn-environ": pre}):
+            yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _libc() -> ctypes.CDLL | None:
+    name = ctypes.util.find_library("c")
+    return ctypes.CDLL(name) if name else None
+
+
+def trim() -> None:
+    """Return the free memory of every malloc arena to the system (glibc's ``malloc_trim(0)``;
+    a no-op on other C libraries): called once a shard has written its round, so that the next
+    round's peak does not build on the last one's freed rows."""
+    libc = _libc()
+    if libc is not None and hasattr(libc, "malloc_trim"):
+        libc.malloc_trim(0)
+
+
+def apply_here(section: RoundSection) -> None:
+    """Apply ``section``'s allocator settings to this (running) process: cap glibc's malloc arenas
+    created from now on (``mallopt(M_ARENA_MAX)``), with Dask workers' trim threshold
+    (:data:`TRIM_THRESHOLD`; not on other C libraries), and make pyarrow's default memory pool
+    the one named by ``round.arrow_pool``."""
+    if section.malloc_arena_max:
+        libc = _libc()
+        if libc is not None and hasattr(libc, "mallopt"):
+            libc.mallopt(_M_ARENA_MAX, section.malloc_arena_max)
+            libc.mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD)
+        else:
+            log.debug("no mallopt in the C library: round.malloc_arena_max not applied here")
+    if section.arrow_pool != "default":
+        import pyarrow as pa
+
+        pools = {
+            "system": pa.system_memory_pool,
+            "jemalloc": pa.jemalloc_memory_pool,
+            "mimalloc": pa.mimalloc_memory_pool,
+        }
+        pa.set_memory_pool(pools[section.arrow_pool]())
