@@ -18,6 +18,7 @@ new ``batchcrawl round`` would start), so it starts within a second of the kill.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -89,6 +90,38 @@ class KillOnPage:
         return self.web(host, path, headers)
 
 
+def with_crawler(crawl_url: str, client, run):
+    """``run(crawler)`` on a fresh :class:`Crawler` whose shard actors are closed afterwards."""
+    crawler = Crawler(crawl_url, client)
+    try:
+        return run(crawler)
+    finally:
+        crawler.close_actors()
+
+
+@contextlib.contextmanager
+def killed_helper(argv: list):
+    """The round-runner script ``argv`` in its own session; on leaving, it and every process of
+    its group are gone (SIGKILL), whatever the block did."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=subprocess_env(), start_new_session=True)  # fmt: skip
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for pid in group_members(proc.pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def steps_until_killed(proc) -> tuple[str, list[str]]:
+    """Wait for the helper to be SIGKILLed; its stdout and the steps it announced (``STEP x``)."""
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == -signal.SIGKILL, (out, err[-3000:])
+    return out, [line.split()[1] for line in out.splitlines() if line.startswith("STEP ")]
+
+
 @pytest.mark.parametrize("kill_at", KILLS)
 def test_sigkilled_round_is_rerun_whole_and_polite(kill_at, client, tmp_path):
     web = sample_web(hosts=4, pages=12, zipf_exponent=0.0, extras_every=0, links_per_page=6,
@@ -97,24 +130,14 @@ def test_sigkilled_round_is_rerun_whole_and_polite(kill_at, client, tmp_path):
     cfg = crash_config()
     with serve(app) as server:
         crawl = new_crawl(tmp_path / "crawl", cfg, web.seeds())
-        first = Crawler(crawl.url, client)
-        try:
-            first.run_round(cfg)  # round 1: committed, its host state persisted
-        finally:
-            first.close_actors()
+        with_crawler(crawl.url, client, lambda c: c.run_round(cfg))  # round 1, committed
         before = crawl.manifest()
         assert before.round == 1
         step = None if kill_at == "mid-fetch" else kill_at
-        proc = subprocess.Popen(
-            helper_command(crawl.url, 1, step), stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True, env=subprocess_env(), start_new_session=True,
-        )  # fmt: skip
-        try:
+        with killed_helper(helper_command(crawl.url, 1, step)) as proc:
             if kill_at == "mid-fetch":
                 app.arm(proc.pid)
-            out, err = proc.communicate(timeout=120)
-            assert proc.returncode == -signal.SIGKILL, (out, err[-3000:])
-            steps = [line.split()[1] for line in out.splitlines() if line.startswith("STEP ")]
+            out, steps = steps_until_killed(proc)
             assert steps[-1] == ("fetch" if kill_at == "mid-fetch" else kill_at), out
             # -- the last committed generation is intact ----------------------------------------
             crawl = CrawlDir.open(crawl.url)
@@ -126,19 +149,9 @@ def test_sigkilled_round_is_rerun_whole_and_polite(kill_at, client, tmp_path):
             else:
                 assert leased, "the dead round wrote its fetch lists"
             # -- rerun at once --------------------------------------------------------------------
-            rerun = Crawler(crawl.url, client)
-            try:
-                summary = rerun.run_round(cfg)
-            finally:
-                rerun.close_actors()
+            summary = with_crawler(crawl.url, client, lambda c: c.run_round(cfg))
             entries = server.log.entries()
             leftovers = wait_gone(group_members(proc.pid), timeout_s=10)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            for pid in group_members(proc.pid):
-                os.kill(pid, signal.SIGKILL)
     assert leftovers == [], "LocalCluster processes outlived the killed round"
     assert summary["round"] == 2 and summary["rerun_after_crash"] == (kill_at != "generate")
     after = crawl.manifest()
@@ -179,19 +192,9 @@ def test_sigkilled_pipelined_rounds_rerun_whole_and_polite(kill_at, nth, client,
     cfg = pipeline_config()
     with serve(web) as server:
         crawl = new_crawl(tmp_path / "crawl", cfg, web.seeds())
-        first = Crawler(crawl.url, client)
-        try:
-            first.run_round(cfg)  # round 1: committed, its host state persisted
-        finally:
-            first.close_actors()
-        proc = subprocess.Popen(
-            helper_command(crawl.url, 50, kill_at, "--nth", str(nth)), stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True, env=subprocess_env(), start_new_session=True,
-        )  # fmt: skip
-        try:
-            out, err = proc.communicate(timeout=120)
-            assert proc.returncode == -signal.SIGKILL, (out, err[-3000:])
-            steps = [line.split()[1] for line in out.splitlines() if line.startswith("STEP ")]
+        with_crawler(crawl.url, client, lambda c: c.run_round(cfg))  # round 1, committed
+        with killed_helper(helper_command(crawl.url, 50, kill_at, "--nth", str(nth))) as proc:
+            out, steps = steps_until_killed(proc)
             assert steps[-1] == kill_at and steps.count(kill_at) == nth, out
             # -- the last committed generation is whole; the dead run's rounds are orphans ------
             crawl = CrawlDir.open(crawl.url)
@@ -211,19 +214,9 @@ def test_sigkilled_pipelined_rounds_rerun_whole_and_polite(kill_at, nth, client,
                 assert bool(ahead) == ahead_fetched, out
             assert not leased & ahead, "a URL leased by two rounds in flight"
             # -- rerun at once, to the end --------------------------------------------------------
-            rerun = Crawler(crawl.url, client)
-            try:
-                summaries = run_pipelined(rerun, cfg, 50)
-            finally:
-                rerun.close_actors()
+            summaries = with_crawler(crawl.url, client, lambda c: run_pipelined(c, cfg, 50))
             entries = server.log.entries()
             leftovers = wait_gone(group_members(proc.pid), timeout_s=10)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            for pid in group_members(proc.pid):
-                os.kill(pid, signal.SIGKILL)
     assert leftovers == [], "LocalCluster processes outlived the killed run"
     assert summaries[0]["round"] == dead and summaries[0]["rerun_after_crash"]
     assert [s["round"] for s in summaries] == list(range(dead, dead + len(summaries)))
