@@ -21,6 +21,7 @@ import grp
 import os
 import pwd
 import random
+import resource
 import shutil
 import signal
 import socket
@@ -89,6 +90,14 @@ def _map(variable: str, entries: Mapping[tuple[str, str], str]) -> list[str]:
     return [*lines, "    }"]
 
 
+def _worker_connections() -> int:
+    """nginx's connections per worker: 4096, or fewer when this process may open fewer files
+    (each connection is a descriptor, and every request opens its file once more; without a
+    margin nginx answers 500, "Too many open files")."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return max(64, min(4096, (soft - 64) // 2)) if soft != resource.RLIM_INFINITY else 4096
+
+
 def nginx_config(
     prefix: Path,
     root: Path,
@@ -138,7 +147,7 @@ master_process on;
 worker_processes 1;
 pid {prefix}/nginx.pid;
 error_log {prefix}/error.log warn;
-events {{ worker_connections 4096; }}
+events {{ worker_connections {_worker_connections()}; }}
 http {{
     types {{ text/html html; text/plain txt; application/pdf pdf; image/png png; }}
     default_type text/html;
@@ -150,8 +159,6 @@ http {{
     keepalive_requests 1000000;
     server_tokens off;
     absolute_redirect off;
-    open_file_cache max=200000 inactive=600s;
-    open_file_cache_errors on;
     map_hash_bucket_size 128;
     map_hash_max_size 262144;
 {temp}
