@@ -22,9 +22,11 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import functools
 import logging
 import os
 from collections.abc import Iterator
+from unittest import mock
 
 from batchcrawl.config import RoundSection
 
@@ -60,21 +62,17 @@ def spawn_environ(section: RoundSection) -> Iterator[None]:
     import dask
 
     env = worker_environ(section)
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        pre = {**dask.config.get("distributed.nanny.pre-spawn-environ"), **env}
-        with dask.config.set({"distributed.nanny.pre-spawn-environ": pre}):
-            yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    pre = {**dask.config.get("distributed.nanny.pre-spawn-environ"), **env}
+    with (
+        mock.patch.dict(os.environ, env),
+        dask.config.set({"distributed.nanny.pre-spawn-environ": pre}),
+    ):
+        yield
 
 
+@functools.cache
 def _libc() -> ctypes.CDLL | None:
+    """The C library, looked up once (``find_library`` runs ``ldconfig``: not once per round)."""
     name = ctypes.util.find_library("c")
     return ctypes.CDLL(name) if name else None
 

@@ -17,6 +17,7 @@ import itertools
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
@@ -79,8 +80,8 @@ def s3_env():
         "AWS_SECRET_ACCESS_KEY": "testing",
         "AWS_DEFAULT_REGION": "us-east-1",
     }
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
+    environ = mock.patch.dict(os.environ, env)  # restores the caller's values, or their absence
+    environ.start()
     import s3fs
 
     s3fs.S3FileSystem.clear_instance_cache()
@@ -91,10 +92,6 @@ def s3_env():
     try:
         yield env
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        environ.stop()
         s3fs.S3FileSystem.clear_instance_cache()
         server.stop()
