@@ -59,6 +59,33 @@ log = logging.getLogger(__name__)
 DEFERRED = "pipeline_next"
 
 
+@dataclass(frozen=True)
+class Deadline:
+    """The end of a run of rounds (``crawl --max-seconds``), seconds on the monotonic clock
+    (``inf`` without one): no round starts in its last second, and each round's fetch ends by it."""
+
+    at: float
+
+    @classmethod
+    def after(cls, seconds: float | None) -> Deadline:
+        """``seconds`` from now; None: never."""
+        return cls(time.monotonic() + (seconds if seconds is not None else math.inf))
+
+    def left(self) -> float:
+        """Seconds to the deadline (``inf`` without one)."""
+        return self.at - time.monotonic()
+
+    def allows_a_round(self) -> bool:
+        """More than a second is left."""
+        return self.left() > 1.0
+
+    def round_cfg(self, cfg: Config) -> Config:
+        """``cfg`` with ``fetch.time_limit_s`` lowered to the time left (at least 1 s)."""
+        left = self.left()
+        return cfg if left >= cfg.fetch.time_limit_s else cfg.replace(
+            fetch={"time_limit_s": max(1.0, left)})  # fmt: skip
+
+
 def min_hosts(cfg: Config) -> int:
     """Fewest hosts a pipelined round's fetch list needs: ``round.pipeline_min_busy_share`` of the
     fetch threads (``fetch.threads`` x ``fetch.shards``), at least 1."""
@@ -176,17 +203,7 @@ def run_pipelined(
     """
     on_step = on_step or (lambda step: None)
     on_round = on_round or (lambda summary: None)
-    deadline = time.monotonic() + (max_seconds if max_seconds is not None else math.inf)
-
-    def round_cfg() -> Config:
-        left = deadline - time.monotonic()
-        if left >= cfg.fetch.time_limit_s:
-            return cfg
-        return cfg.replace(fetch={"time_limit_s": max(1.0, left)})
-
-    def time_left() -> bool:
-        return deadline - time.monotonic() > 1.0
-
+    deadline = Deadline.after(max_seconds)
     crawl = CrawlDir.open(crawler.crawl_url)
     summaries: list[dict[str, Any]] = []
     with WriterLock(crawl, owner="batchcrawl crawl") as lock:
@@ -202,17 +219,17 @@ def run_pipelined(
         plan = _generate(crawler, crawl, manifest, cfg, now, on_step, split=rounds > 1, first=True)
         plan.cold = cold
         on_step("fetch")
-        rcfg = round_cfg()
+        rcfg = deadline.round_cfg(cfg)
         pending = crawler.start_fetch(crawl, plan, rcfg, cold=cold, cool_hosts=cool)
         while True:
             nxt = None
-            if len(summaries) + 2 <= rounds and time_left():
+            if len(summaries) + 2 <= rounds and deadline.allows_a_round():
                 on_step("preselect")
                 nxt = _preselect(crawler, crawl, manifest, plan, cfg, now)
             results = crawler.wait_fetch(plan, pending, rcfg, progress, lock)
             if nxt is not None:
                 on_step("fetch")
-                rcfg = round_cfg()
+                rcfg = deadline.round_cfg(cfg)
                 next_pending = crawler.start_fetch(crawl, nxt, rcfg, cold=False)
             summary = crawler.finish_round(crawl, lock, manifest, plan, results, cfg, on_step,
                                            plan.generate_span[0])  # fmt: skip
@@ -222,14 +239,14 @@ def run_pipelined(
             if nxt is not None:
                 plan, pending = nxt, next_pending
                 continue
-            if len(summaries) >= rounds or not time_left():
+            if len(summaries) >= rounds or not deadline.allows_a_round():
                 break
             plan = _generate(crawler, crawl, manifest, cfg, now, on_step,
                              split=len(summaries) + 1 < rounds, first=False)  # fmt: skip
             if plan is None:
                 break
             on_step("fetch")
-            rcfg = round_cfg()
+            rcfg = deadline.round_cfg(cfg)
             pending = crawler.start_fetch(crawl, plan, rcfg, cold=False)
     return summaries
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import os
 import time
 from collections import Counter
@@ -52,7 +51,7 @@ from batchcrawl.frontier import runs
 from batchcrawl.frontier import table as frontier_mod
 from batchcrawl.frontier import update as update_mod
 from batchcrawl.frontier.runs import BucketFiles
-from batchcrawl.pipeline import Planned, plan_round, run_pipelined
+from batchcrawl.pipeline import Deadline, Planned, plan_round, run_pipelined
 from batchcrawl.records import FetchItem
 from batchcrawl.ring import HashRing, route_name
 from batchcrawl.store import orphans, paths, schemas
@@ -753,22 +752,19 @@ def run_rounds(
     summaries = []
     crawl_url = cluster_url(crawl_url)
     pipelined = cfg.round.pipeline if pipeline is None else pipeline
-    deadline = time.monotonic() + max_seconds if max_seconds is not None else None
+    deadline = Deadline.after(max_seconds)  # the cluster's start-up counts
     with dask_client(cfg, scheduler) as client:
         crawler = Crawler(crawl_url, client)
         try:
             if pipelined:
-                left = None if deadline is None else deadline - time.monotonic()
                 return run_pipelined(crawler, cfg, rounds, progress=progress, on_round=on_round,
-                                     on_step=on_step, max_seconds=left)  # fmt: skip
+                                     on_step=on_step, max_seconds=deadline.left())  # fmt: skip
             for i in range(rounds):
-                left = math.inf if deadline is None else deadline - time.monotonic()
-                if i > 0 and left <= 1.0:
+                if i > 0 and not deadline.allows_a_round():
                     break
-                rcfg = cfg if left >= cfg.fetch.time_limit_s else cfg.replace(
-                    fetch={"time_limit_s": max(1.0, left)})  # fmt: skip
                 try:
-                    summary = crawler.run_round(rcfg, progress=progress, on_step=on_step)
+                    summary = crawler.run_round(deadline.round_cfg(cfg), progress=progress,
+                                                on_step=on_step)  # fmt: skip
                 except NothingDue:
                     if i == 0:
                         raise

@@ -50,6 +50,7 @@ from batchcrawl.config import loopback_test_config
 from batchcrawl.console.signals import StopRequest
 from batchcrawl.errors import NothingDue
 from batchcrawl.frontier.inject import inject
+from batchcrawl.pipeline import Deadline
 from batchcrawl.round import Crawler, dask_client, run_rounds
 from batchcrawl.store.crawldir import CrawlDir
 from batchcrawl.stream import run_stream
@@ -294,15 +295,15 @@ def run_batch(
         except NothingDue:
             return []
     summaries = []
-    t0 = time.monotonic()
+    deadline = Deadline.after(seconds)
     with dask_client(cfg) as client:
         prober = Prober(client, probe_s, trace)
         prober.start()
         crawler = Crawler(crawl_url, client)
         try:
-            while (left := seconds - (time.monotonic() - t0)) > 1.0:
+            while deadline.allows_a_round():
                 try:
-                    summaries.append(crawler.run_round(cfg.replace(fetch={"time_limit_s": left})))
+                    summaries.append(crawler.run_round(deadline.round_cfg(cfg)))
                 except NothingDue:
                     break
         finally:
