@@ -12,6 +12,11 @@ Prints one JSON line::
   max(D, the host's Crawl-delay capped at ``politeness.max_crawl_delay_s``).
 * ``politeness_bound``: the most any polite crawler could fetch in the crawl's fetch time: the sum
   over hosts of min(allowed pages of the host, 1 + T_fetch / max(D, its Crawl-delay)).
+* ``web_ceiling``: the most distinct URLs any polite crawler could fetch from this web in the
+  run's seconds (:meth:`SampleWeb.crawl_ceiling`: per host, min(URLs a crawl from the seeds can
+  reach, 1 + T / polite delay)); ``ceiling_share`` = distinct_pages / web_ceiling. A web smaller
+  than T x the rate runs out: 500 hosts / 50,000 pages have a ceiling of ~41,400 URLs in 120 s
+  at D = 0 (345 pages/s), so rates above that need a bigger web (``--pages 200000``).
 * ``fetch_idle_share``: share of the fetch steps' shard-seconds in which fewer than half a shard's
   fetch threads had work (start-up, slow tail: :mod:`batchcrawl.fetch.idle`); ``wall_idle_share``
   the same over the whole run (other steps count as idle).
@@ -427,6 +432,8 @@ def main(argv: list[str] | None = None) -> int:
             if k != "fetch":
                 overlapped[k] += overlap_s(tuple(v), fetch_spans)
     bound = web.politeness_bound(fetch_s, max(args.host_delay_s, 1e-9))  # D = 0: no host cap
+    ceiling = web.crawl_ceiling(seconds, pol.host_delay_s, pol.max_crawl_delay_s,
+                                cfg.filters.max_depth)  # fmt: skip
     pages = sum(s["responses"] for s in summaries)
     # issue 16: shard-seconds with fewer than half the fetch threads given work, over the fetch
     # steps and over the whole run (generate, update, compact and commit leave every thread idle)
@@ -445,6 +452,8 @@ def main(argv: list[str] | None = None) -> int:
         "politeness_violations": len(violations),
         "politeness_bound": bound if args.host_delay_s > 0 else None,
         "bound_share": round(distinct / bound, 3) if bound and args.host_delay_s > 0 else None,
+        "web_ceiling": ceiling,
+        "ceiling_share": round(distinct / ceiling, 3) if ceiling else None,
         "peak_rss_mb": round(sampler.peak / 2**20, 1),
         "peak_pss_mb": round(sampler.peak_pss / 2**20, 1),
         "peak_uss_mb": round(sampler.peak_uss / 2**20, 1),

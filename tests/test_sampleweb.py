@@ -335,6 +335,24 @@ def test_politeness_bound_formula() -> None:
         web.politeness_bound(1.0, 0.0)
 
 
+@pytest.mark.parametrize("d", [0.0, 0.5, 3.0])
+def test_crawl_ceiling_is_reachable_urls_capped_by_each_hosts_delay(d: float) -> None:
+    web = SampleWeb(24, 600, seed=3, port=8000)
+    t, cap, depth = 4.0, 2.5, 6
+    per_host = Counter(urlsplit(u).hostname for u in web.reachable(max_depth=depth))
+    assert any(web.crawl_delay(h) for h in per_host)  # some host is held back by its Crawl-delay
+    expected = 0
+    for host, n in per_host.items():
+        delay = max(d, min(web.crawl_delay(host) or 0.0, cap))
+        expected += n if delay == 0 else min(n, 1 + int(t // delay))
+    assert web.crawl_ceiling(t, d, cap, max_depth=depth) == expected
+    # a long enough crawl is limited by the web alone; a short one by the delays
+    assert web.crawl_ceiling(1e6, d, cap, max_depth=depth) == sum(per_host.values())
+    assert web.crawl_ceiling(0.0, d, cap, max_depth=depth) <= sum(per_host.values())
+    with pytest.raises(SampleWebError, match="host_delay_s"):
+        web.crawl_ceiling(1.0, -1.0, cap)
+
+
 def test_every_page_reachable_from_its_home_page_without_robots() -> None:
     web = SampleWeb(7, 500, seed=11, port=8000, trap=False)
     got = web.reachable(respect_robots=False, max_depth=50)

@@ -58,6 +58,7 @@ import math
 import re
 import struct
 import zlib
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -595,6 +596,43 @@ class SampleWeb:
             for h in (int(self._host_of[g]),)
         }
         return urls | {self.url(self.hosts[h].name, p) for h, p in seen}
+
+    def crawl_ceiling(
+        self,
+        seconds: float,
+        host_delay_s: float,
+        max_crawl_delay_s: float,
+        max_depth: int = 20,
+    ) -> int:
+        """Most distinct URLs a polite crawler can fetch from this web in ``seconds``.
+
+        The sum over hosts of ``min(URLs of the host in :meth:`reachable`, 1 + floor(T /
+        polite delay))``: a crawl cannot fetch what the web does not have (the ceiling of every
+        "pages per second" over T), nor more than one request per delay on one host (BUbiNG
+        §4.2). Unlike :meth:`politeness_bound` it holds at ``host_delay_s = 0`` (hosts without
+        a Crawl-delay are then limited only by their reachable URLs) and counts only URLs a
+        crawl from the seeds can find (robots.txt obeyed, within ``max_depth`` hops), so it is
+        the tighter bound.
+
+        Parameters
+        ----------
+        seconds
+            Crawl duration T, seconds (>= 0).
+        host_delay_s
+            The crawler's least delay between two requests to one host D, seconds (>= 0).
+        max_crawl_delay_s
+            The crawler's cap on a robots.txt Crawl-delay, seconds (:meth:`polite_delay`).
+        max_depth
+            Hops from a seed (the crawl config's ``filters.max_depth``).
+        """
+        _check(seconds >= 0, f"seconds={seconds}: need >= 0")
+        _check(host_delay_s >= 0, f"host_delay_s={host_delay_s}: need >= 0 seconds")
+        per_host = Counter(urlsplit(u).hostname for u in self.reachable(max_depth=max_depth))
+        total = 0
+        for host, count in per_host.items():
+            delay = self.polite_delay(host, host_delay_s, max_crawl_delay_s)
+            total += count if delay <= 0 else min(count, 1 + math.floor(seconds / delay))
+        return total
 
     def _out_gids_many(self, gids: np.ndarray) -> np.ndarray:
         """Content-page targets of content pages ``gids`` (global ids): for each page its menu,
