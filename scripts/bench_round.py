@@ -23,7 +23,8 @@ Prints one JSON line::
 * ``fetch_share``: fetch-step seconds / round wall seconds (first step to last commit);
   ``overlapped_s``: seconds of each other step that ran while a round was fetching (pipelined
   rounds, ``--set round.pipeline=true``); ``peak_rss_mb``: the largest total RSS
-  of this process and its Dask worker processes (sampled every 0.5 s).
+  of this process and its Dask worker processes (sampled every 0.5 s); ``rss_by_process`` each
+  process's peaks and CPU seconds, ``cpu_ms_per_page`` their CPU per response.
 
 Issue 5 targets on a 2-core machine, T = 120, H = 500, N = 50,000: at D = 0, >= 600 distinct
 pages/s; at D = 1.0, >= 90 % of the politeness bound and 0 violations; fetching >= 90 % of round time.
@@ -129,6 +130,11 @@ class RssSampler(threading.Thread):
                 except (psutil.Error, OSError):
                     continue
                 rec = self.procs[p.pid]
+                try:
+                    cpu = p.cpu_times()
+                    rec["cpu_s"] = cpu.user + cpu.system  # the last sample: its CPU until then
+                except psutil.Error:
+                    pass
                 for k, v in mem.items():
                     totals[k] += v
                     rec[k] = max(rec[k], v)
@@ -137,10 +143,12 @@ class RssSampler(threading.Thread):
             self.peak_uss = max(self.peak_uss, totals["uss"])
 
     def roles(self) -> list[dict]:
-        """Per process (in start order): role, pid and peak RSS/PSS/USS in MB."""
+        """Per process (in start order): role, pid, peak RSS/PSS/USS in MB and CPU seconds
+        (user + system, at the last sample: up to 0.5 s short of its end)."""
         return [
             {"role": r["role"], "pid": pid,
-             **{f"peak_{k}_mb": round(r[k] / 2**20, 1) for k in ("rss", "pss", "uss")}}
+             **{f"peak_{k}_mb": round(r[k] / 2**20, 1) for k in ("rss", "pss", "uss")},
+             "cpu_s": round(r.get("cpu_s", 0.0), 1)}
             for pid, r in self.procs.items()
         ]  # fmt: skip
 
@@ -443,6 +451,7 @@ def main(argv: list[str] | None = None) -> int:
         else sum((1 - s["fetch_idle_share"]) * s["seconds_by_step"]["fetch"] for s in summaries)
     )
     fetch_idle = None if args.stream else round(1 - busy / max(steps["fetch"], 1e-9), 3)
+    roles = sampler.roles()
     print(json.dumps({
         "pages": pages,
         "seconds": round(seconds, 2),
@@ -457,7 +466,9 @@ def main(argv: list[str] | None = None) -> int:
         "peak_rss_mb": round(sampler.peak / 2**20, 1),
         "peak_pss_mb": round(sampler.peak_pss / 2**20, 1),
         "peak_uss_mb": round(sampler.peak_uss / 2**20, 1),
-        "rss_by_process": sampler.roles(),
+        "rss_by_process": roles,
+        # CPU of the crawl's processes (driver, Dask workers; not the sample web) per response
+        "cpu_ms_per_page": round(1000 * sum(r["cpu_s"] for r in roles) / max(pages, 1), 2),
         "mem_probe": probes or None,
         "fetch_share": round(fetch_s / round_wall, 3),
         "fetch_idle_share": fetch_idle,
