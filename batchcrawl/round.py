@@ -475,14 +475,14 @@ class Crawler:
         )  # fmt: skip
         update_summary = updated.summary.to_json()
         content = content_mod.update_content(
-            crawl, manifest, gen, crawl.read_table("fetched", [p.entry for p in fparts],
-                                                   columns=content_mod.FETCHED_COLUMNS),
+            crawl, manifest, gen, crawl.iter_row_groups("fetched", [p.entry for p in fparts],
+                                                        columns=content_mod.FETCHED_COLUMNS),
             dask_mapper(client), cfg,
         )  # fmt: skip
         indegree = indegree_mod.update_indegree(
             crawl, manifest, gen, rnd,
-            crawl.read_table("edges", [r["edges"].entry for r in shard_results],
-                             columns=indegree_mod.EDGE_COLUMNS),
+            crawl.iter_row_groups("edges", [r["edges"].entry for r in shard_results],
+                                  columns=indegree_mod.EDGE_COLUMNS),
             cfg, dask_mapper(client),
         )  # fmt: skip
         steps["update"] = time.monotonic() - t0
