@@ -403,6 +403,7 @@ class Crawler:
             raise nothing_due(crawl, manifest, started_at)
         plan = plan_round(crawl, manifest, rnd, manifest.generation + 1, cfg, selection,
                           started_at, t0)  # fmt: skip
+        del selection  # on the fetch lists now: not held while the round fetches and commits
         plan.cold = cold
         on_step("fetch")
         pending = self.start_fetch(crawl, plan, cfg, cold=cold)
@@ -418,6 +419,7 @@ class Crawler:
         a full politeness delay first for every host of the lists and of ``cool_hosts`` (by
         shard: the hosts of a dead run's uncommitted rounds, :func:`orphans.uncommitted_hosts`)."""
         plan.fetch_t0 = time.monotonic()
+        procmem.trim()  # give back what generate freed before the fetch and update build on it
         base = plan.base
         seed_hosts, seed_domains = self.seed_scope(crawl, base)
         actors = self.shard_actors(cfg)
@@ -540,6 +542,7 @@ class Crawler:
             k: [round(a - self.t0, 3), round(b - self.t0, 3)] for k, (a, b) in spans.items()
         }
         summary["elapsed_s"] = round(time.monotonic() - t_start, 3)
+        procmem.trim()  # and what update freed, before the next round's generate
         return summary
 
     def _wait_fetch(
