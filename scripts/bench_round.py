@@ -375,7 +375,8 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=0.0,
         metavar="S",
-        help="every S seconds, probe what holds memory in each process (mem_probe)",
+        help="every S seconds, probe what holds memory in each process (mem_probe), and the "
+        "driver's peak RSS per round step (mem_probe.driver_rss_by_step_mb)",
     )
     ap.add_argument(
         "--tracemalloc",
