@@ -403,6 +403,7 @@ class Crawler:
             raise nothing_due(crawl, manifest, started_at)
         plan = plan_round(crawl, manifest, rnd, manifest.generation + 1, cfg, selection,
                           started_at, t0)  # fmt: skip
+        del selection  # on the fetch lists now: not held while the round fetches and commits
         plan.cold = cold
         on_step("fetch")
         pending = self.start_fetch(crawl, plan, cfg, cold=cold)
@@ -418,6 +419,7 @@ class Crawler:
         a full politeness delay first for every host of the lists and of ``cool_hosts`` (by
         shard: the hosts of a dead run's uncommitted rounds, :func:`orphans.uncommitted_hosts`)."""
         plan.fetch_t0 = time.monotonic()
+        procmem.trim()  # give back what generate freed before the fetch and update build on it
         base = plan.base
         seed_hosts, seed_domains = self.seed_scope(crawl, base)
         actors = self.shard_actors(cfg)
@@ -475,14 +477,14 @@ class Crawler:
         )  # fmt: skip
         update_summary = updated.summary.to_json()
         content = content_mod.update_content(
-            crawl, manifest, gen, crawl.read_table("fetched", [p.entry for p in fparts],
-                                                   columns=content_mod.FETCHED_COLUMNS),
+            crawl, manifest, gen, crawl.iter_row_groups("fetched", [p.entry for p in fparts],
+                                                        columns=content_mod.FETCHED_COLUMNS),
             dask_mapper(client), cfg,
         )  # fmt: skip
         indegree = indegree_mod.update_indegree(
             crawl, manifest, gen, rnd,
-            crawl.read_table("edges", [r["edges"].entry for r in shard_results],
-                             columns=indegree_mod.EDGE_COLUMNS),
+            crawl.iter_row_groups("edges", [r["edges"].entry for r in shard_results],
+                                  columns=indegree_mod.EDGE_COLUMNS),
             cfg, dask_mapper(client),
         )  # fmt: skip
         steps["update"] = time.monotonic() - t0
@@ -540,6 +542,7 @@ class Crawler:
             k: [round(a - self.t0, 3), round(b - self.t0, 3)] for k, (a, b) in spans.items()
         }
         summary["elapsed_s"] = round(time.monotonic() - t_start, 3)
+        procmem.trim()  # and what update freed, before the next round's generate
         return summary
 
     def _wait_fetch(

@@ -308,14 +308,14 @@ class Stream:
         )  # fmt: skip
         content = content_mod.update_content(
             self.crawl, self.manifest, gen,
-            self.crawl.read_table("fetched", [p.entry for p in fparts],
-                                  columns=content_mod.FETCHED_COLUMNS),
+            self.crawl.iter_row_groups("fetched", [p.entry for p in fparts],
+                                       columns=content_mod.FETCHED_COLUMNS),
             mapper, self.cfg,
         )  # fmt: skip
         indegree = indegree_mod.update_indegree(
             self.crawl, self.manifest, gen, rnd,
-            self.crawl.read_table("edges", [p.entry for p in eparts],
-                                  columns=indegree_mod.EDGE_COLUMNS),
+            self.crawl.iter_row_groups("edges", [p.entry for p in eparts],
+                                       columns=indegree_mod.EDGE_COLUMNS),
             self.cfg, mapper,
         )  # fmt: skip
         compacted = compact_buckets(self.crawler.client, self.crawl.url, updated.buckets, gen,

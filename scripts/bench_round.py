@@ -260,6 +260,30 @@ def _deep_mb(obj, sample: int = 200) -> float:
     return -1.0
 
 
+class StepPeaks(threading.Thread):
+    """This process's (the driver's) peak RSS in MB per round and step (``"r3 update"``), sampled
+    every ``every_s`` seconds from ``/proc/self/statm``; :meth:`on_step` is the round's
+    ``on_step`` callback."""
+
+    def __init__(self, every_s: float = 0.01) -> None:
+        super().__init__(daemon=True)
+        self.every_s, self.step, self.round = every_s, "start", 0
+        self.peaks: Counter = Counter()
+        self.stop = threading.Event()
+        self.page = os.sysconf("SC_PAGE_SIZE")
+
+    def on_step(self, step: str) -> None:
+        self.round += step == "generate"
+        self.step = f"r{self.round} {step}"
+
+    def run(self) -> None:
+        with open("/proc/self/statm") as fh:
+            while not self.stop.wait(self.every_s):
+                fh.seek(0)
+                mb = int(fh.read().split()[1]) * self.page / 2**20
+                self.peaks[self.step] = max(self.peaks[self.step], round(mb, 1))
+
+
 class Prober(threading.Thread):
     """Runs :func:`memory_probe` on every Dask worker every ``every_s`` seconds and keeps, per
     worker, the probe taken at its largest RSS."""
@@ -312,17 +336,24 @@ def run_batch(
     with dask_client(cfg) as client:
         prober = Prober(client, probe_s, trace)
         prober.start()
+        steps = StepPeaks()
+        steps.start()
         crawler = Crawler(crawl_url, client)
         try:
             while deadline.allows_a_round():
                 try:
-                    summaries.append(crawler.run_round(deadline.round_cfg(cfg)))
+                    summaries.append(
+                        crawler.run_round(deadline.round_cfg(cfg), on_step=steps.on_step)
+                    )
                 except NothingDue:
                     break
         finally:
             prober.stop.set()
+            steps.stop.set()
             prober.join()
+            steps.join()
             probes.update(prober.peaks)
+            probes["driver_rss_by_step_mb"] = dict(steps.peaks)
             crawler.close_actors()
     return summaries
 
@@ -357,7 +388,8 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=0.0,
         metavar="S",
-        help="every S seconds, probe what holds memory in each process (mem_probe)",
+        help="every S seconds, probe what holds memory in each process (mem_probe), and the "
+        "driver's peak RSS per round step (mem_probe.driver_rss_by_step_mb)",
     )
     ap.add_argument(
         "--tracemalloc",

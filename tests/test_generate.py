@@ -24,7 +24,7 @@ from batchcrawl.frontier.generate import (
 from batchcrawl.frontier.inject import inject
 from batchcrawl.frontier.table import new_rows
 from batchcrawl.frontier.update import update
-from batchcrawl.ring import HashRing
+from batchcrawl.ring import ROUTE_MODES, HashRing, route_name
 from batchcrawl.store import schemas
 from batchcrawl.store.crawldir import CrawlDir
 from batchcrawl.store.sql import query
@@ -151,6 +151,25 @@ def test_route_by_ip_falls_back_to_host():
     ring = HashRing(8, cfg.fetch.ring_vnodes)
     assert lists[ring.shard_for("10.0.0.1")].num_rows >= 2
     assert sum(x.num_rows for x in lists.values()) == 3
+
+
+_host = st.sampled_from(["h0.d0.test", "h1.d0.test", "h2.d1.test", "h3.d2.test", None])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(_host, st.sampled_from(["d0.test", "d1.test", None])), max_size=30),
+    st.sampled_from(ROUTE_MODES),
+    st.dictionaries(st.sampled_from(["h0.d0.test", "h2.d1.test"]), st.sampled_from(["10.0.0.1"])),
+)
+def test_route_names_equal_route_name_per_row(rows, mode, ip_of):
+    """Routing computes the name once per distinct (host, domain): the same names as one call of
+    :func:`route_name` per row."""
+    t = pa.table({"host": pa.array([h for h, _ in rows], pa.string()),
+                  "domain": pa.array([d for _, d in rows], pa.string())})  # fmt: skip
+    cfg = Config().replace(generate={"partition_by": mode})
+    want = [route_name(h, d, ip_of.get(h), mode) for h, d in rows]
+    assert route_names(t, cfg, ip_of) == want
 
 
 @pytest.fixture

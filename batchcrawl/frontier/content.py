@@ -26,6 +26,7 @@ Who learns what, when
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -72,11 +73,39 @@ def content_rows(fetched: pa.Table) -> pa.Table:
             "fetch_time": t.column("fetch_time"),
         }
     )
-    t = t.sort_by([(KEY, "ascending"), ("fetch_time", "ascending"), ("url_key", "ascending")])
+    return first_per_digest(t)
+
+
+def first_per_digest(rows: pa.Table) -> pa.Table:
+    """``content`` rows (any order, a digest possibly several times) reduced to one per digest --
+    the earliest ``fetch_time`` wins (ties: smallest ``url_key``) -- sorted by ``digest_key``.
+    The winner of a union is the winner of its parts' winners, so parts can be reduced first."""
+    t = rows.sort_by([(KEY, "ascending"), ("fetch_time", "ascending"), ("url_key", "ascending")])
     keys = np.asarray(t.column(KEY).to_numpy(), dtype=np.uint64)
     first = np.ones(len(keys), dtype=bool)
     first[1:] = keys[1:] != keys[:-1]
     return schemas.conform("content", t.filter(pa.array(first)))
+
+
+def round_content(pieces: Iterable[pa.Table]) -> tuple[pa.Table, int]:
+    """:func:`content_rows` of the ``fetched`` rows in ``pieces`` (e.g. one row group at a time:
+    :meth:`~batchcrawl.store.crawldir.CrawlDir.iter_row_groups`) and the number of their
+    :func:`stored_fetches`. Memory: the round's distinct digests plus about as many rows again:
+    pieces are reduced, then folded into the result once they hold as many rows as it."""
+    acc = schemas.empty("content")
+    pending: list[pa.Table] = []
+    pending_rows = stored = 0
+    for piece in pieces:
+        stored += stored_fetches(piece).num_rows
+        rows = content_rows(piece)
+        pending.append(rows)
+        pending_rows += rows.num_rows
+        if pending_rows >= max(acc.num_rows, 65_536):
+            acc = first_per_digest(pa.concat_tables([acc, *pending]))
+            pending, pending_rows = [], 0
+    if pending:
+        acc = first_per_digest(pa.concat_tables([acc, *pending]))
+    return acc, stored
 
 
 #: The content-seen set: payload digests bucketed by ``digest_key`` (:mod:`.keyset`).
@@ -105,22 +134,24 @@ def update_content(
     crawl: CrawlDir,
     manifest: Manifest,
     generation: int,
-    fetched: pa.Table,
+    fetched: pa.Table | Iterable[pa.Table],
     mapper: Mapper,
     cfg: Config,
 ) -> ContentUpdate:
-    """Merge a round's ``fetched`` rows (all shards, at least :data:`FETCHED_COLUMNS`) into the
+    """Merge a round's ``fetched`` rows (all shards, at least :data:`FETCHED_COLUMNS`; a table,
+    or pieces of it such as :meth:`~batchcrawl.store.crawldir.CrawlDir.iter_row_groups`) into the
     ``content`` table: one task per touched bucket through ``mapper`` (Dask in a round), each
     compacting its bucket past ``frontier.max_runs`` runs (:func:`.keyset.insert_bucket`).
 
-    Memory: the round's stored fetches' digests (the facts are partitioned by digest here, in the
-    caller) plus one bucket's keys per task.
+    Memory: one piece of the facts and the round's distinct digests' rows
+    (:func:`round_content`; the facts are partitioned by digest here, in the caller) plus one
+    bucket's keys per task.
     """
-    stored = content_rows(fetched)
+    stored, fetches = round_content([fetched] if isinstance(fetched, pa.Table) else fetched)
     done = update_set(crawl, manifest, CONTENT, generation, stored, cfg, mapper)
     new = done.new.num_rows
     known = stored.num_rows - new
-    return ContentUpdate(done.listing, new, known, stored_fetches(fetched).num_rows - new)
+    return ContentUpdate(done.listing, new, known, fetches - new)
 
 
 def load_seen(crawl: CrawlDir, files: list[str]) -> dict[str, tuple[int, str, object]]:

@@ -323,11 +323,29 @@ def route_names(
     """What the ring hashes for each row: its host, its pay-level domain, or its host's IP
     (``generate.partition_by = "ip"``; a host without a known IP in the ``hosts`` table is routed
     by its host name, so its URLs stay together until its IP is known)."""
+    rows, names = route_codes(selected, cfg, ip_of)
+    return [names[i] for i in rows.tolist()]
+
+
+def route_codes(
+    selected: pa.Table, cfg: Config, ip_of: Mapping[str, str] | None = None
+) -> tuple[np.ndarray, list[str]]:
+    """:func:`route_names` as ``(rows, names)``: each row's index (int64, shape ``(n,)``) into
+    ``names``, the route name of each distinct ``(host, domain)`` of ``selected``. Only the
+    distinct pairs become Python strings (a round's selection may hold a million URLs)."""
     mode = cfg.generate.partition_by
     ip_of = ip_of or {}
-    hosts = selected.column("host").to_pylist()
-    domains = selected.column("domain").to_pylist()
-    return [route_name(h, d, ip_of.get(h), mode) for h, d in zip(hosts, domains, strict=True)]
+    if selected.num_rows == 0:
+        return np.zeros(0, dtype=np.int64), []
+    h = pc.dictionary_encode(selected.column("host").combine_chunks(), null_encoding="encode")
+    d = pc.dictionary_encode(selected.column("domain").combine_chunks(), null_encoding="encode")
+    nd = len(d.dictionary)
+    pair = h.indices.to_numpy().astype(np.int64) * nd + d.indices.to_numpy().astype(np.int64)
+    uniq, rows = np.unique(pair, return_inverse=True)
+    hosts = h.dictionary.take(pa.array(uniq // nd)).to_pylist()
+    domains = d.dictionary.take(pa.array(uniq % nd)).to_pylist()
+    names = [route_name(hn, dn, ip_of.get(hn), mode) for hn, dn in zip(hosts, domains, strict=True)]
+    return rows.reshape(-1).astype(np.int64), names
 
 
 def assign_fetchlists(
@@ -340,14 +358,8 @@ def assign_fetchlists(
     """
     ring = HashRing(cfg.fetch.shards, cfg.fetch.ring_vnodes)
     selected = selected.select(CANDIDATE_COLUMNS)
-    names = pa.array(route_names(selected, cfg, ip_of), pa.string())
-    enc = pc.dictionary_encode(names)
-    uniq_shards = ring.assign_keys(ring_keys(enc.dictionary.to_pylist()))
-    shard = (
-        np.asarray(uniq_shards, dtype=np.int64)[np.asarray(enc.indices.to_numpy(), dtype=np.int64)]
-        if len(names)
-        else (np.zeros(0, dtype=np.int64))
-    )
+    rows, names = route_codes(selected, cfg, ip_of)
+    shard = np.asarray(ring.assign_keys(ring_keys(names)), dtype=np.int64)[rows] if names else rows
     out = {}
     for s in ring.shards:
         part = selected.filter(pa.array(shard == s)).sort_by(

@@ -16,6 +16,7 @@ step at the cost of the round's edges, never of the whole graph:
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,7 +30,15 @@ from batchcrawl.store import paths, schemas
 from batchcrawl.store.crawldir import CrawlDir, FileEntry, Manifest
 from batchcrawl.urls import hash64_many
 
-__all__ = ["DOMAINLINKS", "IndegreeUpdate", "domain_pairs", "read_indegree", "update_indegree"]
+__all__ = [
+    "DOMAINLINKS",
+    "IndegreeUpdate",
+    "distinct_pairs",
+    "domain_pairs",
+    "pair_rows",
+    "read_indegree",
+    "update_indegree",
+]
 
 #: The domain link pairs: an insert-only set keyed by ``pair_key``.
 DOMAINLINKS = KeySet("domainlinks", "pair_key", paths.domainlinks_bucket)
@@ -37,28 +46,50 @@ DOMAINLINKS = KeySet("domainlinks", "pair_key", paths.domainlinks_bucket)
 EDGE_COLUMNS = ["src_domain", "dst_domain"]
 
 
+def distinct_pairs(pieces: Iterable[pa.Table]) -> set[tuple[str, str]]:
+    """The distinct ``(src_domain, dst_domain)`` pairs between two different, known domains in
+    ``pieces`` (``edges`` rows, at least :data:`EDGE_COLUMNS`, e.g. one row group at a time:
+    :meth:`~batchcrawl.store.crawldir.CrawlDir.iter_row_groups`). Memory: one piece plus the
+    distinct pairs; only a piece's distinct pairs become Python strings."""
+    pairs: set[tuple[str, str]] = set()
+    for piece in pieces:
+        src, dst = piece.column("src_domain"), piece.column("dst_domain")
+        keep = pc.and_(pc.and_(pc.is_valid(src), pc.is_valid(dst)), pc.not_equal(src, dst))
+        t = piece.select(EDGE_COLUMNS).filter(pc.fill_null(keep, False))
+        if t.num_rows == 0:
+            continue
+        # distinct pairs by dictionary codes (Acero's group_by warns on stderr about unaligned
+        # buffers of tables read from Parquet, which would break the CLI's one-line output)
+        s = pc.dictionary_encode(t.column("src_domain").combine_chunks())
+        d = pc.dictionary_encode(t.column("dst_domain").combine_chunks())
+        nd = len(d.dictionary)
+        codes = np.unique(
+            s.indices.to_numpy().astype(np.int64) * nd + d.indices.to_numpy().astype(np.int64)
+        )
+        pairs.update(zip(s.dictionary.take(pa.array(codes // nd)).to_pylist(),
+                         d.dictionary.take(pa.array(codes % nd)).to_pylist(), strict=True))  # fmt: skip
+    return pairs
+
+
+def pair_rows(pairs: Iterable[tuple[str, str]], round: int) -> pa.Table:
+    """``domainlinks`` rows of ``round`` for ``pairs`` (distinct ``(src_domain, dst_domain)``),
+    ``pair_key`` = hash64 of ``"src dst"``, sorted by ``pair_key``."""
+    pairs = sorted(pairs)
+    keys = hash64_many(f"{s} {d}" for s, d in pairs)
+    rows = pa.table({
+        "pair_key": pa.array(keys, pa.uint64()),
+        "src_domain": pa.array([s for s, _ in pairs], pa.string()),
+        "dst_domain": pa.array([d for _, d in pairs], pa.string()),
+        "round": pa.array(np.full(len(pairs), round, np.int32)),
+    })  # fmt: skip
+    return schemas.conform("domainlinks", rows.sort_by([("pair_key", "ascending")]))
+
+
 def domain_pairs(edges: pa.Table, round: int) -> pa.Table:
     """The distinct ``(src_domain, dst_domain)`` pairs of ``edges`` (at least
     :data:`EDGE_COLUMNS`) between two different, known domains, as ``domainlinks`` rows of
-    ``round`` (``pair_key`` = hash64 of ``"src dst"``), sorted by ``pair_key``."""
-    t = edges.select(EDGE_COLUMNS)
-    src, dst = t.column("src_domain"), t.column("dst_domain")
-    keep = pc.and_(pc.and_(pc.is_valid(src), pc.is_valid(dst)), pc.not_equal(src, dst))
-    t = t.filter(pc.fill_null(keep, False))
-    # distinct pairs in Python (a round's pairs are few): Acero's group_by warns on stderr about
-    # unaligned buffers of tables read from Parquet, which would break the CLI's one-line output
-    pairs = sorted(set(zip(t.column("src_domain").to_pylist(), t.column("dst_domain").to_pylist(),
-                           strict=True)))  # fmt: skip
-    keys = hash64_many(f"{s} {d}" for s, d in pairs)
-    t = pa.table({"src_domain": pa.array([s for s, _ in pairs], pa.string()),
-                  "dst_domain": pa.array([d for _, d in pairs], pa.string())})  # fmt: skip
-    rows = pa.table({
-        "pair_key": pa.array(keys, pa.uint64()),
-        "src_domain": t.column("src_domain"),
-        "dst_domain": t.column("dst_domain"),
-        "round": pa.array(np.full(t.num_rows, round, np.int32)),
-    })  # fmt: skip
-    return schemas.conform("domainlinks", rows.sort_by([("pair_key", "ascending")]))
+    ``round`` (:func:`distinct_pairs`, :func:`pair_rows`)."""
+    return pair_rows(distinct_pairs([edges]), round)
 
 
 def read_indegree(crawl: CrawlDir, manifest: Manifest) -> pa.Table:
@@ -94,19 +125,21 @@ def update_indegree(
     manifest: Manifest,
     generation: int,
     round: int,
-    edges: pa.Table,
+    edges: pa.Table | Iterable[pa.Table],
     cfg: Config,
     mapper: Mapper,
 ) -> IndegreeUpdate:
-    """Merge a round's ``edges`` rows (all shards, at least :data:`EDGE_COLUMNS`) into
+    """Merge a round's ``edges`` rows (all shards, at least :data:`EDGE_COLUMNS`; a table, or
+    pieces of it such as :meth:`~batchcrawl.store.crawldir.CrawlDir.iter_row_groups`) into
     ``domainlinks`` (one task per touched bucket through ``mapper``) and write the new
     ``indegree`` file when a pair was new. Nothing is committed.
 
-    Memory: the round's distinct domain pairs, plus the ``indegree`` table (one row per domain
-    linked to from another domain).
+    Memory: one piece of the edges, the round's distinct domain pairs, plus the ``indegree``
+    table (one row per domain linked to from another domain): not the round's edges.
     """
-    done = update_set(crawl, manifest, DOMAINLINKS, generation, domain_pairs(edges, round), cfg,
-                      mapper)  # fmt: skip
+    pieces = [edges] if isinstance(edges, pa.Table) else edges
+    rows = pair_rows(distinct_pairs(pieces), round)
+    done = update_set(crawl, manifest, DOMAINLINKS, generation, rows, cfg, mapper)
     old_listing = list(manifest.tables.get("indegree", ()))
     if done.new.num_rows == 0:
         return IndegreeUpdate(done.listing, old_listing, 0, 0)

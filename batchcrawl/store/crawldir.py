@@ -26,7 +26,7 @@ import json
 import logging
 import os
 import posixpath
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -425,6 +425,20 @@ class CrawlDir(atomic.Location):
             )
         return pa.concat_tables(parts, promote_options="default")
 
+    def iter_row_groups(
+        self, table: str, entries: Iterable[FileEntry | str], columns: list[str] | None = None
+    ) -> Iterator[pa.Table]:
+        """The given files of ``table`` one Parquet row group at a time, in file and row order
+        (``columns`` as in :meth:`read_table`): the rows of :meth:`read_table`, with memory
+        bounded by a row group (a partitioned fact file has one per DRUM bucket,
+        :mod:`batchcrawl.store.shuffle`) instead of by all the files."""
+        for entry in entries:
+            rel = entry.path if isinstance(entry, FileEntry) else entry
+            with self.fs.open(self.path(rel), "rb") as fh:
+                pf = pq.ParquetFile(fh)
+                for i in range(pf.num_row_groups):
+                    yield _read_columns(table, pf, columns, row_group=i)
+
     def read_current(
         self, table: str, columns: list[str] | None = None, generation: int | None = None
     ) -> pa.Table:
@@ -432,13 +446,19 @@ class CrawlDir(atomic.Location):
         return self.read_table(table, self.manifest(generation).tables.get(table, ()), columns)
 
 
-def _read_columns(table: str, pf: pq.ParquetFile, columns: list[str] | None) -> pa.Table:
-    """``columns`` of one file of ``table``; a column added to the schema after the file was
-    written reads as nulls of its schema type."""
+def _read_columns(
+    table: str, pf: pq.ParquetFile, columns: list[str] | None, row_group: int | None = None
+) -> pa.Table:
+    """``columns`` of one file of ``table`` (of its ``row_group`` only, if given); a column added
+    to the schema after the file was written reads as nulls of its schema type."""
+
+    def read(cols: list[str] | None) -> pa.Table:
+        return pf.read(columns=cols) if row_group is None else pf.read_row_group(row_group, cols)
+
     if columns is None:
-        return pf.read()
+        return read(None)
     have = set(pf.schema_arrow.names)
-    got = pf.read(columns=[c for c in columns if c in have])
+    got = read([c for c in columns if c in have])
     for c in columns:
         if c not in have:
             field_ = schemas.schema(table).field(c)
