@@ -475,6 +475,11 @@ class RoundSection:
     """pyarrow's memory pool in the embedded cluster's processes: ``system`` (malloc) returns the
     Arrow tables a round frees to the system; ``jemalloc``/``mimalloc`` keep them cached;
     ``default`` leaves pyarrow's choice."""
+    spill_pages: Annotated[int, Range(0, None)] = 2000
+    """A shard writes the ``fetched``, ``links`` and ``edges`` rows it holds to its round's files
+    each time they pass this many pages, and drops them (Hadoop's map-side spills,
+    :mod:`batchcrawl.fetch.spill`): a fetch worker's memory is then bounded by this, not by the
+    size of the round. 0 holds a round's rows until it ends. Stream micro-batches never spill."""
 
 
 @dataclass(frozen=True)

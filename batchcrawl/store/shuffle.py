@@ -1,16 +1,28 @@
 """The memory-bounded shuffle between fetch shards and DRUM buckets (Hadoop's map-side partitioning).
 
-A fetch shard writes its ``fetched`` and ``links`` rows once, as the committed table files, sorted by
-DRUM bucket of their url key (``url_key`` resp. ``dst_url_key``, bucket ids from the caller) with **one Parquet
-row group per non-empty bucket**. The row group of each bucket is recorded in the returned
-:class:`Partitioned` index, so the update task of bucket *b* reads exactly its slice of every shard's
-file (``ParquetFile.read_row_group``) and nothing else: no spill files, no all-to-all transfer
+A fetch shard writes its ``fetched``, ``links`` and ``edges`` rows as one file per table, sorted
+by DRUM bucket of their url key (``url_key``, ``dst_url_key``, ``src_url_key``; bucket ids from
+the caller) with **one Parquet row group per non-empty bucket per spill**. Like a Hadoop map task,
+which sorts its output buffer by partition and spills it each time it fills (``io.sort.mb``), a
+shard hands the rows gathered so far to :meth:`PartitionedWriter.append` whenever they pass
+``round.spill_pages`` pages and drops them; each spill adds its buckets' row groups to the same
+open file, so the final file is what Hadoop's merge of the spill files would give (segments per
+partition plus an index), without a merge pass. The row groups of each bucket are recorded in the
+returned :class:`Partitioned` index, so the update task of bucket *b* reads exactly its slice of
+every shard's file (``ParquetFile.read_row_groups``) and nothing else: no all-to-all transfer
 through the scheduler, and memory bounded by one bucket's share of the round's facts.
+
+The file is written through :meth:`CrawlDir.open_output`: it appears at its name only when the
+writer closes, whole (a process killed between two spills leaves a ``.tmp-`` file, which ``gc``
+removes, and nothing a reader or a rerun could take for the round's facts).
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import IO
 
 import numpy as np
 import pyarrow as pa
@@ -22,61 +34,120 @@ from batchcrawl.store.crawldir import CrawlDir, FileEntry
 
 @dataclass(frozen=True)
 class Partitioned:
-    """One partitioned file: its entry and ``{bucket: row group index}`` for non-empty buckets."""
+    """One partitioned file: its entry and ``{bucket: row group indexes}`` (in write order) for
+    the non-empty buckets."""
 
     entry: FileEntry
-    row_groups: dict[int, int] = field(default_factory=dict)
+    row_groups: dict[int, tuple[int, ...]] = field(default_factory=dict)
+
+
+class PartitionedWriter:
+    """Appends bucket-sorted spills of one table to one open Parquet file (see the module doc).
+
+    Parameters
+    ----------
+    fh
+        The open output file (from :meth:`CrawlDir.open_output`).
+    table
+        The table's name (its schema in ``storage/``).
+    rel
+        The file's path relative to the crawl (for the returned entry).
+
+    Use :func:`partitioned_writer`, which opens and publishes the file.
+    """
+
+    def __init__(self, fh: IO[bytes], table: str, rel: str) -> None:
+        self.table = table
+        self.rel = rel
+        self.rows = 0
+        self.spills = 0
+        self._row_groups: dict[int, list[int]] = {}
+        self._groups = 0
+        self._fh = fh
+        self._writer = pq.ParquetWriter(fh, schemas.schema(table), compression="zstd")
+        self._open = True
+
+    def append(self, data: pa.Table, bucket_of: np.ndarray) -> None:
+        """Validate ``data`` against the table's schema and add it sorted by bucket (stable: the
+        rows of one bucket keep their order), one row group per non-empty bucket.
+
+        ``bucket_of`` (int array, shape ``(data.num_rows,)``) is each row's DRUM bucket, computed
+        by the caller with the one bucket function (:func:`batchcrawl.urls.bucket_ids`), so the
+        store layer holds no copy of it.
+
+        Raises :class:`~batchcrawl.errors.SchemaError` when ``data`` does not fit the schema.
+        """
+        data = schemas.conform(self.table, data)
+        bucket_of = np.asarray(bucket_of, dtype=np.int64)
+        if len(bucket_of) != data.num_rows:
+            raise ValueError(f"{self.rel}: {len(bucket_of)} bucket ids for {data.num_rows} rows")
+        if data.num_rows == 0:
+            return
+        order = np.argsort(bucket_of, kind="stable")
+        data = data.take(pa.array(order))
+        sorted_buckets = bucket_of[order]
+        bounds = np.flatnonzero(np.diff(sorted_buckets)) + 1
+        starts = np.concatenate(([0], bounds))
+        ends = np.concatenate((bounds, [len(sorted_buckets)]))
+        for s, e in zip(starts, ends, strict=True):
+            self._writer.write_table(data.slice(int(s), int(e - s)), row_group_size=int(e - s))
+            self._row_groups.setdefault(int(sorted_buckets[s]), []).append(self._groups)
+            self._groups += 1
+        self.rows += data.num_rows
+        self.spills += 1
+        self._fh.flush()  # the spill's bytes leave this process's buffers
+
+    def _finish(self) -> None:
+        if self._open:
+            self._open = False
+            self._writer.close()
+
+    def close(self) -> Partitioned:
+        """Write the file's footer (an empty file still gets one row group, as before spills
+        existed) and return its index."""
+        if self._groups == 0:
+            self._writer.write_table(schemas.schema(self.table).empty_table())
+        self._finish()
+        return Partitioned(
+            FileEntry(self.rel, self.rows), {b: tuple(g) for b, g in self._row_groups.items()}
+        )
+
+
+@contextlib.contextmanager
+def partitioned_writer(crawl: CrawlDir, table: str, rel: str) -> Iterator[PartitionedWriter]:
+    """A :class:`PartitionedWriter` for a new file ``rel`` of ``table``; the file appears at
+    ``rel``, whole, when the block ends without an error (and not at all otherwise). Call
+    :meth:`PartitionedWriter.close` as the block's last step to get the file's index."""
+    with crawl.open_output(rel) as fh:
+        writer = PartitionedWriter(fh, table, rel)
+        try:
+            yield writer
+        finally:
+            writer._finish()  # after an error too: the handle is then discarded whole
 
 
 def write_partitioned(
     crawl: CrawlDir, table: str, rel: str, data: pa.Table, bucket_of: np.ndarray
 ) -> Partitioned:
-    """Validate ``data`` against ``table``'s schema and write it at ``rel`` (relative to the crawl),
-    sorted by bucket (stable: the rows of one bucket keep their order), one row group per
-    non-empty bucket.
-
-    ``bucket_of`` (int array, shape ``(data.num_rows,)``) is each row's DRUM bucket, computed by the
-    caller with the one bucket function (:func:`batchcrawl.urls.bucket_ids`), so the store layer
-    holds no copy of it.
-
-    Raises :class:`~batchcrawl.errors.SchemaError` when ``data`` does not fit the schema.
-    """
-    data = schemas.conform(table, data)
-    bucket_of = np.asarray(bucket_of, dtype=np.int64)
-    if len(bucket_of) != data.num_rows:
-        raise ValueError(f"write_partitioned: {len(bucket_of)} bucket ids for {data.num_rows} rows")
-    order = np.argsort(bucket_of, kind="stable")
-    data = data.take(pa.array(order))
-    sorted_buckets = bucket_of[order]
-    bounds = np.flatnonzero(np.diff(sorted_buckets)) + 1
-    starts = np.concatenate(([0], bounds)) if len(sorted_buckets) else np.zeros(0, dtype=np.int64)
-    ends = np.concatenate((bounds, [len(sorted_buckets)])) if len(sorted_buckets) else starts
-    row_groups: dict[int, int] = {}
-    with crawl.open_output(rel) as fh:
-        writer = pq.ParquetWriter(fh, data.schema, compression="zstd")
-        try:
-            for i, (s, e) in enumerate(zip(starts, ends, strict=True)):
-                writer.write_table(data.slice(int(s), int(e - s)), row_group_size=int(e - s))
-                row_groups[int(sorted_buckets[s])] = i
-            if data.num_rows == 0:
-                writer.write_table(data)
-        finally:
-            writer.close()
-    return Partitioned(FileEntry(rel, data.num_rows), row_groups)
+    """Write ``data`` at ``rel`` as one spill of a :class:`PartitionedWriter` (one row group per
+    non-empty bucket; see :meth:`PartitionedWriter.append` for ``bucket_of`` and errors)."""
+    with partitioned_writer(crawl, table, rel) as writer:
+        writer.append(data, bucket_of)
+        return writer.close()
 
 
 def read_partition(
     crawl: CrawlDir, table: str, parts: list[Partitioned], bucket: int
 ) -> pa.Table | None:
-    """The rows of ``bucket`` from each partitioned file of ``parts``, concatenated (None if no file
-    has rows of that bucket)."""
+    """The rows of ``bucket`` from each partitioned file of ``parts`` (every spill's row group,
+    in write order), concatenated (None if no file has rows of that bucket)."""
     tables = []
     for part in parts:
-        rg = part.row_groups.get(bucket)
-        if rg is None:
+        groups = part.row_groups.get(bucket)
+        if not groups:
             continue
         with crawl.fs.open(crawl.path(part.entry.path), "rb") as fh:
-            tables.append(pq.ParquetFile(fh).read_row_group(rg))
+            tables.append(pq.ParquetFile(fh).read_row_groups(list(groups)))
     if not tables:
         return None
     return pa.concat_tables([schemas.conform(table, t) for t in tables])
