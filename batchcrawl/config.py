@@ -520,6 +520,12 @@ class DedupSection:
     """A path repeating one segment this often flags its host a probable trap."""
     trap_max_urls_per_host: Positive = 10
     """Per-host cap of generate for probable trap hosts (instead of ``generate.max_urls_per_host``)."""
+    max_seen_digests: Annotated[int, Range(0, None)] = 100_000
+    """Payload digests of earlier rounds each fetch worker loads for the fetch-time duplicate
+    check (about 350 bytes each in memory): the ``content`` rows with the newest first capture
+    (``fetch_time``). A duplicate of an older payload is found at update time instead (named query
+    ``duplicates``), as one fetched by another shard in the same round: its WARC record stays a
+    response and its links are followed."""
 
 
 @dataclass(frozen=True)

@@ -134,7 +134,9 @@ class ShardActor:
         if cold:
             self.worker.cool_down({i.host for i in items} | set(cool_hosts))
         if tuple(content_files) != self.content_files:  # content seen in earlier rounds
-            self.worker.know_content(content_mod.load_seen(crawl, list(content_files)))
+            self.worker.know_content({})  # the old map goes before the new one is built
+            seen = content_mod.load_seen(crawl, list(content_files), cfg.dedup.max_seen_digests)
+            self.worker.know_content(seen)
             self.content_files = tuple(content_files)
         startup_s = time.monotonic() - started
         with FactFiles(crawl, round, self.shard, buckets) as facts:
