@@ -140,9 +140,8 @@ class ShardActor:
             self.content_files = tuple(content_files)
         startup_s = time.monotonic() - started
         with FactFiles(crawl, round, self.shard, buckets) as facts:
-            run = self.worker.run(items, round, progress=self._on_progress, spill=facts.write)
-            facts.write(run)  # the rows since the last spill
-            fetched, links, edges = facts.close()
+            run = self.worker.run(items, round, progress=self._on_progress, spill=facts.spill)
+            fetched, links, edges = facts.finish(run)  # the spills and the rows since the last
         hosts = self.write_hosts(crawl, generation, {i.host for i in items})
         result = {
             "shard": self.shard,
@@ -153,6 +152,7 @@ class ShardActor:
             "counters": dict(run.counters),
             "outcomes": dict(facts.outcomes),
             "spills": facts.spills,
+            "spill_s": facts.seconds,
             "unfetched": len(run.unfetched),
             "seconds": time.monotonic() - started,
             "fetch_seconds": run.seconds,
@@ -197,11 +197,10 @@ class ShardActor:
         self, crawl: CrawlDir, run: ShardRun, round: int, buckets: int
     ) -> tuple[Partitioned, Partitioned, Partitioned]:
         """Write ``run``'s ``fetched``, ``links`` and ``edges`` rows as round ``round``'s files of
-        this shard in one spill, partitioned by DRUM bucket (:class:`FactFiles`); uncommitted.
+        this shard, partitioned by DRUM bucket (:class:`FactFiles`, no spill); uncommitted.
         ``run``'s rows are emptied once written (no caller reads them after this)."""
         with FactFiles(crawl, round, self.shard, buckets) as facts:
-            facts.write(run)
-            return facts.close()
+            return facts.finish(run)
 
     def write_hosts(self, crawl: CrawlDir, generation: int, touched: set[str]) -> FileEntry | None:
         """Refresh the rows of the ``touched`` hosts from the worker and write them as this shard's
@@ -619,9 +618,10 @@ def round_summary(
                                                                  "not_modified")},
         "outcomes": outcomes,
         "not_fetched": sum(r["unfetched"] for r in shard_results),
-        # writes of rows to the round's fact files during and at the end of the fetch
-        # (round.spill_pages, batchcrawl.fetch.spill); a stream's micro-batches count none
+        # spills of a shard's rows during its fetch (round.spill_pages, batchcrawl.fetch.spill;
+        # the last one at its end); 0 when every shard stayed under the bound
         "spills": sum(r.get("spills", 0) for r in shard_results),
+        "spill_s": round(sum(r.get("spill_s", 0.0) for r in shard_results), 3),
         "time_limit_hit": any(r["unfetched"] for r in shard_results),
         "robots": {
             k: int(v) for k, v in counters.items() if k.startswith(("robots_state_", "robots_fetches"))

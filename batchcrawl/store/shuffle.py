@@ -2,24 +2,26 @@
 
 A fetch shard writes its ``fetched``, ``links`` and ``edges`` rows as one file per table, sorted
 by DRUM bucket of their url key (``url_key``, ``dst_url_key``, ``src_url_key``; bucket ids from
-the caller) with **one Parquet row group per non-empty bucket per spill**. Like a Hadoop map task,
-which sorts its output buffer by partition and spills it each time it fills (``io.sort.mb``), a
-shard hands the rows gathered so far to :meth:`PartitionedWriter.append` whenever they pass
-``round.spill_pages`` pages and drops them; each spill adds its buckets' row groups to the same
-open file, so the final file is what Hadoop's merge of the spill files would give (segments per
-partition plus an index), without a merge pass. The row groups of each bucket are recorded in the
-returned :class:`Partitioned` index, so the update task of bucket *b* reads exactly its slice of
-every shard's file (``ParquetFile.read_row_groups``) and nothing else: no all-to-all transfer
-through the scheduler, and memory bounded by one bucket's share of the round's facts.
+the caller) with **one Parquet row group per non-empty bucket**. The row group of each bucket is
+recorded in the returned :class:`Partitioned` index, so the update task of bucket *b* reads exactly
+its slice of every shard's file (``ParquetFile.read_row_groups``) and nothing else: no all-to-all
+transfer through the scheduler, and memory bounded by one bucket's share of the round's facts.
 
-The file is written through :meth:`CrawlDir.open_output`: it appears at its name only when the
-writer closes, whole (a process killed between two spills leaves a ``.tmp-`` file, which ``gc``
-removes, and nothing a reader or a rerun could take for the round's facts).
+Like a Hadoop map task, which sorts its output buffer by partition and spills it to a spill file
+each time it fills (``io.sort.mb``), then merges the spill files into one partitioned output, a
+shard that passes ``round.spill_pages`` appends its rows so far, bucket-sorted, to a spill file
+(:class:`SpillFile`: one row group per bucket per spill) and drops them; when its fetch ends,
+:func:`merge_spills` reads the spill file once, one bucket at a time, and writes the table's file
+with one row group per bucket. Tiny row groups would cost every later reader (each a footer entry
+and a read per column; 10 spills of 2,000 pages made reading 64 buckets 10x slower), hence the
+merge. Both files are written through the crawl's temp names: a shard killed between two spills
+leaves only ``.tmp-`` files, which ``gc`` removes and nothing else reads.
 """
 
 from __future__ import annotations
 
 import contextlib
+import posixpath
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO
@@ -34,8 +36,8 @@ from batchcrawl.store.crawldir import CrawlDir, FileEntry
 
 @dataclass(frozen=True)
 class Partitioned:
-    """One partitioned file: its entry and ``{bucket: row group indexes}`` (in write order) for
-    the non-empty buckets."""
+    """One partitioned file: its entry and ``{bucket: row group indexes}`` (in write order; one
+    per bucket in a table's file, one per spill in a spill file) for the non-empty buckets."""
 
     entry: FileEntry
     row_groups: dict[int, tuple[int, ...]] = field(default_factory=dict)
@@ -134,6 +136,65 @@ def write_partitioned(
     with partitioned_writer(crawl, table, rel) as writer:
         writer.append(data, bucket_of)
         return writer.close()
+
+
+class SpillFile:
+    """A spill file of one table (see the module doc): a :class:`PartitionedWriter` on a new temp
+    file ``rel`` (:func:`batchcrawl.store.paths.spill_file`). :meth:`merge_into` writes the
+    table's file from it; :meth:`discard` (always call it, e.g. from a ``finally``) removes it.
+
+    Parameters
+    ----------
+    crawl
+        The crawl directory.
+    table
+        The table's name.
+    rel
+        The spill file's path relative to the crawl.
+    """
+
+    def __init__(self, crawl: CrawlDir, table: str, rel: str) -> None:
+        self.crawl = crawl
+        self.table = table
+        self.rel = rel
+        path = crawl.path(rel)
+        crawl.fs.makedirs(posixpath.dirname(path), exist_ok=True)
+        self._fh = crawl.fs.open(path, "wb")
+        self.writer = PartitionedWriter(self._fh, table, rel)
+
+    def append(self, data: pa.Table, bucket_of: np.ndarray) -> None:
+        """One spill (:meth:`PartitionedWriter.append`)."""
+        self.writer.append(data, bucket_of)
+
+    def merge_into(self, rel: str) -> Partitioned:
+        """Close the spill file and write its rows as the table's file ``rel``
+        (:func:`merge_spills`); returns that file's index."""
+        spilled = self.writer.close()
+        self._fh.close()
+        return merge_spills(self.crawl, self.table, spilled, rel)
+
+    def discard(self) -> None:
+        """Close (if still open) and remove the spill file."""
+        try:
+            self.writer._finish()
+        finally:
+            self._fh.close()
+            with contextlib.suppress(FileNotFoundError):
+                self.crawl.fs.rm_file(self.crawl.path(self.rel))
+
+
+def merge_spills(crawl: CrawlDir, table: str, spilled: Partitioned, rel: str) -> Partitioned:
+    """Write the rows of the closed spill file ``spilled`` as the table's file ``rel``: one row
+    group per bucket (its spills' row groups, in order), one bucket in memory at a time."""
+    with (
+        crawl.fs.open(crawl.path(spilled.entry.path), "rb") as src,
+        partitioned_writer(crawl, table, rel) as out,
+    ):
+        pf = pq.ParquetFile(src)
+        for bucket in sorted(spilled.row_groups):
+            rows = pf.read_row_groups(list(spilled.row_groups[bucket]))
+            out.append(rows, np.full(rows.num_rows, bucket, dtype=np.int64))
+        return out.close()
 
 
 def read_partition(
