@@ -623,6 +623,8 @@ def round_summary(
         "spills": sum(r.get("spills", 0) for r in shard_results),
         "spill_s": round(sum(r.get("spill_s", 0.0) for r in shard_results), 3),
         "time_limit_hit": any(r["unfetched"] for r in shard_results),
+        # shards whose fetch ended at its slow tail (fetch.tail_rate_ratio, fetch.tail_idle_s)
+        "shards_tail_cut": sum(int(r["counters"].get("tail_cut", 0)) for r in shard_results),
         "robots": {
             k: int(v) for k, v in counters.items() if k.startswith(("robots_state_", "robots_fetches"))
         },
