@@ -55,14 +55,13 @@ class PartitionedWriter:
     rel
         The file's path relative to the crawl (for the returned entry).
 
-    Use :func:`partitioned_writer`, which opens and publishes the file.
+    Use :func:`partitioned_writer` (a table's file, published whole) or :class:`SpillFile`.
     """
 
     def __init__(self, fh: IO[bytes], table: str, rel: str) -> None:
         self.table = table
         self.rel = rel
         self.rows = 0
-        self.spills = 0
         self._row_groups: dict[int, list[int]] = {}
         self._groups = 0
         self._fh = fh
@@ -96,7 +95,6 @@ class PartitionedWriter:
             self._row_groups.setdefault(int(sorted_buckets[s]), []).append(self._groups)
             self._groups += 1
         self.rows += data.num_rows
-        self.spills += 1
         self._fh.flush()  # the spill's bytes leave this process's buffers
 
     def _finish(self) -> None:
@@ -105,8 +103,8 @@ class PartitionedWriter:
             self._writer.close()
 
     def close(self) -> Partitioned:
-        """Write the file's footer (an empty file still gets one row group, as before spills
-        existed) and return its index."""
+        """Write the file's footer (an empty file gets one empty row group) and return its
+        index."""
         if self._groups == 0:
             self._writer.write_table(schemas.schema(self.table).empty_table())
         self._finish()
