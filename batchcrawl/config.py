@@ -475,6 +475,11 @@ class RoundSection:
     """pyarrow's memory pool in the embedded cluster's processes: ``system`` (malloc) returns the
     Arrow tables a round frees to the system; ``jemalloc``/``mimalloc`` keep them cached;
     ``default`` leaves pyarrow's choice."""
+    spill_pages: Annotated[int, Range(0, None)] = 2000
+    """A shard writes the ``fetched``, ``links`` and ``edges`` rows it holds to its round's files
+    each time they pass this many pages, and drops them (Hadoop's map-side spills,
+    :mod:`batchcrawl.fetch.spill`): a fetch worker's memory is then bounded by this, not by the
+    size of the round. 0 holds a round's rows until it ends. Stream micro-batches never spill."""
 
 
 @dataclass(frozen=True)
@@ -515,6 +520,12 @@ class DedupSection:
     """A path repeating one segment this often flags its host a probable trap."""
     trap_max_urls_per_host: Positive = 10
     """Per-host cap of generate for probable trap hosts (instead of ``generate.max_urls_per_host``)."""
+    max_seen_digests: Annotated[int, Range(0, None)] = 100_000
+    """Payload digests of earlier rounds each fetch worker loads for the fetch-time duplicate
+    check (about 350 bytes each in memory): the ``content`` rows with the newest first capture
+    (``fetch_time``). A duplicate of an older payload is found at update time instead (named query
+    ``duplicates``), as one fetched by another shard in the same round: its WARC record stays a
+    response and its links are followed."""
 
 
 @dataclass(frozen=True)

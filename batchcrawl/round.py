@@ -34,7 +34,6 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import pyarrow as pa
 from fsspec.implementations.dirfs import DirFileSystem
 
 from batchcrawl import procmem
@@ -42,6 +41,7 @@ from batchcrawl.config import Config
 from batchcrawl.console.nothing_due import nothing_due
 from batchcrawl.console.signals import ignoring_sigint
 from batchcrawl.errors import ClusterUnreachable, NothingDue
+from batchcrawl.fetch.spill import FactFiles
 from batchcrawl.fetch.worker import FetchWorker, ShardRun
 from batchcrawl.frontier import content as content_mod
 from batchcrawl.frontier import generate as gen_mod
@@ -54,11 +54,11 @@ from batchcrawl.frontier.runs import BucketFiles
 from batchcrawl.pipeline import Deadline, Planned, plan_round, run_pipelined
 from batchcrawl.records import FetchItem
 from batchcrawl.ring import HashRing, route_name
-from batchcrawl.store import orphans, paths, schemas
+from batchcrawl.store import orphans, schemas
 from batchcrawl.store.crawldir import CrawlDir, FileEntry, Manifest
 from batchcrawl.store.lock import WriterLock
-from batchcrawl.store.shuffle import Partitioned, write_partitioned
-from batchcrawl.urls import bucket_ids, domain_of
+from batchcrawl.store.shuffle import Partitioned
+from batchcrawl.urls import domain_of
 
 log = logging.getLogger(__name__)
 
@@ -134,11 +134,14 @@ class ShardActor:
         if cold:
             self.worker.cool_down({i.host for i in items} | set(cool_hosts))
         if tuple(content_files) != self.content_files:  # content seen in earlier rounds
-            self.worker.know_content(content_mod.load_seen(crawl, list(content_files)))
+            self.worker.know_content({})  # the old map goes before the new one is built
+            seen = content_mod.load_seen(crawl, list(content_files), cfg.dedup.max_seen_digests)
+            self.worker.know_content(seen)
             self.content_files = tuple(content_files)
         startup_s = time.monotonic() - started
-        run = self.worker.run(items, round, progress=self._on_progress)
-        fetched, links, edges = self.write_facts(crawl, run, round, buckets)
+        with FactFiles(crawl, round, self.shard, buckets) as facts:
+            run = self.worker.run(items, round, progress=self._on_progress, spill=facts.spill)
+            fetched, links, edges = facts.finish(run)  # the spills and the rows since the last
         hosts = self.write_hosts(crawl, generation, {i.host for i in items})
         result = {
             "shard": self.shard,
@@ -147,7 +150,9 @@ class ShardActor:
             "edges": edges,
             "hosts": hosts,
             "counters": dict(run.counters),
-            "outcomes": outcome_counts(run),
+            "outcomes": dict(facts.outcomes),
+            "spills": facts.spills,
+            "spill_s": facts.seconds,
             "unfetched": len(run.unfetched),
             "seconds": time.monotonic() - started,
             "fetch_seconds": run.seconds,
@@ -192,31 +197,10 @@ class ShardActor:
         self, crawl: CrawlDir, run: ShardRun, round: int, buckets: int
     ) -> tuple[Partitioned, Partitioned, Partitioned]:
         """Write ``run``'s ``fetched``, ``links`` and ``edges`` rows as round ``round``'s files of
-        this shard, partitioned by DRUM bucket (:mod:`batchcrawl.store.shuffle`; edges by their
-        source's bucket); uncommitted. ``run.links`` and ``run.edges`` are emptied once their
-        Arrow tables are built (no caller reads them after this)."""
-        # One table at a time, and nothing kept that is copied: a round's rows as Python objects,
-        # their Arrow table and its bucket-sorted copy are the worker's peak (issue 16 memory)
-        fetched = self._write_fact(
-            crawl, "fetched", round, buckets, "url_key",
-            [pa.Table.from_pylist(run.fetched, schema=schemas.schema("fetched"))],
-        )  # fmt: skip
-        table = [pa.table(run.links, schema=schemas.schema("links"))]
-        run.links = {c: [] for c in run.links}
-        links = self._write_fact(crawl, "links", round, buckets, "dst_url_key", table)
-        table = [pa.table(run.edges, schema=schemas.schema("edges"))]
-        run.edges = {c: [] for c in run.edges}
-        edges = self._write_fact(crawl, "edges", round, buckets, "src_url_key", table)
-        return fetched, links, edges
-
-    def _write_fact(
-        self, crawl: CrawlDir, name: str, round: int, buckets: int, key: str, table: list[pa.Table]
-    ) -> Partitioned:
-        """Write the one table in ``table`` (taken out of the list, so that the sorted copy
-        :func:`write_partitioned` makes replaces it instead of joining it)."""
-        ids = bucket_ids(table[0].column(key).to_numpy(), buckets)
-        rel = paths.round_file(name, round, self.shard)
-        return write_partitioned(crawl, name, rel, table.pop(), ids)
+        this shard, partitioned by DRUM bucket (:class:`FactFiles`, no spill); uncommitted.
+        ``run``'s rows are emptied once written (no caller reads them after this)."""
+        with FactFiles(crawl, round, self.shard, buckets) as facts:
+            return facts.finish(run)
 
     def write_hosts(self, crawl: CrawlDir, generation: int, touched: set[str]) -> FileEntry | None:
         """Refresh the rows of the ``touched`` hosts from the worker and write them as this shard's
@@ -637,7 +621,13 @@ def round_summary(
                                                                  "not_modified")},
         "outcomes": outcomes,
         "not_fetched": sum(r["unfetched"] for r in shard_results),
+        # spills of a shard's rows during its fetch (round.spill_pages, batchcrawl.fetch.spill;
+        # the last one at its end); 0 when every shard stayed under the bound
+        "spills": sum(r.get("spills", 0) for r in shard_results),
+        "spill_s": round(sum(r.get("spill_s", 0.0) for r in shard_results), 3),
         "time_limit_hit": any(r["unfetched"] for r in shard_results),
+        # shards whose fetch ended at its slow tail (fetch.tail_rate_ratio, fetch.tail_idle_s)
+        "shards_tail_cut": sum(int(r["counters"].get("tail_cut", 0)) for r in shard_results),
         "robots": {
             k: int(v) for k, v in counters.items() if k.startswith(("robots_state_", "robots_fetches"))
         },

@@ -89,7 +89,9 @@ class StreamShardActor(ShardActor):
         ``round``."""
         crawl = CrawlDir.open(self.crawl_url)
         self.open_worker(crawl, cfg, host_files, seed_hosts, seed_domains)
-        self.worker.know_content(content_mod.load_seen(crawl, content_files))
+        self.worker.know_content(
+            content_mod.load_seen(crawl, content_files, cfg.dedup.max_seen_digests)
+        )
         self._cooled: set[str] = set()
         self.worker.stream_start(round)
 

@@ -517,7 +517,9 @@ def main(argv: list[str] | None = None) -> int:
              "fetch_s": s["seconds_by_step"]["fetch"],
              "fetch_startup_s": s["seconds_by_step"]["fetch_startup"],
              "fetch_tail_s": s["seconds_by_step"]["fetch_tail"],
-             "fetch_idle_share": s["fetch_idle_share"], "not_fetched": s["not_fetched"]}
+             "fetch_idle_share": s["fetch_idle_share"], "not_fetched": s["not_fetched"],
+             "shards_tail_cut": s.get("shards_tail_cut"), "spills": s.get("spills"),
+             "spill_s": s.get("spill_s")}
             for s in summaries
         ],
         "mode": "stream" if args.stream else "batch",

@@ -112,3 +112,28 @@ def test_links_of_duplicates_are_followed_when_configured(tmp_path):
     con = sql.connect(crawl)
     urls = {r[0] for r in con.execute("SELECT url FROM frontier").fetchall()}
     assert canonicalize(f"http://{c}:{port}/other.html") in urls
+
+
+def test_a_worker_loads_at_most_max_seen_digests_the_newest_first_captures(tmp_path):
+    """``dedup.max_seen_digests``: the content-seen map a fetch worker loads is bounded, and keeps
+    the digests first captured last, across every file of the table."""
+    from datetime import datetime, timedelta
+
+    from batchcrawl.frontier.content import load_seen
+    from batchcrawl.store.crawldir import CrawlDir
+
+    crawl = CrawlDir.create(str(tmp_path / "c"), "", 2)
+    t0 = datetime(2026, 1, 1)
+    files = []
+    for f in range(3):  # digests 0..29, first captured at t0 + i seconds, spread over 3 files
+        rows = [{"digest_key": i, "digest": f"sha1:{i}", "url_key": i, "url": f"http://h.test/{i}",
+                 "round": 1, "fetch_time": t0 + timedelta(seconds=i)}
+                for i in range(30) if i % 3 == f]  # fmt: skip
+        files.append(
+            crawl.write_table("content", f"content/gen=1/bucket={f:03d}.parquet", rows).path
+        )
+    assert set(load_seen(crawl, files, 100)) == {f"sha1:{i}" for i in range(30)}
+    seen = load_seen(crawl, files, 7)
+    assert set(seen) == {f"sha1:{i}" for i in range(23, 30)}
+    assert seen["sha1:29"] == (29, "http://h.test/29", t0 + timedelta(seconds=29))
+    assert load_seen(crawl, files, 0) == {}

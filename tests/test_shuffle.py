@@ -70,3 +70,70 @@ def test_each_bucket_reads_back_exactly_its_rows_in_discovery_order(
             mine = [i + 1 for i, k in enumerate(keys) if k % buckets == b]
             assert seqs[offset : offset + len(mine)] == mine, s
             offset += len(mine)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    keys=st.lists(st.integers(0, 2**64 - 1), max_size=60),
+    cuts=st.lists(st.integers(0, 60), max_size=5),
+    buckets=st.integers(1, 9),
+)
+def test_spills_appended_to_one_file_read_back_per_bucket_in_order(
+    tmp_path_factory, keys, cuts, buckets
+):
+    """Rows appended in several spills (cut at ``cuts``) give each bucket exactly its rows, in
+    append order, one row group per bucket per spill that had rows of it."""
+    from batchcrawl.store.shuffle import partitioned_writer
+
+    crawl = CrawlDir.create(str(tmp_path_factory.mktemp("c")), "", buckets)
+    bounds = sorted({0, len(keys), *(min(c, len(keys)) for c in cuts)})
+    table = _links(keys)
+    with partitioned_writer(crawl, "links", "links/round=1/shard=00.parquet") as writer:
+        for a, b in zip(bounds, bounds[1:], strict=False):
+            chunk = table.slice(a, b - a)
+            writer.append(chunk, bucket_ids(np.array(keys[a:b], np.uint64), buckets))
+        part = writer.close()
+    assert (
+        part.entry.rows
+        == len(keys)
+        == pq.ParquetFile(crawl.path(part.entry.path)).metadata.num_rows
+    )
+    for b in range(buckets):
+        got = read_partition(crawl, "links", [part], b)
+        want = [i + 1 for i, k in enumerate(keys) if k % buckets == b]
+        assert (got.column("seq").to_pylist() if got is not None else []) == want
+        spills = {a for a, e in zip(bounds, bounds[1:], strict=False)
+                  if any(k % buckets == b for k in keys[a:e])}  # fmt: skip
+        assert len(part.row_groups.get(b, ())) == len(spills)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    keys=st.lists(st.integers(0, 2**64 - 1), max_size=60),
+    cuts=st.lists(st.integers(0, 60), max_size=5),
+    buckets=st.integers(1, 9),
+)
+def test_merged_spills_equal_one_write_of_all_rows(tmp_path_factory, keys, cuts, buckets):
+    """A spill file merged into the table's file gives what one write of all the rows gives: one
+    row group per non-empty bucket, each bucket's rows in append order; the spill file is gone."""
+    from batchcrawl.store import paths
+    from batchcrawl.store.shuffle import SpillFile
+
+    crawl = CrawlDir.create(str(tmp_path_factory.mktemp("c")), "", buckets)
+    bounds = sorted({0, len(keys), *(min(c, len(keys)) for c in cuts)})
+    table = _links(keys)
+    ids = bucket_ids(np.array(keys, np.uint64), buckets)
+    spill = SpillFile(crawl, "links", paths.spill_file("links", 1, 0, "abc"))
+    try:
+        for a, b in zip(bounds, bounds[1:], strict=False):
+            spill.append(table.slice(a, b - a), ids[a:b])
+        merged = spill.merge_into(paths.round_file("links", 1, 0))
+    finally:
+        spill.discard()
+    whole = write_partitioned(crawl, "links", paths.round_file("links", 1, 1), table, ids)
+    assert not any(paths.TMP_MARKER in p for p in crawl.fs.ls(crawl.path("links/round=1")))
+    assert merged.entry.rows == whole.entry.rows == len(keys)
+    assert {b: len(g) for b, g in merged.row_groups.items()} == {b: 1 for b in whole.row_groups}
+    for b in range(buckets):
+        got, want = (read_partition(crawl, "links", [p], b) for p in (merged, whole))
+        assert (got is None and want is None) or got.equals(want)

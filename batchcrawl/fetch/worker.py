@@ -486,11 +486,16 @@ class FetchWorker:
         *,
         time_limit_s: float | None = None,
         progress: Callable[[Counter], None] | None = None,
+        spill: Callable[[ShardRun], None] | None = None,
     ) -> ShardRun:
         """Fetch a fetch list (items in per-host breadth-first order) and return what was found.
 
         Stops when every item is done or after ``time_limit_s`` seconds (default
         ``fetch.time_limit_s``); items not fetched by then come back in ``ShardRun.unfetched``.
+        ``spill``: called (from this thread, while the fetch threads go on) with the rows gathered
+        so far each time they pass ``round.spill_pages`` ``fetched`` rows (0: never), which the
+        run then no longer holds (:mod:`batchcrawl.fetch.spill`); the returned ``ShardRun`` holds
+        the rows since the last spill.
         """
         started = self.clock()
         limit = self.cfg.fetch.time_limit_s if time_limit_s is None else time_limit_s
@@ -517,6 +522,8 @@ class FetchWorker:
                 if progress is not None:
                     with self._lock:
                         progress(Counter(out.counters))
+                if spill is not None and 0 < self.cfg.round.spill_pages <= len(out.fetched):
+                    spill(self._take_rows(out))
                 now = self.clock()
                 with self._lock:
                     done = pending - run.pending
@@ -550,6 +557,15 @@ class FetchWorker:
         out.idle_s = idle.finish(end)
         out.tail_s = idle.tail_s(end)
         return out
+
+    def _take_rows(self, out: ShardRun) -> ShardRun:
+        """The ``fetched``, ``links`` and ``edges`` rows of ``out`` so far; ``out`` gets fresh
+        lists (under the lock: fetch threads append to whatever ``out`` holds)."""
+        fresh = _new_shard_run()
+        with self._lock:
+            rows = ShardRun(fetched=out.fetched, links=out.links, edges=out.edges)
+            out.fetched, out.links, out.edges = fresh.fetched, fresh.links, fresh.edges
+        return rows
 
     def end_run(self) -> bool:
         """End the running :meth:`run` early, from any thread: each fetch thread finishes the

@@ -154,11 +154,21 @@ def update_content(
     return ContentUpdate(done.listing, new, known, fetches - new)
 
 
-def load_seen(crawl: CrawlDir, files: list[str]) -> dict[str, tuple[int, str, object]]:
+def load_seen(
+    crawl: CrawlDir, files: list[str], max_digests: int
+) -> dict[str, tuple[int, str, object]]:
     """The committed ``content`` table (``files``: ``manifest.files("content")``) as
-    ``{digest: (url_key, url, fetch_time)}``, for the fetch workers' fetch-time check (one dict
-    entry per distinct payload of the crawl)."""
-    t = crawl.read_table("content", files, columns=["digest", "url_key", "url", "fetch_time"])
+    ``{digest: (url_key, url, fetch_time)}``, for the fetch workers' fetch-time check: at most
+    ``max_digests`` entries (``dedup.max_seen_digests``), those first captured last (newest
+    ``fetch_time``; ties: larger ``digest_key``), so a worker's memory does not grow with the crawl
+    (about 350 bytes an entry)."""
+    columns = [KEY, "digest", "url_key", "url", "fetch_time"]
+    order = [("fetch_time", "descending"), (KEY, "descending")]
+    t = crawl.read_table("content", [], columns=columns)
+    for rel in files:  # one file at a time: the newest max_digests so far plus one file in memory
+        t = pa.concat_tables([t, crawl.read_table("content", [rel], columns=columns)])
+        if t.num_rows > max_digests:
+            t = t.take(pc.sort_indices(t, sort_keys=order)[:max_digests])
     return {
         d: (k, u, f)
         for d, k, u, f in zip(

@@ -16,6 +16,7 @@ parses it is defined here too, next to the function that builds it::
     hosts/gen=7/hosts.parquet                    hosts_base(7): the hosts table compacted by gen 7
     fetchlists/round=7/shard=03.parquet          round_file("fetchlists", 7, 3)
     fetched/round=7/shard=03.parquet             round_file("fetched", 7, 3)
+    fetched/round=7/shard=03.parquet.tmp-spill1f..  spill_file("fetched", 7, 3, "1f.."): its spills
     links/round=7/shard=03.parquet               round_file("links", 7, 3)
     edges/round=7/shard=03.parquet               round_file("edges", 7, 3)
     content/gen=7/bucket=042.run.parquet         content_bucket(7, 42, run=True)
@@ -123,6 +124,17 @@ def round_dir(table: str, round: int) -> str:
 def round_file(table: str, round: int, shard: int) -> str:
     """``TABLE/round=R/shard=SS.parquet`` for ``fetchlists``, ``fetched``, ``links``, ``edges``."""
     return f"{round_dir(table, round)}/shard={shard:02d}.parquet"
+
+
+def spill_file(table: str, round: int, shard: int, token: str) -> str:
+    """``TABLE/round=R/shard=SS.parquet.tmp-spillTOKEN``: the spills of one shard's round of a
+    fact table (``fetched``, ``links``, ``edges``; :mod:`batchcrawl.fetch.spill`), merged into
+    :func:`round_file` when the shard's fetch ends and then removed. A temp name (``token``:
+    letters and digits, unique per write): a shard killed mid-round leaves it to ``gc``, and no
+    reader or rerun ever opens it."""
+    if not token.isalnum():
+        raise ValueError(f"spill token {token!r}: letters and digits only")
+    return f"{round_file(table, round, shard)}{TMP_MARKER}spill{token}"
 
 
 #: Directions of the link graph's adjacency lists: successors (out-links) and predecessors.
