@@ -572,8 +572,27 @@ class Crawler:
                             with contextlib.suppress(Exception):
                                 shards[s] = actor.progress().result(timeout=5)
                     progress({"round": rnd, "planned": planned, "shards": shards})
-                time.sleep(0.5)
+                # wake when a shard is done (not at the next half second: that was up to 0.5 s
+                # of idle fetch threads per round), at least twice a second for the grace check
+                open_ = [fut for s, fut in pending.items() if s not in results]
+                self.client.sync(any_done, open_, 0.5)
         return [results[s] for s in sorted(results)]
+
+
+async def any_done(futures: list[Any], timeout_s: float) -> None:
+    """Return once one of ``futures`` (Dask futures or actor futures: awaitables) is done, or
+    after ``timeout_s`` seconds; run it on the client's event loop (``client.sync``). Their
+    results and errors are left to the caller (``future.result()``)."""
+
+    async def settle(fut: Any) -> None:
+        await fut
+
+    tasks = [asyncio.ensure_future(settle(f)) for f in futures]
+    done, rest = await asyncio.wait(tasks, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+    for task in rest:
+        task.cancel()
+    for task in done:
+        task.exception()  # seen here, raised by the caller's result()
 
 
 def fetch_idle(shard_results: list[dict[str, Any]], step_s: float) -> dict[str, float]:

@@ -40,23 +40,28 @@ EDGE_COLUMNS = ["src_domain", "dst_domain"]
 def domain_pairs(edges: pa.Table, round: int) -> pa.Table:
     """The distinct ``(src_domain, dst_domain)`` pairs of ``edges`` (at least
     :data:`EDGE_COLUMNS`) between two different, known domains, as ``domainlinks`` rows of
-    ``round`` (``pair_key`` = hash64 of ``"src dst"``), sorted by ``pair_key``."""
+    ``round`` (``pair_key`` = hash64 of ``"src dst"``), sorted by ``pair_key``.
+
+    A round has millions of edges but few distinct pairs: each column is dictionary-encoded and
+    the pairs are made distinct as integer codes in numpy (Acero's group_by would warn on stderr
+    about unaligned buffers of tables read from Parquet, breaking the CLI's one-line output);
+    only the distinct pairs become Python strings."""
     t = edges.select(EDGE_COLUMNS)
     src, dst = t.column("src_domain"), t.column("dst_domain")
     keep = pc.and_(pc.and_(pc.is_valid(src), pc.is_valid(dst)), pc.not_equal(src, dst))
     t = t.filter(pc.fill_null(keep, False))
-    # distinct pairs in Python (a round's pairs are few): Acero's group_by warns on stderr about
-    # unaligned buffers of tables read from Parquet, which would break the CLI's one-line output
-    pairs = sorted(set(zip(t.column("src_domain").to_pylist(), t.column("dst_domain").to_pylist(),
-                           strict=True)))  # fmt: skip
+    s = pc.dictionary_encode(t.column("src_domain").combine_chunks())
+    d = pc.dictionary_encode(t.column("dst_domain").combine_chunks())
+    width = max(1, len(d.dictionary))
+    codes = np.unique(s.indices.to_numpy().astype(np.int64) * width + d.indices.to_numpy())
+    src_names, dst_names = s.dictionary.to_pylist(), d.dictionary.to_pylist()
+    pairs = sorted((src_names[c // width], dst_names[c % width]) for c in codes.tolist())
     keys = hash64_many(f"{s} {d}" for s, d in pairs)
-    t = pa.table({"src_domain": pa.array([s for s, _ in pairs], pa.string()),
-                  "dst_domain": pa.array([d for _, d in pairs], pa.string())})  # fmt: skip
     rows = pa.table({
         "pair_key": pa.array(keys, pa.uint64()),
-        "src_domain": t.column("src_domain"),
-        "dst_domain": t.column("dst_domain"),
-        "round": pa.array(np.full(t.num_rows, round, np.int32)),
+        "src_domain": pa.array([s for s, _ in pairs], pa.string()),
+        "dst_domain": pa.array([d for _, d in pairs], pa.string()),
+        "round": pa.array(np.full(len(pairs), round, np.int32)),
     })  # fmt: skip
     return schemas.conform("domainlinks", rows.sort_by([("pair_key", "ascending")]))
 
