@@ -128,7 +128,7 @@ class ShardActor:
         table = crawl.read_table(
             "fetchlists", [fetchlist], columns=list(schemas.fetch_item_columns())
         )
-        items = [FetchItem(**row) for row in table.to_pylist()]
+        items = fetch_items(table)
         del table
         self.restore_returning(items)
         if cold:
@@ -241,6 +241,15 @@ class ShardActor:
         """Close the fetch worker's connections."""
         if self.worker is not None:
             self.worker.close()
+
+
+def fetch_items(table: pa.Table) -> list[FetchItem]:
+    """The rows of a fetch list read with :func:`schemas.fetch_item_columns` as
+    :class:`FetchItem` objects, in order: built from whole columns, positionally (the fields are
+    those columns in that order), about twice as fast as one dict per row (a round's fetch list is
+    read before its fetch threads start)."""
+    columns = [table.column(c).to_pylist() for c in schemas.fetch_item_columns()]
+    return list(map(FetchItem, *columns))
 
 
 # -- Dask tasks (plain functions: they run on any worker) -------------------------------------------
