@@ -16,7 +16,7 @@ from batchcrawl.frontier.budget import DomainBudgets, beast_delay_s, star_budget
 from batchcrawl.frontier.generate import select_bucket
 from batchcrawl.frontier.indegree import domain_pairs
 from batchcrawl.frontier.table import new_rows
-from batchcrawl.urls import url_key
+from batchcrawl.urls import hash64_many, url_key
 
 NOW = dt.datetime(2024, 5, 1, 12, 0, tzinfo=dt.UTC)
 
@@ -74,6 +74,38 @@ def test_domain_pairs_distinct_other_domains():
     )
     assert got == [("a.test", "b.test"), ("c.test", "b.test")]
     assert t.column("round").to_pylist() == [4, 4]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.one_of(st.none(), st.sampled_from(["a.test", "b.test", "c.example", "é.test"])),
+            st.one_of(st.none(), st.sampled_from(["a.test", "b.test", "d.test", "c.example"])),
+        ),
+        max_size=40,
+    ),
+    st.integers(min_value=1, max_value=4),
+)
+def test_domain_pairs_equal_the_distinct_pairs_in_python(rows, chunks):
+    """The encoded pairs (dictionary codes, numpy unique) are the distinct pairs of other, known
+    domains, whatever the chunking and nulls; each sorted by pair_key as hash64 of "src dst"."""
+    size = max(1, -(-len(rows) // chunks))
+    parts = [rows[i : i + size] for i in range(0, len(rows), size)] or [[]]
+    edges = pa.concat_tables([
+        pa.table({"src_domain": pa.array([s for s, _ in p], pa.string()),
+                  "dst_domain": pa.array([d for _, d in p], pa.string())})
+        for p in parts
+    ])  # fmt: skip
+    t = domain_pairs(edges, 7)
+    want = sorted({(s, d) for s, d in rows if s is not None and d is not None and s != d})
+    keys = hash64_many(f"{s} {d}" for s, d in want)
+    want = [p for _, p in sorted(zip(keys, want, strict=True), key=lambda kp: kp[0])]
+    got = list(zip(t.column("src_domain").to_pylist(), t.column("dst_domain").to_pylist(),
+                   strict=True))  # fmt: skip
+    assert got == want
+    assert t.column("pair_key").to_pylist() == sorted(hash64_many(f"{s} {d}" for s, d in want))
+    assert set(t.column("round").to_pylist()) <= {7}
 
 
 def test_star_caps_by_indegree_and_beast_delays_the_rest():

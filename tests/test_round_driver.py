@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
+import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from batchcrawl.config import loopback_test_config, to_toml
 from batchcrawl.frontier import table as frontier
 from batchcrawl.frontier.inject import inject
-from batchcrawl.round import Crawler
+from batchcrawl.records import FetchItem
+from batchcrawl.round import Crawler, fetch_items
+from batchcrawl.store import schemas
 from batchcrawl.store.crawldir import CrawlDir
 
 
@@ -26,3 +34,32 @@ def test_seed_scope_is_rescanned_only_after_an_inject(tmp_path, monkeypatch):
     inject(crawl, cfg, ["http://b.test/"])  # e.g. another process, between two rounds
     assert crawler.seed_scope(crawl, crawl.manifest())[0] == {"a.test", "b.test"}
     assert len(scans) == 2
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2**64 - 1), st.integers(0, 5),
+                          st.one_of(st.none(), st.text(max_size=8)),
+                          st.one_of(st.none(), st.datetimes(min_value=dt.datetime(2000, 1, 1),
+                                                            max_value=dt.datetime(2100, 1, 1)))),
+                max_size=30))  # fmt: skip
+def test_fetch_items_are_the_rows_of_the_fetch_list(rows):
+    """A shard's fetch list becomes FetchItems column-wise, positionally: the same items, in
+    order, as one dict per row (every field, nulls and timestamps too)."""
+    table = pa.table(
+        {
+            "url_key": pa.array([r[0] for r in rows], pa.uint64()),
+            "url": [f"http://h{i}.test/{r[1]}" for i, r in enumerate(rows)],
+            "host": [f"h{i}.test" for i in range(len(rows))],
+            "domain": [f"h{i}.test" for i in range(len(rows))],
+            "depth": pa.array([r[1] for r in rows], pa.int32()),
+            "hops_out": pa.array([r[1] // 2 for r in rows], pa.int32()),
+            "discovered_round": pa.array([r[1] + 1 for r in rows], pa.int32()),
+            "discovered_seq": pa.array(range(len(rows)), pa.int64()),
+            "retries": pa.array([r[1] % 3 for r in rows], pa.int32()),
+            "etag": pa.array([r[2] for r in rows], pa.string()),
+            "last_modified": pa.array([r[2] and r[2][::-1] for r in rows], pa.string()),
+            "content_fetch_time": pa.array([r[3] for r in rows], pa.timestamp("ms")),
+            "content_digest": pa.array([r[2] and "sha1:" + r[2] for r in rows], pa.string()),
+        }
+    ).select(list(schemas.fetch_item_columns()))
+    assert fetch_items(table) == [FetchItem(**row) for row in table.to_pylist()]

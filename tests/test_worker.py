@@ -292,3 +292,30 @@ def test_reconfigure_applies_new_filters_and_politeness_and_keeps_host_state(
     worker.close()
     assert run.links["filter_reason"] == ["max_depth"]  # the new filters decide
     assert [e.path for e in web.log.since(mark) if e.host == host_name] == ["/b"]  # robots kept
+
+
+def test_reconfigure_for_the_next_rounds_time_limit_keeps_connections(
+    web, host_name, test_config, dirfs
+):
+    """A round under a deadline (``crawl --max-seconds``) gets a new ``fetch.time_limit_s``: the
+    worker keeps its keep-alive connections (the next round does not start with a burst of new
+    connections to every host); a new User-Agent rebuilds the fetcher and is sent."""
+    base = web.base_url(host_name)
+    web.app.add(host_name, "/robots.txt", Response(200, [], b"User-agent: *\nAllow: /\n"))
+    for path in ("/", "/a", "/b"):
+        web.app.add(host_name, path, _html("<p>x</p>"))
+    worker = _worker(test_config, dirfs, {host_name})
+    mark = web.log.mark()
+    worker.run([_item(base + "/")], round=1)
+    cfg = test_config.replace(fetch={"time_limit_s": 17.0, "tail_idle_s": 1.0})
+    worker.reconfigure(cfg, seed_hosts={host_name}, seed_domains={domain_of(host_name)})
+    worker.run([_item(base + "/a")], round=2)
+    cfg = cfg.replace(crawl={"user_agent": "other-agent/1.0"})
+    worker.reconfigure(cfg, seed_hosts={host_name}, seed_domains={domain_of(host_name)})
+    worker.run([_item(base + "/b")], round=3)
+    worker.close()
+    log = [e for e in web.log.since(mark) if e.host == host_name]
+    conn = {e.path: e.conn_id for e in log}
+    assert [e.path for e in log] == ["/robots.txt", "/", "/a", "/b"]
+    assert conn["/robots.txt"] == conn["/"] == conn["/a"]  # one connection across rounds 1-2
+    assert conn["/b"] != conn["/a"]  # rebuilt for the new User-Agent

@@ -154,6 +154,14 @@ class _Stale(Exception):
     """A reused keep-alive connection failed before any response byte: retry on a new one."""
 
 
+def http_settings(fetch: FetchSection, crawl: CrawlSection) -> tuple:
+    """The settings a :class:`Fetcher` is built from (timeouts, body cap, cookie jars, User-Agent):
+    a worker rebuilds its fetcher, closing its keep-alive connections and cookie jars, only when
+    these change, not for a new ``fetch.time_limit_s`` or tail setting of the next round."""
+    return (fetch.connect_timeout_s, fetch.read_timeout_s, fetch.total_timeout_s,
+            fetch.max_body_bytes, fetch.max_cookies_per_host, crawl.user_agent)  # fmt: skip
+
+
 class Fetcher:
     """Fetch URLs over HTTP/1.1 with keep-alive, to addresses the policy accepts.
 

@@ -42,7 +42,7 @@ from typing import Any
 from batchcrawl.config import Config
 from batchcrawl.errors import InvalidURL
 from batchcrawl.fetch.directives import retry_after_s, x_robots_tag
-from batchcrawl.fetch.fetcher import Fetcher
+from batchcrawl.fetch.fetcher import Fetcher, http_settings
 from batchcrawl.fetch.idle import IdleMeter
 from batchcrawl.fetch.neardup import NearDuplicates
 from batchcrawl.fetch.parse import parse_page
@@ -344,16 +344,21 @@ class FetchWorker:
         """Use ``cfg`` and the seeds' scope from the next :meth:`run` on (call between runs).
 
         The filters are rebuilt from ``cfg.filters`` and the seeds; the HTTP stack (resolver,
-        address policy, fetcher: sections ``network``, ``fetch``, ``crawl``) is rebuilt if one of
-        those sections changed. Per-host state is kept: a changed ``politeness`` section moves the
+        address policy, fetcher with its keep-alive connections and cookie jars) is rebuilt only
+        if ``network`` or a setting the fetcher is built from
+        (:func:`~batchcrawl.fetch.fetcher.http_settings`) changed. Per-host state is kept: a changed ``politeness`` section moves the
         hosts' visit states (next allowed times, Crawl-delays) into a new workbench, a changed
         ``robots`` section reloads the live robots.txt entries into a new cache.
         """
         old, self.cfg = self.cfg, cfg
+        self.agent = cfg.crawl.robots_agent
         self.filters = FilterChain.from_config(cfg.filters, seed_hosts, seed_domains)
-        if (old.network, old.fetch, old.crawl) != (cfg.network, cfg.fetch, cfg.crawl):
+        # a round under a deadline gets a new fetch.time_limit_s: that must not drop every host's
+        # connection, cookies and address (each round would start with a burst of new connections)
+        if old.network != cfg.network or http_settings(old.fetch, old.crawl) != http_settings(
+            cfg.fetch, cfg.crawl
+        ):
             self.fetcher.close()
-            self.agent = cfg.crawl.robots_agent
             self.resolver = Resolver(cfg.network)
             self.policy = AddressPolicy(cfg.network)
             self.fetcher = Fetcher(cfg.fetch, cfg.crawl, self.resolver, self.policy)

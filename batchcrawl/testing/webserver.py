@@ -154,6 +154,11 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
     allow_reuse_address = True
+    # listen backlog: socketserver's default of 5 overflows when a crawler's fetch threads open
+    # connections to many new hosts at once (a round's first contacts): the kernel drops the
+    # SYNs and each client retries after 1 s, 3 s, ... (TCP's initial RTO), which looked like a
+    # slow crawler. nginx's default is 511; the kernel caps it at net.core.somaxconn.
+    request_queue_size = 1024
 
     def __init__(self, address: tuple[str, int], app: App) -> None:
         self.app = app
