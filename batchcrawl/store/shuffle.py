@@ -10,9 +10,9 @@ transfer through the scheduler, and memory bounded by one bucket's share of the 
 Like a Hadoop map task, which sorts its output buffer by partition and spills it to a spill file
 each time it fills (``io.sort.mb``), then merges the spill files into one partitioned output, a
 shard that passes ``round.spill_pages`` appends its rows so far, bucket-sorted, to a spill file
-(:class:`SpillFile`: one row group per bucket per spill) and drops them; when its fetch ends,
-:func:`merge_spills` reads the spill file once, one bucket at a time, and writes the table's file
-with one row group per bucket. Tiny row groups would cost every later reader (each a footer entry
+(:class:`SpillFile`: an Arrow IPC file, one record batch per bucket per spill) and drops them;
+when its fetch ends, :meth:`SpillFile.merge_into` reads the spill file once, one bucket at a
+time, and writes the table's file with one row group per bucket. Tiny row groups would cost every later reader (each a footer entry
 and a read per column; 10 spills of 2,000 pages made reading 64 buckets 10x slower), hence the
 merge. Both files are written through the crawl's temp names: a shard killed between two spills
 leaves only ``.tmp-`` files, which ``gc`` removes and nothing else reads.
@@ -43,6 +43,30 @@ class Partitioned:
     row_groups: dict[int, tuple[int, ...]] = field(default_factory=dict)
 
 
+def bucket_slices(
+    table: str, rel: str, data: pa.Table, bucket_of: np.ndarray
+) -> Iterator[tuple[int, pa.Table]]:
+    """``(bucket, rows)`` for each non-empty bucket of ``data``, in bucket order, after
+    validating ``data`` against ``table``'s schema (rows of one bucket keep their order: a stable
+    sort). ``bucket_of`` is each row's bucket (int array, shape ``(data.num_rows,)``); ``rel``
+    names the file in errors. Raises :class:`~batchcrawl.errors.SchemaError` when ``data`` does
+    not fit the schema, ValueError when the lengths differ."""
+    data = schemas.conform(table, data)
+    bucket_of = np.asarray(bucket_of, dtype=np.int64)
+    if len(bucket_of) != data.num_rows:
+        raise ValueError(f"{rel}: {len(bucket_of)} bucket ids for {data.num_rows} rows")
+    if data.num_rows == 0:
+        return
+    order = np.argsort(bucket_of, kind="stable")
+    data = data.take(pa.array(order))
+    sorted_buckets = bucket_of[order]
+    bounds = np.flatnonzero(np.diff(sorted_buckets)) + 1
+    starts = np.concatenate(([0], bounds))
+    ends = np.concatenate((bounds, [len(sorted_buckets)]))
+    for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+        yield int(sorted_buckets[start]), data.slice(start, end - start)
+
+
 class PartitionedWriter:
     """Appends bucket-sorted spills of one table to one open Parquet file (see the module doc).
 
@@ -55,7 +79,7 @@ class PartitionedWriter:
     rel
         The file's path relative to the crawl (for the returned entry).
 
-    Use :func:`partitioned_writer` (a table's file, published whole) or :class:`SpillFile`.
+    Use :func:`partitioned_writer` (a table's file, published whole).
     """
 
     def __init__(self, fh: IO[bytes], table: str, rel: str) -> None:
@@ -78,23 +102,11 @@ class PartitionedWriter:
 
         Raises :class:`~batchcrawl.errors.SchemaError` when ``data`` does not fit the schema.
         """
-        data = schemas.conform(self.table, data)
-        bucket_of = np.asarray(bucket_of, dtype=np.int64)
-        if len(bucket_of) != data.num_rows:
-            raise ValueError(f"{self.rel}: {len(bucket_of)} bucket ids for {data.num_rows} rows")
-        if data.num_rows == 0:
-            return
-        order = np.argsort(bucket_of, kind="stable")
-        data = data.take(pa.array(order))
-        sorted_buckets = bucket_of[order]
-        bounds = np.flatnonzero(np.diff(sorted_buckets)) + 1
-        starts = np.concatenate(([0], bounds))
-        ends = np.concatenate((bounds, [len(sorted_buckets)]))
-        for s, e in zip(starts, ends, strict=True):
-            self._writer.write_table(data.slice(int(s), int(e - s)), row_group_size=int(e - s))
-            self._row_groups.setdefault(int(sorted_buckets[s]), []).append(self._groups)
+        for bucket, rows in bucket_slices(self.table, self.rel, data, bucket_of):
+            self._writer.write_table(rows, row_group_size=rows.num_rows)
+            self._row_groups.setdefault(bucket, []).append(self._groups)
             self._groups += 1
-        self.rows += data.num_rows
+            self.rows += rows.num_rows
         self._fh.flush()  # the spill's bytes leave this process's buffers
 
     def _finish(self) -> None:
@@ -137,9 +149,16 @@ def write_partitioned(
 
 
 class SpillFile:
-    """A spill file of one table (see the module doc): a :class:`PartitionedWriter` on a new temp
-    file ``rel`` (:func:`batchcrawl.store.paths.spill_file`). :meth:`merge_into` writes the
-    table's file from it; :meth:`discard` (always call it, e.g. from a ``finally``) removes it.
+    """A spill file of one table (see the module doc): an Arrow IPC file on a new temp file
+    ``rel`` (:func:`batchcrawl.store.paths.spill_file`), one record batch per bucket per spill.
+    :meth:`merge_into` writes the table's file from it; :meth:`discard` (always call it, e.g. from
+    a ``finally``) removes it.
+
+    Spills are Arrow IPC, not Parquet: a spill is read back once, by the merge, so it is written
+    as Arrow's own buffers (no encoding, no compression, no per-column-chunk statistics); the
+    table's file is encoded once, at the merge, as an unspilled round's file is. Parquet spills
+    (64 buckets x 3 tables x ~15 columns of small zstd column chunks per spill) cost ~0.3 ms of
+    worker CPU per page (docs/benchmarks.md, "Spills").
 
     Parameters
     ----------
@@ -155,44 +174,60 @@ class SpillFile:
         self.crawl = crawl
         self.table = table
         self.rel = rel
+        self.rows = 0
         path = crawl.path(rel)
         crawl.fs.makedirs(posixpath.dirname(path), exist_ok=True)
         self._fh = crawl.fs.open(path, "wb")
-        self.writer = PartitionedWriter(self._fh, table, rel)
+        self._writer = pa.ipc.new_file(self._fh, schemas.schema(table))
+        self._batches: dict[int, list[int]] = {}
+        self._count = 0
+        self._open = True
 
     def append(self, data: pa.Table, bucket_of: np.ndarray) -> None:
-        """One spill (:meth:`PartitionedWriter.append`)."""
-        self.writer.append(data, bucket_of)
+        """One spill: ``data`` validated against the table's schema, sorted by bucket (stable),
+        one record batch per non-empty bucket (``bucket_of`` as in
+        :meth:`PartitionedWriter.append`). Raises :class:`~batchcrawl.errors.SchemaError` when
+        ``data`` does not fit the schema."""
+        for bucket, rows in bucket_slices(self.table, self.rel, data, bucket_of):
+            for batch in rows.to_batches():
+                self._writer.write_batch(batch)
+                self._batches.setdefault(bucket, []).append(self._count)
+                self._count += 1
+            self.rows += rows.num_rows
+        self._fh.flush()  # the spill's bytes leave this process's buffers
+
+    def _close(self) -> None:
+        if self._open:
+            self._open = False
+            try:
+                self._writer.close()
+            finally:
+                self._fh.close()
 
     def merge_into(self, rel: str) -> Partitioned:
-        """Close the spill file and write its rows as the table's file ``rel``
-        (:func:`merge_spills`); returns that file's index."""
-        spilled = self.writer.close()
-        self._fh.close()
-        return merge_spills(self.crawl, self.table, spilled, rel)
+        """Close the spill file and write its rows as the table's file ``rel``: one row group
+        per bucket (its spills' batches, in order), one bucket in memory at a time; returns that
+        file's index."""
+        self._close()
+        schema = schemas.schema(self.table)
+        with (
+            self.crawl.fs.open(self.crawl.path(self.rel), "rb") as src,
+            partitioned_writer(self.crawl, self.table, rel) as out,
+        ):
+            reader = pa.ipc.open_file(src)
+            for bucket in sorted(self._batches):
+                batches = [reader.get_batch(i) for i in self._batches[bucket]]
+                rows = pa.Table.from_batches(batches, schema=schema)
+                out.append(rows, np.full(rows.num_rows, bucket, dtype=np.int64))
+            return out.close()
 
     def discard(self) -> None:
         """Close (if still open) and remove the spill file."""
         try:
-            self.writer._finish()
+            self._close()
         finally:
-            self._fh.close()
             with contextlib.suppress(FileNotFoundError):
                 self.crawl.fs.rm_file(self.crawl.path(self.rel))
-
-
-def merge_spills(crawl: CrawlDir, table: str, spilled: Partitioned, rel: str) -> Partitioned:
-    """Write the rows of the closed spill file ``spilled`` as the table's file ``rel``: one row
-    group per bucket (its spills' row groups, in order), one bucket in memory at a time."""
-    with (
-        crawl.fs.open(crawl.path(spilled.entry.path), "rb") as src,
-        partitioned_writer(crawl, table, rel) as out,
-    ):
-        pf = pq.ParquetFile(src)
-        for bucket in sorted(spilled.row_groups):
-            rows = pf.read_row_groups(list(spilled.row_groups[bucket]))
-            out.append(rows, np.full(rows.num_rows, bucket, dtype=np.int64))
-        return out.close()
 
 
 def read_partition(
