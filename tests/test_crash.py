@@ -82,11 +82,16 @@ class KillOnPage:
         self.web.bind(port)
         return self
 
+    def ready(self) -> bool:
+        """Whether the kill may happen now (called under the lock; subclasses narrow it)."""
+        return True
+
     def __call__(self, host, path, headers):
         with self._lock:
             if self.pid is not None and path != "/robots.txt" and not self.fired.is_set():
-                os.kill(self.pid, signal.SIGKILL)
-                self.fired.set()
+                if self.ready():
+                    os.kill(self.pid, signal.SIGKILL)
+                    self.fired.set()
         return self.web(host, path, headers)
 
 

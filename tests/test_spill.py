@@ -10,8 +10,6 @@ that sees none of the dead round's rows.
 from __future__ import annotations
 
 import os
-import signal
-import threading
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -28,7 +26,7 @@ from round_helpers import (
     serve,
     wait_gone,
 )
-from test_crash import killed_helper, steps_until_killed, with_crawler
+from test_crash import KillOnPage, killed_helper, steps_until_killed, with_crawler
 
 from batchcrawl.graph.build import build_graph
 from batchcrawl.graph.linkgraph import LinkGraph
@@ -129,33 +127,21 @@ def test_a_round_spilled_page_by_page_commits_what_an_unspilled_round_does(clien
                    strict=True)) == edges  # fmt: skip
 
 
-class KillAfterSpill:
+class KillAfterSpill(KillOnPage):
     """The SampleWeb, plus: once armed, SIGKILL process ``pid`` at the first page request that
     arrives after a shard's spill reached the disk (a ``fetched`` temp file of round ``round``
     with bytes in it): the killed round has spilled and not committed."""
 
     def __init__(self, web, root: str, round: int) -> None:
-        self.web = web
+        super().__init__(web)
         self.folder = Path(root) / paths.round_dir("fetched", round)
-        self.pid: int | None = None
-        self.fired = threading.Event()
         self.spilled: list[str] = []
-        self._lock = threading.Lock()
 
-    def bind(self, port: int):
-        self.web.bind(port)
-        return self
-
-    def __call__(self, host, path, headers):
-        with self._lock:
-            if self.pid is not None and path != "/robots.txt" and not self.fired.is_set():
-                parts = [p for p in self.folder.glob("*" + paths.TMP_MARKER + "*")
-                         if p.stat().st_size > 0] if self.folder.is_dir() else []  # fmt: skip
-                if parts:
-                    os.kill(self.pid, signal.SIGKILL)
-                    self.spilled = [p.name for p in parts]
-                    self.fired.set()
-        return self.web(host, path, headers)
+    def ready(self) -> bool:
+        parts = [p for p in self.folder.glob("*" + paths.TMP_MARKER + "*")
+                 if p.stat().st_size > 0] if self.folder.is_dir() else []  # fmt: skip
+        self.spilled = [p.name for p in parts]
+        return bool(parts)
 
 
 def test_sigkill_after_a_spill_leaves_the_generation_whole_and_gc_removes_the_parts(
