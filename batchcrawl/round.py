@@ -572,27 +572,26 @@ class Crawler:
                 # wake when a shard is done (not at the next half second: that was up to 0.5 s
                 # of idle fetch threads per round), at least twice a second for the grace check
                 open_ = [fut for s, fut in pending.items() if s not in results]
-                self.client.sync(any_done, open_, 0.5)
+                wait_any_done(open_, 0.5)
         return [results[s] for s in sorted(results)]
 
 
-async def any_done(futures: list[Any], timeout_s: float) -> None:
-    """Return once one of ``futures`` (Dask futures or actor futures: awaitables) is done, or
-    after ``timeout_s`` seconds; run it on the client's event loop (``client.sync``). Their
-    results and errors are left to the caller (``future.result()``)."""
+def wait_any_done(futures: list[Any], timeout_s: float, poll_s: float = 0.02) -> None:
+    """Return once one of ``futures`` (Dask futures or actor futures: anything with ``done()``)
+    is done, or after ``timeout_s`` seconds; their results and errors are left to the caller.
 
-    async def settle(fut: Any) -> None:
-        # Only "done" counts here: the caller's result() raises the error. A task left with its
-        # exception unread would be logged by asyncio ("Task exception was never retrieved"),
-        # e.g. when a signal stops the cluster and every shard's future fails after this
-        # function returned (tests/test_signals.py).
-        with contextlib.suppress(Exception):
-            await fut
-
-    tasks = [asyncio.ensure_future(settle(f)) for f in futures]
-    _, rest = await asyncio.wait(tasks, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
-    for task in rest:
-        task.cancel()
+    It checks ``done()`` every ``poll_s`` seconds in the calling thread with a plain sleep, so a
+    shard's end wakes the round driver within ``poll_s`` (a 0.5 s poll left fetch threads idle up
+    to 0.5 s per round) and a SIGINT/SIGTERM interrupts it like any sleep. Waiting on the client's
+    event loop instead (``client.sync``) left distributed's cancel callback failing with a
+    NameError on stderr when the signal arrived inside it (tests/test_signals.py).
+    """
+    deadline = time.monotonic() + timeout_s
+    while not any(f.done() for f in futures):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        time.sleep(min(poll_s, left))
 
 
 def fetch_idle(shard_results: list[dict[str, Any]], step_s: float) -> dict[str, float]:
