@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 from datetime import UTC
@@ -11,6 +12,8 @@ import pytest
 from fsspec.implementations.dirfs import DirFileSystem
 from warcio.archiveiterator import ArchiveIterator
 
+from batchcrawl.config import FetchSection
+from batchcrawl.fetch.fetcher import PER_ROUND_FETCH_FIELDS
 from batchcrawl.fetch.worker import FetchWorker, classify
 from batchcrawl.records import FetchItem, Outcome
 from batchcrawl.testing.webserver import Response
@@ -319,3 +322,47 @@ def test_reconfigure_for_the_next_rounds_time_limit_keeps_connections(
     assert [e.path for e in log] == ["/robots.txt", "/", "/a", "/b"]
     assert conn["/robots.txt"] == conn["/"] == conn["/a"]  # one connection across rounds 1-2
     assert conn["/b"] != conn["/a"]  # rebuilt for the new User-Agent
+
+
+def _changed(value):
+    """A valid value other than ``value`` (a ``[fetch]`` field's)."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return value + 1
+    return value / 2 if value else 1.0
+
+
+def test_reconfigure_keeps_the_connection_only_for_the_per_round_fetch_fields(
+    web, host_name, test_config, dirfs
+):
+    """Every ``[fetch]`` field, changed alone between two runs: the per-round ones
+    (``PER_ROUND_FETCH_FIELDS``: time limit, tail cut, grace) keep the fetcher and its keep-alive
+    connection; any other rebuilds it (a new connection), so a fetcher setting added later is never
+    silently ignored between rounds."""
+    names = [f.name for f in dataclasses.fields(FetchSection)]
+    assert PER_ROUND_FETCH_FIELDS < set(names)
+    base = web.base_url(host_name)
+    web.app.add(host_name, "/robots.txt", Response(200, [], b"User-agent: *\nAllow: /\n"))
+    seeds = {host_name}
+    worker = _worker(test_config, dirfs, seeds)
+    kept = set()
+    try:
+        for i, name in enumerate(names):
+            for path in (f"/before{i}", f"/after{i}"):
+                web.app.add(host_name, path, _html("<p>x</p>"))
+            cfg = test_config.replace(fetch={name: _changed(getattr(test_config.fetch, name))})
+            assert getattr(cfg.fetch, name) != getattr(test_config.fetch, name)
+            worker.reconfigure(test_config, seed_hosts=seeds, seed_domains={domain_of(host_name)})
+            mark = web.log.mark()
+            worker.run([_item(f"{base}/before{i}")], round=2 * i + 1)
+            fetcher = worker.fetcher
+            worker.reconfigure(cfg, seed_hosts=seeds, seed_domains={domain_of(host_name)})
+            worker.run([_item(f"{base}/after{i}")], round=2 * i + 2)
+            conn = {e.path: e.conn_id for e in web.log.since(mark) if e.host == host_name}
+            assert (conn[f"/before{i}"] == conn[f"/after{i}"]) == (worker.fetcher is fetcher), name
+            if worker.fetcher is fetcher:
+                kept.add(name)
+    finally:
+        worker.close()
+    assert kept == PER_ROUND_FETCH_FIELDS

@@ -19,6 +19,7 @@ BUbiNG argues (§4.3). Response header blocks are parsed by :mod:`batchcrawl.fet
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import http.client
 import re
@@ -154,12 +155,27 @@ class _Stale(Exception):
     """A reused keep-alive connection failed before any response byte: retry on a new one."""
 
 
+#: ``[fetch]`` settings a round reads afresh (:meth:`batchcrawl.fetch.worker.FetchWorker.run`, the
+#: round driver) and the fetcher never does: the fetch phase's time limit (lowered per round under a
+#: deadline, :meth:`batchcrawl.pipeline.Deadline.round_cfg`), its tail cut and the grace given to the
+#: other shards. A change of any other ``[fetch]`` field rebuilds the fetcher (:func:`http_settings`),
+#: so a setting added later reaches the fetcher without being listed anywhere.
+PER_ROUND_FETCH_FIELDS = frozenset(
+    {"time_limit_s", "tail_rate_ratio", "throughput_window_s", "tail_idle_s", "shard_grace_s"}
+)
+
+
 def http_settings(fetch: FetchSection, crawl: CrawlSection) -> tuple:
-    """The settings a :class:`Fetcher` is built from (timeouts, body cap, cookie jars, User-Agent):
-    a worker rebuilds its fetcher, closing its keep-alive connections and cookie jars, only when
-    these change, not for a new ``fetch.time_limit_s`` or tail setting of the next round."""
-    return (fetch.connect_timeout_s, fetch.read_timeout_s, fetch.total_timeout_s,
-            fetch.max_body_bytes, fetch.max_cookies_per_host, crawl.user_agent)  # fmt: skip
+    """What a :class:`Fetcher` may be built from: every ``[fetch]`` field but
+    :data:`PER_ROUND_FETCH_FIELDS`, and ``crawl.user_agent``. A worker rebuilds its fetcher
+    (closing its keep-alive connections and cookie jars) when these change, and only then: not for
+    a new ``fetch.time_limit_s`` or tail setting of the next round."""
+    kept = tuple(
+        (f.name, getattr(fetch, f.name))
+        for f in dataclasses.fields(fetch)
+        if f.name not in PER_ROUND_FETCH_FIELDS
+    )
+    return kept, crawl.user_agent
 
 
 class Fetcher:

@@ -345,10 +345,11 @@ class FetchWorker:
 
         The filters are rebuilt from ``cfg.filters`` and the seeds; the HTTP stack (resolver,
         address policy, fetcher with its keep-alive connections and cookie jars) is rebuilt only
-        if ``network`` or a setting the fetcher is built from
-        (:func:`~batchcrawl.fetch.fetcher.http_settings`) changed. Per-host state is kept: a changed ``politeness`` section moves the
-        hosts' visit states (next allowed times, Crawl-delays) into a new workbench, a changed
-        ``robots`` section reloads the live robots.txt entries into a new cache.
+        if ``network``, ``crawl.user_agent`` or a ``[fetch]`` field other than the per-round ones
+        (:func:`~batchcrawl.fetch.fetcher.http_settings`) changed. Per-host state is kept: a
+        changed ``politeness`` section moves the hosts' visit states (next allowed times,
+        Crawl-delays) into a new workbench, a changed ``robots`` section reloads the live
+        robots.txt entries into a new cache.
         """
         old, self.cfg = self.cfg, cfg
         self.agent = cfg.crawl.robots_agent
