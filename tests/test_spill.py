@@ -10,10 +10,13 @@ that sees none of the dead round's rows.
 from __future__ import annotations
 
 import os
+import weakref
 from pathlib import Path
 
+import fsspec
 import pyarrow.parquet as pq
 import pytest
+from fsspec.implementations.dirfs import DirFileSystem
 from round_helpers import (
     fetched_rows,
     frontier_rows,
@@ -28,12 +31,18 @@ from round_helpers import (
 )
 from test_crash import KillOnPage, killed_helper, steps_until_killed, with_crawler
 
+from batchcrawl.config import to_toml
+from batchcrawl.fetch.spill import FACT_KEYS, FactFiles
+from batchcrawl.fetch.worker import FetchWorker, ShardRun
 from batchcrawl.graph.build import build_graph
 from batchcrawl.graph.linkgraph import LinkGraph
+from batchcrawl.records import FetchItem
 from batchcrawl.round import dask_client
 from batchcrawl.store import paths, sql
 from batchcrawl.store.crawldir import CrawlDir
 from batchcrawl.store.gc import gc
+from batchcrawl.testing.webserver import Response
+from batchcrawl.urls import canonicalize, domain_of, url_key
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -182,3 +191,46 @@ def test_sigkill_after_a_spill_leaves_the_generation_whole_and_gc_removes_the_pa
     read_every_file(crawl, after)
     urls = [r["url"] for r in fetched_rows(crawl) if r["round"] == 2]
     assert len(urls) == len(set(urls)) == summary["attempts"]
+
+
+class _Rows(list):
+    """A ``fetched`` row list a weak reference can watch."""
+
+
+class _Columns(dict):
+    """A ``links``/``edges`` column dict a weak reference can watch."""
+
+
+def test_each_tables_python_rows_are_gone_before_the_next_table_is_built(
+    web, host_name, test_config, tmp_path
+):
+    """Memory order of a spill (:meth:`FactFiles._tables`): when a table is handed out, its
+    Python rows are already freed (nothing, the generator included, holds them) and the next
+    tables' rows are not built into Arrow yet."""
+    base = web.base_url(host_name)
+    web.app.add(host_name, "/robots.txt", Response(404))
+    page = '<a href="/a">a</a><a href="/b">b</a><a href="http://other.test/">o</a>'
+    web.app.add(host_name, "/", Response(200, [("Content-Type", "text/html")], page.encode()))
+    fs = DirFileSystem(str(tmp_path), fsspec.filesystem("file"))
+    worker = FetchWorker(test_config, 0, fs, seed_hosts=[host_name],
+                         seed_domains=[domain_of(host_name)])  # fmt: skip
+    url = canonicalize(base + "/")
+    run = worker.run([FetchItem(url_key(url), url, host_name, domain_of(host_name), 0)], round=1)
+    worker.close()
+    rows = ShardRun(fetched=_Rows(run.fetched), links=_Columns(run.links),
+                    edges=_Columns(run.edges))  # fmt: skip
+    sizes = {"fetched": len(run.fetched), "links": len(run.links["dst_url_key"]),
+             "edges": len(run.edges["dst_url_key"])}  # fmt: skip
+    assert sizes["fetched"] == 1 and sizes["links"] == 3 and sizes["edges"] > 0
+    del run
+    held = {name: weakref.ref(getattr(rows, name)) for name in FACT_KEYS}
+    crawl = CrawlDir.create(str(tmp_path / "crawl"), to_toml(test_config), buckets=4)
+    tables = FactFiles(crawl, 1, 0, 4)._tables(rows)
+    names = list(FACT_KEYS)
+    for i, (name, table) in enumerate(tables):
+        assert name == names[i] and table[0].num_rows == sizes[name]
+        assert held[name]() is None, name  # its Python rows are freed
+        now = getattr(rows, name)  # an empty holder of the same shape replaced them
+        assert now == [] if name == "fetched" else now == dict.fromkeys(now, []) and now
+        assert all(held[later]() is not None for later in names[i + 1 :])  # not built yet
+    assert i == len(names) - 1

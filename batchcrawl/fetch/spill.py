@@ -31,6 +31,20 @@ from batchcrawl.urls import bucket_ids
 FACT_KEYS = {"fetched": "url_key", "links": "dst_url_key", "edges": "src_url_key"}
 
 
+def _empty_columns(columns: dict[str, list]) -> dict[str, list]:
+    return {c: [] for c in columns}
+
+
+#: How a :class:`ShardRun` holds each fact table's rows, in :data:`FACT_KEYS` order: the Arrow
+#: constructor for them (``fetched`` is a list of row dicts, ``links`` and ``edges`` are column
+#: lists) and the empty holder that replaces them.
+_HELD_AS = {
+    "fetched": (pa.Table.from_pylist, lambda rows: []),
+    "links": (pa.table, _empty_columns),
+    "edges": (pa.table, _empty_columns),
+}
+
+
 class FactFiles:
     """The ``fetched``, ``links`` and ``edges`` files of one shard's round, and their spills.
 
@@ -107,17 +121,13 @@ class FactFiles:
         """``(name, [table])`` for each fact table, one at a time, each built from ``rows`` just
         before it is yielded and its Python rows dropped (the Python rows, their Arrow table and
         its bucket-sorted copy of one table are the peak); the consumer pops the table out of the
-        list, so that the sorted copy replaces it instead of joining it."""
+        list, so that the sorted copy replaces it instead of joining it. No local name holds a
+        table's Python rows across the ``yield``."""
         self.outcomes.update(row["outcome"] for row in rows.fetched)
-        table = [pa.Table.from_pylist(rows.fetched, schema=schemas.schema("fetched"))]
-        rows.fetched = []
-        yield "fetched", table
-        table = [pa.table(rows.links, schema=schemas.schema("links"))]
-        rows.links = {c: [] for c in rows.links}
-        yield "links", table
-        table = [pa.table(rows.edges, schema=schemas.schema("edges"))]
-        rows.edges = {c: [] for c in rows.edges}
-        yield "edges", table
+        for name, (to_arrow, emptied) in _HELD_AS.items():
+            table = [to_arrow(getattr(rows, name), schema=schemas.schema(name))]
+            setattr(rows, name, emptied(getattr(rows, name)))
+            yield name, table
 
     def _bucket_ids(self, name: str, table: list[pa.Table]):
         return bucket_ids(table[0].column(FACT_KEYS[name]).to_numpy(), self.buckets)
