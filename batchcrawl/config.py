@@ -371,6 +371,11 @@ class FetchSection:
     max_queued_urls: Positive = 20_000
     """Most URLs one shard holds in memory in ``crawl --stream`` (BUbiNG's virtualizer): the rest
     of each host's queue waits in the frontier and is topped up as the shard drains."""
+    max_kept_host_rows: Positive = 10_000
+    """Last ``hosts`` rows (robots.txt text included) a shard actor keeps in memory for the hosts
+    its worker forgets between rounds, least recently written dropped first; a returning host
+    whose row was dropped is read back from the committed ``hosts`` table (slower, same state).
+    The rows a round just wrote are always kept."""
 
 
 @dataclass(frozen=True)

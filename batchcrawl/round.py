@@ -88,7 +88,10 @@ class ShardActor:
         self.cfg = cfg
         self.shard = shard
         self.worker: FetchWorker | None = None
-        self.known_hosts: dict[str, dict[str, Any]] = {}
+        # the last hosts rows this shard wrote (bounded), for its worker's forgotten hosts
+        self.known_hosts = host_runs.RecentHostRows(cfg.fetch.max_kept_host_rows)
+        # the crawl and its committed hosts listing the worker was last opened with
+        self.opened: tuple[CrawlDir, list[str]] | None = None
         self.counters: Counter = Counter()
         self.content_files: tuple[str, ...] = ()
 
@@ -131,7 +134,7 @@ class ShardActor:
         )
         items = fetch_items(table)
         del table
-        self.restore_returning(items)
+        rows_read = self.restore_returning(items)
         if cold:
             self.worker.cool_down({i.host for i in items} | set(cool_hosts))
         if tuple(content_files) != self.content_files:  # content seen in earlier rounds
@@ -154,6 +157,7 @@ class ShardActor:
             "outcomes": dict(facts.outcomes),
             "spills": facts.spills,
             "spill_s": facts.seconds,
+            "host_rows": {"kept": len(self.known_hosts), "read_back": rows_read},
             "unfetched": len(run.unfetched),
             "seconds": time.monotonic() - started,
             "fetch_seconds": run.seconds,
@@ -177,22 +181,30 @@ class ShardActor:
         """The shard's fetch worker: created on first use (its hosts' state reloaded from the
         ``hosts`` table files ``host_files``), else reconfigured with ``cfg``."""  # fmt: skip
         self.cfg = cfg
+        self.opened = (crawl, list(host_files))
+        self.known_hosts.limit = cfg.fetch.max_kept_host_rows
         if self.worker is None:
             fs = DirFileSystem(crawl.root, crawl.fs)
             self.worker = FetchWorker(cfg, self.shard, fs, seed_hosts=seed_hosts,
                                       seed_domains=seed_domains)  # fmt: skip
             rows = self._own_host_rows(crawl, host_files)
-            self.known_hosts = {r["host"]: r for r in rows}
+            self.known_hosts.load(rows)
             self.worker.restore_hosts(rows)
         else:
             self.worker.reconfigure(cfg, seed_hosts=seed_hosts, seed_domains=seed_domains)
         return self.worker
 
-    def restore_returning(self, items: list[FetchItem]) -> None:
+    def restore_returning(self, items: list[FetchItem]) -> int:
         """Bring back the hosts of ``items`` that the long-lived worker forgot
-        (:meth:`FetchWorker.forget_idle_hosts`) from their last ``hosts`` rows."""
+        (:meth:`FetchWorker.forget_idle_hosts`) from their last ``hosts`` rows: kept in memory
+        (:class:`~batchcrawl.frontier.hosts.RecentHostRows`), else read back from the committed
+        listing the worker was last opened with. Returns the rows read back."""
         returning = {i.host for i in items if not self.worker.knows(i.host)}
-        self.worker.restore_hosts(self.known_hosts[h] for h in returning if h in self.known_hosts)
+        if not returning:
+            return 0
+        rows, read = self.known_hosts.rows_for(returning, *self.opened)
+        self.worker.restore_hosts(rows)
+        return read
 
     def write_facts(
         self, crawl: CrawlDir, run: ShardRun, round: int, buckets: int
@@ -208,8 +220,7 @@ class ShardActor:
         ``hosts`` run of ``generation`` (:mod:`batchcrawl.frontier.hosts`; None when no host was
         touched); uncommitted."""
         rows = self.worker.host_rows(touched)
-        for row in rows:
-            self.known_hosts[row["host"]] = row
+        self.known_hosts.wrote(rows)
         return host_runs.write_run(crawl, generation, self.shard, rows)
 
     def _on_progress(self, counters: Counter) -> None:
@@ -656,6 +667,10 @@ def round_summary(
         # the last one at its end); 0 when every shard stayed under the bound
         "spills": sum(r.get("spills", 0) for r in shard_results),
         "spill_s": round(sum(r.get("spill_s", 0.0) for r in shard_results), 3),
+        # hosts rows the shard actors keep for their forgotten hosts (fetch.max_kept_host_rows,
+        # after the round), and those of returning hosts read back from the hosts table instead
+        "host_rows": {k: sum(r.get("host_rows", {}).get(k, 0) for r in shard_results)
+                      for k in ("kept", "read_back")},
         "time_limit_hit": any(r["unfetched"] for r in shard_results),
         # shards whose fetch ended at its slow tail (fetch.tail_rate_ratio, fetch.tail_idle_s)
         "shards_tail_cut": sum(int(r["counters"].get("tail_cut", 0)) for r in shard_results),

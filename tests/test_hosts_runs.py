@@ -6,16 +6,19 @@ from __future__ import annotations
 
 import datetime as dt
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from round_helpers import new_crawl, round_config, serve
 
 from batchcrawl.config import Config, to_toml
 from batchcrawl.frontier import hosts as host_runs
 from batchcrawl.ring import HashRing
-from batchcrawl.round import ShardActor, host_shard
+from batchcrawl.round import ShardActor, host_shard, run_rounds
 from batchcrawl.store import paths, schemas, sql
 from batchcrawl.store.crawldir import CrawlDir, FileEntry
 from batchcrawl.store.gc import gc
+from batchcrawl.testing.webserver import Response, RoutingApp
 
 SHARDS = 3
 NOW = dt.datetime(2024, 5, 1, 12, 0, tzinfo=dt.UTC)
@@ -91,6 +94,32 @@ def test_hosts_runs_equal_dict_reference(tmp_path_factory, rounds):
         assert restored == ref
 
 
+@settings(max_examples=20, deadline=None)
+@given(rounds=rounds_st, limit=st.integers(1, 4))
+def test_recent_host_rows_give_every_hosts_newest_row_whatever_they_dropped(
+    tmp_path_factory, rounds, limit
+):
+    """One shard's :class:`RecentHostRows` after random rounds, asked with the listing committed
+    before the latest round (a pipelined round's base lacks the round fetched just before it):
+    every host's newest row, at most ``limit`` rows held beyond the latest round's."""
+    cfg = _config().replace(fetch={"shards": 1})
+    crawl = CrawlDir.create(str(tmp_path_factory.mktemp("c")), to_toml(cfg), 2)
+    kept = host_runs.RecentHostRows(limit)
+    ref: dict[str, int] = {}
+    for updates in rounds:
+        rows = {f"h{h}.test": host_row(f"h{h}.test", 0, pages) for h, pages in updates}
+        m = crawl.manifest()
+        parent = list(m.tables.get("hosts", ()))
+        new = host_runs.write_run(crawl, m.generation + 1, 0, list(rows.values()))
+        listing = host_runs.next_listing(crawl, parent, [new], m.generation + 1, cfg)
+        crawl.commit(m, {"hosts": listing}, {"step": "test"})
+        kept.wrote(list(rows.values()))
+        ref.update({h: r["pages_fetched"] for h, r in rows.items()})
+        assert len(kept) <= max(limit, len(rows))
+        got, _ = kept.rows_for(set(ref) | {"never.test"}, crawl, parent)
+        assert {r["host"]: r["pages_fetched"] for r in got} == ref
+
+
 def test_compaction_merges_runs_and_gc_drops_them(tmp_path):
     cfg = _config()
     crawl = CrawlDir.create(str(tmp_path / "c"), to_toml(cfg), 2)
@@ -121,3 +150,42 @@ def test_legacy_snapshots_read_as_bases(tmp_path):
         "a.test": 5,
         "b.test": 2,
     }
+
+
+def _page(*links: str) -> Response:
+    body = "".join(f'<a href="{u}">{u}</a>' for u in links) or "<p>leaf</p>"
+    return Response(200, [("Content-Type", "text/html")], body.encode())
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_returning_hosts_whose_rows_were_dropped_come_back_from_the_hosts_table(tmp_path):
+    """``fetch.max_kept_host_rows = 1`` on a real crawl (one shard, one worker process): round 1
+    fetches a1 and a2, round 2 only c (the worker forgets a1 and a2, the actor keeps c's row
+    only), round 3 a1 and a2 again. Their state comes back from the committed hosts table: no
+    second robots.txt request, page counts carried on."""
+    a1, a2, c = "a1.kept.test", "a2.kept.test", "c.kept.test"  # one pay-level domain
+    app = RoutingApp()
+    cfg = round_config(fetch={"shards": 1, "max_kept_host_rows": 1}, round={"workers": 1})
+    robots = Response(200, [("Content-Type", "text/plain")], b"User-agent: *\nAllow: /\n")
+    with serve(app) as server:
+        url = {h: f"http://{h}:{server.port}" for h in (a1, a2, c)}
+        for host in url:
+            app.add(host, "/robots.txt", robots)
+        for a in (a1, a2):
+            app.add(a, "/", _page(url[c] + "/"))
+            app.add(a, "/x", _page())
+        app.add(c, "/", _page(url[a1] + "/x", url[a2] + "/x"))
+        crawl = new_crawl(tmp_path / "crawl", cfg, [url[a1] + "/", url[a2] + "/"])
+        summaries = run_rounds(crawl.url, cfg, 3)
+        entries = server.log.entries()
+    pages = sorted((e.host, e.path) for e in entries if e.path != "/robots.txt")
+    assert pages == sorted([(a1, "/"), (a1, "/x"), (a2, "/"), (a2, "/x"), (c, "/")])
+    assert sorted(e.host for e in entries if e.path == "/robots.txt") == sorted(url)  # once each
+    rows = host_runs.read_hosts(crawl, crawl.manifest().files("hosts")).to_pylist()
+    assert {r["host"]: r["pages_fetched"] for r in rows} == {a1: 2, a2: 2, c: 1}
+    assert [s["host_rows"] for s in summaries] == [
+        {"kept": 2, "read_back": 0},  # a round's rows are all kept, however many
+        {"kept": 1, "read_back": 0},  # a1's and a2's dropped
+        {"kept": 2, "read_back": 2},  # a1 and a2 returned: read back from the hosts table
+    ]

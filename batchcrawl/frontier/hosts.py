@@ -10,14 +10,16 @@ newest-wins by ``host``: the row of the file listed last. Listings written befor
 ``hosts/gen=G/hosts.parquet``; like every write it only creates a file, and ``gc`` drops the
 superseded ones once no kept manifest names them.
 
-Readers: the shard actors' restore (:func:`read_hosts`), generate's ``partition_by = "ip"``,
+Readers: the shard actors' restore (:func:`read_hosts`, :class:`RecentHostRows`), generate's
+``partition_by = "ip"``,
 and the SQL ``hosts`` view (:func:`batchcrawl.store.sql.view_sql`, newest wins by ``host``), from
 which ``status`` and ``report`` read.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -56,6 +58,78 @@ def read_hosts(
     parts = [crawl.read_table("hosts", [e], cols) for e in entries]
     merged = newest_by_host(parts) if parts else crawl.read_table("hosts", [], cols)
     return merged if columns is None else merged.select(columns)
+
+
+def read_hosts_of(
+    crawl: CrawlDir, entries: Iterable[FileEntry | str], hosts: Collection[str]
+) -> list[dict[str, Any]]:
+    """The merged rows (as :func:`read_hosts`: newest wins) of ``hosts`` only, read one Parquet
+    row group at a time: memory holds the wanted rows and one row group, not the table."""
+    wanted = pa.array(sorted(hosts), pa.string())
+    parts = []
+    for group in crawl.iter_row_groups("hosts", entries):
+        parts.append(group.filter(pc.is_in(group.column(KEY), value_set=wanted)))
+        del group
+    return newest_by_host(parts).to_pylist() if parts else []
+
+
+class RecentHostRows:
+    """The last ``hosts`` row of the hosts a shard actor wrote most recently, at most ``limit``
+    of them (least recently written dropped first), for its worker's forgotten hosts that return.
+
+    A row holds the host's robots.txt text, so keeping every host's row for the actor's life grows
+    with the crawl. A returning host whose row was dropped is read back from the committed
+    ``hosts`` listing (:func:`read_hosts_of`), which holds it: the rows of the latest
+    :meth:`wrote` are never dropped, however many, and a row written before them was committed
+    before the round that needs it started (a pipelined round is selected from the generation
+    committed before the round just fetched, docs/design.md §7).
+
+    Parameters
+    ----------
+    limit
+        Rows kept (``fetch.max_kept_host_rows``), at least 1.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.dropped = 0  # rows dropped so far: until then a host not held has no row anywhere
+        self._rows: OrderedDict[str, dict[str, Any]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def load(self, rows: Iterable[dict[str, Any]]) -> None:
+        """Hold committed ``rows`` (an actor's start: its hosts of the ``hosts`` table)."""
+        for row in rows:
+            self._put(row)
+        self._trim(self.limit)
+
+    def wrote(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Hold the ``rows`` a round just wrote (maybe uncommitted: all are kept)."""
+        for row in rows:
+            self._put(row)
+        self._trim(max(self.limit, len(rows)))
+
+    def rows_for(
+        self, hosts: Collection[str], crawl: CrawlDir, entries: Sequence[FileEntry | str]
+    ) -> tuple[list[dict[str, Any]], int]:
+        """The last rows of those of ``hosts`` that have one, and how many of them were read back
+        from the committed ``hosts`` listing ``entries`` (only once rows have been dropped)."""
+        found = [self._rows[h] for h in hosts if h in self._rows]
+        missing = [h for h in hosts if h not in self._rows]
+        if not missing or not self.dropped:
+            return found, 0
+        read = read_hosts_of(crawl, entries, missing)
+        return found + read, len(read)
+
+    def _put(self, row: dict[str, Any]) -> None:
+        self._rows[row[KEY]] = row
+        self._rows.move_to_end(row[KEY])
+
+    def _trim(self, keep: int) -> None:
+        while len(self._rows) > keep:
+            self._rows.popitem(last=False)
+            self.dropped += 1
 
 
 def write_run(
