@@ -42,6 +42,7 @@ import argparse
 import gc
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -398,6 +399,13 @@ def main(argv: list[str] | None = None) -> int:
         help="with --mem-probe: trace Python allocations there (slow)",
     )
     ap.add_argument("--set", dest="sets", action="append", default=[], metavar="SECTION.KEY=V")
+    ap.add_argument(
+        "--dump",
+        metavar="DIR",
+        default=None,
+        help="also write the round summaries (summaries.json) and the server's request log "
+        "(server-log.jsonl) there, to look into a run",
+    )
     args = ap.parse_args(argv)
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -431,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
         sampler.start()
         summaries = []
         probes: dict = {}
-        t0 = time.monotonic()
+        t0, t0_unix = time.monotonic(), time.time()
         if args.stream:
             summaries.append(run_stream(crawl.url, cfg, StopRequest(), max_seconds=args.seconds))
         else:
@@ -443,6 +451,11 @@ def main(argv: list[str] | None = None) -> int:
         server.terminate()
         server.wait()
         log = [json.loads(line) for line in open(log_file, encoding="utf-8")]
+        if args.dump:
+            os.makedirs(args.dump, exist_ok=True)
+            shutil.copy(log_file, os.path.join(args.dump, "server-log.jsonl"))
+            with open(os.path.join(args.dump, "summaries.json"), "w", encoding="utf-8") as fh:
+                json.dump({"t0_unix": t0_unix, "summaries": summaries}, fh, default=str)
         from batchcrawl.store.sql import query
 
         distinct = query(crawl, "SELECT count(DISTINCT url) FROM fetched "

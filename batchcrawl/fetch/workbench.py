@@ -796,6 +796,32 @@ class Workbench(Generic[T]):
                         break
         return n
 
+    def polite_capacity(self, waiting: Container[str] = frozenset()) -> tuple[float, float]:
+        """Most fetches per second politeness alone allows ``(working, waiting)``: ``working``
+        for the hosts with work (queued items, or acquired), ``waiting`` for the hosts in
+        ``waiting`` that have none (host names as in the frontier's ``host`` column).
+
+        A host gives at most ``1 / (delay + last download time)``, seconds from
+        :func:`host_delay`; each IP address's share is capped at ``ip_concurrency /
+        ip_delay_s`` when ``ip_delay_s`` > 0. A host with no delay and no download time yet
+        makes its sum ``math.inf``. O(hosts); the fetch worker's run loop calls it about twice
+        a second for ``fetch.tail_capacity_ratio`` (:class:`batchcrawl.fetch.worker.TailDetector`).
+        """
+        sums: tuple[dict[str, float], dict[str, float]] = ({}, {})
+        with self._lock:
+            for vs in self._hosts.values():
+                if vs.queue or vs.acquired:
+                    per_ip = sums[0]
+                elif vs.host in waiting:
+                    per_ip = sums[1]
+                else:
+                    continue
+                cycle = self._delay(vs) + (vs.last_download_s or 0.0)
+                per_ip[vs.ip] = per_ip.get(vs.ip, 0.0) + (1.0 / cycle if cycle > 0 else math.inf)
+        cap = self.ip_concurrency / self.ip_delay_s if self.ip_delay_s > 0 else math.inf
+        working, waiting_ = (sum(min(r, cap) for r in per_ip.values()) for per_ip in sums)
+        return working, waiting_
+
     @property
     def ready_count(self) -> int:
         """How many :meth:`acquire` calls would succeed now without a release or an add: for each

@@ -30,6 +30,7 @@ is restored by :meth:`FetchWorker.restore_hosts` in the next round; if the same 
 from __future__ import annotations
 
 import logging
+import math
 import sys
 import threading
 import time
@@ -243,25 +244,46 @@ class _Run:
     streaming: bool = False  # threads wait for more items instead of ending (stream_start)
     storage_fault: OSError | None = None  # the first full / read-only storage error: ends the run
     ended_early: bool = False  # FetchWorker.end_run was called
+    # hosts given a link in scope this run (past the URL cache): they have URLs for the next round
+    found_hosts: set[str] = field(default_factory=set)
 
 
 class TailDetector:
     """Decides when a fetch phase has reached its slow tail (Nutch's fetcher throughput threshold,
-    made relative): the rate over the last ``window_s`` seconds is below ``ratio`` times the best
-    rate seen over any earlier window. ``ratio`` 0 never fires.
+    made relative), by either of two rules, against the best rate seen over any earlier window of
+    ``window_s`` seconds (pages per second):
 
-    Feed it ``observe(now_s, done_count)`` about twice a second; times on any monotonic clock.
+    * **rate**: the rate over the last window is below ``ratio`` times the best;
+    * **politeness capacity**: in a polite crawl a round's hosts run dry one by one while links
+      found in the round give many of them URLs for the next. With ``working`` the most the
+      hosts still with work can give by politeness alone and ``waiting`` the same for the dry
+      hosts that were given new links (:meth:`Workbench.polite_capacity`, pages per second), the
+      phase is in its tail once ``working < capacity_ratio * min(best, working + waiting)``: the
+      round uses less than that share of what the next round could (``best`` caps it at what the
+      threads and the CPU gave). Ending it then starts the waiting hosts' URLs one round boundary
+      later instead of when the last host is done (docs/benchmarks.md, "Politeness-bound
+      rounds"). It does not react to a rate that falls for other reasons (a loaded CPU), nor
+      while the hosts with work can keep the threads busy (no host delay), nor when the dry hosts
+      were given nothing new.
+
+    ``ratio`` or ``capacity_ratio`` 0 turns that rule off. Feed it ``observe(now_s, done_count,
+    working, waiting)`` about twice a second; times on any monotonic clock.
     """
 
-    def __init__(self, ratio: float, window_s: float) -> None:
+    def __init__(self, ratio: float, window_s: float, capacity_ratio: float = 0.0) -> None:
         self.ratio = ratio
+        self.capacity_ratio = capacity_ratio
         self.window_s = window_s
         self._samples: deque[tuple[float, int]] = deque()
         self._best = 0.0
 
-    def observe(self, now: float, done: int) -> bool:
-        """Record ``done`` URLs finished by ``now``; True once the phase is in its tail."""
-        if self.ratio <= 0:
+    def observe(
+        self, now: float, done: int, working: float = math.inf, waiting: float = 0.0
+    ) -> bool:
+        """Record ``done`` URLs finished by ``now`` and the politeness capacities (pages/s) of the
+        hosts with work and of the dry hosts waiting with new links; True once the phase is in
+        its tail."""
+        if self.ratio <= 0 and self.capacity_ratio <= 0:
             return False
         samples = self._samples
         samples.append((now, done))
@@ -272,7 +294,9 @@ class TailDetector:
             return False  # not a full window yet
         rate = (done - d0) / (now - t0)
         self._best = max(self._best, rate)
-        return rate < self.ratio * self._best
+        if rate < self.ratio * self._best:
+            return True
+        return working < self.capacity_ratio * min(self._best, working + waiting)
 
 
 class FetchWorker:
@@ -519,7 +543,8 @@ class FetchWorker:
         ]  # fmt: skip
         for t in threads:
             t.start()
-        tail = TailDetector(self.cfg.fetch.tail_rate_ratio, self.cfg.fetch.throughput_window_s)
+        fc = self.cfg.fetch
+        tail = TailDetector(fc.tail_rate_ratio, fc.throughput_window_s, fc.tail_capacity_ratio)
         idle = IdleMeter(len(threads), started)
         try:
             while alive := [t for t in threads if t.is_alive()]:
@@ -533,7 +558,12 @@ class FetchWorker:
                 now = self.clock()
                 with self._lock:
                     done = pending - run.pending
-                in_tail = tail.observe(now, done) or (
+                working, waiting = (
+                    self.workbench.polite_capacity(run.found_hosts)
+                    if fc.tail_capacity_ratio
+                    else (math.inf, 0.0)
+                )
+                in_tail = tail.observe(now, done, working, waiting) or (
                     0 < self.cfg.fetch.tail_idle_s <= idle.in_tail_for(now)
                 )
                 if now >= run.deadline or (in_tail and not run.stop.is_set()):
@@ -1232,7 +1262,10 @@ class FetchWorker:
         """Append link rows (lock held); ``lastmod`` (sitemap links) row-aligned with ``links``."""
         cols = run.out.links
         depth = item.depth + 1
+        found = run.found_hosts
         for key, url, host, domain, tag, nofollow, reason, hops_out in links:
+            if reason is None:
+                found.add(host)
             run.seq += 1
             cols["round"].append(run.round)
             cols["shard"].append(self.shard)
