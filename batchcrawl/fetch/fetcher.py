@@ -160,9 +160,10 @@ class _Stale(Exception):
 #: deadline, :meth:`batchcrawl.pipeline.Deadline.round_cfg`), its tail cut and the grace given to the
 #: other shards. A change of any other ``[fetch]`` field rebuilds the fetcher (:func:`http_settings`),
 #: so a setting added later reaches the fetcher without being listed anywhere.
-PER_ROUND_FETCH_FIELDS = frozenset(
-    {"time_limit_s", "tail_rate_ratio", "throughput_window_s", "tail_idle_s", "shard_grace_s"}
-)
+PER_ROUND_FETCH_FIELDS = frozenset({
+    "time_limit_s", "tail_rate_ratio", "tail_capacity_ratio", "throughput_window_s",
+    "tail_idle_s", "shard_grace_s",
+})  # fmt: skip
 
 
 def http_settings(fetch: FetchSection, crawl: CrawlSection) -> tuple:
