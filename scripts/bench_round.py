@@ -213,7 +213,7 @@ def memory_probe(dask_worker=None) -> dict:
                          edge_cols_mb=_deep_mb(list(out_.edges.values())))  # fmt: skip
         sizes.update(url_cache_mb=_deep_mb(fw.url_cache._keys),
                      canonical_memo_mb=_deep_mb([fw._canonical._new, fw._canonical._old]),
-                     digests_mb=_deep_mb([fw._digests, fw._first_key]),
+                     digests_mb=_deep_mb([fw._digests]),
                      content_seen_mb=_deep_mb(fw._seen))  # fmt: skip
         out.setdefault("shards", {})[str(name)[:24]] = sizes
     if "batchcrawl.records" in sys.modules:
