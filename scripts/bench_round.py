@@ -519,7 +519,8 @@ def main(argv: list[str] | None = None) -> int:
              "fetch_tail_s": s["seconds_by_step"]["fetch_tail"],
              "fetch_idle_share": s["fetch_idle_share"], "not_fetched": s["not_fetched"],
              "shards_tail_cut": s.get("shards_tail_cut"), "spills": s.get("spills"),
-             "spill_s": s.get("spill_s")}
+             "spill_s": s.get("spill_s"), "selected": s["generate"]["selected"],
+             "capped_time": s["generate"]["not_selected"].get("capped_time", 0)}
             for s in summaries
         ],
         "mode": "stream" if args.stream else "batch",
