@@ -412,13 +412,15 @@ class Crawler:
         """``(n, min_per_host)`` of this round's fit to its time limit
         (:attr:`~batchcrawl.config.GenerateSection.time_fit`,
         :func:`~batchcrawl.frontier.generate.fair_share`), or None: the last round fetched all its
-        lists (its rate says nothing of what a round can fetch), or ``generate.time_fit`` is 0."""
-        if not cfg.generate.time_fit or self.fetch_rate is None:
+        lists (its rate says nothing of what a round can fetch) or none of them (a stalled round
+        must not make the next select nothing, which would read as nothing due), or
+        ``generate.time_fit`` is 0."""
+        if not cfg.generate.time_fit or not self.fetch_rate:
             return None
         limit_s = cfg.fetch.time_limit_s
         delay_s = cfg.politeness.host_delay_s
         per_host = math.ceil(limit_s / delay_s) + 1 if delay_s > 0 else 0
-        return math.ceil(cfg.generate.time_fit * self.fetch_rate * limit_s), per_host
+        return max(1, math.ceil(cfg.generate.time_fit * self.fetch_rate * limit_s)), per_host
 
     # -- the steps of a round, as the sequential and the pipelined driver run them -----------------
     def start_fetch(
@@ -518,7 +520,7 @@ class Crawler:
         summary["fetch_idle_share"] = idle["share"]
         summary["pipelined"] = plan.base.generation != manifest.generation
         done = sum(t.rows for t in plan.generated.fetchlists.values()) - summary["not_fetched"]
-        limited = summary["not_fetched"] and steps["fetch"] > 0
+        limited = summary["not_fetched"] > 0 and steps["fetch"] > 0
         self.fetch_rate = done / steps["fetch"] if limited else None
         fetchlists = plan.generated.fetchlists
         lock.check()
