@@ -288,6 +288,15 @@ class GenerateSection:
 
     max_urls_per_round: int = 1_000_000
     """Most URLs put on all fetch lists of one round together."""
+    time_fit: Annotated[float, Range(0, None)] = 1.5
+    """Fit a round's fetch lists to its time limit (Nutch's ``-topN``, sized to the round): when the
+    last round ended with URLs left unfetched (``fetch.time_limit_s`` or its tail cut), this
+    round's lists hold at most ``time_fit`` x that round's fetch-list URLs done per second x
+    this round's ``fetch.time_limit_s``, shared fairly among hosts (each keeps its first
+    breadth-first URLs, up to a common level), never fewer per host than its delay allows in the
+    time limit (``fetch.time_limit_s / politeness.host_delay_s``); the rest stays due. A selection
+    the round cannot fetch costs the driver ~0.8 KB and the fetch worker ~0.2 KB per URL. 1.5
+    leaves room for a round faster than the last; 0 never fits. Sequential rounds only."""
     max_urls_per_host: int = 1000
     """Most URLs of one host per round."""
     max_urls_per_domain: int = 5000
@@ -350,7 +359,12 @@ class FetchSection:
     (``batchcrawl[fast]``: about 3x less CPU than zlib's 1, smaller output; docs/benchmarks.md)."""
     url_cache_size: int = 100_000
     """Recently seen url keys remembered per worker, so repeated menu links are sent once
-    (BUbiNG's URL cache)."""
+    (BUbiNG's URL cache; ~200 bytes each)."""
+    canonical_memo_size: Annotated[int, Range(0, None)] = 20_000
+    """Raw outlink URLs whose canonical form a fetch worker remembers (entries, ~450 bytes each;
+    0: none). What repeats from page to page is a host's menu (a few dozen links per host of the
+    worker's round), so 20,000 keeps those for ~500 busy hosts; a larger memo mostly holds links
+    seen once (docs/benchmarks.md, "session 4")."""
     tail_rate_ratio: Annotated[float, Range(0, 1)] = 0.3
     """End a shard's fetch phase early once its pages/s over the last ``throughput_window_s`` falls
     below this fraction of its best window, so a few slow hosts (e.g. a large Crawl-delay) do not
@@ -534,6 +548,11 @@ class DedupSection:
     """A path repeating one segment this often flags its host a probable trap."""
     trap_max_urls_per_host: Positive = 10
     """Per-host cap of generate for probable trap hosts (instead of ``generate.max_urls_per_host``)."""
+    max_shard_digests: Annotated[int, Range(0, None)] = 20_000
+    """Payload digests of its own recent captures each fetch worker keeps (~400 bytes each), the
+    fetch-time duplicate check within a round and since the last ``content`` load (earlier
+    rounds' payloads come from ``max_seen_digests``); a duplicate of an older capture is found at
+    update time. 20,000 covers a shard's round at ~250 pages/s for 80 s (docs/benchmarks.md)."""
     max_seen_digests: Annotated[int, Range(0, None)] = 100_000
     """Payload digests of earlier rounds each fetch worker loads for the fetch-time duplicate
     check (about 350 bytes each in memory): the ``content`` rows with the newest first capture

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import time
 from collections import Counter
@@ -305,6 +306,8 @@ class Crawler:
     _starting: dict[int, Any] = field(default_factory=dict)  # actor futures (start_actors)
     _seeds: tuple[int, set[str], set[str]] | None = None  # (generation read, hosts, domains)
     t0: float = field(default_factory=time.monotonic)  # summaries' step_spans_s count from here
+    #: fetch-list URLs done per second by the last round, if it left some unfetched (time_fit)
+    fetch_rate: float | None = None
 
     def mapper(self) -> runs.Mapper:
         """The :func:`dask_mapper` of this crawl's client."""
@@ -402,8 +405,9 @@ class Crawler:
         t0 = time.monotonic()
         started_at = now()
         selection = gen_mod.select(
-            crawl, manifest, rnd, cfg, started_at, mapper=dask_mapper(self.client)
-        )
+            crawl, manifest, rnd, cfg, started_at, mapper=dask_mapper(self.client),
+            fit=self.time_fit(cfg),
+        )  # fmt: skip
         if selection[0].num_rows == 0:  # write nothing: no fetch lists, no commit
             raise nothing_due(crawl, manifest, started_at)
         plan = plan_round(crawl, manifest, rnd, manifest.generation + 1, cfg, selection,
@@ -414,6 +418,20 @@ class Crawler:
         pending = self.start_fetch(crawl, plan, cfg, cold=cold)
         results = self.wait_fetch(plan, pending, cfg, progress, lock)
         return self.finish_round(crawl, lock, manifest, plan, results, cfg, on_step, t_start)
+
+    def time_fit(self, cfg: Config) -> tuple[int, int] | None:
+        """``(n, min_per_host)`` of this round's fit to its time limit
+        (:attr:`~batchcrawl.config.GenerateSection.time_fit`,
+        :func:`~batchcrawl.frontier.generate.fair_share`), or None: the last round fetched all its
+        lists (its rate says nothing of what a round can fetch) or none of them (a stalled round
+        must not make the next select nothing, which would read as nothing due), or
+        ``generate.time_fit`` is 0."""
+        if not cfg.generate.time_fit or not self.fetch_rate:
+            return None
+        limit_s = cfg.fetch.time_limit_s
+        delay_s = cfg.politeness.host_delay_s
+        per_host = math.ceil(limit_s / delay_s) + 1 if delay_s > 0 else 0
+        return max(1, math.ceil(cfg.generate.time_fit * self.fetch_rate * limit_s)), per_host
 
     # -- the steps of a round, as the sequential and the pipelined driver run them -----------------
     def start_fetch(
@@ -512,6 +530,9 @@ class Crawler:
         summary["indegree"] = indegree.to_json()
         summary["fetch_idle_share"] = idle["share"]
         summary["pipelined"] = plan.base.generation != manifest.generation
+        done = sum(t.rows for t in plan.generated.fetchlists.values()) - summary["not_fetched"]
+        limited = summary["not_fetched"] > 0 and steps["fetch"] > 0
+        self.fetch_rate = done / steps["fetch"] if limited else None
         fetchlists = plan.generated.fetchlists
         lock.check()
         committed = crawl.commit(

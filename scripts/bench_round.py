@@ -214,7 +214,7 @@ def memory_probe(dask_worker=None) -> dict:
                          edge_cols_mb=_deep_mb(list(out_.edges.values())))  # fmt: skip
         sizes.update(url_cache_mb=_deep_mb(fw.url_cache._keys),
                      canonical_memo_mb=_deep_mb([fw._canonical._new, fw._canonical._old]),
-                     digests_mb=_deep_mb([fw._digests, fw._first_key]),
+                     digests_mb=_deep_mb([fw._digests]),
                      content_seen_mb=_deep_mb(fw._seen))  # fmt: skip
         out.setdefault("shards", {})[str(name)[:24]] = sizes
     if "batchcrawl.records" in sys.modules:
@@ -532,7 +532,8 @@ def main(argv: list[str] | None = None) -> int:
              "fetch_tail_s": s["seconds_by_step"]["fetch_tail"],
              "fetch_idle_share": s["fetch_idle_share"], "not_fetched": s["not_fetched"],
              "shards_tail_cut": s.get("shards_tail_cut"), "spills": s.get("spills"),
-             "spill_s": s.get("spill_s")}
+             "spill_s": s.get("spill_s"), "selected": s["generate"]["selected"],
+             "capped_time": s["generate"]["not_selected"].get("capped_time", 0)}
             for s in summaries
         ],
         "mode": "stream" if args.stream else "batch",

@@ -16,6 +16,7 @@ from batchcrawl.config import Config, to_toml
 from batchcrawl.frontier.drum import partition_by_bucket
 from batchcrawl.frontier.generate import (
     assign_fetchlists,
+    fair_share,
     generate,
     merge_candidates,
     route_names,
@@ -124,6 +125,38 @@ def test_bucketed_selection_equals_one_global_pass(rows, caps, k):
     assert got == reference(t, 3, cfg)
     total.pop("lease_expired", None)
     assert len(rows) == len(got) + sum(total.values())
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    hosts=st.lists(st.integers(0, 5), max_size=60),
+    n=st.integers(0, 70),
+    floor=st.integers(0, 4),
+)
+def test_fair_share_is_max_min_fair_keeps_order_and_each_hosts_first_urls(hosts, n, floor):
+    """``generate.time_fit``'s cut: at most ``n`` rows (or every host's first ``floor``), a prefix
+    of each host's rows, in the selection's order, and no host that lost rows keeps fewer than
+    another host keeps minus one (max-min fairness)."""
+    t = pa.table({"host": [f"h{h}.test" for h in hosts], "seq": list(range(len(hosts)))})
+    got = fair_share(t, n, floor)
+    seqs = got.column("seq").to_pylist()
+    assert seqs == sorted(seqs)
+    per_host = Counter(got.column("host").to_pylist())
+    total = Counter(t.column("host").to_pylist())
+    for h, k in total.items():  # a prefix of each host's rows, at least min(floor, its rows)
+        mine = [r["seq"] for r in t.to_pylist() if r["host"] == h]
+        assert [s for s in seqs if s in set(mine)] == mine[: per_host[h]]
+        assert per_host[h] >= min(floor, k)
+    if len(hosts) <= n:
+        assert got.num_rows == len(hosts)
+        return
+    floors = sum(min(floor, k) for k in total.values())
+    assert max(n, floors) <= got.num_rows <= n + floors
+    if not floor:
+        assert got.num_rows == n
+        for h, k in total.items():
+            if per_host[h] < k:  # h lost rows: nobody keeps more than one more than h
+                assert all(per_host[o] <= per_host[h] + 1 for o in total)
 
 
 def test_due_rules_and_leases():

@@ -36,6 +36,25 @@ def test_seed_scope_is_rescanned_only_after_an_inject(tmp_path, monkeypatch):
     assert len(scans) == 2
 
 
+def test_time_fit_only_after_a_round_that_fetched_some_but_not_all_of_its_lists():
+    """``generate.time_fit``: ``(time_fit x rate x time limit, per-host floor)``; no fit before a
+    rate is known, after a round that fetched everything (None) or nothing (0: the next round
+    would select nothing and read as nothing due), or with ``time_fit = 0``."""
+    cfg = loopback_test_config(
+        fetch={"time_limit_s": 4.0}, politeness={"host_delay_s": 0.5}, generate={"time_fit": 1.5}
+    )
+    crawler = Crawler("unused", client=None)
+    assert crawler.time_fit(cfg) is None
+    crawler.fetch_rate = 0.0
+    assert crawler.time_fit(cfg) is None
+    crawler.fetch_rate = 10.0
+    assert crawler.time_fit(cfg) == (60, 9)
+    assert crawler.time_fit(cfg.replace(politeness={"host_delay_s": 0.0})) == (60, 0)
+    assert crawler.time_fit(cfg.replace(generate={"time_fit": 0.0})) is None
+    crawler.fetch_rate = 0.01
+    assert crawler.time_fit(cfg)[0] == 1
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 2**64 - 1), st.integers(0, 5),
                           st.one_of(st.none(), st.text(max_size=8)),

@@ -10,11 +10,14 @@ from datetime import UTC
 import fsspec
 import pytest
 from fsspec.implementations.dirfs import DirFileSystem
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from warcio.archiveiterator import ArchiveIterator
 
 from batchcrawl.config import FetchSection
+from batchcrawl.errors import InvalidURL
 from batchcrawl.fetch.fetcher import PER_ROUND_FETCH_FIELDS
-from batchcrawl.fetch.worker import FetchWorker, classify
+from batchcrawl.fetch.worker import FetchWorker, _CanonicalMemo, classify
 from batchcrawl.records import FetchItem, Outcome
 from batchcrawl.testing.webserver import Response
 from batchcrawl.urls import canonicalize, domain_of, host_of, url_key
@@ -366,3 +369,58 @@ def test_reconfigure_keeps_the_connection_only_for_the_per_round_fetch_fields(
     finally:
         worker.close()
     assert kept == PER_ROUND_FETCH_FIELDS
+
+
+_RAW_URLS = [
+    "http://a.test/", "HTTP://A.test:80/", "http://a.test/x/../y?b=1&a=2#f", "http://b.test/%7Ex",
+    "https://b.test/p q", "http://c.test/menu/1", "http://c.test/menu/2", "http://[::1/", "http:",
+    "http://xn--nxasmq6b.test/", "http://\u00e9t\u00e9.test/caf\u00e9", "ftp://d.test/f",
+]  # fmt: skip
+
+
+def _direct(raw: str) -> tuple[int, str, str, str] | None:
+    try:
+        url = canonicalize(raw)
+    except InvalidURL:
+        return None
+    return (url_key(url), url, host_of(url), domain_of(host_of(url)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    size=st.integers(0, 7),
+    raws=st.lists(st.sampled_from(_RAW_URLS) | st.text(max_size=12).map("http://e.test/".__add__),
+                  max_size=60),
+)  # fmt: skip
+def test_bounded_canonical_memo_answers_as_canonicalize_and_stays_in_its_bound(size, raws):
+    """``fetch.canonical_memo_size``: however small the memo and whatever was evicted, every
+    outlink gets the key, URL, host and domain that canonicalizing it directly gives."""
+    memo = _CanonicalMemo(size)
+    for raw in raws:
+        assert memo.canonical(raw) == _direct(raw)
+        assert len(memo) <= size
+    if size < 2:
+        assert len(memo) == 0
+
+
+def test_shard_digests_are_bounded_and_a_duplicate_of_an_evicted_capture_stays_a_response(
+    web, host_name, test_config, dirfs
+):
+    """``dedup.max_shard_digests``: the worker keeps its newest captures' digests only; a
+    duplicate of a newer one is a revisit naming its first capture, of an older one a response
+    (left to update's ``duplicates``)."""
+    cfg = test_config.replace(dedup={"max_shard_digests": 2}, fetch={"threads": 1})
+    base = web.base_url(host_name)
+    web.app.add(host_name, "/robots.txt", Response(404))
+    for name, body in [("p1", "one"), ("p2", "two"), ("p3", "three"), ("d1", "one"),
+                       ("d3", "three")]:  # fmt: skip
+        web.app.add(host_name, f"/{name}", _html(f"<p>{body}</p>"))
+    items = [_item(f"{base}/{n}") for n in ("p1", "p2", "p3", "d1", "d3")]
+    w = _worker(cfg, dirfs, {host_name})
+    run = w.run(items, round=1)
+    assert len(w._digests) == 2
+    w.close()
+    rows = {r["url"]: r for r in run.fetched}
+    assert [rows[i.url]["outcome"] for i in items] == [Outcome.OK] * 5
+    assert rows[items[3].url].get("duplicate_of") is None  # p1's digest was evicted
+    assert rows[items[4].url].get("duplicate_of") == items[2].url_key  # p3's was not

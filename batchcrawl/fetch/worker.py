@@ -166,7 +166,8 @@ class _CanonicalMemo:
     two generations (the current one is retired when it holds ``size // 2`` entries; a hit in the
     old one is copied forward), an LRU approximation with O(1) work and no lock: single dict reads
     and writes are atomic under the GIL and a lost update only costs a recomputation, since
-    canonicalization is a pure function.
+    canonicalization is a pure function. At most ``size`` entries (``fetch.canonical_memo_size``);
+    a size below 2 remembers nothing.
     """
 
     __slots__ = ("_new", "_old", "_half")
@@ -174,7 +175,7 @@ class _CanonicalMemo:
     def __init__(self, size: int) -> None:
         self._new: dict[str, tuple[int, str, str, str] | None] = {}
         self._old: dict[str, tuple[int, str, str, str] | None] = {}
-        self._half = max(1, size // 2)
+        self._half = size // 2
 
     def canonical(self, raw: str) -> tuple[int, str, str, str] | None:
         """``(url_key(c), c, host_of(c), domain_of(host_of(c)))`` with ``c = canonicalize(raw)``,
@@ -191,11 +192,16 @@ class _CanonicalMemo:
                 hit = (url_key(url), url, host, domain_of(host))
             except InvalidURL:
                 hit = None
+        if not self._half:
+            return hit
         if len(new) >= self._half:
             self._old, self._new = new, {}
             new = self._new
         new[raw] = hit
         return hit
+
+    def __len__(self) -> int:
+        return len(self._new) + len(self._old)
 
 
 _MISS = object()
@@ -346,12 +352,12 @@ class FetchWorker:
         self.robots = RobotsCache(cfg.robots, self.agent, clock=wall)
         self.filters = FilterChain.from_config(cfg.filters, seed_hosts, seed_domains)
         self.url_cache = _KeyCache(cfg.fetch.url_cache_size)
-        self._canonical = _CanonicalMemo(cfg.fetch.url_cache_size)
-        # digest -> (url, fetch start in epoch seconds) of its first capture in this shard
-        self._digests: OrderedDict[str, tuple[str, float]] = OrderedDict()
+        self._canonical = _CanonicalMemo(cfg.fetch.canonical_memo_size)
+        # digest -> (url, fetch start in epoch seconds, url_key) of its first capture in this
+        # shard, the dedup.max_shard_digests most recent
+        self._digests: OrderedDict[str, tuple[str, float, int]] = OrderedDict()
         # content seen in earlier rounds (batchcrawl.frontier.content): digest -> (url_key, url, time)
         self._seen: Mapping[str, tuple[int, str, datetime]] = {}
-        self._first_key: dict[str, int] = {}  # digest -> url_key, for the digests in _digests
         self.near = _near_duplicates(cfg)
         self._host_counts: dict[str, list[int]] = {}  # host -> [pages_fetched, errors]
         self._lock = threading.Lock()
@@ -389,7 +395,8 @@ class FetchWorker:
             self.fetcher = Fetcher(cfg.fetch, cfg.crawl, self.resolver, self.policy)
         if old.fetch.url_cache_size != cfg.fetch.url_cache_size:
             self.url_cache = _KeyCache(cfg.fetch.url_cache_size)
-            self._canonical = _CanonicalMemo(cfg.fetch.url_cache_size)
+        if old.fetch.canonical_memo_size != cfg.fetch.canonical_memo_size:
+            self._canonical = _CanonicalMemo(cfg.fetch.canonical_memo_size)
         if old.politeness != cfg.politeness:
             states = self.workbench.snapshot()
             self.workbench = Workbench.from_config(cfg.politeness, self.clock)
@@ -1116,7 +1123,9 @@ class FetchWorker:
                 # threads at once is simply archived twice.
                 first = self._digests.get(digest)
                 revisit = None if first is None else (first[0], warc_date(first[1]))
-                revisit = self._duplicate(row, item.url_key, digest, revisit)
+                revisit = self._duplicate(
+                    row, item.url_key, digest, revisit, None if first is None else first[2]
+                )
                 if row.get("duplicate_of") is not None and self.cfg.dedup.skip_duplicate_links:
                     follow = []
                 if revisit is None and digest == item.content_digest and item.content_fetch_time:
@@ -1154,8 +1163,7 @@ class FetchWorker:
                 if row.get("simhash") is not None or outcome is Outcome.OK:
                     self._near_duplicate(row, item)
                 if revisit is None and outcome is Outcome.OK and row["content_length"]:
-                    self._remember_digest(digest, result)
-                    self._first_key[digest] = item.url_key
+                    self._remember_digest(digest, result, item.url_key)
                 else:
                     counters["revisits"] += revisit is not None
             run.out.fetched.append(row)
@@ -1179,18 +1187,24 @@ class FetchWorker:
         wait = retry_after_s(result.header("Retry-After"), result.finished or self.wall())
         return None if wait is None else min(wait, self.cfg.politeness.max_retry_after_s)
 
-    def _remember_digest(self, digest: str, result: FetchResult) -> None:
-        self._digests[digest] = (result.url, result.started)  # WARC-Date made when needed
-        if len(self._digests) > self.cfg.fetch.url_cache_size:
-            old, _ = self._digests.popitem(last=False)
-            self._first_key.pop(old, None)
+    def _remember_digest(self, digest: str, result: FetchResult, key: int) -> None:
+        digests = self._digests
+        digests[digest] = (result.url, result.started, key)  # WARC-Date made when needed
+        while len(digests) > self.cfg.dedup.max_shard_digests:
+            digests.popitem(last=False)
 
     def _duplicate(
-        self, row: dict[str, Any], key: int, digest: str, revisit: tuple[str, str] | None
+        self,
+        row: dict[str, Any],
+        key: int,
+        digest: str,
+        revisit: tuple[str, str] | None,
+        first_key: int | None,
     ) -> tuple[str, str] | None:
         """Set ``duplicate_of`` when the payload was first seen at another URL (earlier round:
-        ``content`` table; this shard: the digest LRU) and return the capture a WARC revisit
-        refers to (an unchanged refetch of the first URL too, without ``duplicate_of``)."""
+        ``content`` table; this shard: the digest LRU, whose capture ``revisit`` of url key
+        ``first_key`` is) and return the capture a WARC revisit refers to (an unchanged refetch
+        of the first URL too, without ``duplicate_of``)."""
         from batchcrawl.fetch.warc import warc_date
 
         earlier = self._seen.get(digest)
@@ -1199,8 +1213,8 @@ class FetchWorker:
             if first != key:
                 row["duplicate_of"] = first
             return (url, warc_date(when.replace(tzinfo=UTC).timestamp()))
-        if revisit is not None and self._first_key.get(digest, key) != key:
-            row["duplicate_of"] = self._first_key[digest]
+        if first_key is not None and first_key != key:
+            row["duplicate_of"] = first_key
         return revisit
 
     def _near_duplicate(self, row: dict[str, Any], item: FetchItem) -> None:

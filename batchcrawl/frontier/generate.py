@@ -40,8 +40,8 @@ come from older crawls or a future streaming mode; update clears the lease of ev
 
 Counters (``summary["not_selected"]``): ``not_due`` (due later, or in a status that is never due:
 the index does not read these rows), ``leased``, ``capped_host``, ``capped_domain``,
-``capped_round``, ``filtered:<reason>`` (rejected now). ``frontier_rows = selected +
-sum(not_selected)``.
+``capped_round``, ``capped_time`` (the round's fit to its time limit, :func:`fair_share`),
+``filtered:<reason>`` (rejected now). ``frontier_rows = selected + sum(not_selected)``.
 """
 
 from __future__ import annotations
@@ -296,6 +296,37 @@ def split_per_host(selected: pa.Table) -> tuple[pa.Table, pa.Table]:
     return selected.filter(pa.array(first)), selected.filter(pa.array(~first))
 
 
+def fair_share(selected: pa.Table, n: int, min_per_host: int = 0) -> pa.Table:
+    """At most ``n`` rows of ``selected`` (breadth-first order), shared fairly among its hosts
+    (max-min fairness, "water-filling"): each host keeps its first ``c`` rows, ``c`` the largest
+    level with ``sum over hosts of min(rows of the host, c) <= n``; the rows left to ``n`` go one
+    each to hosts with more, in breadth-first order of their next row. Each host keeps at least
+    its first ``min_per_host`` rows (its politeness bound; the total may then pass ``n``). The
+    result keeps ``selected``'s order; a host's rows dropped are its last ones (Nutch's
+    ``generate -topN``, here sized to a round: :attr:`GenerateSection.time_fit`)."""
+    if selected.num_rows <= n:
+        return selected
+    codes = _codes(selected.column("host"))
+    ranks = _ranks(codes)
+    counts = np.sort(np.bincount(codes))
+    # S(c) = sum(min(counts, c)) = prefix of the counts below c + c x the hosts at or above it
+    below = np.concatenate([[0], np.cumsum(counts)])
+
+    def s(c: int) -> int:
+        i = int(np.searchsorted(counts, c))
+        return int(below[i]) + c * (len(counts) - i)
+
+    lo, hi = 0, int(counts[-1])  # s(lo) <= n < s(hi): the table has more than n rows
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if s(mid) <= n else (lo, mid)
+    keep = ranks < lo
+    keep[np.flatnonzero(ranks == lo)[: n - s(lo)]] = True
+    if min_per_host:
+        keep |= ranks < min_per_host
+    return selected.filter(pa.array(keep))
+
+
 def refilter(selected: pa.Table, chain: FilterChain) -> tuple[pa.Table, pa.Table]:
     """Re-apply the filter chain to selected URLs.
 
@@ -515,6 +546,7 @@ def select(
     *,
     mapper: Mapper | None = None,
     leased: np.ndarray | None = None,
+    fit: tuple[int, int] | None = None,
 ) -> tuple[pa.Table, Counter, int, pa.Table]:
     """The selection step of :func:`generate` alone: every bucket's due candidates (one task each
     through ``mapper``), folded under the caps (:func:`domain_budgets` read once here). Returns
@@ -523,7 +555,9 @@ def select(
 
     ``leased``: url keys (uint64) left out before the caps, counted ``leased`` -- the URLs of a
     round still in flight when the next one is selected from the generation it was selected from
-    (pipelined rounds, :mod:`batchcrawl.pipeline`)."""
+    (pipelined rounds, :mod:`batchcrawl.pipeline`). ``fit``: ``(n, min_per_host)`` of
+    :func:`fair_share`, the round's fit to its time limit (the URLs left out stay due, counted
+    ``capped_time``)."""
     budgets = domain_budgets(crawl, manifest, cfg)
     kwargs = dict(round=round, cfg=cfg, now=now, budgets=budgets)
     files = bucket_files(manifest)
@@ -534,7 +568,12 @@ def select(
         task = functools.partial(_select_leased_task, crawl_url=crawl.url, **kwargs)
         items = [(bf, by_bucket.get(bf.bucket)) for bf in files]
     selections = (mapper or thread_mapper(1))(task, items)
-    return fold_candidates(selections, cfg, budgets)
+    selected, counts, rows, delayed = fold_candidates(selections, cfg, budgets)
+    if fit is not None:
+        n = selected.num_rows
+        selected = fair_share(selected, *fit)
+        counts["capped_time"] += n - selected.num_rows
+    return selected, counts, rows, delayed
 
 
 def fold_candidates(
