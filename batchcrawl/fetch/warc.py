@@ -611,13 +611,14 @@ class _Records:
         return record
 
     def compress(self, level: int) -> list[bytes]:
-        """One gzip member (:func:`gzip_member`) of each record's bytes, at ``level``."""
-        view = self.buf.getbuffer()
-        try:
-            starts = [0, *self.ends[:-1]]
-            return [gzip_member(view[a:b], level) for a, b in zip(starts, self.ends, strict=True)]
-        finally:
-            view.release()
+        """One gzip member (:func:`gzip_member`) of each record's bytes, at ``level``.
+
+        The records are compressed from a copy of the thread's buffer (~0.003 ms for a 25 KB
+        fetch): a view of the buffer itself would keep it exported, and its next truncation
+        failing, for as long as anything held a slice (a profiler, ``gc.get_objects()``)."""
+        data = memoryview(self.buf.getvalue())
+        starts = [0, *self.ends[:-1]]
+        return [gzip_member(data[a:b], level) for a, b in zip(starts, self.ends, strict=True)]
 
 
 # --- reading ---------------------------------------------------------------------------------------
