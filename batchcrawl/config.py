@@ -372,13 +372,13 @@ class FetchSection:
     (Nutch's fetcher.throughput.threshold, made relative). Measured by scripts/bench_round.py."""
     tail_capacity_ratio: Annotated[float, Range(0, 1)] = 0.6
     """Also end a shard's fetch phase early once its hosts still with work could give, by
-    politeness alone (one fetch per host delay plus download time; Crawl-delay included), less
-    than this fraction of what they and the dry hosts given new links this round could give
-    (capped by the best window's pages/s): in a polite crawl, hosts run dry one by one while the
-    round's links give them URLs for the next round, which then starts one round boundary later
-    instead of when the last host is done. It does not fire while the hosts with work can keep
-    the threads busy, nor when the dry hosts were given nothing new. 0 disables. Measured by
-    scripts/bench_round.py --host-delay-s 1.0 (docs/benchmarks.md, "Politeness-bound rounds")."""
+    politeness alone (one fetch per host delay, Crawl-delay included), less than this fraction of
+    what they and the dry hosts given new links this round could give (capped by the best rate
+    seen): in a polite crawl, hosts run dry one by one while the round's links give them URLs for
+    the next round, which then starts one round boundary later instead of when the last host is
+    done. It does not fire while a host with work has no delay, nor when the dry hosts were given
+    nothing new. 0 disables. Measured by scripts/bench_round.py --host-delay-s 1.0
+    (docs/benchmarks.md, "Politeness-bound rounds")."""
     throughput_window_s: float = 5.0
     """Window over which the fetch rate is measured for ``tail_rate_ratio``, seconds."""
     shard_grace_s: Annotated[float, Range(0, None)] = 3.0

@@ -68,12 +68,30 @@ def test_detector_fires_when_working_hosts_give_less_than_the_ratio(
     for step in range(5):  # a steady rate: the rate rule (off here) would never fire anyway
         fired = tail.observe(step * 0.5, done, working, waiting)
         done += round(best_rate / 2)
-    expect = working < ratio * min(tail._best, working + waiting)
+    expect = working < ratio * min(tail._best_any, working + waiting)
     assert fired == expect
     if waiting == 0:  # dry hosts given nothing new never end the phase
         assert not fired
     off = TailDetector(ratio=0.0, window_s=1.0, capacity_ratio=0.0)
     assert not any(off.observe(i * 0.5, i * 100, 0.0, 1e9) for i in range(10))
+
+
+def test_detector_need_not_wait_a_whole_window_for_the_capacity_rule():
+    # the seed round: every host's one page is done within 1.5 s, then only a few Crawl-delay
+    # hosts have work (2 pages/s) while the others wait with new links (200 pages/s)
+    tail = TailDetector(ratio=0.3, window_s=5.0, capacity_ratio=0.6)
+    fired_at = None
+    for step in range(20):
+        t = step * 0.5
+        done = min(300, step * 100)
+        working, waiting = (200.0, 0.0) if t < 1.5 else (2.0, 200.0)
+        if tail.observe(t, done, working, waiting):
+            fired_at = t
+            break
+    assert fired_at is not None and fired_at < 5.0
+    assert fired_at >= TailDetector.MIN_SPAN_S  # not on the first sample's rate
+    rate_only = TailDetector(ratio=0.3, window_s=5.0, capacity_ratio=0.0)
+    assert not any(rate_only.observe(i * 0.5, min(300, i * 100)) for i in range(10))
 
 
 def _item(url: str) -> FetchItem:

@@ -801,11 +801,13 @@ class Workbench(Generic[T]):
         for the hosts with work (queued items, or acquired), ``waiting`` for the hosts in
         ``waiting`` that have none (host names as in the frontier's ``host`` column).
 
-        A host gives at most ``1 / (delay + last download time)``, seconds from
-        :func:`host_delay`; each IP address's share is capped at ``ip_concurrency /
-        ip_delay_s`` when ``ip_delay_s`` > 0. A host with no delay and no download time yet
-        makes its sum ``math.inf``. O(hosts); the fetch worker's run loop calls it about twice
-        a second for ``fetch.tail_capacity_ratio`` (:class:`batchcrawl.fetch.worker.TailDetector`).
+        A host gives at most ``1 / delay``, its delay in seconds from :func:`host_delay`
+        (``Crawl-delay`` and the adaptive delay included); each IP address's share is capped at
+        ``ip_concurrency / ip_delay_s`` when ``ip_delay_s`` > 0. A host with no delay makes its
+        sum ``math.inf``: politeness does not bound it (one connection per host does, but that
+        is the threads' business, left to ``fetch.tail_idle_s``). O(hosts); the fetch worker's
+        run loop calls it about twice a second for ``fetch.tail_capacity_ratio``
+        (:class:`batchcrawl.fetch.worker.TailDetector`).
         """
         sums: tuple[dict[str, float], dict[str, float]] = ({}, {})
         with self._lock:
@@ -816,8 +818,8 @@ class Workbench(Generic[T]):
                     per_ip = sums[1]
                 else:
                     continue
-                cycle = self._delay(vs) + (vs.last_download_s or 0.0)
-                per_ip[vs.ip] = per_ip.get(vs.ip, 0.0) + (1.0 / cycle if cycle > 0 else math.inf)
+                delay = self._delay(vs)
+                per_ip[vs.ip] = per_ip.get(vs.ip, 0.0) + (1.0 / delay if delay > 0 else math.inf)
         cap = self.ip_concurrency / self.ip_delay_s if self.ip_delay_s > 0 else math.inf
         working, waiting_ = (sum(min(r, cap) for r in per_ip.values()) for per_ip in sums)
         return working, waiting_
