@@ -801,11 +801,12 @@ class Workbench(Generic[T]):
         for the hosts with work (queued items, or acquired), ``waiting`` for the hosts in
         ``waiting`` that have none (host names as in the frontier's ``host`` column).
 
-        A host gives at most ``1 / delay``, its delay in seconds from :func:`host_delay`
-        (``Crawl-delay`` and the adaptive delay included); each IP address's share is capped at
-        ``ip_concurrency / ip_delay_s`` when ``ip_delay_s`` > 0. A host with no delay makes its
-        sum ``math.inf``: politeness does not bound it (one connection per host does, but that
-        is the threads' business, left to ``fetch.tail_idle_s``). O(hosts); the fetch worker's
+        A host gives at most ``1 / delay``, its fixed delay in seconds (``host_delay_s``, raised
+        by its ``Crawl-delay`` up to ``max_crawl_delay_s``; not the adaptive part, which follows
+        download times and so the crawler's own load); each IP address's share is capped at
+        ``ip_concurrency / ip_delay_s`` when ``ip_delay_s`` > 0. A host with no fixed delay makes
+        its sum ``math.inf``: politeness does not bound it (one connection per host and the
+        adaptive delay do, but that is the threads' business, left to ``fetch.tail_idle_s``). O(hosts); the fetch worker's
         run loop calls it about twice a second for ``fetch.tail_capacity_ratio``
         (:class:`batchcrawl.fetch.worker.TailDetector`).
         """
@@ -818,7 +819,8 @@ class Workbench(Generic[T]):
                     per_ip = sums[1]
                 else:
                     continue
-                delay = self._delay(vs)
+                delay = host_delay(host_delay_s=self.host_delay_s, crawl_delay_s=vs.crawl_delay_s,
+                                   max_crawl_delay_s=self.max_crawl_delay_s)  # fmt: skip
                 per_ip[vs.ip] = per_ip.get(vs.ip, 0.0) + (1.0 / delay if delay > 0 else math.inf)
         cap = self.ip_concurrency / self.ip_delay_s if self.ip_delay_s > 0 else math.inf
         working, waiting_ = (sum(min(r, cap) for r in per_ip.values()) for per_ip in sums)
