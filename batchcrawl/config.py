@@ -370,15 +370,17 @@ class FetchSection:
     below this fraction of its best window, so a few slow hosts (e.g. a large Crawl-delay) do not
     hold the round; their URLs stay queued, first in line, for the next round. 0 never ends early
     (Nutch's fetcher.throughput.threshold, made relative). Measured by scripts/bench_round.py."""
-    tail_capacity_ratio: Annotated[float, Range(0, 1)] = 0.6
+    tail_capacity_ratio: Annotated[float, Range(0, 1)] = 0.0
     """Also end a shard's fetch phase early once its hosts still with work could give, by
-    politeness alone (one fetch per host delay, Crawl-delay included), less than this fraction of
-    what they and the dry hosts given new links this round could give (capped by the best rate
-    seen): in a polite crawl, hosts run dry one by one while the round's links give them URLs for
-    the next round, which then starts one round boundary later instead of when the last host is
-    done. It does not fire while a host with work has no delay, nor when the dry hosts were given
-    nothing new. 0 disables. Measured by scripts/bench_round.py --host-delay-s 1.0
-    (docs/benchmarks.md, "Politeness-bound rounds")."""
+    politeness alone (one fetch per fixed host delay, Crawl-delay included), less than this
+    fraction of what they and the dry hosts given new links this round could give (capped by the
+    best rate seen): in a polite crawl, hosts run dry one by one while the round's links give them
+    URLs for the next round, which then starts one round boundary later instead of when the last
+    host is done. It never fires while a host with work has no fixed delay, nor when the dry hosts
+    were given nothing new. 0 (the default) disables it: on the benchmark's 500-host web at a 1 s
+    delay 0.6 gave the same share of the politeness bound as 0 (one more round boundary offsets
+    what it saves; docs/benchmarks.md, "Politeness-bound rounds"); it may pay where a round's
+    hosts run dry long before its end."""
     throughput_window_s: float = 5.0
     """Window over which the fetch rate is measured for ``tail_rate_ratio``, seconds."""
     shard_grace_s: Annotated[float, Range(0, None)] = 3.0
