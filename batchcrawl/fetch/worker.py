@@ -250,8 +250,9 @@ class _Run:
     streaming: bool = False  # threads wait for more items instead of ending (stream_start)
     storage_fault: OSError | None = None  # the first full / read-only storage error: ends the run
     ended_early: bool = False  # FetchWorker.end_run was called
-    # hosts given a link in scope this run (past the URL cache): they have URLs for the next round
-    found_hosts: set[str] = field(default_factory=set)
+    # hosts given a link in scope this run (past the URL cache): they have URLs for the next
+    # round; kept only for fetch.tail_capacity_ratio (None when it is off)
+    found_hosts: set[str] | None = None
 
 
 class TailDetector:
@@ -551,7 +552,8 @@ class FetchWorker:
         self.forget_idle_hosts(keep={i.host for i in items})
         warc = self._warc_writer(round)
         out = _new_shard_run()
-        run = _Run(round=round, out=out, warc=warc, deadline=started + limit)
+        run = _Run(round=round, out=out, warc=warc, deadline=started + limit,
+                   found_hosts=set() if self.cfg.fetch.tail_capacity_ratio else None)  # fmt: skip
         pending = run.pending = self._enqueue(run, items)
         self._batch = run
         threads = [
@@ -577,12 +579,12 @@ class FetchWorker:
                 with self._lock:
                     done = pending - run.pending
                 working, waiting = (
-                    self.workbench.polite_capacity(run.found_hosts)
-                    if fc.tail_capacity_ratio
-                    else (math.inf, 0.0)
+                    (math.inf, 0.0)
+                    if run.found_hosts is None
+                    else self.workbench.polite_capacity(run.found_hosts)
                 )
                 in_tail = tail.observe(now, done, working, waiting) or (
-                    0 < self.cfg.fetch.tail_idle_s <= idle.in_tail_for(now)
+                    0 < fc.tail_idle_s <= idle.in_tail_for(now)
                 )
                 if now >= run.deadline or (in_tail and not run.stop.is_set()):
                     if now < run.deadline:
@@ -1130,13 +1132,7 @@ class FetchWorker:
         follow = canonical  # the links to hand to the frontier (the graph keeps every link)
         if result.status is not None:
             if outcome is Outcome.OK and row["content_length"]:
-                # OrderedDict.get is one atomic step under the GIL; a duplicate fetched by two
-                # threads at once is simply archived twice.
-                first = self._digests.get(digest)
-                revisit = None if first is None else (first[0], warc_date(first[1]))
-                revisit = self._duplicate(
-                    row, item.url_key, digest, revisit, None if first is None else first[2]
-                )
+                revisit = self._duplicate(row, item.url_key, digest)
                 if row.get("duplicate_of") is not None and self.cfg.dedup.skip_duplicate_links:
                     follow = []
                 if revisit is None and digest == item.content_digest and item.content_fetch_time:
@@ -1204,19 +1200,11 @@ class FetchWorker:
         while len(digests) > self.cfg.dedup.max_shard_digests:
             digests.popitem(last=False)
 
-    def _duplicate(
-        self,
-        row: dict[str, Any],
-        key: int,
-        digest: str,
-        revisit: tuple[str, str] | None,
-        first_key: int | None,
-    ) -> tuple[str, str] | None:
+    def _duplicate(self, row: dict[str, Any], key: int, digest: str) -> tuple[str, str] | None:
         """Set ``duplicate_of`` when the payload was first seen at another URL (earlier round:
-        ``content`` table; this shard: the digest LRU, whose capture ``revisit`` of url key
-        ``first_key`` is) and return the capture a WARC revisit refers to (an unchanged refetch
-        of the first URL too, without ``duplicate_of``)."""
-        from batchcrawl.fetch.warc import warc_date
+        ``content`` table; this shard: the digest LRU) and return the capture ``(url, WARC-Date)``
+        a WARC revisit refers to (an unchanged refetch of the first URL too, without
+        ``duplicate_of``), or None for a first capture."""
 
         earlier = self._seen.get(digest)
         if earlier is not None:
@@ -1224,9 +1212,15 @@ class FetchWorker:
             if first != key:
                 row["duplicate_of"] = first
             return (url, warc_date(when.replace(tzinfo=UTC).timestamp()))
-        if first_key is not None and first_key != key:
-            row["duplicate_of"] = first_key
-        return revisit
+        # OrderedDict.get is one atomic step under the GIL; a duplicate fetched by two threads
+        # at once is simply archived twice
+        mine = self._digests.get(digest)
+        if mine is None:
+            return None
+        url, started, first = mine
+        if first != key:
+            row["duplicate_of"] = first
+        return (url, warc_date(started))
 
     def _near_duplicate(self, row: dict[str, Any], item: FetchItem) -> None:
         """Flag ``near_duplicate_of`` against the host's recent pages (lock held)."""
@@ -1287,10 +1281,9 @@ class FetchWorker:
         """Append link rows (lock held); ``lastmod`` (sitemap links) row-aligned with ``links``."""
         cols = run.out.links
         depth = item.depth + 1
-        found = run.found_hosts
+        if run.found_hosts is not None:
+            run.found_hosts.update(link[2] for link in links if link[6] is None)
         for key, url, host, domain, tag, nofollow, reason, hops_out in links:
-            if reason is None:
-                found.add(host)
             run.seq += 1
             cols["round"].append(run.round)
             cols["shard"].append(self.shard)
