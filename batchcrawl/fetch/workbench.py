@@ -806,9 +806,9 @@ class Workbench(Generic[T]):
         download times and so the crawler's own load); each IP address's share is capped at
         ``ip_concurrency / ip_delay_s`` when ``ip_delay_s`` > 0. A host with no fixed delay makes
         its sum ``math.inf``: politeness does not bound it (one connection per host and the
-        adaptive delay do, but that is the threads' business, left to ``fetch.tail_idle_s``). O(hosts); the fetch worker's
-        run loop calls it about twice a second for ``fetch.tail_capacity_ratio``
-        (:class:`batchcrawl.fetch.worker.TailDetector`).
+        adaptive delay do, but that is the threads' business, left to ``fetch.tail_idle_s``).
+        O(hosts); the fetch worker's run loop calls it about twice a second for
+        ``fetch.tail_capacity_ratio`` (:class:`batchcrawl.fetch.worker.TailDetector`).
         """
         sums: tuple[dict[str, float], dict[str, float]] = ({}, {})
         with self._lock:

@@ -11,9 +11,8 @@ newest-wins by ``host``: the row of the file listed last. Listings written befor
 superseded ones once no kept manifest names them.
 
 Readers: the shard actors' restore (:func:`read_hosts`, :class:`RecentHostRows`), generate's
-``partition_by = "ip"``,
-and the SQL ``hosts`` view (:func:`batchcrawl.store.sql.view_sql`, newest wins by ``host``), from
-which ``status`` and ``report`` read.
+``partition_by = "ip"``, and the SQL ``hosts`` view (:func:`batchcrawl.store.sql.view_sql`,
+newest wins by ``host``), from which ``status`` and ``report`` read.
 """
 
 from __future__ import annotations
