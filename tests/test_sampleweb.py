@@ -3,6 +3,9 @@ an independent breadth-first crawl (lxml links + protego robots) over a real loo
 
 from __future__ import annotations
 
+import functools
+import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from urllib.parse import urljoin, urlsplit
@@ -15,6 +18,7 @@ from lxml import etree
 from protego import Protego
 
 from batchcrawl.errors import BatchcrawlError
+from batchcrawl.testing import sampleweb
 from batchcrawl.testing.sampleweb import EXTERNAL_LINKS, EXTRA_PATHS, SampleWeb, SampleWebError
 from batchcrawl.testing.webserver import MultiHostServer
 
@@ -357,3 +361,31 @@ def test_every_page_reachable_from_its_home_page_without_robots() -> None:
     web = SampleWeb(7, 500, seed=11, port=8000, trap=False)
     got = web.reachable(respect_robots=False, max_depth=50)
     assert {u for h in web.hosts for u in web.pages_of(h.name)} == got
+
+
+def test_corpus_is_built_once_when_many_threads_ask_at_once(monkeypatch) -> None:
+    """The server answers each connection on its own thread: the first burst of page requests
+    must not build the text corpus once per thread (that stalled every seed round ~2 s)."""
+    builds = []
+
+    @functools.lru_cache(maxsize=4)
+    def slow_build(seed: int, words: int) -> str:
+        builds.append(seed)
+        time.sleep(0.05)  # long enough for every thread to find the cache empty
+        return "word. " * 100
+
+    monkeypatch.setattr(sampleweb, "_build_corpus", slow_build)
+    start = threading.Barrier(8)
+    got: list[str] = []
+
+    def ask() -> None:
+        start.wait()
+        got.append(sampleweb._corpus(12345))
+
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert builds == [12345]
+    assert got == ["word. " * 100] * 8

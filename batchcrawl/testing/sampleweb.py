@@ -57,6 +57,7 @@ import functools
 import math
 import re
 import struct
+import threading
 import zlib
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -779,9 +780,22 @@ def _robots(spec: HostSpec) -> Response:
     return Response(200, plain, text.encode())
 
 
-@functools.lru_cache(maxsize=4)
+#: Held while a corpus is built: ``functools.lru_cache`` does not stop concurrent callers from
+#: each computing a missing entry, and the server's first burst of page requests (one thread per
+#: connection) then built it once per thread, ~0.1 s of CPU each: a stall of ~2 s before the
+#: first content pages of a crawl's seed round were answered.
+_CORPUS_LOCK = threading.Lock()
+
+
 def _corpus(seed: int, words: int = 200_000) -> str:
-    """Deterministic pseudo-English text (lowercase words and full stops), about 1.3 MB."""
+    """Deterministic pseudo-English text (lowercase words and full stops), about 1.3 MB; built once
+    per ``(seed, words)`` however many threads ask at once."""
+    with _CORPUS_LOCK:
+        return _build_corpus(seed, words)
+
+
+@functools.lru_cache(maxsize=4)
+def _build_corpus(seed: int, words: int) -> str:
     rng = np.random.default_rng(seed + 1_000_003)
     syl = np.array(
         "ba be bi bo bu ka ke ki ko ku la le li lo lu ma me mi mo mu na ne ni no nu "
