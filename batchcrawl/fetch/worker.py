@@ -1282,7 +1282,7 @@ class FetchWorker:
         cols = run.out.links
         depth = item.depth + 1
         if run.found_hosts is not None:
-            run.found_hosts.update(link[2] for link in links if link[6] is None)
+            run.found_hosts.update(h for _, _, h, _, _, _, why, _ in links if why is None)
         for key, url, host, domain, tag, nofollow, reason, hops_out in links:
             run.seq += 1
             cols["round"].append(run.round)
