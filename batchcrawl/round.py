@@ -48,11 +48,10 @@ from batchcrawl.fetch.worker import FetchWorker, ShardRun
 from batchcrawl.frontier import content as content_mod
 from batchcrawl.frontier import generate as gen_mod
 from batchcrawl.frontier import hosts as host_runs
-from batchcrawl.frontier import indegree as indegree_mod
 from batchcrawl.frontier import runs
 from batchcrawl.frontier import table as frontier_mod
-from batchcrawl.frontier import update as update_mod
 from batchcrawl.frontier.runs import BucketFiles
+from batchcrawl.frontier.updatedb import updatedb
 from batchcrawl.pipeline import Deadline, Planned, plan_round, run_pipelined
 from batchcrawl.records import FetchItem
 from batchcrawl.ring import HashRing, route_name
@@ -493,23 +492,14 @@ class Crawler:
         t0 = time.monotonic()
         fparts = [r["fetched"] for r in shard_results]
         lparts = [r["links"] for r in shard_results]
-        updated = update_mod.update(
-            crawl, manifest, rnd, fparts, lparts, cfg, plan.started_at,
-            refiltered=refiltered if refiltered.num_rows else None, mapper=dask_mapper(client),
+        merged = updatedb(
+            crawl, manifest, rnd, fparts, lparts, [r["edges"] for r in shard_results], cfg,
+            plan.started_at, mapper=dask_mapper(client),
+            refiltered=refiltered if refiltered.num_rows else None,
             delayed=delayed if delayed.num_rows else None,
         )  # fmt: skip
+        updated, content, indegree = merged.frontier, merged.content, merged.indegree
         update_summary = updated.summary.to_json()
-        content = content_mod.update_content(
-            crawl, manifest, gen, crawl.iter_row_groups("fetched", [p.entry for p in fparts],
-                                                        columns=content_mod.FETCHED_COLUMNS),
-            dask_mapper(client), cfg,
-        )  # fmt: skip
-        indegree = indegree_mod.update_indegree(
-            crawl, manifest, gen, rnd,
-            crawl.iter_row_groups("edges", [r["edges"].entry for r in shard_results],
-                                  columns=indegree_mod.EDGE_COLUMNS),
-            cfg, dask_mapper(client),
-        )  # fmt: skip
         steps["update"] = time.monotonic() - t0
         spans["update"] = (t0, t0 + steps["update"])
         # -- compact ----------------------------------------------------------------------------
@@ -523,11 +513,13 @@ class Crawler:
         t0 = time.monotonic()
         summary = round_summary(
             rnd, gen, shard_results, update_summary, plan.generated.summary,
-            compacted=sum(1 for a, u in zip(buckets, updated.buckets, strict=True) if a is not u),
+            compacted=updated.summary.buckets_compacted
+            + sum(1 for a, u in zip(buckets, updated.buckets, strict=True) if a is not u),
             rerun_after_crash=plan.cold, steps=steps, elapsed_s=time.monotonic() - t_start,
         )  # fmt: skip
         summary["content"] = content.to_json()
         summary["indegree"] = indegree.to_json()
+        summary["updatedb_s_by_merge"] = merged.seconds
         summary["fetch_idle_share"] = idle["share"]
         summary["pipelined"] = plan.base.generation != manifest.generation
         done = sum(t.rows for t in plan.generated.fetchlists.values()) - summary["not_fetched"]

@@ -45,9 +45,8 @@ from batchcrawl.console.signals import StopRequest
 from batchcrawl.frontier import content as content_mod
 from batchcrawl.frontier import generate as gen_mod
 from batchcrawl.frontier import hosts as host_runs
-from batchcrawl.frontier import indegree as indegree_mod
 from batchcrawl.frontier import runs
-from batchcrawl.frontier import update as update_mod
+from batchcrawl.frontier.updatedb import updatedb
 from batchcrawl.records import FetchItem
 from batchcrawl.round import (
     Crawler,
@@ -304,22 +303,11 @@ class Stream:
                                           self.manifest.buckets).tolist())  # fmt: skip
         mapper = dask_mapper(self.crawler.client)
         self.on_step("update")
-        updated = update_mod.update(
-            self.crawl, self.manifest, rnd, fparts, lparts, self.cfg, self.now(),
-            refiltered=self.refiltered, mapper=mapper, buckets=touched, delayed=delayed,
+        merged = updatedb(
+            self.crawl, self.manifest, rnd, fparts, lparts, eparts, self.cfg, self.now(),
+            mapper=mapper, refiltered=self.refiltered, delayed=delayed, buckets=touched,
         )  # fmt: skip
-        content = content_mod.update_content(
-            self.crawl, self.manifest, gen,
-            self.crawl.iter_row_groups("fetched", [p.entry for p in fparts],
-                                       columns=content_mod.FETCHED_COLUMNS),
-            mapper, self.cfg,
-        )  # fmt: skip
-        indegree = indegree_mod.update_indegree(
-            self.crawl, self.manifest, gen, rnd,
-            self.crawl.iter_row_groups("edges", [p.entry for p in eparts],
-                                       columns=indegree_mod.EDGE_COLUMNS),
-            self.cfg, mapper,
-        )  # fmt: skip
+        updated, content, indegree = merged.frontier, merged.content, merged.indegree
         compacted = compact_buckets(self.crawler.client, self.crawl.url, updated.buckets, gen,
                                     self.cfg)  # fmt: skip
         for bf in compacted:
@@ -330,7 +318,8 @@ class Stream:
         t2 = self.clock()
         summary = round_summary(
             rnd, gen, results, updated.summary.to_json(), {"step": "stream"},
-            compacted=sum(1 for a, u in zip(compacted, updated.buckets, strict=True) if a is not u),
+            compacted=updated.summary.buckets_compacted
+            + sum(1 for a, u in zip(compacted, updated.buckets, strict=True) if a is not u),
             rerun_after_crash=False, steps={"take": t1 - t0, "update": t2 - t1},
             elapsed_s=t2 - t0,
         )  # fmt: skip

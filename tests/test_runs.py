@@ -108,14 +108,17 @@ def test_update_writes_only_delta_and_gc_drops_superseded_runs(tmp_path):
     m = crawl.manifest()
     entries, s = update(crawl, m, 1, None, links_table(1, list(range(30))), cfg, NOW)
     m = crawl.commit(m, {"frontier": entries}, s, round=1)
-    entries, s = update(crawl, m, 2, None, links_table(2, [0, 1, 50]), cfg, NOW)
-    assert s["rows_written"] == 1  # only the new URL; the base and old runs are not rewritten
-    m = crawl.commit(m, {"frontier": entries}, s, round=2)
-    assert sum(len(bf.runs) for bf in runs.bucket_files(m)) == 4  # 3 buckets + 1 run
     old_runs = {e.path for e in m.tables["frontier"]}
-    runs.compact(crawl, cfg)  # the bucket with 2 runs passes max_runs
-    after = runs.bucket_files(crawl.manifest())
+    assert len(old_runs) == 3  # one run per bucket, no base yet
+    entries, s = update(crawl, m, 2, None, links_table(2, [0, 1, 50]), cfg, NOW)
+    assert s["rows_written"] == 1  # only the new URL; the other buckets are not rewritten
+    # its bucket had one run: with this one it passes max_runs, so update writes a new base at
+    # once instead of a second run for compaction to read back (runs.add_run_or_compact)
+    assert s["buckets_compacted"] == 1
+    m = crawl.commit(m, {"frontier": entries}, s, round=2)
+    after = runs.bucket_files(m)
     assert sum(len(bf.runs) for bf in after) == 2 and sum(bf.base is not None for bf in after) == 1
+    assert runs.compact(crawl, cfg)["buckets_compacted"] == 0  # nothing left past the thresholds
     gc(crawl, keep=1)
     files = {e.path for e in crawl.manifest().tables["frontier"]}
     for rel in old_runs - files:

@@ -61,3 +61,20 @@ def test_fetch_item_is_a_fetchlists_row_without_its_placement():
     row = {c: 1 for c in required} | {"url": "http://a.test/", "host": "a.test", "domain": "a.test"}
     table = schemas.conform("fetchlists", [row | {"round": 3, "shard": 0}])
     assert FetchItem(**table.select(list(columns)).to_pylist()[0]) == FetchItem(**row)
+
+
+def test_conform_keeps_a_conforming_table_and_still_refuses_nulls_where_required():
+    """The fast path (a table already of the schema) is the same check as the slow one."""
+    t = schemas.conform("links", {"round": [1], "shard": [0], "seq": [1], "src_url_key": [7],
+                                  "dst_url_key": pa.array([9], pa.uint64()), "dst_url": ["u"],
+                                  "dst_host": ["h"], "dst_domain": ["h"], "depth": [1],
+                                  "hops_out": [0], "tag": ["a"], "nofollow": [False]})  # fmt: skip
+    assert schemas.conform("links", t) is t
+    required = next(i for i, f in enumerate(t.schema) if not f.nullable)
+    holed = t.set_column(required, t.schema.field(required),
+                         pa.nulls(1, t.schema.field(required).type))  # fmt: skip
+    assert holed.schema.equals(t.schema)
+    with pytest.raises(SchemaError, match="must not contain nulls"):
+        schemas.conform("links", holed)
+    with pytest.raises(SchemaError, match="must not contain nulls"):  # the slow path too
+        schemas.conform("links", holed.select(list(reversed(holed.column_names))))

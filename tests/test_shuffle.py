@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from batchcrawl.store import schemas
+from batchcrawl.store import schemas, shuffle
 from batchcrawl.store.crawldir import CrawlDir
 from batchcrawl.store.shuffle import read_partition, write_partitioned
 from batchcrawl.urls import bucket_ids
@@ -137,3 +137,43 @@ def test_merged_spills_equal_one_write_of_all_rows(tmp_path_factory, keys, cuts,
     for b in range(buckets):
         got, want = (read_partition(crawl, "links", [p], b) for p in (merged, whole))
         assert (got is None and want is None) or got.equals(want)
+
+
+def test_a_file_written_again_at_its_path_is_read_with_its_new_footer(tmp_path):
+    """The footer cache (``shuffle.FOOTERS``) answers a file once parsed, but a round rerun that
+    writes the same path again gets the new file's rows, never the old footer's."""
+    crawl = CrawlDir.create(str(tmp_path / "c"), "", 4)
+    rel = "links/round=1/shard=00.parquet"
+    cache = shuffle.FooterCache()
+    kept, shuffle.FOOTERS = shuffle.FOOTERS, cache
+    try:
+        first = write_partitioned(crawl, "links", rel, _links([4, 8, 1]),
+                                  bucket_ids(np.array([4, 8, 1], np.uint64), 4))  # fmt: skip
+        assert read_partition(crawl, "links", [first], 0).column("dst_url_key").to_pylist() == [
+            4,
+            8,
+        ]
+        assert read_partition(crawl, "links", [first], 1).column("dst_url_key").to_pylist() == [1]
+        assert (cache.misses, cache.hits) == (1, 1)
+        again = write_partitioned(crawl, "links", rel, _links([5, 12, 16, 20]),
+                                  bucket_ids(np.array([5, 12, 16, 20], np.uint64), 4))  # fmt: skip
+        got = read_partition(crawl, "links", [again], 0).column("dst_url_key").to_pylist()
+        assert got == [12, 16, 20]
+        assert cache.misses == 2
+    finally:
+        shuffle.FOOTERS = kept
+
+
+def test_projected_read_gives_nulls_for_a_column_the_file_lacks(tmp_path):
+    """``read_partition(columns=...)`` reads only those columns; one added to the schema after
+    the file was written reads as nulls (old crawls stay readable)."""
+    crawl = CrawlDir.create(str(tmp_path / "c"), "", 2)
+    rel = "links/round=1/shard=00.parquet"
+    old = _links([2, 4]).drop_columns(["lastmod"])
+    with crawl.open_output(rel) as fh:
+        pq.write_table(old, fh)
+    part = shuffle.Partitioned(shuffle.FileEntry(rel, 2), {0: (0,)})
+    got = read_partition(crawl, "links", [part], 0, columns=["dst_url_key", "lastmod"])
+    assert got.column_names == ["dst_url_key", "lastmod"]
+    assert got.column("dst_url_key").to_pylist() == [2, 4]
+    assert got.column("lastmod").null_count == 2

@@ -49,13 +49,19 @@ def _read(crawl: CrawlDir, ks: KeySet, entry: FileEntry) -> pa.Table:
     return crawl.read_table(ks.table, [entry])
 
 
-def compact_bucket(crawl: CrawlDir, ks: KeySet, files: BucketFiles, generation: int) -> BucketFiles:
-    """Merge a bucket's base and runs (disjoint keys) into one base sorted by key, written as
-    ``ks.path(generation, bucket, run=False)``. Memory: one bucket."""
-    if not files.runs:
+def compact_bucket(
+    crawl: CrawlDir,
+    ks: KeySet,
+    files: BucketFiles,
+    generation: int,
+    new: pa.Table | None = None,
+) -> BucketFiles:
+    """Merge a bucket's base, runs and ``new`` rows (all with disjoint keys) into one base sorted
+    by key, written as ``ks.path(generation, bucket, run=False)``. Memory: one bucket."""
+    if not files.runs and (new is None or new.num_rows == 0):
         return files
-    t = pa.concat_tables([_read(crawl, ks, e) for e in files.files], promote_options="default")
-    t = t.sort_by([(ks.key, "ascending")])
+    parts = [_read(crawl, ks, e) for e in files.files] + ([new] if new is not None else [])
+    t = pa.concat_tables(parts, promote_options="default").sort_by([(ks.key, "ascending")])
     entry = crawl.write_table(ks.table, ks.path(generation, files.bucket, run=False), t)
     return BucketFiles(files.bucket, entry, (), t.num_rows)
 
@@ -64,18 +70,18 @@ def insert_bucket(
     crawl: CrawlDir, ks: KeySet, files: BucketFiles, generation: int, rows: pa.Table, cfg: Config
 ) -> tuple[BucketFiles, pa.Table]:
     """DRUM check+update of one bucket: write the rows of ``rows`` (this bucket's, unique keys,
-    sorted by key) whose key the bucket does not know as its newest run, then compact the bucket
-    if it passed the frontier's rule. Returns the new file list (uncommitted) and the new rows."""
+    sorted by key) whose key the bucket does not know as its newest run or, when the bucket's runs
+    with that run would pass the frontier's compaction rule, as part of a new base at once (no
+    run written and read back). Returns the new file list (uncommitted) and the new rows."""
     known = is_known(bucket_keys(crawl, files, ks.key), rows.column(ks.key).to_numpy())
     new = rows.filter(pa.array(~known))
     total = (files.rows or 0) + new.num_rows
     if new.num_rows == 0:
         return BucketFiles(files.bucket, files.base, files.runs, total), new
+    if needs_compaction(files, cfg, new.num_rows):
+        return compact_bucket(crawl, ks, files, generation, new), new
     entry = crawl.write_table(ks.table, ks.path(generation, files.bucket, run=True), new)
-    out = BucketFiles(files.bucket, files.base, (*files.runs, entry), total)
-    if needs_compaction(out, cfg):
-        out = compact_bucket(crawl, ks, out, generation)
-    return out, new
+    return BucketFiles(files.bucket, files.base, (*files.runs, entry), total), new
 
 
 @dataclass(frozen=True)

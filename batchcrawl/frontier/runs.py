@@ -9,7 +9,10 @@ changed or added. The manifest lists, per bucket, the base (if any) then the run
 for each ``url_key`` the row of the newest file wins. **Compaction** merges a bucket's runs into a
 new base once they hold ``frontier.compact_run_ratio`` rows per base row or number
 ``frontier.max_runs``; like every write it only creates new files, published by the next manifest,
-and ``gc`` later drops the superseded ones.
+and ``gc`` later drops the superseded ones. A round's update compacts in the same task when its
+run would pass the rule (:func:`add_run_or_compact`: the new base is written instead of the run,
+which is then never written and read back); ``batchcrawl compact`` and the round's compact step
+take the buckets that pass it otherwise.
 
 Deciding known vs new (DRUM *check*) reads only the ``url_key`` column of each file; memory is one
 bucket's keys (8 bytes per URL), never the frontier.
@@ -313,15 +316,39 @@ def add_run(
     return BucketFiles(files.bucket, files.base, (*files.runs, entry), bucket_rows)
 
 
-def needs_compaction(files: BucketFiles, cfg: Config) -> bool:
+def needs_compaction(files: BucketFiles, cfg: Config, new_run_rows: int = 0) -> bool:
     """Whether a bucket's runs passed ``frontier.max_runs`` (count) or
-    ``frontier.compact_run_ratio`` (run rows per base row)."""
-    if not files.runs:
+    ``frontier.compact_run_ratio`` (run rows per base row); ``new_run_rows`` > 0: whether they
+    would with one more run of that many rows."""
+    if not files.runs and not new_run_rows:
         return False
-    run_rows = sum(r.rows for r in files.runs)
+    runs_ = len(files.runs) + (new_run_rows > 0)
+    run_rows = sum(r.rows for r in files.runs) + new_run_rows
     base_rows = files.base.rows if files.base is not None else 0
     f = cfg.frontier
-    return len(files.runs) >= f.max_runs or run_rows >= f.compact_run_ratio * max(base_rows, 1)
+    return runs_ >= f.max_runs or run_rows >= f.compact_run_ratio * max(base_rows, 1)
+
+
+def add_run_or_compact(
+    crawl: CrawlDir,
+    files: BucketFiles,
+    generation: int,
+    rows: pa.Table,
+    cfg: Config,
+    *,
+    bucket_rows: int | None = None,
+) -> tuple[BucketFiles, bool]:
+    """:func:`add_run`, unless the bucket's runs with this one would pass the compaction
+    thresholds (:func:`needs_compaction`): then the bucket's base, runs and ``rows`` are merged
+    (newest wins) into a new base of ``generation`` at once, as :func:`compact_bucket` would
+    after the run, without writing the run or reading it back. Returns the new file list
+    (uncommitted) and whether it is a compaction."""
+    if rows.num_rows == 0 or not needs_compaction(files, cfg, rows.num_rows):
+        return add_run(crawl, files, generation, rows, cfg, bucket_rows=bucket_rows), False
+    merged = newest_wins([read_bucket(crawl, files), schemas.conform("frontier", rows)])
+    rel = paths.bucket_base(generation, files.bucket)
+    entry = write_bucket(crawl, rel, merged, row_group_bytes=cfg.frontier.drum_batch_bytes // 4)
+    return BucketFiles(files.bucket, entry, (), merged.num_rows), True
 
 
 def compact_bucket(

@@ -18,9 +18,13 @@ class UpdateSummary:
     round : int
         The round whose facts were merged.
     buckets_rewritten, buckets_kept : int
-        Buckets that got a new delta run, and buckets left as they were.
+        Buckets that got a new delta run (or a new base), and buckets left as they were.
+    buckets_compacted : int
+        Of the rewritten buckets, those whose runs and facts were merged into a new base at once
+        (the compaction thresholds passed: :func:`batchcrawl.frontier.runs.add_run_or_compact`).
     rows_written : int
-        Rows in the new runs (changed and new rows only).
+        Changed and new rows merged (the rows of the new runs; a bucket compacted at once writes
+        its whole base, counted here by its changed and new rows only).
     frontier_rows_before, frontier_rows_after : int
         Merged frontier rows before and after.
     fetched : Counter
@@ -40,6 +44,7 @@ class UpdateSummary:
     round: int = 0
     buckets_rewritten: int = 0
     buckets_kept: int = 0
+    buckets_compacted: int = 0
     rows_written: int = 0
     frontier_rows_before: int = 0
     frontier_rows_after: int = 0
@@ -55,6 +60,7 @@ class UpdateSummary:
             round=max(self.round, other.round),
             buckets_rewritten=self.buckets_rewritten + other.buckets_rewritten,
             buckets_kept=self.buckets_kept + other.buckets_kept,
+            buckets_compacted=self.buckets_compacted + other.buckets_compacted,
             rows_written=self.rows_written + other.rows_written,
             frontier_rows_before=self.frontier_rows_before + other.frontier_rows_before,
             frontier_rows_after=self.frontier_rows_after + other.frontier_rows_after,
@@ -73,6 +79,7 @@ class UpdateSummary:
             "round": self.round,
             "buckets_rewritten": self.buckets_rewritten,
             "buckets_kept": self.buckets_kept,
+            "buckets_compacted": self.buckets_compacted,
             "rows_written": self.rows_written,
             "frontier_rows_before": self.frontier_rows_before,
             "frontier_rows_after": self.frontier_rows_after,

@@ -4,8 +4,8 @@
 Each bucket is merged with its share of the round's facts in one sequential pass
 (:mod:`batchcrawl.frontier.drum`), independently of the other buckets, so the round graph runs one task per
 bucket: :func:`partition_by_bucket` the ``fetched`` and ``links`` rows, then :func:`update_bucket`
-each bucket, which writes only the changed and new rows as a delta run
-(:mod:`batchcrawl.frontier.runs`). :func:`update` maps it over the buckets: on Dask in a round,
+each bucket, which writes only the changed and new rows as a delta run, or a new base when that
+run would pass the compaction rule (:mod:`batchcrawl.frontier.runs`). :func:`update` maps it over the buckets: on Dask in a round,
 on threads in tests and benchmarks (one driver).
 
 Status transitions
@@ -100,6 +100,14 @@ __all__ = [
 
 #: ``discovered_seq = shard << SEQ_BITS | seq`` for links found by a fetch shard.
 SEQ_BITS = 40
+
+#: The ``fetched`` columns an update reads from the shards' fact files (the others are for SQL,
+#: export and the WARC index): the url key, what :func:`next_status` and :func:`next_fetch_time`
+#: decide from, and the validators kept for the next conditional request.
+FETCH_FACT_COLUMNS = [
+    "url_key", "fetch_time", "fetch_status", "outcome", "error", "content_digest", "etag",
+    "last_modified", "retry_after_s",
+]  # fmt: skip
 
 _RETRIED = {Outcome.SERVER_ERROR, Outcome.NETWORK_ERROR, Outcome.DNS_ERROR}
 
@@ -489,8 +497,10 @@ def update_bucket(
 
     Only the bucket's ``url_key`` columns are read to tell known from new links; whole rows are read
     only for the URLs fetched or re-filtered. The changed and new rows are written as the bucket's
-    newest run, ``frontier/gen={generation}/bucket=BBB.run.parquet``; the base is not rewritten and
-    a bucket with no facts writes nothing.
+    newest run, ``frontier/gen={generation}/bucket=BBB.run.parquet``; a bucket with no facts writes
+    nothing. A bucket whose runs would pass the compaction rule with this one gets a new base
+    instead (:func:`runs.add_run_or_compact`: the round's compaction of the bucket, done in the
+    same task without writing the run and reading it back).
 
     Parameters
     ----------
@@ -582,9 +592,10 @@ def update_bucket(
     else:
         counts.frontier_rows_after += rows_before
     run_rows = pa.concat_tables([schemas.conform("frontier", p) for p in parts])
-    new_files = runs.add_run(
+    new_files, compacted = runs.add_run_or_compact(
         crawl, files, generation, run_rows, cfg, bucket_rows=counts.frontier_rows_after
     )
+    counts.buckets_compacted += compacted
     counts.rows_written += run_rows.num_rows
     counts.buckets_rewritten += int(run_rows.num_rows > 0)
     counts.buckets_kept += int(run_rows.num_rows == 0)
@@ -603,17 +614,20 @@ class _BucketFacts:
     table: str
     split: dict[int, pa.Table] | None
     files: list[Partitioned] | None
+    columns: list[str] | None = None  # read from files: only these (None: all)
 
     @classmethod
-    def of(cls, table: str, facts: Facts, buckets: int, key: str) -> _BucketFacts:
+    def of(
+        cls, table: str, facts: Facts, buckets: int, key: str, columns: list[str] | None = None
+    ) -> _BucketFacts:
         if isinstance(facts, pa.Table):
             return cls(table, partition_by_bucket(facts, buckets, key), None)
-        return cls(table, None, list(facts or []))
+        return cls(table, None, list(facts or []), columns)
 
     def get(self, crawl: CrawlDir, bucket: int) -> pa.Table | None:
         if self.split is not None:
             return self.split.get(bucket)
-        return read_partition(crawl, self.table, self.files or [], bucket)
+        return read_partition(crawl, self.table, self.files or [], bucket, self.columns)
 
 
 def _update_task(crawl_url, generation, fetched, links, item, *, round, cfg, now):
@@ -694,7 +708,7 @@ def update(
     dparts = partition_by_bucket(delayed, k) if delayed is not None else {}
     task = functools.partial(
         _update_task, crawl.url, manifest.generation + 1,
-        _BucketFacts.of("fetched", fetched, k, "url_key"),
+        _BucketFacts.of("fetched", fetched, k, "url_key", FETCH_FACT_COLUMNS),
         _BucketFacts.of("links", links, k, "dst_url_key"),
         round=round, cfg=cfg, now=now,
     )  # fmt: skip

@@ -415,7 +415,7 @@ class CrawlDir(atomic.Location):
         for entry in entries:
             rel = entry.path if isinstance(entry, FileEntry) else entry
             with self.fs.open(self.path(rel), "rb") as fh:
-                parts.append(_read_columns(table, pq.ParquetFile(fh), columns))
+                parts.append(read_columns(table, pq.ParquetFile(fh), columns))
         if not parts:
             target = schemas.schema(table)
             return (
@@ -437,7 +437,7 @@ class CrawlDir(atomic.Location):
             with self.fs.open(self.path(rel), "rb") as fh:
                 pf = pq.ParquetFile(fh)
                 for i in range(pf.num_row_groups):
-                    yield _read_columns(table, pf, columns, row_group=i)
+                    yield read_columns(table, pf, columns, [i])
 
     def read_current(
         self, table: str, columns: list[str] | None = None, generation: int | None = None
@@ -446,14 +446,15 @@ class CrawlDir(atomic.Location):
         return self.read_table(table, self.manifest(generation).tables.get(table, ()), columns)
 
 
-def _read_columns(
-    table: str, pf: pq.ParquetFile, columns: list[str] | None, row_group: int | None = None
+def read_columns(
+    table: str, pf: pq.ParquetFile, columns: list[str] | None, row_groups: list[int] | None = None
 ) -> pa.Table:
-    """``columns`` of one file of ``table`` (of its ``row_group`` only, if given); a column added
-    to the schema after the file was written reads as nulls of its schema type."""
+    """``columns`` (None: all, as stored) of one open file of ``table``, of its ``row_groups``
+    only if given (indexes, in this order); a column added to the schema after the file was
+    written reads as nulls of its schema type."""
 
     def read(cols: list[str] | None) -> pa.Table:
-        return pf.read(columns=cols) if row_group is None else pf.read_row_group(row_group, cols)
+        return pf.read(columns=cols) if row_groups is None else pf.read_row_groups(row_groups, cols)
 
     if columns is None:
         return read(None)

@@ -128,13 +128,20 @@ def conform(table: str, data: pa.Table | dict[str, list] | list[dict]) -> pa.Tab
         data = pa.Table.from_pylist(data) if data else target.empty_table()
     elif isinstance(data, dict):
         data = pa.table(data) if data else target.empty_table()
-    extra = set(data.column_names) - set(target.names)
+    if data.schema.equals(target):  # already conforming (a table read back, or one conform made)
+        _check_required(table, target, data)
+        return data if data.schema.metadata == target.metadata else data.cast(target)
+    given = {name: i for i, name in enumerate(data.column_names)}
+    if len(given) < data.num_columns:
+        twice = sorted({n for n in data.column_names if data.column_names.count(n) > 1})
+        raise SchemaError(f"table {table}: column(s) {twice} given more than once")
+    extra = set(given) - set(target.names)
     if extra:
         raise SchemaError(f"table {table}: unknown column(s) {sorted(extra)}")
     columns = []
     for f in target:
-        if f.name in data.column_names:
-            col = data.column(f.name)
+        if f.name in given:
+            col = data.column(given[f.name])
             if col.type != f.type:
                 # sub-millisecond precision is dropped on purpose (TIMESTAMP_MS columns)
                 lossy_ok = pa.types.is_timestamp(f.type) and pa.types.is_timestamp(col.type)
@@ -148,7 +155,24 @@ def conform(table: str, data: pa.Table | dict[str, list] | list[dict]) -> pa.Tab
             col = pa.nulls(data.num_rows, type=f.type)
         else:
             raise SchemaError(f"table {table}: required column {f.name} is missing")
-        if not f.nullable and col.null_count:
-            raise SchemaError(f"table {table}: column {f.name} must not contain nulls")
         columns.append(col)
-    return pa.Table.from_arrays(columns, schema=target)
+    out = pa.Table.from_arrays(columns, schema=target)
+    _check_required(table, target, out)
+    return out
+
+
+def _check_required(table: str, target: pa.Schema, data: pa.Table) -> None:
+    """Raise :class:`SchemaError` when a non-nullable column of ``target`` holds nulls in ``data``
+    (whose columns are ``target``'s, in order)."""
+    for i in _required(table):
+        if data.column(i).null_count:
+            raise SchemaError(
+                f"table {table}: column {target.field(i).name} must not contain nulls"
+            )
+
+
+@functools.cache
+def _required(table: str) -> tuple[int, ...]:
+    """Indexes of ``table``'s non-nullable columns."""
+    target = schema(table)
+    return tuple(i for i, f in enumerate(target) if not f.nullable)
