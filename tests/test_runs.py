@@ -113,7 +113,7 @@ def test_update_writes_only_delta_and_gc_drops_superseded_runs(tmp_path):
     entries, s = update(crawl, m, 2, None, links_table(2, [0, 1, 50]), cfg, NOW)
     assert s["rows_written"] == 1  # only the new URL; the other buckets are not rewritten
     # its bucket had one run: with this one it passes max_runs, so update writes a new base at
-    # once instead of a second run for compaction to read back (runs.add_run_or_compact)
+    # once instead of a second run for compaction to read back (runs.add_run with compact=True)
     assert s["buckets_compacted"] == 1
     m = crawl.commit(m, {"frontier": entries}, s, round=2)
     after = runs.bucket_files(m)

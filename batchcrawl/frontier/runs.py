@@ -10,7 +10,7 @@ for each ``url_key`` the row of the newest file wins. **Compaction** merges a bu
 new base once they hold ``frontier.compact_run_ratio`` rows per base row or number
 ``frontier.max_runs``; like every write it only creates new files, published by the next manifest,
 and ``gc`` later drops the superseded ones. A round's update compacts in the same task when its
-run would pass the rule (:func:`add_run_or_compact`: the new base is written instead of the run,
+run would pass the rule (:func:`add_run` with ``compact``: the new base is written instead of the run,
 which is then never written and read back); ``batchcrawl compact`` and the round's compact step
 take the buckets that pass it otherwise.
 
@@ -303,13 +303,19 @@ def add_run(
     cfg: Config,
     *,
     bucket_rows: int | None = None,
+    compact: bool = False,
 ) -> BucketFiles:
-    """Write ``rows`` (changed and new rows of the bucket, any order) as the bucket's newest run,
-    ``frontier/gen=G/bucket=BBB.run.parquet``; no rows: the bucket is unchanged. ``bucket_rows``:
-    the bucket's row count with the run merged (recorded in the manifest). Returns the new file
-    list (uncommitted)."""
+    """Write ``rows`` (changed and new rows of the bucket, unique keys, any order) as the bucket's
+    newest run, ``frontier/gen=G/bucket=BBB.run.parquet``; no rows: the bucket is unchanged.
+    ``bucket_rows``: the bucket's row count with the run merged (recorded in the manifest).
+    ``compact``: if the bucket's runs with this one would pass the compaction rule
+    (:func:`needs_compaction`), write the new base (:func:`compact_bucket` of the bucket and
+    ``rows``) instead, so the run is never written and read back; the result then has no runs.
+    Returns the new file list (uncommitted)."""
     if rows.num_rows == 0:
         return dataclasses.replace(files, rows=bucket_rows if files.rows is None else files.rows)
+    if compact and needs_compaction(files, cfg, rows.num_rows):
+        return compact_bucket(crawl, files, generation, cfg, rows)
     rows = rows.take(pa.array(np.argsort(rows.column(KEY).to_numpy(), kind="stable")))
     rel = paths.bucket_run(generation, files.bucket)
     entry = write_bucket(crawl, rel, rows, row_group_bytes=cfg.frontier.drum_batch_bytes // 4)
@@ -329,37 +335,18 @@ def needs_compaction(files: BucketFiles, cfg: Config, new_run_rows: int = 0) -> 
     return runs_ >= f.max_runs or run_rows >= f.compact_run_ratio * max(base_rows, 1)
 
 
-def add_run_or_compact(
-    crawl: CrawlDir,
-    files: BucketFiles,
-    generation: int,
-    rows: pa.Table,
-    cfg: Config,
-    *,
-    bucket_rows: int | None = None,
-) -> tuple[BucketFiles, bool]:
-    """:func:`add_run`, unless the bucket's runs with this one would pass the compaction
-    thresholds (:func:`needs_compaction`): then the bucket's base, runs and ``rows`` are merged
-    (newest wins) into a new base of ``generation`` at once, as :func:`compact_bucket` would
-    after the run, without writing the run or reading it back. Returns the new file list
-    (uncommitted) and whether it is a compaction."""
-    if rows.num_rows == 0 or not needs_compaction(files, cfg, rows.num_rows):
-        return add_run(crawl, files, generation, rows, cfg, bucket_rows=bucket_rows), False
-    merged = newest_wins([read_bucket(crawl, files), schemas.conform("frontier", rows)])
-    rel = paths.bucket_base(generation, files.bucket)
-    entry = write_bucket(crawl, rel, merged, row_group_bytes=cfg.frontier.drum_batch_bytes // 4)
-    return BucketFiles(files.bucket, entry, (), merged.num_rows), True
-
-
 def compact_bucket(
-    crawl: CrawlDir, files: BucketFiles, generation: int, cfg: Config
+    crawl: CrawlDir, files: BucketFiles, generation: int, cfg: Config, new: pa.Table | None = None
 ) -> BucketFiles:
-    """Merge a bucket's base and runs into a new base ``frontier/gen=G/bucket=BBB.parquet``
-    (one Dask task per bucket). Only writes a new file: the old ones stay until ``gc`` finds no
-    kept manifest naming them. Returns the new file list (uncommitted). Memory: one bucket."""
-    if not files.runs:
+    """Merge a bucket's base, runs and ``new`` rows (unique keys, any order; newest of all) into
+    a new base ``frontier/gen=G/bucket=BBB.parquet`` (one Dask task per bucket). Only writes a
+    new file: the old ones stay until ``gc`` finds no kept manifest naming them. Returns the new
+    file list (uncommitted). Memory: one bucket."""
+    if not files.runs and (new is None or new.num_rows == 0):
         return files
     merged = read_bucket(crawl, files)
+    if new is not None:
+        merged = newest_wins([merged, schemas.conform("frontier", new)])
     rel = paths.bucket_base(generation, files.bucket)
     entry = write_bucket(crawl, rel, merged, row_group_bytes=cfg.frontier.drum_batch_bytes // 4)
     return BucketFiles(files.bucket, entry, (), merged.num_rows)

@@ -21,7 +21,7 @@ class UpdateSummary:
         Buckets that got a new delta run (or a new base), and buckets left as they were.
     buckets_compacted : int
         Of the rewritten buckets, those whose runs and facts were merged into a new base at once
-        (the compaction thresholds passed: :func:`batchcrawl.frontier.runs.add_run_or_compact`).
+        (the compaction rule passed: :func:`batchcrawl.frontier.runs.add_run`, ``compact``).
     rows_written : int
         Changed and new rows merged (the rows of the new runs; a bucket compacted at once writes
         its whole base, counted here by its changed and new rows only).

@@ -499,7 +499,7 @@ def update_bucket(
     only for the URLs fetched or re-filtered. The changed and new rows are written as the bucket's
     newest run, ``frontier/gen={generation}/bucket=BBB.run.parquet``; a bucket with no facts writes
     nothing. A bucket whose runs would pass the compaction rule with this one gets a new base
-    instead (:func:`runs.add_run_or_compact`: the round's compaction of the bucket, done in the
+    instead (:func:`runs.add_run` with ``compact``: the round's compaction of the bucket, done in the
     same task without writing the run and reading it back).
 
     Parameters
@@ -592,10 +592,11 @@ def update_bucket(
     else:
         counts.frontier_rows_after += rows_before
     run_rows = pa.concat_tables([schemas.conform("frontier", p) for p in parts])
-    new_files, compacted = runs.add_run_or_compact(
-        crawl, files, generation, run_rows, cfg, bucket_rows=counts.frontier_rows_after
-    )
-    counts.buckets_compacted += compacted
+    new_files = runs.add_run(
+        crawl, files, generation, run_rows, cfg, bucket_rows=counts.frontier_rows_after,
+        compact=True,
+    )  # fmt: skip
+    counts.buckets_compacted += int(run_rows.num_rows > 0 and not new_files.runs)
     counts.rows_written += run_rows.num_rows
     counts.buckets_rewritten += int(run_rows.num_rows > 0)
     counts.buckets_kept += int(run_rows.num_rows == 0)
