@@ -177,3 +177,36 @@ def test_projected_read_gives_nulls_for_a_column_the_file_lacks(tmp_path):
     assert got.column_names == ["dst_url_key", "lastmod"]
     assert got.column("dst_url_key").to_pylist() == [2, 4]
     assert got.column("lastmod").null_count == 2
+
+
+def test_footer_cache_keeps_at_most_its_size_and_reserve_grows_it_to_a_rounds_files(tmp_path):
+    """Bounded memory (a parsed footer is ~2 MB): the oldest entry leaves; ``reserve`` lets one
+    task's files all stay, so each is parsed once."""
+    crawl = CrawlDir.create(str(tmp_path / "c"), "", 2)
+    parts = [
+        write_partitioned(
+            crawl,
+            "links",
+            f"links/round=1/shard={s:02d}.parquet",
+            _links([s]),
+            bucket_ids(np.array([s], np.uint64), 2),
+        )  # fmt: skip
+        for s in range(3)
+    ]
+    cache = shuffle.FooterCache(size=2)
+    kept, shuffle.FOOTERS = shuffle.FOOTERS, cache
+    try:
+        # bucket 0 reads shards 0 and 2, bucket 1 shard 1: files 0, 2, 1 in turn
+        for _ in range(2):  # 3 files through 2 places, in the same order: every read a miss
+            for b in (0, 1):
+                read_partition(crawl, "links", parts, b)
+        assert (cache.hits, cache.misses) == (0, 6) and len(cache._footers) == 2
+        cache.reserve(3)
+        for _ in range(2):
+            for b in (0, 1):
+                read_partition(crawl, "links", parts, b)
+        assert (cache.hits, cache.misses) == (5, 7)  # only file 0 (evicted) parsed again
+        cache.reserve(10_000)
+        assert cache.size == shuffle.FooterCache.MAX_SIZE
+    finally:
+        shuffle.FOOTERS = kept

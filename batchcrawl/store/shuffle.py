@@ -240,9 +240,12 @@ class FooterCache:
     Each of a round's per-bucket update tasks reads its row groups from every shard's ``fetched``
     and ``links`` file, so without a cache each worker parses each file's footer (one entry per
     row group and column: ~0.6 ms for a 64-bucket file) once per bucket task it runs instead of
-    once. ``size`` must hold a round's fact files (2 per shard) or the tasks, reading them in the
-    same order, would evict each one before its next use: the default 64 covers 32 shards at a
-    few hundred KB of footers each at most.
+    once. The cache must hold a round's fact files (2 per shard), or the tasks, reading them in
+    the same order, would evict each one before its next use: :meth:`reserve` grows it to that,
+    up to :attr:`MAX_SIZE`. A parsed footer of a 64-bucket ``fetched`` file takes ~1.9 MB of
+    memory (200 KB serialized; docs/benchmarks.md, "Session 6"), so the bound is kept small: at
+    the default 8 entries, ~15 MB per process; older rounds' and micro-batches' files leave it as
+    newer ones come.
 
     An entry is keyed by the file's path and its identity as opened: inode, size and
     modification time of the open descriptor locally (``os.fstat``, so the key and the bytes
@@ -251,11 +254,20 @@ class FooterCache:
     again, never read with a stale footer. Safe to use from several threads.
     """
 
-    def __init__(self, size: int = 64) -> None:
+    #: The most entries :meth:`reserve` grows a cache to (16 shards' fact files, ~60 MB).
+    MAX_SIZE = 32
+
+    def __init__(self, size: int = 8) -> None:
         self.size = size
         self.hits = self.misses = 0
         self._footers: OrderedDict[tuple, pq.FileMetaData] = OrderedDict()
         self._lock = threading.Lock()
+
+    def reserve(self, files: int) -> None:
+        """Let the cache hold at least ``files`` entries (at most :attr:`MAX_SIZE`): the fact
+        files one task reads."""
+        with self._lock:
+            self.size = max(self.size, min(files, self.MAX_SIZE))
 
     def open(self, crawl: CrawlDir, rel: str, fh: IO[bytes]) -> pq.ParquetFile:
         """``rel`` (open as ``fh``) as a :class:`pyarrow.parquet.ParquetFile`, its footer parsed
