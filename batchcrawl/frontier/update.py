@@ -5,8 +5,8 @@ Each bucket is merged with its share of the round's facts in one sequential pass
 (:mod:`batchcrawl.frontier.drum`), independently of the other buckets, so the round graph runs one task per
 bucket: :func:`partition_by_bucket` the ``fetched`` and ``links`` rows, then :func:`update_bucket`
 each bucket, which writes only the changed and new rows as a delta run, or a new base when that
-run would pass the compaction rule (:mod:`batchcrawl.frontier.runs`). :func:`update` maps it over the buckets: on Dask in a round,
-on threads in tests and benchmarks (one driver).
+run would pass the compaction rule (:mod:`batchcrawl.frontier.runs`). :func:`update` maps it over
+the buckets: on Dask in a round, on threads in tests and benchmarks (one driver).
 
 Status transitions
 ------------------
