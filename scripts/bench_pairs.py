@@ -2,8 +2,10 @@
 
 Runs ``scripts/bench_round.py`` (or any benchmark of ``scripts/`` that prints one JSON line) with
 the same arguments on this checkout and on a base commit (checked out as a temporary git worktree),
-``--repeat`` times each, alternating base, tree, base, tree, ... so that a machine growing slower or
-faster during the series weighs on both alike. Single runs of the round benchmarks differ by a few
+``--repeat`` times each, alternating in ABBA order (base, tree, tree, base, base, tree, ...) so that
+a machine growing slower or faster during the series weighs on both alike: in Session 6 the second
+run of a back-to-back pair of CPU-bound rounds was ~2 % slower whichever tree it was
+(docs/benchmarks.md), so plain base-then-tree pairs favour the base. Single runs of the round benchmarks differ by a few
 per cent in pages/s and by +-0.03 in the shares (docs/benchmarks.md): a pair of single runs cannot
 show a change smaller than that, the medians of a few alternating pairs can. Prints one JSON line::
 
@@ -72,9 +74,10 @@ def main(argv: list[str] | None = None) -> int:
                         opts.base], check=True)  # fmt: skip
         try:
             runs: dict[str, list[dict]] = {"base": [], "tree": []}
-            for _ in range(opts.repeat):
-                runs["base"].append(run_once(base, opts.benchmark, args))
-                runs["tree"].append(run_once(ROOT, opts.benchmark, args))
+            trees = {"base": base, "tree": ROOT}
+            for i in range(opts.repeat):  # ABBA: the second run of a pair is the slower one
+                for side in ("base", "tree") if i % 2 == 0 else ("tree", "base"):
+                    runs[side].append(run_once(trees[side], opts.benchmark, args))
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)],
                            check=False)  # fmt: skip
