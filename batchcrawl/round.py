@@ -51,6 +51,7 @@ from batchcrawl.frontier import hosts as host_runs
 from batchcrawl.frontier import runs
 from batchcrawl.frontier import table as frontier_mod
 from batchcrawl.frontier.runs import BucketFiles
+from batchcrawl.frontier.update import UpdateResult
 from batchcrawl.frontier.updatedb import updatedb
 from batchcrawl.pipeline import Deadline, Planned, plan_round, run_pipelined
 from batchcrawl.records import FetchItem
@@ -275,6 +276,14 @@ def compact_buckets(
     for i, bf in zip(todo, done, strict=True):
         out[i] = bf
     return out
+
+
+def compacted_count(updated: UpdateResult, compacted: list[BucketFiles]) -> int:
+    """Buckets given a new base this round: inside the update tasks
+    (``UpdateSummary.buckets_compacted``) plus by the compact step (``compacted``, its output for
+    ``updated.buckets``: a bucket it did not compact is the same object)."""
+    by_step = sum(1 for a, u in zip(compacted, updated.buckets, strict=True) if a is not u)
+    return updated.summary.buckets_compacted + by_step
 
 
 def started_before(crawl: CrawlDir, rnd: int) -> bool:
@@ -513,8 +522,7 @@ class Crawler:
         t0 = time.monotonic()
         summary = round_summary(
             rnd, gen, shard_results, update_summary, plan.generated.summary,
-            compacted=updated.summary.buckets_compacted
-            + sum(1 for a, u in zip(buckets, updated.buckets, strict=True) if a is not u),
+            compacted=compacted_count(updated, buckets),
             rerun_after_crash=plan.cold, steps=steps, elapsed_s=time.monotonic() - t_start,
         )  # fmt: skip
         summary["content"] = content.to_json()

@@ -53,6 +53,7 @@ from batchcrawl.round import (
     ShardActor,
     cluster_url,
     compact_buckets,
+    compacted_count,
     dask_client,
     dask_mapper,
     outcome_counts,
@@ -318,8 +319,7 @@ class Stream:
         t2 = self.clock()
         summary = round_summary(
             rnd, gen, results, updated.summary.to_json(), {"step": "stream"},
-            compacted=updated.summary.buckets_compacted
-            + sum(1 for a, u in zip(compacted, updated.buckets, strict=True) if a is not u),
+            compacted=compacted_count(updated, compacted),
             rerun_after_crash=False, steps={"take": t1 - t0, "update": t2 - t1},
             elapsed_s=t2 - t0,
         )  # fmt: skip

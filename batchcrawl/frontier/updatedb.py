@@ -14,8 +14,8 @@ per-bucket tasks through the same ``mapper``. On a Dask cluster their tasks then
 and the workers go from one merge's tasks to the next without a barrier between them, while the
 driver reduces the round's digests and domain pairs (its part of the content and in-degree merges)
 as the frontier's tasks run. Run one after another, a round boundary paid three scheduling
-barriers of 64 short tasks each (docs/benchmarks.md, "Session 6: the round boundary's update"). Nothing is committed here: the
-caller commits the three listings with the rest of the round.
+barriers of 64 short tasks each (docs/benchmarks.md, "Session 6: the round boundary's update").
+Nothing is committed here: the caller commits the three listings with the rest of the round.
 """
 
 from __future__ import annotations
@@ -121,11 +121,11 @@ def updatedb(
     t0 = time.monotonic()
     seconds: dict[str, float] = {}
 
-    def timed(name, fn, *args, **kwargs):
+    def timed(name, fn):
         try:
-            return fn(*args, **kwargs)
+            return fn()
         finally:
-            seconds[name] = round_s(time.monotonic() - t0)
+            seconds[name] = _ms(time.monotonic() - t0)
 
     gen = manifest.generation + 1
     merges = {
@@ -148,7 +148,8 @@ def updatedb(
     }  # fmt: skip
     with ThreadPoolExecutor(len(merges) if parallel else 1, thread_name_prefix="updatedb") as pool:
         futures = {name: pool.submit(timed, name, fn) for name, fn in merges.items()}
-    failed = [(name, f.exception()) for name, f in futures.items() if f.exception() is not None]
+    errors = {name: f.exception() for name, f in futures.items()}
+    failed = [(name, exc) for name, exc in errors.items() if exc is not None]
     if failed:
         first = failed[0][1]
         for name, exc in failed[1:]:  # not lost: named on the error raised, and logged
@@ -159,6 +160,7 @@ def updatedb(
     return UpdatedbResult(done["frontier"], done["content"], done["indegree"], seconds)
 
 
-def round_s(seconds: float) -> float:
-    """``seconds`` rounded to milliseconds, as round summaries print them."""
+def _ms(seconds: float) -> float:
+    """``seconds`` rounded to milliseconds, as round summaries print them (a module function:
+    :func:`updatedb`'s ``round`` argument hides the builtin)."""
     return round(seconds, 3)

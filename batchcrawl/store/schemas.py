@@ -130,7 +130,8 @@ def conform(table: str, data: pa.Table | dict[str, list] | list[dict]) -> pa.Tab
         data = pa.table(data) if data else target.empty_table()
     if data.schema.equals(target):  # already conforming (a table read back, or one conform made)
         _check_required(table, target, data)
-        return data if data.schema.metadata == target.metadata else data.cast(target)
+        same = data.schema.metadata == target.metadata
+        return data if same else data.replace_schema_metadata(target.metadata)
     given = {name: i for i, name in enumerate(data.column_names)}
     if len(given) < data.num_columns:
         twice = sorted({n for n in data.column_names if data.column_names.count(n) > 1})
