@@ -501,6 +501,13 @@ class RoundSection:
     """glibc malloc arenas per process of the embedded cluster (``MALLOC_ARENA_MAX``; 0 leaves
     glibc's default of 8 per core): each fetch thread's arena otherwise keeps the page bodies it
     freed (:mod:`batchcrawl.procmem`)."""
+    malloc_threshold_bytes: Annotated[int, Range(0, 1 << 30)] = 1 << 20
+    """glibc malloc's trim and mmap thresholds in the embedded cluster's processes
+    (``MALLOC_TRIM_THRESHOLD_``, ``MALLOC_MMAP_THRESHOLD_``): freed memory above this at the top of
+    the heap goes back to the system, and blocks of this size or more are mapped on their own. Dask
+    sets 64 KB for the trim alone, which also pins the mmap threshold at 128 KB: each page's numpy
+    and parse buffers (100 KB-1 MB) are then mapped, faulted in and unmapped again, ~0.3 ms of CPU
+    per page (:mod:`batchcrawl.procmem`). 0 leaves Dask's setting."""
     arrow_pool: Literal["system", "jemalloc", "mimalloc", "default"] = "system"
     """pyarrow's memory pool in the embedded cluster's processes: ``system`` (malloc) returns the
     Arrow tables a round frees to the system; ``jemalloc``/``mimalloc`` keep them cached;

@@ -5,11 +5,21 @@ Two allocators keep memory a round freed instead of giving it back to the system
 * glibc's malloc gives each thread that allocates concurrently its own arena (up to 8 per core) and
   keeps freed chunks in each; a fetch worker's 8-16 fetch threads thus hold several arenas of
   freed page bodies and parse trees. ``MALLOC_ARENA_MAX`` caps the arenas (glibc manual, "Memory
-  Allocation Tunables"); Dask already sets ``MALLOC_TRIM_THRESHOLD_`` so freed memory above 64 KB
-  at the top of the heap is returned.
+  Allocation Tunables").
 * pyarrow's default pool (mimalloc or jemalloc) keeps freed pages for reuse: the Arrow tables a
   shard builds from its rows at the end of each round stay counted in the worker's RSS. The system
   pool (malloc) lets them go with the rest.
+
+And one setting of Dask's costs CPU: its workers start with ``MALLOC_TRIM_THRESHOLD_=65536``, so
+freed memory above 64 KB at the top of the heap goes back to the system at once. Setting any
+threshold also stops glibc from adapting its mmap threshold, which stays at 128 KB. A page's
+SimHash, parse and decompression buffers (100 KB-1 MB each) are then mapped or grown anew, faulted
+in page by page and returned, for every page: ~140 minor faults and 0.13 ms of CPU per page in
+``page_simhash`` alone, 2.10 -> 2.39 ms of worker CPU per page in ``scripts/bench_fetch.py``
+(docs/benchmarks.md, "Session 7"). ``round.malloc_threshold_bytes`` (1 MiB) sets both thresholds
+instead: buffers of one page are reused, blocks of 1 MiB or more (Arrow tables) are still mapped
+on their own, and at most that much free memory stays at the top of each arena between rounds'
+:func:`trim` calls.
 
 :func:`worker_environ` gives the environment a Dask worker process must start with (both
 settings are read once, at start-up: Dask's ``distributed.nanny.pre-spawn-environ``);
@@ -32,13 +42,10 @@ from batchcrawl.config import RoundSection
 
 log = logging.getLogger(__name__)
 
-#: ``M_ARENA_MAX`` and ``M_TRIM_THRESHOLD`` of glibc's ``<malloc.h>``.
+#: ``M_ARENA_MAX``, ``M_TRIM_THRESHOLD`` and ``M_MMAP_THRESHOLD`` of glibc's ``<malloc.h>``.
 _M_ARENA_MAX = -8
 _M_TRIM_THRESHOLD = -1
-#: Dask's ``MALLOC_TRIM_THRESHOLD_`` for its workers (``distributed.nanny.pre-spawn-environ``):
-#: freed memory above 64 KB at the top of the heap goes back to the system. Set explicitly, it
-#: also stops glibc from raising the threshold (up to 64 MB) each time a large block is freed.
-TRIM_THRESHOLD = 65536
+_M_MMAP_THRESHOLD = -3
 
 
 def worker_environ(section: RoundSection) -> dict[str, str]:
@@ -47,6 +54,9 @@ def worker_environ(section: RoundSection) -> dict[str, str]:
     env = {}
     if section.malloc_arena_max:
         env["MALLOC_ARENA_MAX"] = str(section.malloc_arena_max)
+    if section.malloc_threshold_bytes:
+        env["MALLOC_TRIM_THRESHOLD_"] = str(section.malloc_threshold_bytes)
+        env["MALLOC_MMAP_THRESHOLD_"] = str(section.malloc_threshold_bytes)
     if section.arrow_pool != "default":
         env["ARROW_DEFAULT_MEMORY_POOL"] = section.arrow_pool
     return env
@@ -88,16 +98,19 @@ def trim() -> None:
 
 def apply_here(section: RoundSection) -> None:
     """Apply ``section``'s allocator settings to this (running) process: cap glibc's malloc arenas
-    created from now on (``mallopt(M_ARENA_MAX)``), with Dask workers' trim threshold
-    (:data:`TRIM_THRESHOLD`; not on other C libraries), and make pyarrow's default memory pool
-    the one named by ``round.arrow_pool``."""
-    if section.malloc_arena_max:
-        libc = _libc()
-        if libc is not None and hasattr(libc, "mallopt"):
-            libc.mallopt(_M_ARENA_MAX, section.malloc_arena_max)
-            libc.mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD)
-        else:
-            log.debug("no mallopt in the C library: round.malloc_arena_max not applied here")
+    created from now on (``mallopt(M_ARENA_MAX)``), set the trim and mmap thresholds
+    (``round.malloc_threshold_bytes``; neither on other C libraries), and make pyarrow's default
+    memory pool the one named by ``round.arrow_pool``."""
+    options = [(_M_ARENA_MAX, section.malloc_arena_max)] if section.malloc_arena_max else []
+    if section.malloc_threshold_bytes:
+        options += [(_M_TRIM_THRESHOLD, section.malloc_threshold_bytes),
+                    (_M_MMAP_THRESHOLD, section.malloc_threshold_bytes)]  # fmt: skip
+    libc = _libc()
+    if options and libc is not None and hasattr(libc, "mallopt"):
+        for option, value in options:
+            libc.mallopt(option, value)
+    elif options:
+        log.debug("no mallopt in the C library: round.malloc_* not applied here")
     if section.arrow_pool != "default":
         import pyarrow as pa
 

@@ -6,7 +6,7 @@ measured here is the worker's alone. The worker fetches every page of the web wi
 
     {"pages", "seconds", "pages_per_s", "cpu_ms_per_page", "fetch_ms", "parse_ms", "simhash_ms",
      "links_ms", "warc_ms", "warc_bytes_per_page", "server_cpu_ms_per_page", "threads",
-     "warc_compress_level"}
+     "warc_compress_level", "malloc_threshold_bytes", "peak_rss_mb"}
 
 ``cpu_ms_per_page`` is the worker process's CPU time (all threads) per page that got a response;
 ``fetch_ms``/``parse_ms``/``simhash_ms``/``links_ms``/``warc_ms`` split the fetch threads' CPU time
@@ -14,6 +14,11 @@ by phase;
 ``server_cpu_ms_per_page`` is the sample web's (Linux only): on 2 cores the server, not the worker,
 limits ``pages_per_s``, and its CPU per page grows with the number of concurrent connections.
 Target (issues 4, 16): <= 1.0 ms of worker CPU per page.
+
+The worker runs in this process, re-executed with the environment a crawl's Dask worker process
+starts with (Dask's ``distributed.nanny.pre-spawn-environ`` and :func:`batchcrawl.procmem.
+worker_environ`): the allocator settings change the CPU per page by ~15 % (docs/benchmarks.md,
+"Session 7"). ``--malloc-threshold-bytes 0`` gives Dask's own.
 
     python scripts/bench_fetch.py --hosts 50 --pages 5000
 """
@@ -23,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -32,7 +38,8 @@ from pathlib import Path
 import fsspec
 from fsspec.implementations.dirfs import DirFileSystem
 
-from batchcrawl.config import loopback_test_config
+from batchcrawl import procmem
+from batchcrawl.config import Config, loopback_test_config
 from batchcrawl.fetch.worker import FetchWorker
 from batchcrawl.records import FetchItem
 from batchcrawl.testing.sampleweb import SampleWeb
@@ -64,6 +71,21 @@ def process_cpu_s(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+#: Set in the re-executed process, so that it does not re-execute again.
+_REEXEC = "BATCHCRAWL_BENCH_FETCH_ENV"
+
+
+def worker_process_environ(threshold: int) -> dict[str, str]:
+    """The environment variables a crawl's Dask worker process starts with when
+    ``round.malloc_threshold_bytes`` is ``threshold`` (the rest of ``round`` at its defaults)."""
+    import dask
+    import distributed  # noqa: F401  (loads distributed's defaults into dask.config)
+
+    section = Config().replace(round={"malloc_threshold_bytes": threshold}).round
+    pre = dask.config.get("distributed.nanny.pre-spawn-environ")
+    return {**{k: str(v) for k, v in pre.items()}, **procmem.worker_environ(section)}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--hosts", type=int, default=50)
@@ -76,7 +98,17 @@ def main(argv: list[str] | None = None) -> int:
         help="fetch.warc_compress_level (default: the config default)",
     )
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--malloc-threshold-bytes",
+        type=int,
+        default=Config().round.malloc_threshold_bytes,
+        help="round.malloc_threshold_bytes of the worker's environment (0: Dask's own)",
+    )
     args = ap.parse_args(argv)
+    if os.environ.get(_REEXEC) is None:  # glibc reads its tunables once, at start-up
+        env = {**os.environ, **worker_process_environ(args.malloc_threshold_bytes), _REEXEC: "1"}
+        argv = sys.argv[1:] if argv is None else argv
+        os.execve(sys.executable, [sys.executable, os.path.abspath(__file__), *argv], env)
 
     proc, info = start_server(args.hosts, args.pages, args.seed)
     try:
@@ -126,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
             ),
             "threads": args.threads,
             "warc_compress_level": cfg.fetch.warc_compress_level,
+            "malloc_threshold_bytes": args.malloc_threshold_bytes,
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         }))  # fmt: skip
     finally:
         proc.kill()

@@ -1,11 +1,14 @@
 """Allocator settings of the embedded cluster's processes (batchcrawl.procmem, issue 16 memory).
 
-A real LocalCluster: its worker processes must start with ``round.malloc_arena_max`` and
-``round.arrow_pool`` in force, and keep them when the nanny restarts a worker."""
+A real LocalCluster: its worker processes must start with ``round.malloc_arena_max``,
+``round.malloc_threshold_bytes`` and ``round.arrow_pool`` in force, and keep them when the nanny
+restarts a worker."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import pyarrow as pa
 import pytest
@@ -15,28 +18,76 @@ from batchcrawl.config import Config, loopback_test_config
 from batchcrawl.round import dask_client
 
 
-def _allocators() -> tuple[str | None, str]:
+def _allocators() -> tuple[str | None, str | None, str]:
     import pyarrow
 
-    return os.environ.get("MALLOC_ARENA_MAX"), pyarrow.default_memory_pool().backend_name
+    env = os.environ.get
+    return (
+        env("MALLOC_ARENA_MAX"),
+        env("MALLOC_MMAP_THRESHOLD_"),
+        pyarrow.default_memory_pool().backend_name,
+    )
 
 
 @pytest.mark.parametrize("pool", ["system", "mimalloc"])  # in turn: the first must not decide
 def test_workers_start_with_the_configured_allocators_and_keep_them_after_a_restart(pool):
-    cfg = loopback_test_config(round={"workers": 1, "malloc_arena_max": 3, "arrow_pool": pool})
+    cfg = loopback_test_config(
+        round={"workers": 1, "malloc_arena_max": 3, "malloc_threshold_bytes": 1 << 19,
+               "arrow_pool": pool}
+    )  # fmt: skip
     before = pa.default_memory_pool()
     try:
         with dask_client(cfg) as client:
-            assert set(client.run(_allocators).values()) == {("3", pool)}
+            assert set(client.run(_allocators).values()) == {("3", "524288", pool)}
             assert pa.default_memory_pool().backend_name == pool  # the driver too
             client.restart()  # the nanny starts a new worker process
-            assert set(client.run(_allocators).values()) == {("3", pool)}
+            assert set(client.run(_allocators).values()) == {("3", "524288", pool)}
     finally:
         pa.set_memory_pool(before)
 
 
+_FAULTS_PER_BUFFER = """
+import resource, numpy as np
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(100):
+    np.ones(512 * 1024, np.uint8)  # a page's SimHash or parse buffer, written and freed
+print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 100)
+"""
+
+
+def _faults_per_buffer(env: dict[str, str]) -> float:
+    """Minor page faults per 512 KB buffer in a fresh interpreter started with ``env`` (a fresh
+    heap, as a worker's at start-up: later, free chunks left by imports can hide the effect)."""
+    done = subprocess.run(
+        [sys.executable, "-c", _FAULTS_PER_BUFFER],
+        env={**os.environ, **env}, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return float(done.stdout)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc malloc tunables")
+def test_page_sized_buffers_are_reused_not_mapped_anew():
+    # Dask's MALLOC_TRIM_THRESHOLD_ alone (64 KB) pins the mmap threshold at 128 KB: every 512 KB
+    # buffer is mapped and faulted in again (128 faults). round.malloc_threshold_bytes reuses it.
+    dask_only = {"MALLOC_TRIM_THRESHOLD_": "65536"}
+    ours = {**dask_only, **procmem.worker_environ(Config().round)}
+    assert _faults_per_buffer(dask_only) > 64
+    assert _faults_per_buffer(ours) < 8
+
+
 def test_defaults_and_off_settings():
     env = procmem.worker_environ(Config().round)
-    assert env == {"MALLOC_ARENA_MAX": "2", "ARROW_DEFAULT_MEMORY_POOL": "system"}
-    off = Config().replace(round={"malloc_arena_max": 0, "arrow_pool": "default"}).round
+    assert env == {
+        "MALLOC_ARENA_MAX": "2",
+        "MALLOC_TRIM_THRESHOLD_": str(1 << 20),
+        "MALLOC_MMAP_THRESHOLD_": str(1 << 20),
+        "ARROW_DEFAULT_MEMORY_POOL": "system",
+    }
+    off = (
+        Config()
+        .replace(
+            round={"malloc_arena_max": 0, "malloc_threshold_bytes": 0, "arrow_pool": "default"}
+        )
+        .round
+    )
     assert procmem.worker_environ(off) == {}
