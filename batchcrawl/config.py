@@ -501,13 +501,17 @@ class RoundSection:
     """glibc malloc arenas per process of the embedded cluster (``MALLOC_ARENA_MAX``; 0 leaves
     glibc's default of 8 per core): each fetch thread's arena otherwise keeps the page bodies it
     freed (:mod:`batchcrawl.procmem`)."""
-    malloc_threshold_bytes: Annotated[int, Range(0, 1 << 30)] = 1 << 20
-    """glibc malloc's trim and mmap thresholds in the embedded cluster's processes
-    (``MALLOC_TRIM_THRESHOLD_``, ``MALLOC_MMAP_THRESHOLD_``): freed memory above this at the top of
-    the heap goes back to the system, and blocks of this size or more are mapped on their own. Dask
-    sets 64 KB for the trim alone, which also pins the mmap threshold at 128 KB: each page's numpy
-    and parse buffers (100 KB-1 MB) are then mapped, faulted in and unmapped again, ~0.3 ms of CPU
-    per page (:mod:`batchcrawl.procmem`). 0 leaves Dask's setting."""
+    malloc_trim_threshold_bytes: Annotated[int, Range(0, 1 << 30)] = 1 << 20
+    """glibc malloc's trim threshold in the embedded cluster's processes
+    (``MALLOC_TRIM_THRESHOLD_``): free memory above this at the top of a heap goes back to the
+    system. Dask sets 64 KB, below one page's working set (SimHash, parse and WARC buffers of a 20
+    KB page: ~0.5 MB), so each page's buffers were returned and faulted in anew: ~10 % of a fetch
+    worker's CPU (:mod:`batchcrawl.procmem`). 0 leaves Dask's setting."""
+    malloc_mmap_threshold_bytes: Annotated[int, Range(0, 1 << 30)] = 1 << 18
+    """glibc malloc's mmap threshold in the same processes (``MALLOC_MMAP_THRESHOLD_``): blocks of
+    this size or more are mapped on their own and unmapped when freed. Setting a trim threshold
+    (Dask's or ``malloc_trim_threshold_bytes``) pins this at 128 KB unless it is set too; 0 leaves
+    it so."""
     arrow_pool: Literal["system", "jemalloc", "mimalloc", "default"] = "system"
     """pyarrow's memory pool in the embedded cluster's processes: ``system`` (malloc) returns the
     Arrow tables a round frees to the system; ``jemalloc``/``mimalloc`` keep them cached;

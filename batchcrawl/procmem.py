@@ -11,15 +11,15 @@ Two allocators keep memory a round freed instead of giving it back to the system
   pool (malloc) lets them go with the rest.
 
 And one setting of Dask's costs CPU: its workers start with ``MALLOC_TRIM_THRESHOLD_=65536``, so
-freed memory above 64 KB at the top of the heap goes back to the system at once. Setting any
-threshold also stops glibc from adapting its mmap threshold, which stays at 128 KB. A page's
-SimHash, parse and decompression buffers (100 KB-1 MB each) are then mapped or grown anew, faulted
-in page by page and returned, for every page: ~140 minor faults and 0.13 ms of CPU per page in
-``page_simhash`` alone, 2.10 -> 2.39 ms of worker CPU per page in ``scripts/bench_fetch.py``
-(docs/benchmarks.md, "Session 7"). ``round.malloc_threshold_bytes`` (1 MiB) sets both thresholds
-instead: buffers of one page are reused, blocks of 1 MiB or more (Arrow tables) are still mapped
-on their own, and at most that much free memory stays at the top of each arena between rounds'
-:func:`trim` calls.
+free memory above 64 KB at the top of a heap goes back to the system at once. A 20 KB page's
+working set (SimHash's prefix sums, the parse tree, WARC buffers: ~0.5 MB) is larger, so each
+page's buffers were returned and faulted in anew, page by page: ~136 minor faults and 0.13 ms of
+CPU per page in ``page_simhash`` alone, 2.34-2.46 against 2.13-2.26 ms of worker CPU per page in
+``scripts/bench_fetch.py`` (docs/benchmarks.md, "Session 7"). Setting a threshold also stops glibc
+from adapting its mmap threshold, which stays at 128 KB. ``round.malloc_trim_threshold_bytes`` (1
+MiB) and ``round.malloc_mmap_threshold_bytes`` (256 KiB) replace Dask's: a page's buffers are
+reused, larger blocks (Arrow tables, big bodies) are still mapped on their own, and at most 1 MiB
+of free memory stays at the top of each arena until the round's :func:`trim`.
 
 :func:`worker_environ` gives the environment a Dask worker process must start with (both
 settings are read once, at start-up: Dask's ``distributed.nanny.pre-spawn-environ``);
@@ -54,9 +54,10 @@ def worker_environ(section: RoundSection) -> dict[str, str]:
     env = {}
     if section.malloc_arena_max:
         env["MALLOC_ARENA_MAX"] = str(section.malloc_arena_max)
-    if section.malloc_threshold_bytes:
-        env["MALLOC_TRIM_THRESHOLD_"] = str(section.malloc_threshold_bytes)
-        env["MALLOC_MMAP_THRESHOLD_"] = str(section.malloc_threshold_bytes)
+    if section.malloc_trim_threshold_bytes:
+        env["MALLOC_TRIM_THRESHOLD_"] = str(section.malloc_trim_threshold_bytes)
+    if section.malloc_mmap_threshold_bytes:
+        env["MALLOC_MMAP_THRESHOLD_"] = str(section.malloc_mmap_threshold_bytes)
     if section.arrow_pool != "default":
         env["ARROW_DEFAULT_MEMORY_POOL"] = section.arrow_pool
     return env
@@ -99,12 +100,15 @@ def trim() -> None:
 def apply_here(section: RoundSection) -> None:
     """Apply ``section``'s allocator settings to this (running) process: cap glibc's malloc arenas
     created from now on (``mallopt(M_ARENA_MAX)``), set the trim and mmap thresholds
-    (``round.malloc_threshold_bytes``; neither on other C libraries), and make pyarrow's default
+    (``round.malloc_trim_threshold_bytes``, ``round.malloc_mmap_threshold_bytes``; none of these
+    on other C libraries), and make pyarrow's default
     memory pool the one named by ``round.arrow_pool``."""
-    options = [(_M_ARENA_MAX, section.malloc_arena_max)] if section.malloc_arena_max else []
-    if section.malloc_threshold_bytes:
-        options += [(_M_TRIM_THRESHOLD, section.malloc_threshold_bytes),
-                    (_M_MMAP_THRESHOLD, section.malloc_threshold_bytes)]  # fmt: skip
+    settings = [
+        (_M_ARENA_MAX, section.malloc_arena_max),
+        (_M_TRIM_THRESHOLD, section.malloc_trim_threshold_bytes),
+        (_M_MMAP_THRESHOLD, section.malloc_mmap_threshold_bytes),
+    ]
+    options = [(option, value) for option, value in settings if value]
     libc = _libc()
     if options and libc is not None and hasattr(libc, "mallopt"):
         for option, value in options:

@@ -6,7 +6,8 @@ measured here is the worker's alone. The worker fetches every page of the web wi
 
     {"pages", "seconds", "pages_per_s", "cpu_ms_per_page", "fetch_ms", "parse_ms", "simhash_ms",
      "links_ms", "warc_ms", "warc_bytes_per_page", "server_cpu_ms_per_page", "threads",
-     "warc_compress_level", "malloc_threshold_bytes", "peak_rss_mb"}
+     "warc_compress_level", "malloc_trim_threshold_bytes", "malloc_mmap_threshold_bytes",
+     "peak_rss_mb"}
 
 ``cpu_ms_per_page`` is the worker process's CPU time (all threads) per page that got a response;
 ``fetch_ms``/``parse_ms``/``simhash_ms``/``links_ms``/``warc_ms`` split the fetch threads' CPU time
@@ -18,7 +19,8 @@ Target (issues 4, 16): <= 1.0 ms of worker CPU per page.
 The worker runs in this process, re-executed with the environment a crawl's Dask worker process
 starts with (Dask's ``distributed.nanny.pre-spawn-environ`` and :func:`batchcrawl.procmem.
 worker_environ`): the allocator settings change the CPU per page by ~15 % (docs/benchmarks.md,
-"Session 7"). ``--malloc-threshold-bytes 0`` gives Dask's own.
+"Session 7"). ``--malloc-trim-threshold-bytes 0 --malloc-mmap-threshold-bytes 0`` gives Dask's
+own.
 
     python scripts/bench_fetch.py --hosts 50 --pages 5000
 """
@@ -75,13 +77,18 @@ def process_cpu_s(pid: int) -> float | None:
 _REEXEC = "BATCHCRAWL_BENCH_FETCH_ENV"
 
 
-def worker_process_environ(threshold: int) -> dict[str, str]:
+def worker_process_environ(trim: int, mmap: int) -> dict[str, str]:
     """The environment variables a crawl's Dask worker process starts with when
-    ``round.malloc_threshold_bytes`` is ``threshold`` (the rest of ``round`` at its defaults)."""
+    ``round.malloc_trim_threshold_bytes`` is ``trim`` and ``round.malloc_mmap_threshold_bytes``
+    ``mmap`` (the rest of ``round`` at its defaults)."""
     import dask
     import distributed  # noqa: F401  (loads distributed's defaults into dask.config)
 
-    section = Config().replace(round={"malloc_threshold_bytes": threshold}).round
+    section = (
+        Config()
+        .replace(round={"malloc_trim_threshold_bytes": trim, "malloc_mmap_threshold_bytes": mmap})
+        .round
+    )
     pre = dask.config.get("distributed.nanny.pre-spawn-environ")
     return {**{k: str(v) for k, v in pre.items()}, **procmem.worker_environ(section)}
 
@@ -98,15 +105,17 @@ def main(argv: list[str] | None = None) -> int:
         help="fetch.warc_compress_level (default: the config default)",
     )
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument(
-        "--malloc-threshold-bytes",
-        type=int,
-        default=Config().round.malloc_threshold_bytes,
-        help="round.malloc_threshold_bytes of the worker's environment (0: Dask's own)",
-    )
+    for name in ("trim", "mmap"):
+        ap.add_argument(
+            f"--malloc-{name}-threshold-bytes",
+            type=int,
+            default=getattr(Config().round, f"malloc_{name}_threshold_bytes"),
+            help=f"round.malloc_{name}_threshold_bytes of the worker's environment (0: Dask's)",
+        )
     args = ap.parse_args(argv)
     if os.environ.get(_REEXEC) is None:  # glibc reads its tunables once, at start-up
-        env = {**os.environ, **worker_process_environ(args.malloc_threshold_bytes), _REEXEC: "1"}
+        malloc = (args.malloc_trim_threshold_bytes, args.malloc_mmap_threshold_bytes)
+        env = {**os.environ, **worker_process_environ(*malloc), _REEXEC: "1"}
         argv = sys.argv[1:] if argv is None else argv
         os.execve(sys.executable, [sys.executable, os.path.abspath(__file__), *argv], env)
 
@@ -158,7 +167,8 @@ def main(argv: list[str] | None = None) -> int:
             ),
             "threads": args.threads,
             "warc_compress_level": cfg.fetch.warc_compress_level,
-            "malloc_threshold_bytes": args.malloc_threshold_bytes,
+            "malloc_trim_threshold_bytes": args.malloc_trim_threshold_bytes,
+            "malloc_mmap_threshold_bytes": args.malloc_mmap_threshold_bytes,
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         }))  # fmt: skip
     finally:

@@ -24,7 +24,9 @@ Prints one JSON line::
   ``overlapped_s``: seconds of each other step that ran while a round was fetching (pipelined
   rounds, ``--set round.pipeline=true``); ``peak_rss_mb``: the largest total RSS
   of this process and its Dask worker processes (sampled every 0.5 s); ``rss_by_process`` each
-  process's peaks and CPU seconds, ``cpu_ms_per_page`` their CPU per response.
+  process's peaks, CPU seconds (and system CPU alone) and minor page faults, ``cpu_ms_per_page``
+  their CPU per response, ``worker_minor_faults_per_page`` the Dask workers' faults per response
+  (malloc returning and re-faulting a page's buffers shows here: :mod:`batchcrawl.procmem`).
 
 Issue 5 targets on a 2-core machine, T = 120, H = 500, N = 50,000: at D = 0, >= 600 distinct
 pages/s; at D = 1.0, >= 90 % of the politeness bound and 0 violations; fetching >= 90 % of round time.
@@ -134,7 +136,9 @@ class RssSampler(threading.Thread):
                 try:
                     cpu = p.cpu_times()
                     rec["cpu_s"] = cpu.user + cpu.system  # the last sample: its CPU until then
-                except psutil.Error:
+                    rec["sys_s"] = cpu.system
+                    rec["minflt"] = _minor_faults(p.pid)
+                except (psutil.Error, OSError):
                     pass
                 for k, v in mem.items():
                     totals[k] += v
@@ -144,14 +148,24 @@ class RssSampler(threading.Thread):
             self.peak_uss = max(self.peak_uss, totals["uss"])
 
     def roles(self) -> list[dict]:
-        """Per process (in start order): role, pid, peak RSS/PSS/USS in MB and CPU seconds
-        (user + system, at the last sample: up to 0.5 s short of its end)."""
+        """Per process (in start order): role, pid, peak RSS/PSS/USS in MB, CPU seconds (user +
+        system, and system alone) and minor page faults, the last two at the last sample (up to
+        0.5 s short of its end)."""
         return [
             {"role": r["role"], "pid": pid,
              **{f"peak_{k}_mb": round(r[k] / 2**20, 1) for k in ("rss", "pss", "uss")},
-             "cpu_s": round(r.get("cpu_s", 0.0), 1)}
+             "cpu_s": round(r.get("cpu_s", 0.0), 1), "sys_cpu_s": round(r.get("sys_s", 0.0), 1),
+             "minor_faults": r.get("minflt", 0)}
             for pid, r in self.procs.items()
         ]  # fmt: skip
+
+
+def _minor_faults(pid: int) -> int:
+    """Minor page faults of process ``pid`` so far (``/proc/PID/stat`` field 10; 0 elsewhere)."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[7])
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 def memory_probe(dask_worker=None) -> dict:
@@ -514,6 +528,9 @@ def main(argv: list[str] | None = None) -> int:
         "rss_by_process": roles,
         # CPU of the crawl's processes (driver, Dask workers; not the sample web) per response
         "cpu_ms_per_page": round(1000 * sum(r["cpu_s"] for r in roles) / max(pages, 1), 2),
+        "worker_minor_faults_per_page": round(
+            sum(r["minor_faults"] for r in roles if r["role"] == "worker") / max(pages, 1), 1
+        ),
         "mem_probe": probes or None,
         "fetch_share": round(fetch_s / round_wall, 3),
         "fetch_idle_share": fetch_idle,
