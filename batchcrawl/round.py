@@ -724,7 +724,8 @@ _STORED_OUTCOMES = frozenset(("ok", "truncated", "not_modified"))
 
 @contextlib.contextmanager
 def dask_client(cfg: Config, scheduler: str | None = None) -> Iterator[Any]:
-    """A ``distributed.Client``: to ``scheduler`` (an existing cluster) if given, else to an
+    """A ``distributed.Client``: to ``scheduler`` (an existing cluster; a warning names workers
+    that lack the allocator settings, :func:`procmem.warn_unless_applied`) if given, else to an
     embedded ``LocalCluster`` of ``round.workers`` processes on 127.0.0.1 (closed on exit)."""
     from distributed import Client
 
@@ -740,6 +741,7 @@ def dask_client(cfg: Config, scheduler: str | None = None) -> Iterator[Any]:
                 "check that it runs and the address, or raise round.connect_timeout_s"
             ) from None
         with client:
+            procmem.warn_unless_applied(client, cfg.round)
             yield client
         return
     with ignoring_sigint():  # Ctrl-C stops this process cleanly; the workers never see it

@@ -7,6 +7,7 @@ and the same for ``batchcrawl crawl --stream --scheduler ADDRESS`` (issue 11).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import queue
 import signal
@@ -28,7 +29,9 @@ from round_helpers import (
     subprocess_env,
 )
 
-from batchcrawl.round import run_rounds
+from batchcrawl import procmem
+from batchcrawl.config import loopback_test_config
+from batchcrawl.round import dask_client, run_rounds
 from batchcrawl.store.crawldir import CrawlDir
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -42,6 +45,13 @@ def _drain(stream, lines: queue.Queue) -> None:
     lines.put(None)
 
 
+#: The environment variables of :func:`batchcrawl.procmem.worker_environ`.
+ALLOCATOR_VARIABLES = (
+    "MALLOC_ARENA_MAX", "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_",
+    "ARROW_DEFAULT_MEMORY_POOL",
+)  # fmt: skip
+
+
 class DaskCluster:
     """``python -m dask scheduler`` and ``dask worker`` processes on 127.0.0.1 (each in its own
     process group, so :meth:`close` takes nannies and their workers down too)."""
@@ -52,8 +62,14 @@ class DaskCluster:
         self.scheduler_log: list[str] = []
         self.address = ""
 
-    def start(self, workers: int = 2, timeout_s: float = 60.0) -> DaskCluster:
-        env = subprocess_env()
+    def start(
+        self, workers: int = 2, timeout_s: float = 60.0, environ: dict[str, str] | None = None
+    ) -> DaskCluster:
+        """Start the scheduler and ``workers`` workers; ``environ`` is added to their environment.
+        The allocator variables are dropped from it first: a LocalCluster's nanny that restarted a
+        worker in this process leaves them in ``os.environ`` (Dask's ``Nanny`` updates it)."""
+        env = {k: v for k, v in subprocess_env().items() if k not in ALLOCATOR_VARIABLES}
+        env.update(environ or {})
         sched = self._spawn(
             ["scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
              "--dashboard-address", "127.0.0.1:0"],
@@ -127,6 +143,38 @@ def dask_cluster(tmp_path):
         yield cluster.start()
     finally:
         cluster.close()
+
+
+def test_workers_of_an_existing_cluster_without_the_allocator_settings_are_named(
+    dask_cluster, caplog
+):
+    # `dask worker` starts its processes with Dask's MALLOC_TRIM_THRESHOLD_=65536 and none of the
+    # crawler's settings (docs/cluster.md): the driver says so once, and goes on.
+    with caplog.at_level(logging.WARNING, logger="batchcrawl.procmem"):
+        with dask_client(loopback_test_config(), dask_cluster.address) as client:
+            assert len(client.scheduler_info()["workers"]) == 2
+    warnings = [r.getMessage() for r in caplog.records if r.name == "batchcrawl.procmem"]
+    assert len(warnings) == 1
+    assert warnings[0].startswith("2 of 2 workers")
+    assert "MALLOC_TRIM_THRESHOLD_=65536 (want 1048576)" in warnings[0]
+    assert "MALLOC_ARENA_MAX=unset (want 2)" in warnings[0]
+
+
+def test_workers_started_with_the_allocator_settings_give_no_warning(tmp_path, caplog):
+    # docs/cluster.md: variables of the `dask worker` command win over Dask's pre-spawn-environ
+    cfg = loopback_test_config()
+    cluster = DaskCluster(tmp_path)
+    try:
+        cluster.start(environ=procmem.worker_environ(cfg.round))
+        with caplog.at_level(logging.WARNING, logger="batchcrawl.procmem"):
+            with dask_client(cfg, cluster.address) as client:
+                names = list(procmem.worker_environ(cfg.round))
+                assert (
+                    procmem.mismatches(client.run(procmem.worker_variables, names), cfg.round) == {}
+                )
+    finally:
+        cluster.close()
+    assert not [r for r in caplog.records if r.name == "batchcrawl.procmem"]
 
 
 def _statuses(crawl: CrawlDir) -> dict[str, str]:

@@ -42,6 +42,8 @@ def test_workers_start_with_the_configured_allocators_and_keep_them_after_a_rest
             assert pa.default_memory_pool().backend_name == pool  # the driver too
             client.restart()  # the nanny starts a new worker process
             assert set(client.run(_allocators).values()) == {("3", "524288", pool)}
+            names = list(procmem.worker_environ(cfg.round))
+            assert procmem.mismatches(client.run(procmem.worker_variables, names), cfg.round) == {}
     finally:
         pa.set_memory_pool(before)
 
@@ -88,3 +90,12 @@ def test_defaults_and_off_settings():
     zero = ("malloc_arena_max", "malloc_trim_threshold_bytes", "malloc_mmap_threshold_bytes")
     off = Config().replace(round={**dict.fromkeys(zero, 0), "arrow_pool": "default"}).round
     assert procmem.worker_environ(off) == {}
+
+
+def test_mismatches_name_each_variable_a_worker_lacks_or_has_otherwise():
+    section = Config().round
+    want = procmem.worker_environ(section)
+    dask_default = {**want, "MALLOC_TRIM_THRESHOLD_": "65536"}
+    unset = {k: v for k, v in want.items() if k != "MALLOC_MMAP_THRESHOLD_"}
+    got = procmem.mismatches({"a": want, "b": dask_default, "c": unset}, section)
+    assert got == {"b": {"MALLOC_TRIM_THRESHOLD_": "65536"}, "c": {"MALLOC_MMAP_THRESHOLD_": None}}
