@@ -506,12 +506,13 @@ class RoundSection:
     (``MALLOC_TRIM_THRESHOLD_``): free memory above this at the top of a heap goes back to the
     system. Dask sets 64 KB, below one page's working set (SimHash, parse and WARC buffers of a 20
     KB page: ~0.5 MB), so each page's buffers were returned and faulted in anew: ~10 % of a fetch
-    worker's CPU (:mod:`batchcrawl.procmem`). 0 leaves Dask's setting."""
+    worker's CPU (:mod:`batchcrawl.procmem`). 0 leaves Dask's setting in the workers and glibc's
+    adaptive default in the driver."""
     malloc_mmap_threshold_bytes: Annotated[int, Range(0, 1 << 30)] = 1 << 18
     """glibc malloc's mmap threshold in the same processes (``MALLOC_MMAP_THRESHOLD_``): blocks of
     this size or more are mapped on their own and unmapped when freed. Setting a trim threshold
     (Dask's or ``malloc_trim_threshold_bytes``) pins this at 128 KB unless it is set too; 0 leaves
-    it so."""
+    it so (the driver keeps glibc's adaptive default)."""
     arrow_pool: Literal["system", "jemalloc", "mimalloc", "default"] = "system"
     """pyarrow's memory pool in the embedded cluster's processes: ``system`` (malloc) returns the
     Arrow tables a round frees to the system; ``jemalloc``/``mimalloc`` keep them cached;

@@ -14,7 +14,7 @@ And one setting of Dask's costs CPU: its workers start with ``MALLOC_TRIM_THRESH
 free memory above 64 KB at the top of a heap goes back to the system at once. A 20 KB page's
 working set (SimHash's prefix sums, the parse tree, WARC buffers: ~0.5 MB) is larger, so each
 page's buffers were returned and faulted in anew, page by page: ~136 minor faults and 0.13 ms of
-CPU per page in ``page_simhash`` alone, 2.34-2.46 against 2.13-2.26 ms of worker CPU per page in
+CPU per page in ``page_simhash`` alone, 2.34-2.46 against 2.10-2.26 ms of worker CPU per page in
 ``scripts/bench_fetch.py`` (docs/benchmarks.md, "Session 7"). Setting a threshold also stops glibc
 from adapting its mmap threshold, which stays at 128 KB. ``round.malloc_trim_threshold_bytes`` (1
 MiB) and ``round.malloc_mmap_threshold_bytes`` (256 KiB) replace Dask's: a page's buffers are
@@ -46,11 +46,18 @@ log = logging.getLogger(__name__)
 _M_ARENA_MAX = -8
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
+#: The environment variables :func:`worker_environ` may set.
+VARIABLES = (
+    "MALLOC_ARENA_MAX", "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_",
+    "ARROW_DEFAULT_MEMORY_POOL",
+)  # fmt: skip
 
 
 def worker_environ(section: RoundSection) -> dict[str, str]:
     """Environment variables for a worker process started under ``section``
-    (``round.malloc_arena_max``, ``round.arrow_pool``; 0 / ``"default"`` set nothing)."""
+    (``round.malloc_arena_max``, ``round.malloc_trim_threshold_bytes``,
+    ``round.malloc_mmap_threshold_bytes``, ``round.arrow_pool``; 0 / ``"default"`` set nothing,
+    leaving Dask's or glibc's own)."""
     env = {}
     if section.malloc_arena_max:
         env["MALLOC_ARENA_MAX"] = str(section.malloc_arena_max)
@@ -128,6 +135,24 @@ def spawn_environ(section: RoundSection) -> Iterator[None]:
         dask.config.set({"distributed.nanny.pre-spawn-environ": pre}),
     ):
         yield
+
+
+@contextlib.contextmanager
+def environ_kept() -> Iterator[None]:
+    """Give :data:`VARIABLES` of ``os.environ`` their earlier values on exit. Dask's ``Nanny``
+    writes its ``pre-spawn-environ`` into this process's ``os.environ`` each time it starts a
+    worker, restarts after :func:`spawn_environ` has exited included; without this, one
+    cluster's values would stay for the next cluster (where 0 must mean Dask's own) and for
+    every subprocess started later."""
+    before = {k: os.environ.get(k) for k in VARIABLES}
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 @functools.cache

@@ -744,28 +744,29 @@ def dask_client(cfg: Config, scheduler: str | None = None) -> Iterator[Any]:
             procmem.warn_unless_applied(client, cfg.round)
             yield client
         return
-    with ignoring_sigint():  # Ctrl-C stops this process cleanly; the workers never see it
-        cluster = _local_cluster(cfg)
-    client = Client(cluster)
-    timeout = None
-    try:
-        yield client
-    except KeyboardInterrupt:
-        # Ctrl-C or SIGTERM (signals.Interrupted): do not wait for the workers to say goodbye;
-        # nothing uncommitted matters (the round reruns whole).
-        timeout = 2
-        logging.getLogger("distributed").setLevel(logging.CRITICAL)
-        raise
-    finally:
-        with contextlib.suppress(Exception):
-            client.close(timeout=timeout)
-        with contextlib.suppress(Exception):
-            cluster.close(timeout=timeout)
+    with procmem.environ_kept():  # nannies write the workers' variables into os.environ
+        with ignoring_sigint():  # Ctrl-C stops this process cleanly; the workers never see it
+            cluster = _local_cluster(cfg)
+        client = Client(cluster)
+        timeout = None
+        try:
+            yield client
+        except KeyboardInterrupt:
+            # Ctrl-C or SIGTERM (signals.Interrupted): do not wait for the workers to say goodbye;
+            # nothing uncommitted matters (the round reruns whole).
+            timeout = 2
+            logging.getLogger("distributed").setLevel(logging.CRITICAL)
+            raise
+        finally:
+            with contextlib.suppress(Exception):
+                client.close(timeout=timeout)
+            with contextlib.suppress(Exception):
+                cluster.close(timeout=timeout)
 
 
 def _local_cluster(cfg: Config) -> Any:
     """The embedded ``LocalCluster``: ``round.workers`` processes, everything on 127.0.0.1, with
-    ``round.malloc_arena_max`` and ``round.arrow_pool`` in them and in this process
+    the allocator settings (``round.malloc_*``, ``round.arrow_pool``) in them and in this process
     (:mod:`batchcrawl.procmem`)."""
     from distributed import LocalCluster
 

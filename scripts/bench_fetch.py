@@ -18,9 +18,10 @@ Target (issues 4, 16): <= 1.0 ms of worker CPU per page.
 
 The worker runs in this process, re-executed with the environment a crawl's Dask worker process
 starts with (Dask's ``distributed.nanny.pre-spawn-environ`` and :func:`batchcrawl.procmem.
-worker_environ`): the allocator settings change the CPU per page by ~15 % (docs/benchmarks.md,
+worker_environ`): the allocator settings change the CPU per page by 7-10 % (docs/benchmarks.md,
 "Session 7"). ``--malloc-trim-threshold-bytes 0 --malloc-mmap-threshold-bytes 0`` gives Dask's
-own.
+own. So :func:`main` replaces the calling process: run it as a script. The sample web's server
+starts without these settings.
 
     python scripts/bench_fetch.py --hosts 50 --pages 5000
 """
@@ -30,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -52,10 +52,11 @@ HERE = Path(__file__).resolve().parent
 
 def start_server(hosts: int, pages: int, seed: int) -> tuple[subprocess.Popen, dict]:
     """Start the sample web in its own process; return it and its JSON readiness line."""
+    env = {k: v for k, v in os.environ.items() if k not in (_REEXEC, *procmem.VARIABLES)}
     proc = subprocess.Popen(
         [sys.executable, str(HERE / "serve_sample_web.py"), "--hosts", str(hosts), "--pages",
          str(pages), "--seed", str(seed), "--no-trap", "--seconds", "3600"],
-        stdout=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, text=True, env=env,  # the server keeps its own allocator
     )  # fmt: skip
     line = proc.stdout.readline()
     if not line:
@@ -71,6 +72,18 @@ def process_cpu_s(pid: int) -> float | None:
     except OSError:
         return None
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def peak_rss_mb() -> float | None:
+    """This process's peak RSS in MB since its last ``exec`` (``VmHWM``; ``ru_maxrss`` would keep
+    the peak of the process before the re-execution); None off Linux."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return None
 
 
 #: Set in the re-executed process, so that it does not re-execute again.
@@ -169,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
             "warc_compress_level": cfg.fetch.warc_compress_level,
             "malloc_trim_threshold_bytes": args.malloc_trim_threshold_bytes,
             "malloc_mmap_threshold_bytes": args.malloc_mmap_threshold_bytes,
-            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+            "peak_rss_mb": peak_rss_mb(),
         }))  # fmt: skip
     finally:
         proc.kill()

@@ -45,13 +45,6 @@ def _drain(stream, lines: queue.Queue) -> None:
     lines.put(None)
 
 
-#: The environment variables of :func:`batchcrawl.procmem.worker_environ`.
-ALLOCATOR_VARIABLES = (
-    "MALLOC_ARENA_MAX", "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_",
-    "ARROW_DEFAULT_MEMORY_POOL",
-)  # fmt: skip
-
-
 class DaskCluster:
     """``python -m dask scheduler`` and ``dask worker`` processes on 127.0.0.1 (each in its own
     process group, so :meth:`close` takes nannies and their workers down too)."""
@@ -66,9 +59,9 @@ class DaskCluster:
         self, workers: int = 2, timeout_s: float = 60.0, environ: dict[str, str] | None = None
     ) -> DaskCluster:
         """Start the scheduler and ``workers`` workers; ``environ`` is added to their environment.
-        The allocator variables are dropped from it first: a LocalCluster's nanny that restarted a
-        worker in this process leaves them in ``os.environ`` (Dask's ``Nanny`` updates it)."""
-        env = {k: v for k, v in subprocess_env().items() if k not in ALLOCATOR_VARIABLES}
+        The allocator variables are dropped from it first: the workers start as ``dask worker``
+        does unless ``environ`` says otherwise."""
+        env = {k: v for k, v in subprocess_env().items() if k not in procmem.VARIABLES}
         env.update(environ or {})
         sched = self._spawn(
             ["scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
