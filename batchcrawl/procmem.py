@@ -175,8 +175,8 @@ def apply_here(section: RoundSection) -> None:
     """Apply ``section``'s allocator settings to this (running) process: cap glibc's malloc arenas
     created from now on (``mallopt(M_ARENA_MAX)``), set the trim and mmap thresholds
     (``round.malloc_trim_threshold_bytes``, ``round.malloc_mmap_threshold_bytes``; none of these
-    on other C libraries), and make pyarrow's default
-    memory pool the one named by ``round.arrow_pool``."""
+    on other C libraries), and make pyarrow's default memory pool the one named by
+    ``round.arrow_pool``."""
     settings = [
         (_M_ARENA_MAX, section.malloc_arena_max),
         (_M_TRIM_THRESHOLD, section.malloc_trim_threshold_bytes),
