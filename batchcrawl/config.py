@@ -359,7 +359,8 @@ class FetchSection:
     (``batchcrawl[fast]``: about 3x less CPU than zlib's 1, smaller output; docs/benchmarks.md)."""
     url_cache_size: int = 100_000
     """Recently seen url keys remembered per worker, so repeated menu links are sent once
-    (BUbiNG's URL cache; ~200 bytes each)."""
+    (BUbiNG's URL cache; the last half of them surely, all at most; ~45 bytes each beside the
+    key's int)."""
     canonical_memo_size: Annotated[int, Range(0, None)] = 20_000
     """Raw outlink URLs whose canonical form a fetch worker remembers (entries, ~450 bytes each;
     0: none). What repeats from page to page is a host's menu (a few dozen links per host of the

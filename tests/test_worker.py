@@ -17,7 +17,7 @@ from warcio.archiveiterator import ArchiveIterator
 from batchcrawl.config import FetchSection
 from batchcrawl.errors import InvalidURL
 from batchcrawl.fetch.fetcher import PER_ROUND_FETCH_FIELDS
-from batchcrawl.fetch.worker import FetchWorker, _CanonicalMemo, classify
+from batchcrawl.fetch.worker import FetchWorker, _CanonicalMemo, _KeyCache, classify
 from batchcrawl.records import FetchItem, Outcome
 from batchcrawl.testing.webserver import Response
 from batchcrawl.urls import canonicalize, domain_of, host_of, url_key
@@ -401,6 +401,28 @@ def test_bounded_canonical_memo_answers_as_canonicalize_and_stays_in_its_bound(s
         assert len(memo) <= size
     if size < 2:
         assert len(memo) == 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(size=st.integers(0, 9), keys=st.lists(st.integers(0, 15), max_size=80))
+def test_url_cache_remembers_the_recent_keys_never_an_unseen_one_and_stays_in_its_bound(size, keys):
+    """``fetch.url_cache_size`` (BUbiNG's URL cache), against a reference: every key among the
+    last ``size // 2`` distinct ones is seen, no key given for the first time is, and at most
+    ``size`` keys are held."""
+    cache = _KeyCache(size)
+    given_before: set[int] = set()
+    recent: list[int] = []  # distinct keys, most recent last (an exact LRU)
+    for key in keys:
+        seen = cache.seen(key)
+        if key not in given_before:
+            assert not seen
+        if key in recent[-(size // 2) :] and size >= 2:
+            assert seen
+        given_before.add(key)
+        if key in recent:
+            recent.remove(key)
+        recent.append(key)
+        assert len(cache) <= size
 
 
 def test_shard_digests_are_bounded_and_a_duplicate_of_an_evicted_capture_stays_a_response(
