@@ -97,18 +97,17 @@ def warn_unless_applied(client, section: RoundSection) -> None:
     start, and at Dask's own trim threshold a fetch worker spends ~10 % more CPU per page (module
     doc; docs/cluster.md says how to set it). Never raises: a worker that cannot be asked is
     skipped."""
-    names = list(worker_environ(section))
-    if not names:
+    want = worker_environ(section)
+    if not want:
         return
     try:
-        environs = client.run(worker_variables, names)
+        environs = client.run(worker_variables, list(want))
     except Exception as exc:  # noqa: BLE001 - a check, not a step: the round goes on
         log.debug("could not read the workers' environment: %r", exc)
         return
     wrong = mismatches(environs, section)
     if not wrong:
         return
-    want = worker_environ(section)
     address, values = next(iter(sorted(wrong.items())))
     found = ", ".join(f"{k}={values[k] or 'unset'} (want {want[k]})" for k in sorted(values))
     log.warning(
@@ -117,6 +116,16 @@ def warn_unless_applied(client, section: RoundSection) -> None:
         "environment')",
         len(wrong), len(environs), address, found,
     )  # fmt: skip
+
+
+def pre_spawn_environ(section: RoundSection) -> dict[str, object]:
+    """What a Dask nanny starts a worker process with under ``section``: Dask's
+    ``distributed.nanny.pre-spawn-environ`` with :func:`worker_environ` over it (values as Dask
+    holds them; ``scripts/bench_fetch.py`` runs its worker in the same environment)."""
+    import dask
+    import distributed  # noqa: F401  (puts distributed's defaults into dask.config)
+
+    return {**dask.config.get("distributed.nanny.pre-spawn-environ"), **worker_environ(section)}
 
 
 @contextlib.contextmanager
@@ -128,11 +137,9 @@ def spawn_environ(section: RoundSection) -> Iterator[None]:
     values there does not decide the next cluster's."""
     import dask
 
-    env = worker_environ(section)
-    pre = {**dask.config.get("distributed.nanny.pre-spawn-environ"), **env}
     with (
-        mock.patch.dict(os.environ, env),
-        dask.config.set({"distributed.nanny.pre-spawn-environ": pre}),
+        mock.patch.dict(os.environ, worker_environ(section)),
+        dask.config.set({"distributed.nanny.pre-spawn-environ": pre_spawn_environ(section)}),
     ):
         yield
 

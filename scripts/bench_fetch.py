@@ -93,17 +93,13 @@ _REEXEC = "BATCHCRAWL_BENCH_FETCH_ENV"
 def worker_process_environ(trim: int, mmap: int) -> dict[str, str]:
     """The environment variables a crawl's Dask worker process starts with when
     ``round.malloc_trim_threshold_bytes`` is ``trim`` and ``round.malloc_mmap_threshold_bytes``
-    ``mmap`` (the rest of ``round`` at its defaults)."""
-    import dask
-    import distributed  # noqa: F401  (loads distributed's defaults into dask.config)
-
+    ``mmap`` (the rest of ``round`` at its defaults): :func:`batchcrawl.procmem.pre_spawn_environ`."""
     section = (
         Config()
         .replace(round={"malloc_trim_threshold_bytes": trim, "malloc_mmap_threshold_bytes": mmap})
         .round
     )
-    pre = dask.config.get("distributed.nanny.pre-spawn-environ")
-    return {**{k: str(v) for k, v in pre.items()}, **procmem.worker_environ(section)}
+    return {k: str(v) for k, v in procmem.pre_spawn_environ(section).items()}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -215,7 +215,7 @@ def memory_probe(dask_worker=None) -> dict:
         run = fw._batch
         sizes = dict(fw.state_sizes())
         sizes.update(url_cache=len(fw.url_cache),
-                     canonical_memo=len(fw._canonical._new) + len(fw._canonical._old),
+                     canonical_memo=len(fw._canonical),
                      digests=len(fw._digests), content_seen=len(fw._seen),
                      workbench_items=len(fw.workbench))  # fmt: skip
         if run is not None:
@@ -226,8 +226,8 @@ def memory_probe(dask_worker=None) -> dict:
                          link_cols_mb=_deep_mb(list(out_.links.values())),
                          edge_rows=len(next(iter(out_.edges.values()), [])),
                          edge_cols_mb=_deep_mb(list(out_.edges.values())))  # fmt: skip
-        sizes.update(url_cache_mb=_deep_mb(fw.url_cache.sets()),
-                     canonical_memo_mb=_deep_mb([fw._canonical._new, fw._canonical._old]),
+        sizes.update(url_cache_mb=_deep_mb(fw.url_cache.generations()),
+                     canonical_memo_mb=_deep_mb(fw._canonical.generations()),
                      digests_mb=_deep_mb([fw._digests]),
                      content_seen_mb=_deep_mb(fw._seen))  # fmt: skip
         out.setdefault("shards", {})[str(name)[:24]] = sizes

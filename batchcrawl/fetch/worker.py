@@ -135,71 +135,75 @@ def _utc(epoch_s: float) -> datetime:
     return datetime.fromtimestamp(epoch_s, UTC).replace(tzinfo=None)
 
 
-class _KeyCache:
-    """Bounded set of recently seen url keys (BUbiNG's URL cache). Not thread-safe by itself.
-
-    An LRU approximation in two generations, like :class:`_CanonicalMemo`: keys go into the
-    current set, which is retired when it holds ``size // 2`` keys; a key found in the retired set
-    is copied forward. So the last ``size // 2`` distinct keys are always remembered, at most
-    ``size`` are held, and each costs a set slot (~45 bytes with the table's slack) where an
-    ``OrderedDict`` LRU took ~105 and a ``move_to_end`` per hit. A size below 2 remembers nothing.
-    """
+class _TwoGenerations:
+    """A bound in two generations, an LRU approximation with O(1) work and no lock: entries go
+    into the current container, which is retired when it holds ``size // 2``; an entry found in
+    the retired one is copied forward. So the last ``size // 2`` distinct entries are always held
+    and at most ``size`` are; a size below 2 holds nothing. Subclasses name the container
+    (``_EMPTY``: ``set`` or ``dict``)."""
 
     __slots__ = ("_new", "_old", "_half")
+    _EMPTY: type = dict
 
     def __init__(self, size: int) -> None:
-        self._new: set[int] = set()
-        self._old: set[int] = set()
+        self._new = self._EMPTY()
+        self._old = self._EMPTY()
         self._half = size // 2
 
-    def seen(self, key: int) -> bool:
-        """True if ``key`` was seen recently; records it either way."""
-        new = self._new
-        if key in new:
-            return True
-        hit = key in self._old
+    def _current(self):
+        """The container a new entry goes into, after retiring a full one; None if the size
+        holds nothing."""
         if not self._half:
-            return hit
-        if len(new) >= self._half:
-            self._old, self._new = new, set()
-            new = self._new
-        new.add(key)
-        return hit
+            return None
+        if len(self._new) >= self._half:
+            self._old, self._new = self._new, self._EMPTY()
+        return self._new
 
     def __len__(self) -> int:
         return len(self._new) + len(self._old)
 
-    def sets(self) -> tuple[set[int], set[int]]:
-        """The current and the retired set (for memory probes)."""
+    def generations(self) -> tuple:
+        """The current and the retired container (for memory probes)."""
         return self._new, self._old
 
 
-class _CanonicalMemo:
+class _KeyCache(_TwoGenerations):
+    """Bounded set of recently seen url keys (BUbiNG's URL cache), in two generations
+    (:class:`_TwoGenerations`): each key costs a set slot (~45 bytes with the table's slack) where
+    an ``OrderedDict`` LRU took ~105 and a ``move_to_end`` per hit. Not thread-safe by itself."""
+
+    __slots__ = ()
+    _EMPTY = set
+
+    def seen(self, key: int) -> bool:
+        """True if ``key`` was seen recently; records it either way."""
+        if key in self._new:
+            return True
+        hit = key in self._old
+        current = self._current()
+        if current is not None:
+            current.add(key)
+        return hit
+
+
+class _CanonicalMemo(_TwoGenerations):
     """Memo of :func:`~batchcrawl.urls.canonicalize` for raw absolute outlink URLs: raw string ->
     ``(url_key, canonical URL, host, domain)``, or None when the URL is invalid.
 
     A page's menu links repeat on every page of its host, so most outlinks were canonicalized
     moments ago; a dict lookup replaces the WHATWG parse, the percent-encoding pass, the hash and
     the host and pay-level domain lookups (each link's ``edges`` row needs its domain). Bounded by
-    two generations (the current one is retired when it holds ``size // 2`` entries; a hit in the
-    old one is copied forward), an LRU approximation with O(1) work and no lock: single dict reads
-    and writes are atomic under the GIL and a lost update only costs a recomputation, since
-    canonicalization is a pure function. At most ``size`` entries (``fetch.canonical_memo_size``);
-    a size below 2 remembers nothing.
+    two generations (:class:`_TwoGenerations`) of at most ``fetch.canonical_memo_size`` entries
+    in all; no lock: single dict reads and writes are atomic under the GIL and a lost update only
+    costs a recomputation, since canonicalization is a pure function.
     """
 
-    __slots__ = ("_new", "_old", "_half")
-
-    def __init__(self, size: int) -> None:
-        self._new: dict[str, tuple[int, str, str, str] | None] = {}
-        self._old: dict[str, tuple[int, str, str, str] | None] = {}
-        self._half = size // 2
+    __slots__ = ()
 
     def canonical(self, raw: str) -> tuple[int, str, str, str] | None:
         """``(url_key(c), c, host_of(c), domain_of(host_of(c)))`` with ``c = canonicalize(raw)``,
         or None if ``raw`` is invalid."""
-        new = self._new
-        hit = new.get(raw, _MISS)
+        hit = self._new.get(raw, _MISS)
         if hit is not _MISS:
             return hit
         hit = self._old.get(raw, _MISS)
@@ -210,16 +214,10 @@ class _CanonicalMemo:
                 hit = (url_key(url), url, host, domain_of(host))
             except InvalidURL:
                 hit = None
-        if not self._half:
-            return hit
-        if len(new) >= self._half:
-            self._old, self._new = new, {}
-            new = self._new
-        new[raw] = hit
+        current = self._current()
+        if current is not None:
+            current[raw] = hit
         return hit
-
-    def __len__(self) -> int:
-        return len(self._new) + len(self._old)
 
 
 _MISS = object()
