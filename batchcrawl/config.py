@@ -371,24 +371,27 @@ class FetchSection:
     below this fraction of its best window, so a few slow hosts (e.g. a large Crawl-delay) do not
     hold the round; their URLs stay queued, first in line, for the next round. 0 never ends early
     (Nutch's fetcher.throughput.threshold, made relative). Measured by scripts/bench_round.py."""
-    tail_capacity_ratio: Annotated[float, Range(0, 1)] = 0.0
+    tail_capacity_ratio: Annotated[float, Range(0, 1)] = 0.5
     """Also end a shard's fetch phase early once its hosts still with work could give, by
     politeness alone (one fetch per fixed host delay, Crawl-delay included), less than this
     fraction of what they and the dry hosts given new links this round could give (capped by the
     best rate seen): in a polite crawl, hosts run dry one by one while the round's links give them
     URLs for the next round, which then starts one round boundary later instead of when the last
     host is done. It never fires while a host with work has no fixed delay, nor when the dry hosts
-    were given nothing new. 0 (the default) disables it: on the benchmark's 500-host web at a 1 s
-    delay 0.6 gave the same share of the politeness bound as 0 (one more round boundary offsets
-    what it saves; docs/benchmarks.md, "Politeness-bound rounds"); it may pay where a round's
-    hosts run dry long before its end."""
+    were given nothing new. Where it pays most is a seed round with no host delay: once only
+    the Crawl-delay hosts' home pages wait (2-3 s apart from their robots.txt), the round ends
+    instead of idling its threads for them (the benchmark's round 1 at D = 0: 4.9 -> 2.1 s). At a
+    1 s delay it neither gained nor lost share of the politeness bound (docs/benchmarks.md,
+    "Session 8"). 0 disables it."""
     throughput_window_s: float = 5.0
     """Window over which the fetch rate is measured for ``tail_rate_ratio``, seconds."""
-    shard_grace_s: Annotated[float, Range(0, None)] = 3.0
-    """In a batch round, once the first shard has ended its fetch phase, the others end theirs
-    within this many seconds (their URLs stay queued, first in line, for the next round), so the
-    round does not keep one shard's threads idle waiting for another (issue 16). A large value
-    waits for every shard."""
+    shard_grace_s: Annotated[float, Range(0, None)] = 1.0
+    """In a batch round, once the first shard's fetch run is over (its threads stopped; before it
+    writes its facts), the others end theirs within this many seconds (their URLs stay queued,
+    first in line, for the next round), so the round does not keep one shard's threads idle
+    waiting for another (issue 16). A shard ended early loses nothing: what it would have fetched
+    alone in those seconds the next round fetches on every shard. A large value waits for every
+    shard."""
     tail_idle_s: Annotated[float, Range(0, None)] = 2.0
     """Also end a shard's fetch phase once fewer hosts than half its fetch threads have had work
     for this many seconds after the phase was busy (its slow tail, batchcrawl.fetch.idle); their

@@ -1,0 +1,114 @@
+"""``fetch.shard_grace_s`` (issue 16, "no idle fetch phase"): once the first shard's fetch run is
+over, the other shards end theirs within the grace, counted from that run's end
+(:meth:`batchcrawl.round.ShardActor.run_over`), not from the moment its result (written facts)
+reached the driver. On a real two-process cluster and a loopback web, and the actor's signal
+alone."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from round_helpers import fetched_rows, new_crawl, round_config, serve
+from test_crash import with_crawler
+
+from batchcrawl.errors import CrawlDirError
+from batchcrawl.ring import HashRing
+from batchcrawl.round import ShardActor, dask_client, host_shard
+from batchcrawl.testing.webserver import Response
+
+GRACE_S = 1.0
+DELAY_S = 0.25
+WRITE_S = 1.5
+
+
+def _slow_writes(seconds: float) -> None:
+    """In a Dask worker process: each shard's hosts rows (written after its run, with its facts)
+    take ``seconds`` longer, as on slow storage."""
+    import time
+
+    original = ShardActor.write_hosts
+
+    def slow(self, *args, **kwargs):
+        time.sleep(seconds)
+        return original(self, *args, **kwargs)
+
+    ShardActor.write_hosts = slow
+
+
+def _hosts_on_two_shards(cfg) -> tuple[str, str]:
+    ring = HashRing(cfg.fetch.shards, cfg.fetch.ring_vnodes)
+    names = [f"g{i}.test" for i in range(40)]
+    a = names[0]
+    b = next(h for h in names if host_shard(h, None, cfg, ring) != host_shard(a, None, cfg, ring))
+    return a, b
+
+
+def _app(host, path, headers):
+    if path == "/robots.txt":
+        return Response(404, [], b"")
+    return Response(200, [("Content-Type", "text/plain")], f"{host}{path}".encode())
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_the_grace_counts_from_the_first_shards_run_end(tmp_path):
+    # only the grace ends a shard early: no tail rules, long timeouts
+    cfg = round_config(
+        politeness={"host_delay_s": DELAY_S, "max_crawl_delay_s": DELAY_S},
+        fetch={"tail_idle_s": 0.0, "tail_rate_ratio": 0.0, "shard_grace_s": GRACE_S},
+    )
+    quick, slow = _hosts_on_two_shards(cfg)
+    with serve(_app) as server:
+        base = f"http://{{}}:{server.port}"
+        # the quick host's shard is done after ~2 delays; the slow one needs ~40 (10 s)
+        seeds = [base.format(quick) + "/q0", base.format(quick) + "/q1"]
+        seeds += [base.format(slow) + f"/s{i}" for i in range(40)]
+        crawl = new_crawl(tmp_path / "crawl", cfg, seeds)
+        with dask_client(cfg) as client:
+            client.run(_slow_writes, WRITE_S)  # a shard's facts take WRITE_S to write
+            summary = with_crawler(crawl.url, client, lambda c: c.run_round(cfg))
+    by_shard = {s["shard"]: s for s in summary["fetch_by_shard"]}
+    ring = HashRing(cfg.fetch.shards, cfg.fetch.ring_vnodes)
+    q = by_shard[host_shard(quick, None, cfg, ring)]
+    s = by_shard[host_shard(slow, None, cfg, ring)]
+
+    def run_end(r):  # seconds from the shard's call to its run's end
+        return r["startup_s"] + r["fetch_seconds"]
+
+    gap = run_end(s) - run_end(q)
+    # told to end GRACE_S after the quick run's end (+ the driver's 20 ms poll, the remote call,
+    # and the slow run's last fetch in flight, under a delay of 0.25 s), not GRACE_S after the
+    # quick shard's result came (WRITE_S later)
+    assert q["seconds"] - run_end(q) >= WRITE_S
+    assert GRACE_S - 0.1 <= gap < GRACE_S + WRITE_S - 0.3, (gap, summary["fetch_by_shard"])
+    rows = fetched_rows(crawl)
+    slow_done = [r for r in rows if slow in r["url"]]
+    assert summary["not_fetched"] == 40 - len(slow_done) > 0
+    assert len([r for r in rows if quick in r["url"]]) == 2
+    assert all(k in r for r in summary["fetch_by_shard"]
+               for k in ("startup_s", "fetch_seconds", "idle_s", "tail_s", "seconds"))  # fmt: skip
+
+
+def test_run_over_answers_in_either_order_and_after_a_failed_fetch(tmp_path):
+    actor = ShardActor(str(tmp_path / "absent"), round_config(), 0)
+    kwargs = dict(cfg=round_config(), generation=1, fetchlist=None, host_files=[],
+                  seed_hosts=set(), seed_domains=set(), buckets=4, cold=False)  # fmt: skip
+
+    async def main():
+        early = asyncio.ensure_future(actor.run_over(round=3))  # asked before the fetch starts
+        await asyncio.sleep(0)
+        assert not early.done()
+        with pytest.raises(CrawlDirError):
+            await actor.fetch(round=3, **kwargs)  # no crawl there: fails before its run
+        assert await asyncio.wait_for(early, 5) is True
+        assert await asyncio.wait_for(actor.run_over(round=3), 5) is True  # asked after
+        pending = asyncio.ensure_future(actor.run_over(round=4))
+        await asyncio.sleep(0.05)
+        assert not pending.done()  # round 4 has not fetched
+        with pytest.raises(CrawlDirError):
+            await actor.fetch(round=4, **kwargs)
+        assert await asyncio.wait_for(pending, 5) is True
+        assert sorted(actor._run_over) == [4]  # earlier rounds' events are dropped
+
+    asyncio.run(main())
