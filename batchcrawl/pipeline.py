@@ -75,6 +75,12 @@ class Deadline:
         """Seconds to the deadline (``inf`` without one)."""
         return self.at - time.monotonic()
 
+    def unix(self) -> float | None:
+        """The deadline as wall-clock epoch seconds (what another process on any host of the
+        cluster can compare with ``time.time()``), or None without one."""
+        left = self.left()
+        return None if math.isinf(left) else time.time() + left
+
     def allows_a_round(self) -> bool:
         """More than a second is left."""
         return self.left() > 1.0
@@ -204,6 +210,7 @@ def run_pipelined(
     on_step = on_step or (lambda step: None)
     on_round = on_round or (lambda summary: None)
     deadline = Deadline.after(max_seconds)
+    crawler.deadline = deadline
     crawl = CrawlDir.open(crawler.crawl_url)
     summaries: list[dict[str, Any]] = []
     with WriterLock(crawl, owner="batchcrawl crawl") as lock:

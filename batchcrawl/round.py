@@ -152,10 +152,13 @@ class ShardActor:
         cold: bool,
         content_files: tuple[str, ...] | list[str] = (),
         cool_hosts: list[str] | tuple[str, ...] = (),
+        ends_at_unix: float | None = None,
         on_run_over: Callable[[], None] | None = None,
     ) -> dict[str, Any]:
         """Fetch this shard's fetch list of ``round`` and write its outputs (uncommitted).
         ``cold``: every host of the list and of ``cool_hosts`` waits a full delay first.
+        ``ends_at_unix``: the run also ends by this wall-clock time (epoch seconds; the driver's
+        :class:`~batchcrawl.pipeline.Deadline`), besides ``fetch.time_limit_s`` from its start.
         ``on_run_over`` is called (in this thread) once the fetch run ends, before the outputs
         are written."""
         started = time.monotonic()
@@ -175,8 +178,12 @@ class ShardActor:
             self.worker.know_content(seen)
             self.content_files = tuple(content_files)
         startup_s = time.monotonic() - started
+        limit = cfg.fetch.time_limit_s
+        if ends_at_unix is not None:
+            limit = max(0.0, min(limit, ends_at_unix - time.time()))
         with FactFiles(crawl, round, self.shard, buckets) as facts:
-            run = self.worker.run(items, round, progress=self._on_progress, spill=facts.spill)
+            run = self.worker.run(items, round, time_limit_s=limit, progress=self._on_progress,
+                                  spill=facts.spill)  # fmt: skip
             if on_run_over is not None:
                 on_run_over()
             fetched, links, edges = facts.finish(run)  # the spills and the rows since the last
@@ -338,10 +345,17 @@ class Crawler:
         The crawl directory.
     client
         A ``distributed.Client`` (to a LocalCluster or an existing scheduler).
+    deadline
+        The end of this run of rounds (``crawl --max-seconds``; :func:`run_rounds` sets it) or
+        None. With one, each shard's fetch run also ends by it, however long the round's
+        generate step and the shard's start-up took (``fetch.time_limit_s``, which
+        :meth:`Deadline.round_cfg` lowers to the time left when the round starts, counts from
+        the run's own start).
     """
 
     crawl_url: str
     client: Any
+    deadline: Deadline | None = None
     actors: dict[int, Any] = field(default_factory=dict)
     _shards: tuple[int, type] | None = None
     _starting: dict[int, Any] = field(default_factory=dict)  # actor futures (start_actors)
@@ -489,13 +503,14 @@ class Crawler:
         actors = self.shard_actors(cfg)
         host_files = base.files("hosts")
         cool_hosts = cool_hosts or {}
+        ends_at = self.deadline.unix() if self.deadline is not None else None
         return {
             s: actors[s].fetch(
                 cfg=cfg, round=plan.round, generation=plan.generation,
                 fetchlist=plan.generated.fetchlists[s], host_files=host_files,
                 seed_hosts=seed_hosts, seed_domains=seed_domains, buckets=base.buckets,
                 cold=cold, content_files=base.files("content"),
-                cool_hosts=cool_hosts.get(s, []),
+                cool_hosts=cool_hosts.get(s, []), ends_at_unix=ends_at,
             )
             for s in sorted(actors)
         }  # fmt: skip
@@ -639,9 +654,12 @@ class Crawler:
                 # wake when a shard is done (not at the next half second: that was up to 0.5 s
                 # of idle fetch threads per round), at least twice a second for the grace check
                 open_ = [fut for s, fut in pending.items() if s not in results]
+                wake_s = 0.5
                 if first_done is None:  # and wake at the first run's end, for the grace
                     open_ += list(run_over.values())
-                wait_any_done(open_, 0.5)
+                elif not ended:  # and when the grace is over (not up to 0.5 s later)
+                    wake_s = min(wake_s, max(0.0, first_done + grace_s - time.monotonic()))
+                wait_any_done(open_, wake_s)
         return [results[s] for s in sorted(results)]
 
 
@@ -863,7 +881,7 @@ def run_rounds(
     pipelined = cfg.round.pipeline if pipeline is None else pipeline
     deadline = Deadline.after(max_seconds)  # the cluster's start-up counts
     with dask_client(cfg, scheduler) as client:
-        crawler = Crawler(crawl_url, client)
+        crawler = Crawler(crawl_url, client, deadline=deadline)
         try:
             if pipelined:
                 return run_pipelined(crawler, cfg, rounds, progress=progress, on_round=on_round,

@@ -353,7 +353,7 @@ def run_batch(
         prober.start()
         steps = StepPeaks()
         steps.start()
-        crawler = Crawler(crawl_url, client)
+        crawler = Crawler(crawl_url, client, deadline=deadline)
         try:
             while deadline.allows_a_round():
                 try:

@@ -2,7 +2,7 @@
 over, the other shards end theirs within the grace, counted from that run's end
 (:meth:`batchcrawl.round.ShardActor.run_over`), not from the moment its result (written facts)
 reached the driver. On a real two-process cluster and a loopback web, and the actor's signal
-alone."""
+alone; and a crawl's deadline (``crawl --max-seconds``) ends every shard's run by it."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from round_helpers import fetched_rows, new_crawl, round_config, serve
 from test_crash import with_crawler
 
 from batchcrawl.errors import CrawlDirError
+from batchcrawl.pipeline import Deadline
 from batchcrawl.ring import HashRing
 from batchcrawl.round import ShardActor, dask_client, host_shard
 from batchcrawl.testing.webserver import Response
@@ -112,3 +113,28 @@ def test_run_over_answers_in_either_order_and_after_a_failed_fetch(tmp_path):
         assert sorted(actor._run_over) == [4]  # earlier rounds' events are dropped
 
     asyncio.run(main())
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_shards_run_ends_by_the_crawls_deadline_whatever_the_round_spent_before(tmp_path):
+    # crawl --max-seconds: fetch.time_limit_s counts from a run's start, the deadline does not.
+    # A deadline already passed when the fetch starts (generate and start-up took the time
+    # left): the runs fetch nothing, their URLs stay queued; the next round fetches them.
+    cfg = round_config(politeness={"host_delay_s": 0.05, "max_crawl_delay_s": 0.05})
+    quick, slow = _hosts_on_two_shards(cfg)
+    with serve(_app) as server:
+        seeds = [f"http://{h}:{server.port}/p{i}" for h in (quick, slow) for i in range(5)]
+        crawl = new_crawl(tmp_path / "crawl", cfg, seeds)
+        with dask_client(cfg) as client:
+
+            def rounds(crawler):
+                crawler.deadline = Deadline.after(0.0)
+                first = crawler.run_round(cfg)
+                crawler.deadline = Deadline.after(60.0)
+                return first, crawler.run_round(cfg)
+
+            first, second = with_crawler(crawl.url, client, rounds)
+    assert first["attempts"] == 0 and first["not_fetched"] == 10, first
+    assert second["attempts"] == 10 and second["not_fetched"] == 0, second
+    assert sorted(r["url"] for r in fetched_rows(crawl)) == sorted(seeds)

@@ -801,8 +801,10 @@ class FetchWorker:
         while not stop.is_set():
             if run.pending <= 0 and not run.streaming:  # an int read without the lock is atomic
                 return
-            wait = max(0.0, min(1.0, deadline - self.clock()))
-            vs = wb.acquire_wait(wait, stop)
+            left = deadline - self.clock()
+            if left <= 0:  # the time limit (or the crawl's deadline) passed: no new fetch
+                return
+            vs = wb.acquire_wait(min(1.0, left), stop)
             if vs is None:
                 if self.clock() >= deadline:
                     return
