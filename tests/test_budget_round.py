@@ -71,7 +71,7 @@ def _crawl(tmp_path, name: str, generate: dict, rounds: int, stream: bool = Fals
     cfg = round_config(
         generate={"max_urls_per_domain": 300, **generate},
         politeness={"host_delay_s": 0.0, "ip_delay_s": 0.0, "ip_concurrency": 16},
-        fetch={"threads": 16, "tail_rate_ratio": 0.0},
+        fetch={"threads": 16, "tail_rate_ratio": 0.0, "tail_capacity_ratio": 0.0},
         filters={"max_depth": 10, "allow_domains": ["farm.test"]},
         stream={"flush_interval_s": 0.5},
     )

@@ -96,7 +96,12 @@ def test_worker_ends_its_tail_after_tail_idle_s(web, test_config, tmp_path, tail
     # fetched.
     cfg = test_config.replace(
         politeness={"host_delay_s": 0.2},
-        fetch={"threads": 4, "tail_rate_ratio": 0.0, "tail_idle_s": tail_idle_s},
+        fetch={
+            "threads": 4,
+            "tail_rate_ratio": 0.0,
+            "tail_capacity_ratio": 0.0,
+            "tail_idle_s": tail_idle_s,
+        },
     )
     short, long_ = "idle-short.w1.test", "idle-long.w1.test"
     items = []
@@ -120,7 +125,9 @@ def test_worker_ends_its_tail_after_tail_idle_s(web, test_config, tmp_path, tail
 
 def test_end_run_hands_back_the_queued_urls(web, host_name, test_config, tmp_path):
     # what a round does to the shards still fetching fetch.shard_grace_s after the first ended
-    cfg = test_config.replace(politeness={"host_delay_s": 0.2}, fetch={"tail_rate_ratio": 0.0})
+    cfg = test_config.replace(
+        politeness={"host_delay_s": 0.2}, fetch={"tail_rate_ratio": 0.0, "tail_capacity_ratio": 0.0}
+    )
     web.app.add(host_name, "/robots.txt", Response(404))
     items = []
     for i in range(25):

@@ -210,3 +210,31 @@ def test_footer_cache_keeps_at_most_its_size_and_reserve_grows_it_to_a_rounds_fi
         assert cache.size == shuffle.FooterCache.MAX_SIZE
     finally:
         shuffle.FOOTERS = kept
+
+
+def test_fact_files_are_lz4_without_dictionaries_and_duckdb_reads_them(tmp_path):
+    """The fact files' encoding (``shuffle.FACT_PARQUET_OPTIONS``, docs/benchmarks.md "Session
+    8"): every column chunk LZ4 (Parquet's LZ4_RAW), no dictionary page; DuckDB, which the crawl's
+    SQL views use, reads back every row and value."""
+    import duckdb
+
+    from batchcrawl.store import paths
+
+    keys = [(i * 2654435761) % 2**64 for i in range(500)]
+    crawl = CrawlDir.create(str(tmp_path / "c"), "", 8)
+    table = _links(keys)
+    part = write_partitioned(crawl, "links", paths.round_file("links", 1, 0), table,
+                             bucket_ids(np.array(keys, np.uint64), 8))  # fmt: skip
+    path = crawl.path(part.entry.path)
+    meta = pq.ParquetFile(path).metadata
+    assert meta.num_row_groups == len(part.row_groups) == 8
+    chunks = [meta.row_group(g).column(c) for g in range(meta.num_row_groups)
+              for c in range(meta.num_columns)]  # fmt: skip
+    assert {c.compression for c in chunks} == {"LZ4"} and not any(
+        c.has_dictionary_page for c in chunks
+    )
+    con = duckdb.connect()
+    codecs = con.execute(f"SELECT DISTINCT compression FROM parquet_metadata('{path}')").fetchall()
+    assert codecs == [("LZ4_RAW",)]
+    got = con.execute(f"SELECT dst_url_key, dst_url FROM '{path}' ORDER BY dst_url_key").fetchall()
+    assert got == sorted(zip(keys, (f"http://h.test/{k}" for k in keys), strict=True))

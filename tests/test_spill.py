@@ -57,6 +57,7 @@ def spill_config(spill_pages: int):
         fetch={
             "tail_rate_ratio": 0.0,
             "tail_idle_s": 0.0,
+            "tail_capacity_ratio": 0.0,
             "shard_grace_s": 300.0,
             "connect_timeout_s": 20.0,
             "read_timeout_s": 20.0,
