@@ -30,6 +30,7 @@ import logging
 import math
 import os
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -95,9 +96,9 @@ class ShardActor:
         self.opened: tuple[CrawlDir, list[str]] | None = None
         self.counters: Counter = Counter()
         self.content_files: tuple[str, ...] = ()
-        # per round: set once that round's fetch run is over (run_over), created on first use by
-        # whichever of fetch and run_over comes first (Dask may deliver the calls in any order)
-        self._run_over: dict[int, asyncio.Event] = {}
+        # per fetch (the driver's token): set once its run is over (run_over), created on first
+        # use by whichever of fetch and run_over comes first (Dask may deliver them in any order)
+        self._run_over: dict[str, asyncio.Event] = {}
 
     def end_fetch(self) -> bool:
         """End the running fetch phase early (:meth:`FetchWorker.end_run`); False if none runs."""
@@ -107,14 +108,14 @@ class ShardActor:
         """Live counters of the running fetch (for the progress display)."""
         return dict(self.counters)
 
-    async def fetch(self, **kwargs: Any) -> dict[str, Any]:
+    async def fetch(self, *, run_token: str = "", **kwargs: Any) -> dict[str, Any]:
         """Run :meth:`fetch_sync` off the event loop, so :meth:`progress` and :meth:`run_over`
-        stay answerable."""
+        stay answerable. ``run_token`` names this fetch for :meth:`run_over` (any string unique
+        to it; the round driver's :attr:`~batchcrawl.pipeline.Planned.fetch_token`)."""
         self.counters = Counter()  # progress() never reports the previous round's counters
         loop = asyncio.get_running_loop()
-        rnd = kwargs["round"]
-        over = self._run_over_event(rnd)
-        for old in [r for r in self._run_over if r < rnd]:  # earlier rounds' events
+        over = self._run_over_event(run_token)
+        for old in [t for t, e in self._run_over.items() if e.is_set()]:  # earlier fetches'
             del self._run_over[old]
 
         def signal() -> None:
@@ -128,15 +129,16 @@ class ShardActor:
 
         return await loop.run_in_executor(None, run)
 
-    async def run_over(self, round: int) -> bool:
-        """Return (True) once the fetch run of ``round`` is over: its fetch threads stopped,
-        before the shard writes its facts (~0.3-1 s per round of ~20,000 pages). The round driver
-        counts ``fetch.shard_grace_s`` from the first shard's run end, not from its result."""
-        await self._run_over_event(round).wait()
+    async def run_over(self, run_token: str) -> bool:
+        """Return (True) once the run of the fetch named ``run_token`` (:meth:`fetch`) is over:
+        its fetch threads stopped, before the shard writes its facts (~0.1-0.6 s per round). The
+        round driver counts ``fetch.shard_grace_s`` from the first shard's run end, not from its
+        result."""
+        await self._run_over_event(run_token).wait()
         return True
 
-    def _run_over_event(self, rnd: int) -> asyncio.Event:
-        return self._run_over.setdefault(rnd, asyncio.Event())
+    def _run_over_event(self, token: str) -> asyncio.Event:
+        return self._run_over.setdefault(token, asyncio.Event())
 
     def fetch_sync(
         self,
@@ -346,8 +348,8 @@ class Crawler:
     client
         A ``distributed.Client`` (to a LocalCluster or an existing scheduler).
     deadline
-        The end of this run of rounds (``crawl --max-seconds``; :func:`run_rounds` sets it) or
-        None. With one, each shard's fetch run also ends by it, however long the round's
+        The end of this run of rounds (``crawl --max-seconds``; :func:`run_rounds` and
+        :func:`~batchcrawl.pipeline.run_pipelined` set it) or None. With one, each shard's fetch run also ends by it, however long the round's
         generate step and the shard's start-up took (``fetch.time_limit_s``, which
         :meth:`Deadline.round_cfg` lowers to the time left when the round starts, counts from
         the run's own start).
@@ -497,6 +499,7 @@ class Crawler:
         a full politeness delay first for every host of the lists and of ``cool_hosts`` (by
         shard: the hosts of a dead run's uncommitted rounds, :func:`orphans.uncommitted_hosts`)."""
         plan.fetch_t0 = time.monotonic()
+        plan.fetch_token = uuid.uuid4().hex
         procmem.trim()  # give back what generate freed before the fetch and update build on it
         base = plan.base
         seed_hosts, seed_domains = self.seed_scope(crawl, base)
@@ -511,6 +514,7 @@ class Crawler:
                 seed_hosts=seed_hosts, seed_domains=seed_domains, buckets=base.buckets,
                 cold=cold, content_files=base.files("content"),
                 cool_hosts=cool_hosts.get(s, []), ends_at_unix=ends_at,
+                run_token=plan.fetch_token,
             )
             for s in sorted(actors)
         }  # fmt: skip
@@ -520,8 +524,9 @@ class Crawler:
         idle share on ``plan``."""
         actors = self.actors
         planned = {s: plan.generated.fetchlists[s].rows for s in actors}
+        grace_s = cfg.fetch.shard_grace_s
         results = self._wait_fetch(
-            actors, pending, progress, lock, plan.round, planned, cfg.fetch.shard_grace_s
+            actors, pending, progress, lock, plan.round, planned, grace_s, plan.fetch_token
         )
         plan.fetch_t1 = time.monotonic()
         return results
@@ -620,7 +625,7 @@ class Crawler:
         return summary
 
     def _wait_fetch(
-        self, actors, pending, progress, lock, rnd, planned, grace_s
+        self, actors, pending, progress, lock, rnd, planned, grace_s, token
     ) -> list[dict[str, Any]]:
         """The shards' fetch results; ``grace_s`` seconds after the first shard's fetch run is
         over (:meth:`ShardActor.run_over`: its threads stopped, its facts not yet written), the
@@ -628,7 +633,7 @@ class Crawler:
         results: dict[int, dict[str, Any]] = {}
         first_done: float | None = None
         ended: list[Any] = []
-        run_over = {s: actors[s].run_over(round=rnd) for s in pending}
+        run_over = {s: actors[s].run_over(token) for s in pending}
         while len(results) < len(pending):
             for s, fut in pending.items():
                 if s not in results and fut.done():

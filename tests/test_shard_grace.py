@@ -93,24 +93,25 @@ def test_the_grace_counts_from_the_first_shards_run_end(tmp_path):
 
 def test_run_over_answers_in_either_order_and_after_a_failed_fetch(tmp_path):
     actor = ShardActor(str(tmp_path / "absent"), round_config(), 0)
-    kwargs = dict(cfg=round_config(), generation=1, fetchlist=None, host_files=[],
+    kwargs = dict(cfg=round_config(), round=3, generation=1, fetchlist=None, host_files=[],
                   seed_hosts=set(), seed_domains=set(), buckets=4, cold=False)  # fmt: skip
 
     async def main():
-        early = asyncio.ensure_future(actor.run_over(round=3))  # asked before the fetch starts
+        early = asyncio.ensure_future(actor.run_over("a"))  # asked before the fetch starts
         await asyncio.sleep(0)
         assert not early.done()
         with pytest.raises(CrawlDirError):
-            await actor.fetch(round=3, **kwargs)  # no crawl there: fails before its run
+            await actor.fetch(run_token="a", **kwargs)  # no crawl there: fails before its run
         assert await asyncio.wait_for(early, 5) is True
-        assert await asyncio.wait_for(actor.run_over(round=3), 5) is True  # asked after
-        pending = asyncio.ensure_future(actor.run_over(round=4))
+        assert await asyncio.wait_for(actor.run_over("a"), 5) is True  # asked after
+        # the same round fetched again (a rerun in this process) is a new fetch, not "a"
+        again = asyncio.ensure_future(actor.run_over("b"))
         await asyncio.sleep(0.05)
-        assert not pending.done()  # round 4 has not fetched
+        assert not again.done()
         with pytest.raises(CrawlDirError):
-            await actor.fetch(round=4, **kwargs)
-        assert await asyncio.wait_for(pending, 5) is True
-        assert sorted(actor._run_over) == [4]  # earlier rounds' events are dropped
+            await actor.fetch(run_token="b", **kwargs)
+        assert await asyncio.wait_for(again, 5) is True
+        assert sorted(actor._run_over) == ["b"]  # finished fetches' events are dropped
 
     asyncio.run(main())
 

@@ -74,10 +74,10 @@ def bucket_slices(
 #: How the fact files are encoded: LZ4 (Parquet's ``LZ4_RAW``), no dictionary pages. Their row
 #: groups are one bucket's share of one shard's round, so small (a few to a few thousand rows) and
 #: many (64 buckets x ~15-32 columns), and per column chunk zstd and dictionary encoding cost a
-#: fixed setup each: on a round's three fact files (247-155,000 rows, 64 row groups) zstd with
-#: dictionaries took 515 ms to write, zstd without 307 ms, LZ4 without 122 ms, for 4.92, 4.23 and
-#: 4.97 MB; reading each file's 64 row groups went 2x faster too (docs/benchmarks.md, "Session
-#: 8"). The frontier's buckets, larger and kept, stay zstd.
+#: fixed setup each: the fact files of two rounds (six files of 247-155,000 rows, 64 row groups
+#: each) took 515 ms to write with zstd and dictionaries, 307 ms with zstd alone, 122 ms with LZ4
+#: alone, for 4.92, 4.23 and 4.97 MB; reading back their row groups one by one went 2x faster too
+#: (docs/benchmarks.md, "Session 8"). The frontier's buckets, larger and kept, stay zstd.
 FACT_PARQUET_OPTIONS = {"compression": "lz4", "use_dictionary": False}
 
 
