@@ -20,7 +20,7 @@ from batchcrawl.testing.webserver import Response
 
 GRACE_S = 1.0
 DELAY_S = 0.25
-WRITE_S = 1.5
+WRITE_S = 3.0  # far above the latencies a loaded machine adds to the gap (<= WRITE_S - 0.3)
 
 
 def _slow_writes(seconds: float) -> None:
