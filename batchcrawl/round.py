@@ -522,12 +522,7 @@ class Crawler:
     def wait_fetch(self, plan: Planned, pending, cfg: Config, progress, lock) -> list[dict]:
         """The shards' results of ``plan``'s fetch (:meth:`start_fetch`); records its seconds and
         idle share on ``plan``."""
-        actors = self.actors
-        planned = {s: plan.generated.fetchlists[s].rows for s in actors}
-        grace_s = cfg.fetch.shard_grace_s
-        results = self._wait_fetch(
-            actors, pending, progress, lock, plan.round, planned, grace_s, plan.fetch_token
-        )
+        results = self._wait_fetch(plan, pending, progress, lock, cfg.fetch.shard_grace_s)
         plan.fetch_t1 = time.monotonic()
         return results
 
@@ -582,6 +577,7 @@ class Crawler:
         summary["indegree"] = indegree.to_json()
         summary["updatedb_s_by_merge"] = merged.seconds
         summary["fetch_idle_share"] = idle["share"]
+        summary["fetch_by_shard"] = fetch_by_shard(shard_results)
         summary["pipelined"] = plan.base.generation != manifest.generation
         done = sum(t.rows for t in plan.generated.fetchlists.values()) - summary["not_fetched"]
         limited = summary["not_fetched"] > 0 and steps["fetch"] > 0
@@ -625,15 +621,17 @@ class Crawler:
         return summary
 
     def _wait_fetch(
-        self, actors, pending, progress, lock, rnd, planned, grace_s, token
+        self, plan: Planned, pending, progress, lock, grace_s: float
     ) -> list[dict[str, Any]]:
         """The shards' fetch results; ``grace_s`` seconds after the first shard's fetch run is
         over (:meth:`ShardActor.run_over`: its threads stopped, its facts not yet written), the
         others are told to end their fetch phase (``fetch.shard_grace_s``)."""
+        actors, rnd = self.actors, plan.round
+        planned = {s: plan.generated.fetchlists[s].rows for s in actors}
         results: dict[int, dict[str, Any]] = {}
         first_done: float | None = None
         ended: list[Any] = []
-        run_over = {s: actors[s].run_over(token) for s in pending}
+        run_over = {s: actors[s].run_over(plan.fetch_token) for s in pending}
         while len(results) < len(pending):
             for s, fut in pending.items():
                 if s not in results and fut.done():
@@ -710,6 +708,15 @@ def fetch_idle(shard_results: list[dict[str, Any]], step_s: float) -> dict[str, 
     }
 
 
+def fetch_by_shard(shard_results: list[dict[str, Any]]) -> list[dict[str, float]]:
+    """Each shard's part of a batch fetch step (the round summary's ``fetch_by_shard``; issue 16:
+    where its idle seconds went): ``shard``, its start-up (fetch list read, hosts restored), its
+    run's length, idle and tail seconds, and its whole call (what follows the run is writing its
+    facts and hosts rows); seconds, rounded to milliseconds."""
+    times = ("startup_s", "fetch_seconds", "idle_s", "tail_s", "seconds")
+    return [{"shard": r["shard"], **{k: round(r[k], 3) for k in times}} for r in shard_results]
+
+
 def round_summary(
     rnd: int,
     generation: int,
@@ -764,15 +771,6 @@ def round_summary(
         "compacted": compacted,
         "rerun_after_crash": rerun_after_crash,
         "seconds_by_step": {k: round(v, 3) for k, v in steps.items()},
-        # each shard's part of the fetch step (issue 16: where its idle seconds went): start-up
-        # (fetch list read, hosts restored), its run, the run's idle and tail seconds, and the
-        # whole call (the rest after the run: writing its facts and hosts rows)
-        "fetch_by_shard": [
-            {k: round(float(r[k]), 3) if k != "shard" else r[k]
-             for k in ("shard", "startup_s", "fetch_seconds", "idle_s", "tail_s", "seconds")
-             if k in r}
-            for r in shard_results
-        ],
         "elapsed_s": round(elapsed_s, 3),
     }  # fmt: skip
 

@@ -78,6 +78,18 @@ def round_config(**overrides: dict[str, Any]) -> Config:
     return cfg.replace(**overrides) if overrides else cfg
 
 
+def hosts_on_two_shards(cfg: Config, prefix: str) -> tuple[str, str]:
+    """Two host names ``{prefix}{i}.test`` that ``cfg``'s ring routes to different shards."""
+    from batchcrawl.ring import HashRing
+    from batchcrawl.round import host_shard
+
+    ring = HashRing(cfg.fetch.shards, cfg.fetch.ring_vnodes)
+    names = [f"{prefix}{i}.test" for i in range(40)]
+    a = names[0]
+    b = next(h for h in names if host_shard(h, None, cfg, ring) != host_shard(a, None, cfg, ring))
+    return a, b
+
+
 def new_crawl(path: str | os.PathLike, cfg: Config, seeds: Iterable[str]) -> CrawlDir:
     """Create a crawl at ``path`` with ``cfg`` as its ``crawl.toml`` and inject ``seeds``."""
     from batchcrawl.frontier.inject import inject

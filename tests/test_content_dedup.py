@@ -4,11 +4,10 @@ ring routes to different shards, in one round and in a later one."""
 from __future__ import annotations
 
 import pytest
-from round_helpers import new_crawl, round_config, serve
+from round_helpers import hosts_on_two_shards, new_crawl, round_config, serve
 from warcio.archiveiterator import ArchiveIterator
 
-from batchcrawl.ring import HashRing
-from batchcrawl.round import host_shard, run_rounds
+from batchcrawl.round import run_rounds
 from batchcrawl.store import sql
 from batchcrawl.testing.webserver import Response
 from batchcrawl.urls import canonicalize, url_key
@@ -17,11 +16,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 
 def _hosts_on_two_shards(cfg) -> tuple[str, str, str]:
-    ring = HashRing(cfg.fetch.shards, cfg.fetch.ring_vnodes)
-    names = [f"d{i}.test" for i in range(40)]
-    a = names[0]
-    b = next(h for h in names if host_shard(h, None, cfg, ring) != host_shard(a, None, cfg, ring))
-    c = next(h for h in names if h not in (a, b))
+    a, b = hosts_on_two_shards(cfg, "d")
+    c = next(h for h in (f"d{i}.test" for i in range(40)) if h not in (a, b))
     return a, b, c
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from round_helpers import fetched_rows, new_crawl, round_config, serve
+from round_helpers import fetched_rows, hosts_on_two_shards, new_crawl, round_config, serve
 from test_crash import with_crawler
 
 from batchcrawl.errors import CrawlDirError
@@ -37,14 +37,6 @@ def _slow_writes(seconds: float) -> None:
     ShardActor.write_hosts = slow
 
 
-def _hosts_on_two_shards(cfg) -> tuple[str, str]:
-    ring = HashRing(cfg.fetch.shards, cfg.fetch.ring_vnodes)
-    names = [f"g{i}.test" for i in range(40)]
-    a = names[0]
-    b = next(h for h in names if host_shard(h, None, cfg, ring) != host_shard(a, None, cfg, ring))
-    return a, b
-
-
 def _app(host, path, headers):
     if path == "/robots.txt":
         return Response(404, [], b"")
@@ -59,7 +51,7 @@ def test_the_grace_counts_from_the_first_shards_run_end(tmp_path):
         politeness={"host_delay_s": DELAY_S, "max_crawl_delay_s": DELAY_S},
         fetch={"tail_idle_s": 0.0, "tail_rate_ratio": 0.0, "shard_grace_s": GRACE_S},
     )
-    quick, slow = _hosts_on_two_shards(cfg)
+    quick, slow = hosts_on_two_shards(cfg, "g")
     with serve(_app) as server:
         base = f"http://{{}}:{server.port}"
         # the quick host's shard is done after ~2 delays; the slow one needs ~40 (10 s)
@@ -123,7 +115,7 @@ def test_a_shards_run_ends_by_the_crawls_deadline_whatever_the_round_spent_befor
     # A deadline already passed when the fetch starts (generate and start-up took the time
     # left): the runs fetch nothing, their URLs stay queued; the next round fetches them.
     cfg = round_config(politeness={"host_delay_s": 0.05, "max_crawl_delay_s": 0.05})
-    quick, slow = _hosts_on_two_shards(cfg)
+    quick, slow = hosts_on_two_shards(cfg, "g")
     with serve(_app) as server:
         seeds = [f"http://{h}:{server.port}/p{i}" for h in (quick, slow) for i in range(5)]
         crawl = new_crawl(tmp_path / "crawl", cfg, seeds)
