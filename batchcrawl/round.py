@@ -39,7 +39,7 @@ from typing import Any
 import pyarrow as pa
 from fsspec.implementations.dirfs import DirFileSystem
 
-from batchcrawl import procmem
+from batchcrawl import procmem, workersetup
 from batchcrawl.config import Config
 from batchcrawl.console.nothing_due import nothing_due
 from batchcrawl.console.signals import ignoring_sigint
@@ -793,7 +793,8 @@ _STORED_OUTCOMES = frozenset(("ok", "truncated", "not_modified"))
 def dask_client(cfg: Config, scheduler: str | None = None) -> Iterator[Any]:
     """A ``distributed.Client``: to ``scheduler`` (an existing cluster; a warning names workers
     that lack the allocator settings, :func:`procmem.warn_unless_applied`) if given, else to an
-    embedded ``LocalCluster`` of ``round.workers`` processes on 127.0.0.1 (closed on exit)."""
+    embedded ``LocalCluster`` of ``round.workers`` processes on 127.0.0.1 (closed on exit). Its
+    workers are given the table schemas (:func:`workersetup.register`)."""
     from distributed import Client
 
     address = scheduler or cfg.round.scheduler
@@ -809,6 +810,7 @@ def dask_client(cfg: Config, scheduler: str | None = None) -> Iterator[Any]:
             ) from None
         with client:
             procmem.warn_unless_applied(client, cfg.round)
+            workersetup.register(client)
             yield client
         return
     with procmem.environ_kept():  # nannies write the workers' variables into os.environ
@@ -817,6 +819,7 @@ def dask_client(cfg: Config, scheduler: str | None = None) -> Iterator[Any]:
         client = Client(cluster)
         timeout = None
         try:
+            workersetup.register(client)
             yield client
         except KeyboardInterrupt:
             # Ctrl-C or SIGTERM (signals.Interrupted): do not wait for the workers to say goodbye;

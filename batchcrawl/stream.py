@@ -60,14 +60,12 @@ from batchcrawl.round import (
     round_summary,
 )
 from batchcrawl.scope.filters import FilterChain
+from batchcrawl.store import schemas
 from batchcrawl.store.crawldir import CrawlDir
 from batchcrawl.store.lock import WriterLock
 from batchcrawl.urls import bucket_ids
 
 log = logging.getLogger(__name__)
-
-#: Columns of a fetch item (what the driver sends a shard).
-_ITEM_COLUMNS = gen_mod.CANDIDATE_COLUMNS
 
 
 class StreamShardActor(ShardActor):
@@ -408,7 +406,9 @@ class Stream:
             given.append(keys)
             self.leased.update(keys.tolist())
             handed += table.num_rows
-            pending.append((s, self.actors[s].top_up(table.select(_ITEM_COLUMNS).to_pylist())))
+            pending.append(
+                (s, self.actors[s].top_up(table.select(schemas.fetch_item_columns()).to_pylist()))
+            )
         for s, f in pending:
             self.held[s] = f.result()
             self.held_max = max(self.held_max, self.held[s])

@@ -82,8 +82,6 @@ __all__ = [
 ]
 
 SELECT_COLUMNS = due.SELECT_COLUMNS
-#: Columns of a candidates table (breadth-first order): a fetch item's.
-CANDIDATE_COLUMNS = list(schemas.fetch_item_columns())
 _CAP_REASONS = ("capped_host", "capped_domain", "capped_round")
 #: BEAST's delays (``generate.budget = "star"``): URLs over their domain's budget and how long
 #: they wait, seconds; :func:`batchcrawl.frontier.update.update` (``delayed=``) moves their
@@ -184,7 +182,7 @@ def select_bucket(
     Returns
     -------
     (candidates, counts, delayed)
-        Candidates (:data:`CANDIDATE_COLUMNS`) in breadth-first order, a counter of every row
+        Candidates (``schemas.fetch_item_columns()``) in breadth-first order, a counter of every row
         not taken, by reason (module docstring), plus ``lease_expired`` (informational);
         ``bucket.num_rows == len(candidates) + sum(counts without lease_expired)``. ``delayed``:
         BEAST's delays (:data:`DELAYED_SCHEMA`) of the rows over their domain's STAR budget
@@ -195,7 +193,7 @@ def select_bucket(
     n = bucket.num_rows
     if n == 0:
         return (
-            schemas.empty("fetchlists").select(CANDIDATE_COLUMNS),
+            schemas.empty("fetchlists").select(schemas.fetch_item_columns()),
             counts,
             DELAYED_SCHEMA.empty_table(),
         )
@@ -223,7 +221,11 @@ def select_bucket(
     why, delayed = _cap(bucket, idx, cfg, budgets)
     for i, name in enumerate(_CAP_REASONS, 1):
         counts[name] += int((why == i).sum())
-    return bucket.select(CANDIDATE_COLUMNS).take(pa.array(idx[why == 0])), counts, delayed
+    return (
+        bucket.select(schemas.fetch_item_columns()).take(pa.array(idx[why == 0])),
+        counts,
+        delayed,
+    )
 
 
 def drop_leased(table: pa.Table, leased: pa.Array | np.ndarray | None) -> tuple[pa.Table, int]:
@@ -388,7 +390,7 @@ def assign_fetchlists(
     Every shard of the ring (``fetch.shards``) gets a table, possibly empty.
     """
     ring = HashRing(cfg.fetch.shards, cfg.fetch.ring_vnodes)
-    selected = selected.select(CANDIDATE_COLUMNS)
+    selected = selected.select(schemas.fetch_item_columns())
     rows, names = route_codes(selected, cfg, ip_of)
     shard = np.asarray(ring.assign_keys(ring_keys(names)), dtype=np.int64)[rows] if names else rows
     out = {}
@@ -612,7 +614,7 @@ def fold_candidates(
             delayed.append(late)
             pending, pending_rows = [], 0
     if pending or acc is None:
-        empty = schemas.empty("fetchlists").select(CANDIDATE_COLUMNS)
+        empty = schemas.empty("fetchlists").select(schemas.fetch_item_columns())
         acc, c, late = merge_candidates(
             acc, pa.concat_tables(pending) if pending else empty, cfg, budgets
         )

@@ -30,12 +30,11 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from batchcrawl.errors import CommitConflict, CrawlDirError
-from batchcrawl.store import atomic, paths, schemas, sql
+from batchcrawl.store import atomic, paths, schemas
 from batchcrawl.store.paths import COMMITS_DIR, CONFIG_FILE
 
 FORMAT_VERSION = 1
@@ -344,10 +343,14 @@ class CrawlDir(atomic.Location):
     def _after_publish(self, manifest: Manifest) -> None:
         """Refresh ``crawl.duckdb`` (local crawls). The manifest is the truth: a failure here is
         logged, never raised, and the next commit writes the file again."""
+        import duckdb  # here: the processes that read and write data files never load DuckDB
+
+        from batchcrawl.store import sql
+
         try:
             sql.refresh_duckdb(self, manifest)
         except (OSError, duckdb.Error) as exc:
-            log.warning("%s: could not refresh %s: %s", self.url, sql.DUCKDB_FILE, exc)
+            log.warning("%s: could not refresh %s: %s", self.url, paths.DUCKDB_FILE, exc)
 
     def _publish(self, manifest: Manifest) -> None:
         rel = paths.commit_file(manifest.generation)

@@ -3,16 +3,18 @@ definition in ``storage/`` (DuckDB DDL: ``schema.sql`` for the crawl directory, 
 the data lake), and validation of tables before they are written.
 
 DuckDB itself reads the DDL (so the SQL views and the Parquet files can never disagree on types);
-nullability comes from ``duckdb_columns()``.
+nullability comes from ``duckdb_columns()``. A process that was handed the schemas derived
+elsewhere (:func:`install`: the crawler's Dask workers, given them by the driver) never loads
+DuckDB: loading it and reading the DDL cost a fetch worker ~50 MB of RSS (issue 16, item 3).
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 from importlib import resources
 from pathlib import Path
 
-import duckdb
 import pyarrow as pa
 
 from batchcrawl.errors import SchemaError
@@ -45,15 +47,59 @@ def schema_sql(name: str = "schema.sql") -> str:
     return (storage_dir() / name).read_text(encoding="utf-8")
 
 
+#: The schemas :func:`install` was given (None: derive them here, with DuckDB).
+_installed: dict[str, pa.Schema] | None = None
+
+
 @functools.cache
-def _schemas() -> dict[str, pa.Schema]:
+def _derived() -> dict[str, pa.Schema]:
     out: dict[str, pa.Schema] = {}
     for name, tables in _DDL.items():
         out.update(_read_ddl(schema_sql(name), tables))
     return out
 
 
+def _schemas() -> dict[str, pa.Schema]:
+    return _installed if _installed is not None else _derived()
+
+
+def ddl_digest() -> str:
+    """SHA-256 (hex) of the DDL files the schemas are derived from: two processes with the same
+    digest derive the same schemas."""
+    h = hashlib.sha256()
+    for name in sorted(_DDL):
+        h.update(name.encode() + b"\0" + schema_sql(name).encode("utf-8") + b"\0")
+    return h.hexdigest()
+
+
+def exported() -> dict[str, object]:
+    """This process's schemas, to hand to another process's :func:`install`: ``{"ddl_digest":
+    str, "schemas": {table: bytes}}`` (each schema in Arrow's IPC form: types, nullability,
+    metadata)."""
+    return {
+        "ddl_digest": ddl_digest(),
+        "schemas": {t: s.serialize().to_pybytes() for t, s in _schemas().items()},
+    }
+
+
+def install(given: dict[str, object]) -> bool:
+    """Use the schemas of ``given`` (:func:`exported` of another process) instead of deriving them
+    with DuckDB. Installed only when ``given`` was derived from the same DDL as this process's
+    (:func:`ddl_digest`: a worker of another batchcrawl version derives its own); returns whether
+    it was."""
+    global _installed
+    if given.get("ddl_digest") != ddl_digest():
+        return False
+    blobs = given["schemas"]
+    assert isinstance(blobs, dict)
+    _installed = {t: pa.ipc.read_schema(pa.py_buffer(b)) for t, b in blobs.items()}
+    _required.cache_clear()
+    return True
+
+
 def _read_ddl(ddl: str, tables: tuple[str, ...]) -> dict[str, pa.Schema]:
+    import duckdb  # here, not at the top: a process given its schemas (install) never loads it
+
     con = duckdb.connect(":memory:")
     try:
         con.execute(ddl)

@@ -1,0 +1,92 @@
+"""Workers are handed the driver's table schemas and never load DuckDB (batchcrawl.workersetup).
+
+A real LocalCluster: after a round's generate, fetch and update tasks ran in them, the worker
+processes have not imported DuckDB, and their schemas are the driver's; a worker restarted by its
+nanny gets them again. :func:`schemas.install` refuses schemas of another DDL.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from round_helpers import new_crawl, round_config, sample_web, serve
+
+from batchcrawl.round import Crawler, dask_client
+from batchcrawl.store import schemas
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def _state() -> tuple[bool, bool, dict[str, bytes]]:
+    """In a worker: DuckDB loaded?, schemas installed?, the schemas it uses (IPC bytes)."""
+    import batchcrawl.fetch.worker  # noqa: F401  (what a shard actor imports)
+    import batchcrawl.frontier.generate  # noqa: F401
+    from batchcrawl.store import schemas as worker_schemas
+
+    used = {t: worker_schemas.schema(t).serialize().to_pybytes() for t in worker_schemas.TABLES}
+    return "duckdb" in sys.modules, worker_schemas._installed is not None, used
+
+
+def test_workers_get_the_drivers_schemas_and_never_load_duckdb(tmp_path):
+    cfg = round_config(round={"workers": 2}, fetch={"shards": 2})
+    want = {t: schemas.schema(t).serialize().to_pybytes() for t in schemas.TABLES}
+    with serve(sample_web()) as web, dask_client(cfg) as client:
+        crawl = new_crawl(tmp_path / "c", cfg, web.app.seeds())
+        crawler = Crawler(crawl.url, client)
+        try:  # two rounds: generate, fetch, update and compaction tasks ran in the workers
+            summaries = [crawler.run_round(cfg) for _ in range(2)]
+        finally:
+            crawler.close_actors()
+        states = list(client.run(_state).values())
+        client.restart()  # new worker processes: the plugin is set up in them again
+        states += list(client.run(_state).values())
+    assert all(s["attempts"] > 0 for s in summaries)
+    assert len(states) == 4
+    for duckdb_loaded, installed, used in states:
+        assert not duckdb_loaded
+        assert installed
+        assert used == want
+
+
+def test_install_refuses_schemas_of_another_ddl(monkeypatch):
+    given = schemas.exported()
+    other = dict(given, ddl_digest="0" * 64)
+    monkeypatch.setattr(schemas, "_installed", None)
+    assert schemas.install(other) is False
+    assert schemas._installed is None
+    assert schemas.install(given) is True
+    assert schemas.schema("fetched").equals(schemas._derived()["fetched"], check_metadata=True)
+    assert [f.nullable for f in schemas.schema("fetched")] == [
+        f.nullable for f in schemas._derived()["fetched"]
+    ]
+
+
+def test_the_crawlers_modules_import_without_duckdb():
+    """Everything a worker runs imports with DuckDB unavailable; only the SQL views, status and the
+    report need it."""
+    code = """
+import importlib, importlib.abc, pkgutil, sys
+class NoDuckDB(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] in ("duckdb", "_duckdb"):
+            raise ImportError("no DuckDB here")
+sys.meta_path.insert(0, NoDuckDB())
+import batchcrawl
+failed = []
+for m in pkgutil.walk_packages(batchcrawl.__path__, "batchcrawl."):
+    try:
+        importlib.import_module(m.name)
+    except ImportError:
+        failed.append(m.name)
+print(" ".join(sorted(failed)))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    failed = set(out.stdout.split())
+    needs_sql = {"batchcrawl.store.sql", "batchcrawl.store.status", "batchcrawl.demo"}
+    assert failed - needs_sql <= {m for m in failed if m.startswith("batchcrawl.report.")}
+    for module in ("batchcrawl.round", "batchcrawl.stream", "batchcrawl.cli",
+                   "batchcrawl.fetch.worker", "batchcrawl.frontier.update",
+                   "batchcrawl.store.crawldir", "batchcrawl.workersetup"):  # fmt: skip
+        assert module not in failed
