@@ -834,10 +834,34 @@ def dask_client(cfg: Config, scheduler: str | None = None) -> Iterator[Any]:
                 cluster.close(timeout=timeout)
 
 
+#: Dask settings of the embedded cluster's workers, over this process's: no statistical profiler.
+#: It feeds the dashboard, which the embedded cluster does not serve, and it costs every worker's
+#: event loop a walk of every thread's stack each 10 ms: 0.6 s of CPU per worker per 100 s at
+#: D = 0 (its main thread 3.8 -> 3.3 s; docs/benchmarks.md, "Session 9"). An existing cluster
+#: keeps its own.
+EMBEDDED_WORKER_CONFIG = {"worker": {"profile": {"enabled": False}}}
+
+
+def _embedded_worker_config() -> dict[str, Any]:
+    """The ``config`` each Nanny of the embedded cluster gives the worker processes it starts and
+    restarts: this process's ``distributed`` settings (a copy) with :data:`EMBEDDED_WORKER_CONFIG`
+    over them. A Nanny merges its ``config`` over the global one key by key at the top level only,
+    and keeps it for restarts, so the whole ``distributed`` section is passed."""
+    import copy
+
+    import dask
+
+    return {
+        "distributed": dask.config.update(
+            copy.deepcopy(dask.config.get("distributed")), copy.deepcopy(EMBEDDED_WORKER_CONFIG)
+        )
+    }
+
+
 def _local_cluster(cfg: Config) -> Any:
     """The embedded ``LocalCluster``: ``round.workers`` processes, everything on 127.0.0.1, with
     the allocator settings (``round.malloc_*``, ``round.arrow_pool``) in them and in this process
-    (:mod:`batchcrawl.procmem`)."""
+    (:mod:`batchcrawl.procmem`), and :data:`EMBEDDED_WORKER_CONFIG` in the workers."""
     from distributed import LocalCluster
 
     procmem.apply_here(cfg.round)
@@ -853,6 +877,7 @@ def _local_cluster(cfg: Config) -> Any:
             # ephemeral port (its default is the fixed :8787 on every interface)
             scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
             silence_logs=logging.WARNING,
+            config=_embedded_worker_config(),
         )
 
 

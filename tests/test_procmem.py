@@ -25,6 +25,12 @@ def _allocators() -> tuple[str | None, ...]:
     return (*map(os.environ.get, procmem.VARIABLES[:3]), pyarrow.default_memory_pool().backend_name)
 
 
+def _profiling(dask_worker=None) -> bool:
+    """Whether this worker runs Dask's statistical profiler (off in the embedded cluster:
+    ``round.EMBEDDED_WORKER_CONFIG``)."""
+    return "profile" in dask_worker.periodic_callbacks
+
+
 @pytest.mark.parametrize("pool", ["system", "mimalloc"])  # in turn: the first must not decide
 def test_workers_start_with_the_configured_allocators_and_keep_them_after_a_restart(pool):
     cfg = loopback_test_config(
@@ -38,8 +44,10 @@ def test_workers_start_with_the_configured_allocators_and_keep_them_after_a_rest
         with dask_client(cfg) as client:
             assert set(client.run(_allocators).values()) == want
             assert pa.default_memory_pool().backend_name == pool  # the driver too
+            assert set(client.run(_profiling).values()) == {False}
             client.restart()  # the nanny starts a new worker process
             assert set(client.run(_allocators).values()) == want
+            assert set(client.run(_profiling).values()) == {False}
             names = list(procmem.worker_environ(cfg.round))
             assert procmem.mismatches(client.run(procmem.worker_variables, names), cfg.round) == {}
     finally:
