@@ -21,9 +21,10 @@ The repeats write the files of the last committed generation again (the same fac
 same parent, at a later ``now``, so due times differ). Before each timed repeat the files the one
 before wrote are deleted, so that every repeat writes new files, as a round does: replacing a file
 costs more than creating one (on ext4, a rename over an existing file flushes the new file's data,
-``auto_da_alloc``; ~0.4 s of a 1.8 s boundary at 50,000 pages). Harmless only because the crawl is
-this script's temporary directory, removed at the end; never point it at a crawl of yours. Compare runs of two trees
-back to back on the same machine; the script prints rates and medians, tests never time anything.
+``auto_da_alloc``: ~0.3 s of the bucket tasks' time per boundary at 50,000 pages, beside the
+driver's steps that end the boundary). Harmless only because the crawl is this script's temporary
+directory, removed at the end; never point it at a crawl of yours. Compare runs of two trees back
+to back on the same machine; the script prints rates and medians, tests never time anything.
 
     python scripts/bench_update.py --hosts 500 --pages 50000 --rounds 3 --repeat 6
 """
@@ -86,8 +87,8 @@ def round_facts(crawl: CrawlDir, rnd: int, buckets: int) -> dict[str, list[Parti
 
 
 def files_written_since(root: Path, since: float) -> list[Path]:
-    """The files under ``root`` modified at or after ``since`` (epoch seconds), manifests and the
-    DuckDB catalogue left out (``updatedb`` writes neither)."""
+    """The Parquet files under ``root`` modified at or after ``since`` (epoch seconds): what one
+    ``updatedb`` wrote (it writes no manifest)."""
     return [
         p for p in root.rglob("*")
         if p.is_file() and p.stat().st_mtime >= since and p.suffix == ".parquet"
