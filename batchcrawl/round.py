@@ -108,15 +108,15 @@ class ShardActor:
         """Live counters of the running fetch (for the progress display)."""
         return dict(self.counters)
 
-    async def fetch(self, *, run_token: str = "", **kwargs: Any) -> dict[str, Any]:
+    async def fetch(self, *, run_token: str, **kwargs: Any) -> dict[str, Any]:
         """Run :meth:`fetch_sync` off the event loop, so :meth:`progress` and :meth:`run_over`
         stay answerable. ``run_token`` names this fetch for :meth:`run_over` (any string unique
         to it; the round driver's :attr:`~batchcrawl.pipeline.Planned.fetch_token`)."""
         self.counters = Counter()  # progress() never reports the previous round's counters
         loop = asyncio.get_running_loop()
-        over = self._run_over_event(run_token)
         for old in [t for t, e in self._run_over.items() if e.is_set()]:  # earlier fetches'
-            del self._run_over[old]
+            del self._run_over[old]  # (dropped first: a reused token must not find its old event)
+        over = self._run_over_event(run_token)
 
         def signal() -> None:
             loop.call_soon_threadsafe(over.set)
@@ -349,10 +349,10 @@ class Crawler:
         A ``distributed.Client`` (to a LocalCluster or an existing scheduler).
     deadline
         The end of this run of rounds (``crawl --max-seconds``; :func:`run_rounds` and
-        :func:`~batchcrawl.pipeline.run_pipelined` set it) or None. With one, each shard's fetch run also ends by it, however long the round's
-        generate step and the shard's start-up took (``fetch.time_limit_s``, which
-        :meth:`Deadline.round_cfg` lowers to the time left when the round starts, counts from
-        the run's own start).
+        :func:`~batchcrawl.pipeline.run_pipelined` set it) or None. With one, each shard's fetch
+        run also ends by it, however long the round's generate step and the shard's start-up
+        took (``fetch.time_limit_s``, which :meth:`Deadline.round_cfg` lowers to the time left
+        when the round starts, counts from the run's own start).
     """
 
     crawl_url: str
