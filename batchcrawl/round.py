@@ -57,7 +57,7 @@ from batchcrawl.frontier.updatedb import updatedb
 from batchcrawl.pipeline import Deadline, Planned, plan_round, run_pipelined
 from batchcrawl.records import FetchItem
 from batchcrawl.ring import HashRing, route_name
-from batchcrawl.store import orphans, schemas
+from batchcrawl.store import orphans, schemas, views
 from batchcrawl.store.crawldir import CrawlDir, FileEntry, Manifest
 from batchcrawl.store.lock import WriterLock
 from batchcrawl.store.shuffle import Partitioned
@@ -766,6 +766,10 @@ def round_summary(
             k: int(v) for k, v in counters.items() if k.startswith(("robots_state_", "robots_fetches"))
         },
         "links": {k: int(v) for k, v in counters.items() if k.startswith("links_")},
+        # the fetch threads' CPU seconds by phase, all shards (time.thread_time; the worker's
+        # other threads -- event loop, actor executor, Dask tasks -- are not in them)
+        "fetch_cpu_s": {k[4:-2]: round(float(v), 3) for k, v in counters.items()
+                        if k.startswith("cpu_") and k.endswith("_s")},
         "generate": gen_summary,
         "update": update_summary,
         "compacted": compacted,
@@ -911,7 +915,9 @@ def run_rounds(
     crawl_url = cluster_url(crawl_url)
     pipelined = cfg.round.pipeline if pipeline is None else pipeline
     deadline = Deadline.after(max_seconds)  # the cluster's start-up counts
-    with dask_client(cfg, scheduler) as client:
+    # crawl.duckdb is written by child processes while the rounds run: the driver never loads
+    # DuckDB; leaving waits for the last one
+    with dask_client(cfg, scheduler) as client, views.background_refresh():
         crawler = Crawler(crawl_url, client, deadline=deadline)
         try:
             if pipelined:

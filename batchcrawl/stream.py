@@ -60,7 +60,7 @@ from batchcrawl.round import (
     round_summary,
 )
 from batchcrawl.scope.filters import FilterChain
-from batchcrawl.store import schemas
+from batchcrawl.store import schemas, views
 from batchcrawl.store.crawldir import CrawlDir
 from batchcrawl.store.lock import WriterLock
 from batchcrawl.urls import bucket_ids
@@ -459,7 +459,7 @@ def run_stream(
         ``held_max`` (the most URLs a shard held: at most ``fetch.max_queued_urls``) ...
     """
     crawl_url = cluster_url(crawl_url)
-    with dask_client(cfg, scheduler) as client:
+    with dask_client(cfg, scheduler) as client, views.background_refresh():  # see run_rounds
         crawler = Crawler(crawl_url, client)
         crawl = CrawlDir.open(crawl_url)
         try:

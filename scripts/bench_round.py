@@ -502,6 +502,9 @@ def main(argv: list[str] | None = None) -> int:
     ceiling = web.crawl_ceiling(seconds, pol.host_delay_s, pol.max_crawl_delay_s,
                                 cfg.filters.max_depth)  # fmt: skip
     pages = sum(s["responses"] for s in summaries)
+    phase_cpu: Counter = Counter()
+    for s in summaries:
+        phase_cpu.update(s.get("fetch_cpu_s", {}))
     # issue 16: shard-seconds with fewer than half the fetch threads given work, over the fetch
     # steps and over the whole run (generate, update, compact and commit leave every thread idle)
     busy = (
@@ -528,6 +531,14 @@ def main(argv: list[str] | None = None) -> int:
         "rss_by_process": roles,
         # CPU of the crawl's processes (driver, Dask workers; not the sample web) per response
         "cpu_ms_per_page": round(1000 * sum(r["cpu_s"] for r in roles) / max(pages, 1), 2),
+        "worker_cpu_ms_per_page": round(
+            1000 * sum(r["cpu_s"] for r in roles if r["role"] == "worker") / max(pages, 1), 2
+        ),
+        # the fetch threads' CPU by phase (thread time; the rest of the workers' CPU is their
+        # other threads: event loop, actor executor, Dask tasks, and the fetch loop around them)
+        "fetch_thread_ms_by_phase": {
+            k: round(1000 * v / max(pages, 1), 3) for k, v in sorted(phase_cpu.items())
+        },
         "worker_minor_faults_per_page": round(
             sum(r["minor_faults"] for r in roles if r["role"] == "worker") / max(pages, 1), 1
         ),

@@ -6,6 +6,7 @@ and a round runner that can kill itself at a chosen step (run as a script).
 Script use::
 
     python tests/round_helpers.py CRAWL ROUNDS [KILL_AT] [--scheduler ADDRESS] [--stream]
+        [--no-duckdb]
 
 runs up to ``ROUNDS`` rounds of ``CRAWL`` with the config in its ``crawl.toml`` (embedded
 LocalCluster unless ``--scheduler``), printing each round's JSON summary on stdout. With
@@ -16,6 +17,7 @@ With ``--nth K`` it kills itself at the K-th start of ``KILL_AT`` in the run ins
 rounds, where round N+1 fetches while round N commits: :data:`PIPELINE_KILL_POINTS` too).
 With ``--stream`` it runs :func:`batchcrawl.stream.run_stream` instead, and ``KILL_AT`` (one of
 :data:`STREAM_KILL_POINTS`) kills it at the ``ROUNDS``-th start of that step of a micro-batch.
+With ``--no-duckdb`` importing DuckDB fails in the script's process (the driver).
 """
 
 from __future__ import annotations
@@ -275,6 +277,14 @@ def subprocess_env() -> dict[str, str]:
 
 
 # -- the script -------------------------------------------------------------------------------------
+class _NoDuckDB:
+    """A meta path finder that refuses DuckDB (``--no-duckdb``)."""
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> None:
+        if name.split(".")[0] in ("duckdb", "_duckdb"):
+            raise ImportError(f"{name}: DuckDB must not be imported in this process")
+
+
 def main(argv: list[str]) -> int:
     """Run rounds of a crawl, optionally SIGKILLing this process at a step (see module doc)."""
     import argparse
@@ -299,7 +309,14 @@ def main(argv: list[str]) -> int:
     )
     ap.add_argument("--scheduler", default=None)
     ap.add_argument("--stream", action="store_true")
+    ap.add_argument(
+        "--no-duckdb",
+        action="store_true",
+        help="make importing DuckDB fail in this process (its child processes are not affected)",
+    )
     args = ap.parse_args(argv)
+    if args.no_duckdb:
+        sys.meta_path.insert(0, _NoDuckDB())
     crawl = CrawlDir.open(args.crawl)
     cfg = load_crawl_config(crawl, environ={})
     if args.stream:

@@ -1,8 +1,12 @@
-"""Workers are handed the driver's table schemas and never load DuckDB (batchcrawl.workersetup).
+"""Workers are handed the driver's table schemas and never load DuckDB (batchcrawl.workersetup);
+the driver of a running crawl does not either (crawl.duckdb from child processes:
+batchcrawl.store.views).
 
 A real LocalCluster: after a round's generate, fetch and update tasks ran in them, the worker
 processes have not imported DuckDB, and their schemas are the driver's; a worker restarted by its
-nanny gets them again. :func:`schemas.install` refuses schemas of another DDL.
+nanny gets them again. :func:`schemas.install` refuses schemas of another DDL. A crawl whose driver
+cannot import DuckDB at all runs its rounds (batch and stream) and leaves a ``crawl.duckdb`` over
+its newest generation.
 """
 
 from __future__ import annotations
@@ -11,7 +15,16 @@ import subprocess
 import sys
 
 import pytest
-from round_helpers import new_crawl, round_config, sample_web, serve
+from round_helpers import (
+    fetched_rows,
+    frontier_rows,
+    helper_command,
+    new_crawl,
+    round_config,
+    sample_web,
+    serve,
+    subprocess_env,
+)
 
 from batchcrawl.round import Crawler, dask_client
 from batchcrawl.store import schemas
@@ -90,3 +103,34 @@ print(" ".join(sorted(failed)))
                    "batchcrawl.fetch.worker", "batchcrawl.frontier.update",
                    "batchcrawl.store.crawldir", "batchcrawl.workersetup"):  # fmt: skip
         assert module not in failed
+
+
+@pytest.mark.parametrize("mode", ["batch", "stream"])
+def test_a_crawl_driver_without_duckdb_leaves_crawl_duckdb_over_its_newest_generation(
+    tmp_path, mode
+):
+    import duckdb  # here: the workers unpickle this module's functions and must not load it
+
+    cfg = round_config(round={"workers": 2}, fetch={"shards": 2})
+    with serve(sample_web()) as web:
+        crawl = new_crawl(tmp_path / "c", cfg, web.app.seeds())
+        extra = ["--stream"] if mode == "stream" else []
+        done = subprocess.run(
+            helper_command(crawl.url, 3, None, "--no-duckdb", *extra),
+            capture_output=True, text=True, env=subprocess_env(), timeout=240,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "could not refresh" not in done.stderr
+    newest = crawl.manifest()
+    assert newest.generation >= 3  # init, inject, and the crawl's commits
+    fetched, frontier = fetched_rows(crawl), frontier_rows(crawl)
+    assert fetched
+    con = duckdb.connect(crawl.path("crawl.duckdb"), read_only=True)
+    try:
+        count = con.execute("SELECT count(*) FROM fetched").fetchone()[0]
+        keys = {r[0] for r in con.execute("SELECT url_key FROM frontier").fetchall()}
+    finally:
+        con.close()
+    assert count == len(fetched)
+    assert keys == {r["url_key"] for r in frontier}
+    assert not list((tmp_path / "c").glob("crawl.duckdb.tmp-*"))

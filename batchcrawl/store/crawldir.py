@@ -14,7 +14,8 @@ nobody reads, and rerunning it is safe. A manifest may point at files written by
 (an unchanged DRUM bucket is not rewritten).
 
 After publishing, a local crawl's ``crawl.duckdb`` is rewritten (temp file + rename) with views over
-the new generation (:func:`batchcrawl.sql.refresh_duckdb`); remote crawls have none. Writers hold the
+the new generation (:mod:`batchcrawl.store.views`; from a child process while a crawl runs); remote
+crawls have none. Writers hold the
 crawl's :class:`~batchcrawl.lock.WriterLock`; old generations are removed by :func:`batchcrawl.gc.gc`.
 """
 
@@ -23,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
-import logging
 import os
 import posixpath
 from collections.abc import Iterable, Iterator, Mapping
@@ -38,7 +38,6 @@ from batchcrawl.store import atomic, paths, schemas
 from batchcrawl.store.paths import COMMITS_DIR, CONFIG_FILE
 
 FORMAT_VERSION = 1
-log = logging.getLogger(__name__)
 
 #: Parquet options of :meth:`CrawlDir.write_table` (fetch lists, hosts runs, the content-seen and
 #: domain-link key sets, in-degree, graph nodes): zstd without dictionary pages. These tables'
@@ -350,16 +349,12 @@ class CrawlDir(atomic.Location):
         return manifest
 
     def _after_publish(self, manifest: Manifest) -> None:
-        """Refresh ``crawl.duckdb`` (local crawls). The manifest is the truth: a failure here is
-        logged, never raised, and the next commit writes the file again."""
-        import duckdb  # here: the processes that read and write data files never load DuckDB
+        """Refresh ``crawl.duckdb`` (local crawls; now, or in the background while a crawl runs:
+        :func:`batchcrawl.store.views.after_commit`). The manifest is the truth: a failure there
+        is logged, never raised, and the next commit writes the file again."""
+        from batchcrawl.store import views
 
-        from batchcrawl.store import sql
-
-        try:
-            sql.refresh_duckdb(self, manifest)
-        except (OSError, duckdb.Error) as exc:
-            log.warning("%s: could not refresh %s: %s", self.url, paths.DUCKDB_FILE, exc)
+        views.after_commit(self, manifest)
 
     def _publish(self, manifest: Manifest) -> None:
         rel = paths.commit_file(manifest.generation)

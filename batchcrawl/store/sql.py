@@ -9,18 +9,16 @@ files the same way).
 
 :func:`refresh_duckdb` writes ``CRAWL/crawl.duckdb`` with the same views over paths relative to
 the database file, so ``duckdb CRAWL/crawl.duckdb`` works without batchcrawl, from any working
-directory, and a copied or moved crawl reads its own files (never the original's). Only local crawls get one: a remote crawl
-(``s3://...``) skips it, since a DuckDB file cannot be updated in place on an object store; use
-``batchcrawl sql`` there.
+directory, and a copied or moved crawl reads its own files (never the original's). Only local
+crawls get one: a remote crawl (``s3://...``) skips it, since a DuckDB file cannot be updated in
+place on an object store; use ``batchcrawl sql`` there. The views' SQL and the file's writer are in
+:mod:`batchcrawl.store.views` (a running crawl writes the file from a child process).
 """
 
 from __future__ import annotations
 
-import functools
 import logging
-import os
 import re
-import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,8 +26,8 @@ import duckdb
 import pyarrow as pa
 
 from batchcrawl.errors import CrawlDirError, SQLError
-from batchcrawl.store import schemas
-from batchcrawl.store.paths import DUCKDB_FILE
+from batchcrawl.store import schemas, views
+from batchcrawl.store.paths import DUCKDB_FILE  # noqa: F401 (sql.DUCKDB_FILE, as before)
 
 if TYPE_CHECKING:
     from batchcrawl.store.crawldir import CrawlDir, Manifest
@@ -55,82 +53,17 @@ _SHOW_PRAGMAS = {
 }
 
 
-@functools.cache
 def _empty_selects() -> dict[str, str]:
     """``SELECT CAST(NULL AS type) AS col, ... WHERE false`` per table, typed by schema.sql."""
-    con = duckdb.connect(":memory:")
-    try:
-        con.execute(schemas.schema_sql())
-        out = {}
-        for table in schemas.TABLES:
-            cols = con.execute(
-                "SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = ? "
-                "ORDER BY column_index",
-                [table],
-            ).fetchall()
-            body = ", ".join(f"CAST(NULL AS {typ}) AS {_ident(name)}" for name, typ in cols)
-            out[table] = f"SELECT {body} WHERE false"
-        return out
-    finally:
-        con.close()
-
-
-def _ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
-#: Persisted in ``crawl.duckdb``: the crawl-relative paths ``files`` made absolute with the
-#: directory of the database file. DuckDB has no function for that directory, but the default
-#: ``temp_directory`` of a database file is ``<database file>.tmp``; when the user has changed it,
-#: the paths stay relative and resolve from ``file_search_path`` (default: the working directory).
-_CRAWL_FILES_MACRO = (
-    "CREATE OR REPLACE MACRO crawl_files(files) AS list_transform(files, lambda f: "
-    f"CASE WHEN suffix(current_setting('temp_directory'), '/{DUCKDB_FILE}.tmp') "
-    f"THEN current_setting('temp_directory')[:-{len(DUCKDB_FILE) + 5}] ELSE '' END || f)"
-)
+    return views.empty_selects(schemas.schema_sql(), tuple(schemas.TABLES))
 
 
 def view_sql(crawl: CrawlDir, manifest: Manifest, table: str, *, relative: bool = False) -> str:
-    """``CREATE OR REPLACE VIEW`` statement of ``table`` over the files of ``manifest``: absolute
-    paths or URLs, or with ``relative`` paths relative to the crawl root passed through the
-    ``crawl_files`` macro of ``crawl.duckdb`` (so a copied or moved crawl reads its own files).
-    A table with delta runs shows one row per key (the frontier's ``url_key``, the ``hosts``
-    table's ``host``), the newest."""
-    rels = manifest.files(table)
-    if not rels:
-        return f"CREATE OR REPLACE VIEW {table} AS {_empty_selects()[table]}"
-    listing = ", ".join(_literal(rel if relative else crawl.full_url(rel)) for rel in rels)
-    files = f"crawl_files([{listing}])" if relative else f"[{listing}]"
-    # content and domainlinks rows are unique across their runs (insert-only sets): no merge
-    if table not in ("content", "domainlinks") and any(
-        e.run for e in manifest.tables.get(table, ())
-    ):
-        body = _newest_wins_sql(files, _RUN_KEYS[table])
-    else:  # by name: files written before a column was added read it as NULL
-        body = f"SELECT * FROM read_parquet({files}, union_by_name = true)"
-    return f"CREATE OR REPLACE VIEW {table} AS {body}"
-
-
-#: The key that delta runs of a table replace rows by (newest wins).
-_RUN_KEYS = {"frontier": "url_key", "hosts": "host"}
-
-
-def _newest_wins_sql(files: str, key: str) -> str:
-    """A table with delta runs (docs/design.md §4): one row per ``key``, from the file listed
-    last (the manifest lists the bases, then the runs oldest first; within one file, the last
-    row). ``files`` is a DuckDB list expression; a file's position in it is its age."""
-    return (
-        f"SELECT * EXCLUDE (filename, ord, file_row_number) FROM read_parquet({files}, "
-        "filename = true, file_row_number = true) "
-        f"JOIN (SELECT unnest(l) AS filename, unnest(range(len(l))) AS ord "
-        f"FROM (SELECT {files} AS l)) AS o USING (filename) "
-        f"QUALIFY row_number() OVER (PARTITION BY {key} "
-        "ORDER BY ord DESC, file_row_number DESC) = 1"
-    )
+    """``CREATE OR REPLACE VIEW`` statement of ``table`` over the files of ``manifest``
+    (:func:`batchcrawl.store.views.view_body`; an empty view typed by schema.sql when the
+    generation lists no file for it)."""
+    body = views.view_body(crawl, manifest, table, relative=relative)
+    return f"CREATE OR REPLACE VIEW {table} AS {body or _empty_selects()[table]}"
 
 
 def _create_views(
@@ -169,7 +102,7 @@ def connect(crawl: CrawlDir, generation: int | None = None) -> duckdb.DuckDBPyCo
         ) from None
     if crawl.local:
         paths = [crawl.full_url(rel) for t in schemas.TABLES for rel in manifest.files(t)]
-        con.execute("SET allowed_paths = " + "[" + ", ".join(_literal(p) for p in paths) + "]")
+        con.execute("SET allowed_paths = " + "[" + ", ".join(views.literal(p) for p in paths) + "]")
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
     return con
@@ -298,34 +231,13 @@ def named_query(name: str) -> str:
 
 def refresh_duckdb(crawl: CrawlDir, manifest: Manifest) -> str | None:
     """Write ``CRAWL/crawl.duckdb`` with views over ``manifest``'s files, by paths relative to
-    the database file (``cp -a CRAWL COPY`` or ``mv``: the copy reads its own files).
-
-    Written to a temp file and renamed into place, so a reader opening it sees the old or the new
-    views, never a half-written file. Remote crawls are skipped (returns None).
+    the database file (``cp -a CRAWL COPY`` or ``mv``: the copy reads its own files), in this
+    process (:func:`batchcrawl.store.views.refresh_file`). Remote crawls are skipped (returns
+    None).
 
     Returns
     -------
     str or None
         Path of the DuckDB file written.
     """
-    if not crawl.local:
-        return None
-    final = crawl.path(DUCKDB_FILE)
-    tmp = f"{final}.tmp-{uuid.uuid4().hex}"
-    try:
-        con = duckdb.connect(tmp)
-        try:
-            con.execute(_CRAWL_FILES_MACRO)
-            # views are bound when created: the temp file's name does not end in crawl.duckdb,
-            # so the relative paths resolve from file_search_path (this session only)
-            con.execute(f"SET file_search_path = {_literal(crawl.root)}")
-            _create_views(con, crawl, manifest, relative=True)
-            con.execute("CHECKPOINT")
-        finally:
-            con.close()
-        os.replace(tmp, final)
-    finally:
-        for leftover in (tmp, tmp + ".wal"):
-            if os.path.exists(leftover):
-                os.unlink(leftover)
-    return final
+    return views.refresh_file(crawl, manifest)

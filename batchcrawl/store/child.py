@@ -1,0 +1,48 @@
+"""Run one of batchcrawl's modules in a short-lived child Python process (``python -m MODULE``),
+input on stdin, output on stdout: for DuckDB work that a crawl's long-running driver hands off so
+that it never loads DuckDB itself (the schemas' derivation, :mod:`batchcrawl.store.schemas`; the
+``crawl.duckdb`` file, :mod:`batchcrawl.store.views`)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+
+class ChildFailed(RuntimeError):
+    """The child process exited with an error or took longer than its time limit."""
+
+
+def run_module(module: str, data: bytes, timeout_s: float) -> bytes:
+    """Run ``python -m module`` with the same interpreter, ``data`` on its stdin; return its
+    stdout. The package this file belongs to comes first on the child's ``PYTHONPATH`` (it is the
+    same code as the parent's, whatever the working directory). The child runs in its own session:
+    a Ctrl-C sent to the parent's process group does not interrupt it (the parent, stopping,
+    waits for it).
+
+    Raises
+    ------
+    ChildFailed
+        The child exited with a non-zero status (the message ends with its last stderr lines) or
+        ran longer than ``timeout_s`` seconds (it is killed).
+    """
+    package_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH")) if p)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", module],
+            input=data,
+            capture_output=True,
+            env=env,
+            timeout=timeout_s,
+            check=False,
+            start_new_session=True,  # a terminal's Ctrl-C stops the parent, not this short job
+        )
+    except subprocess.TimeoutExpired:
+        raise ChildFailed(f"python -m {module} took over {timeout_s:.0f} s") from None
+    if done.returncode != 0:
+        tail = done.stderr.decode("utf-8", "replace").strip().splitlines()[-3:]
+        raise ChildFailed(f"python -m {module} exited with {done.returncode}: {' | '.join(tail)}")
+    return done.stdout

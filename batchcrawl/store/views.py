@@ -1,0 +1,283 @@
+"""The crawl's DuckDB views as SQL text, and the ``crawl.duckdb`` file that holds them.
+
+:func:`view_body` gives the ``SELECT`` of one table's view over exactly the files a manifest names
+(docs/design.md §9); it is plain text, so making it needs no DuckDB. :func:`refresh_file` writes
+``CRAWL/crawl.duckdb`` with those views over crawl-relative paths (a temp file renamed into place:
+readers see the old or the new views, never a half-written file), DuckDB doing the writing:
+
+* in this process (the default: ``batchcrawl init``, ``inject``, tests), or
+* while a crawl runs (:func:`background_refresh`, entered by ``batchcrawl crawl`` and ``round``), in
+  a short-lived child process (``python -m batchcrawl.store.views``, the job as JSON on stdin), one
+  at a time in a background thread of the driver, the newest committed generation first. The
+  driver of a crawl that runs for weeks then never loads DuckDB (its library and state are ~50-65 MB
+  of a driver's ~200 MB; issue 16), and a commit does not wait for the file (~0.1-0.3 s each).
+  Leaving the context waits for the last refresh, so ``crawl.duckdb`` names the newest generation
+  once the crawl returns. A failed refresh is logged, never raised: the manifest is the truth and
+  the next commit writes the file again (``batchcrawl sql`` never reads the file).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import logging
+import os
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from batchcrawl.store import schemas
+from batchcrawl.store.child import ChildFailed, run_module
+from batchcrawl.store.paths import DUCKDB_FILE
+
+if TYPE_CHECKING:
+    from batchcrawl.store.crawldir import CrawlDir, Manifest
+
+log = logging.getLogger(__name__)
+
+#: Seconds a child process may take to write ``crawl.duckdb`` before it is killed (it reads one
+#: Parquet footer per file the views name).
+CHILD_TIMEOUT_S = 600.0
+
+#: Persisted in ``crawl.duckdb``: the crawl-relative paths ``files`` made absolute with the
+#: directory of the database file. DuckDB has no function for that directory, but the default
+#: ``temp_directory`` of a database file is ``<database file>.tmp``; when the user has changed it,
+#: the paths stay relative and resolve from ``file_search_path`` (default: the working directory).
+CRAWL_FILES_MACRO = (
+    "CREATE OR REPLACE MACRO crawl_files(files) AS list_transform(files, lambda f: "
+    f"CASE WHEN suffix(current_setting('temp_directory'), '/{DUCKDB_FILE}.tmp') "
+    f"THEN current_setting('temp_directory')[:-{len(DUCKDB_FILE) + 5}] ELSE '' END || f)"
+)
+
+#: The key that delta runs of a table replace rows by (newest wins).
+_RUN_KEYS = {"frontier": "url_key", "hosts": "host"}
+
+
+def ident(name: str) -> str:
+    """``name`` as a quoted SQL identifier."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def literal(text: str) -> str:
+    """``text`` as a SQL string literal."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def view_body(
+    crawl: CrawlDir, manifest: Manifest, table: str, *, relative: bool = False
+) -> str | None:
+    """The ``SELECT`` of ``table``'s view over the files of ``manifest`` (absolute paths or URLs,
+    or with ``relative`` paths relative to the crawl root passed through the ``crawl_files`` macro
+    of ``crawl.duckdb``, so a copied or moved crawl reads its own files), or None when the
+    generation lists no file for it (the view is then empty, typed by ``storage/schema.sql``:
+    :func:`empty_selects`). A table with delta runs shows one row per key (the frontier's
+    ``url_key``, the ``hosts`` table's ``host``), the newest."""
+    rels = manifest.files(table)
+    if not rels:
+        return None
+    listing = ", ".join(literal(rel if relative else crawl.full_url(rel)) for rel in rels)
+    files = f"crawl_files([{listing}])" if relative else f"[{listing}]"
+    # content and domainlinks rows are unique across their runs (insert-only sets): no merge
+    if table not in ("content", "domainlinks") and any(
+        e.run for e in manifest.tables.get(table, ())
+    ):
+        return _newest_wins_sql(files, _RUN_KEYS[table])
+    # by name: files written before a column was added read it as NULL
+    return f"SELECT * FROM read_parquet({files}, union_by_name = true)"
+
+
+def _newest_wins_sql(files: str, key: str) -> str:
+    """A table with delta runs (docs/design.md §4): one row per ``key``, from the file listed
+    last (the manifest lists the bases, then the runs oldest first; within one file, the last
+    row). ``files`` is a DuckDB list expression; a file's position in it is its age."""
+    return (
+        f"SELECT * EXCLUDE (filename, ord, file_row_number) FROM read_parquet({files}, "
+        "filename = true, file_row_number = true) "
+        f"JOIN (SELECT unnest(l) AS filename, unnest(range(len(l))) AS ord "
+        f"FROM (SELECT {files} AS l)) AS o USING (filename) "
+        f"QUALIFY row_number() OVER (PARTITION BY {key} "
+        "ORDER BY ord DESC, file_row_number DESC) = 1"
+    )
+
+
+@functools.cache
+def empty_selects(ddl: str, tables: tuple[str, ...]) -> dict[str, str]:
+    """``SELECT CAST(NULL AS type) AS col, ... WHERE false`` for each of ``tables``, typed by the
+    DDL text ``ddl`` (``storage/schema.sql``). Loads DuckDB."""
+    import duckdb
+
+    con = duckdb.connect(":memory:")
+    try:
+        con.execute(ddl)
+        out = {}
+        for table in tables:
+            cols = con.execute(
+                "SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = ? "
+                "ORDER BY column_index",
+                [table],
+            ).fetchall()
+            body = ", ".join(f"CAST(NULL AS {typ}) AS {ident(name)}" for name, typ in cols)
+            out[table] = f"SELECT {body} WHERE false"
+        return out
+    finally:
+        con.close()
+
+
+def file_job(crawl: CrawlDir, manifest: Manifest, tmp: str) -> dict[str, Any]:
+    """What :func:`write_file` needs to write ``crawl.duckdb`` for ``manifest`` to the path
+    ``tmp``, as JSON-serializable values (no DuckDB needed to make it)."""
+    return {
+        "tmp": tmp,
+        "search_path": crawl.root,
+        "ddl": schemas.schema_sql(),
+        "views": {t: view_body(crawl, manifest, t, relative=True) for t in schemas.TABLES},
+    }
+
+
+def write_file(job: dict[str, Any]) -> None:
+    """Write a DuckDB database file at ``job["tmp"]`` holding the ``crawl_files`` macro and one
+    view per table of ``job["views"]`` (table -> ``SELECT``, None for an empty view typed by
+    ``job["ddl"]``), with paths resolved from ``job["search_path"]``. Loads DuckDB.
+
+    Raises
+    ------
+    duckdb.Error
+        A view does not bind (a file it names is missing or unreadable).
+    """
+    import duckdb
+
+    views = job["views"]
+    empty = empty_selects(job["ddl"], tuple(t for t, body in views.items() if body is None))
+    con = duckdb.connect(job["tmp"])
+    try:
+        con.execute(CRAWL_FILES_MACRO)
+        # views are bound when created: the temp file's name does not end in crawl.duckdb,
+        # so the relative paths resolve from file_search_path (this session only)
+        con.execute(f"SET file_search_path = {literal(job['search_path'])}")
+        for table, body in views.items():
+            con.execute(f"CREATE OR REPLACE VIEW {table} AS {body or empty[table]}")
+        con.execute("CHECKPOINT")
+    finally:
+        con.close()
+
+
+def refresh_file(crawl: CrawlDir, manifest: Manifest, *, child: bool = False) -> str | None:
+    """Write ``CRAWL/crawl.duckdb`` with views over ``manifest``'s files (a temp file, then a
+    rename): with DuckDB in this process, or with ``child`` in a child process. Remote crawls are
+    skipped (a DuckDB file cannot be updated in place on an object store).
+
+    Returns
+    -------
+    str or None
+        Path of the file written; None for a remote crawl.
+
+    Raises
+    ------
+    duckdb.Error, OSError
+        In this process: a view did not bind, or the file could not be written.
+    ChildFailed
+        With ``child``: the child process failed (its message is in the exception).
+    """
+    if not crawl.local:
+        return None
+    final = crawl.path(DUCKDB_FILE)
+    tmp = f"{final}.tmp-{uuid.uuid4().hex}"
+    job = file_job(crawl, manifest, tmp)
+    try:
+        if child:
+            run_module(__name__, json.dumps(job).encode("utf-8"), CHILD_TIMEOUT_S)
+        else:
+            write_file(job)
+        os.replace(tmp, final)
+    finally:
+        for leftover in (tmp, tmp + ".wal"):
+            if os.path.exists(leftover):
+                os.unlink(leftover)
+    return final
+
+
+class _Background:
+    """One thread that refreshes ``crawl.duckdb`` files in child processes, one at a time; per
+    crawl root only the newest submitted generation is written (older pending ones are skipped)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._pending: dict[str, tuple[CrawlDir, Manifest]] = {}
+        self._thread: threading.Thread | None = None
+
+    def submit(self, crawl: CrawlDir, manifest: Manifest) -> None:
+        with self._cond:
+            older = self._pending.get(crawl.root)
+            if older is None or older[1].generation < manifest.generation:
+                self._pending[crawl.root] = (crawl, manifest)
+            if self._thread is None:  # not daemon: the interpreter waits for it at exit
+                self._thread = threading.Thread(target=self._run, name="crawl.duckdb refresh")
+                self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                if not self._pending:
+                    self._thread = None
+                    self._cond.notify_all()
+                    return
+                _root, (crawl, manifest) = self._pending.popitem()
+            try:
+                refresh_file(crawl, manifest, child=True)
+            except (OSError, ChildFailed) as exc:
+                log.warning("%s: could not refresh %s: %s", crawl.url, DUCKDB_FILE, exc)
+
+    def wait(self) -> None:
+        """Return once every submitted refresh is written (or has failed)."""
+        with self._cond:
+            while self._thread is not None:
+                self._cond.wait()
+
+
+_background = _Background()
+_background_depth = 0
+_depth_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def background_refresh() -> Iterator[None]:
+    """While inside (any thread of this process), commits refresh ``crawl.duckdb`` in a child
+    process, in the background (module docstring); leaving waits for the last refresh. Nests."""
+    global _background_depth
+    with _depth_lock:
+        _background_depth += 1
+    try:
+        yield
+    finally:
+        with _depth_lock:
+            _background_depth -= 1
+        _background.wait()
+
+
+def after_commit(crawl: CrawlDir, manifest: Manifest) -> None:
+    """Refresh ``crawl.duckdb`` for a generation just published: in the background inside
+    :func:`background_refresh`, else now, in this process. Never raises (logged)."""
+    if not crawl.local:
+        return
+    if _background_depth > 0:
+        _background.submit(crawl, manifest)
+        return
+    import duckdb
+
+    try:
+        refresh_file(crawl, manifest)
+    except (OSError, duckdb.Error) as exc:
+        log.warning("%s: could not refresh %s: %s", crawl.url, DUCKDB_FILE, exc)
+
+
+def _main() -> int:
+    """Child process: write the ``crawl.duckdb`` temp file of the JSON job on stdin."""
+    write_file(json.loads(sys.stdin.buffer.read()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main())
