@@ -61,6 +61,7 @@ from batchcrawl.errors import NothingDue
 from batchcrawl.frontier.inject import inject
 from batchcrawl.pipeline import Deadline
 from batchcrawl.round import Crawler, dask_client, run_rounds
+from batchcrawl.store import schemas, views
 from batchcrawl.store.crawldir import CrawlDir
 from batchcrawl.stream import run_stream
 from batchcrawl.testing.sampleweb import SampleWeb
@@ -348,7 +349,7 @@ def run_batch(
             return []
     summaries = []
     deadline = Deadline.after(seconds)
-    with dask_client(cfg) as client:
+    with dask_client(cfg) as client, views.background_refresh():  # as run_rounds
         prober = Prober(client, probe_s, trace)
         prober.start()
         steps = StepPeaks()
@@ -445,8 +446,12 @@ def main(argv: list[str] | None = None) -> int:
         from batchcrawl.config import load_config, to_toml
 
         cfg = load_config(files=[("bench", to_toml(cfg))], environ={}, sets=args.sets)
-        crawl = CrawlDir.create(os.path.join(tmp, "crawl"), to_toml(cfg), cfg.frontier.buckets)
-        inject(crawl, cfg, web.seeds())
+        # as `batchcrawl init` and `inject` in their own processes: this process, the crawl's
+        # driver, does not load DuckDB for them (schemas and crawl.duckdb from child processes)
+        schemas.derive_in_child()
+        with views.background_refresh():
+            crawl = CrawlDir.create(os.path.join(tmp, "crawl"), to_toml(cfg), cfg.frontier.buckets)
+            inject(crawl, cfg, web.seeds())
         del web  # ~20 MB for 500 hosts / 50,000 pages: the harness's, not the crawler's memory
         gc.collect()
         sampler = RssSampler(server.pid)
