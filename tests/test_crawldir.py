@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from batchcrawl.errors import CommitConflict, CrawlDirError, SchemaError
-from batchcrawl.store import schemas
+from batchcrawl.store import schemas, views
 from batchcrawl.store.crawldir import CrawlDir
 from batchcrawl.store.gc import gc
 
@@ -127,6 +127,58 @@ def test_commit_refreshes_crawl_duckdb_usable_on_its_own(tmp_path):
     assert con.sql("SELECT count(*) FROM fetched").fetchall() == [(0,)]
     con.close()
     assert not [f for f in all_files(crawl.root) if ".tmp-" in f]
+
+
+def test_background_refresh_writes_the_newest_generation_in_child_processes(tmp_path, monkeypatch):
+    """Inside views.background_refresh commits return before crawl.duckdb is written; children
+    write it, at most one per REFRESH_INTERVAL_S (the commits in between are folded into the
+    next), and leaving the context writes the newest generation at once."""
+    crawl = small_crawl(tmp_path / "c")
+    db = crawl.path("crawl.duckdb")
+    children = []
+    real = views.run_module
+
+    def counted(module, data, timeout_s):  # the real child, counted
+        children.append(module)
+        return real(module, data, timeout_s)
+
+    monkeypatch.setattr(views, "run_module", counted)
+    monkeypatch.setattr(views, "REFRESH_INTERVAL_S", 3600.0)
+    monkeypatch.setattr(views._background, "_last", -float("inf"))
+    fetched = crawl.manifest().tables["fetched"]
+    with views.background_refresh():
+        m = crawl.manifest()
+        for i in range(4):  # 4 commits: fetched listed, empty, listed, empty
+            m = crawl.commit(m, {"fetched": [] if i % 2 == 0 else fetched}, {"step": f"x{i}"})
+    assert children == ["batchcrawl.store.views", "batchcrawl.store.views"]
+    con = duckdb.connect(db, read_only=True)
+    try:  # the last commit listed the fetched file again: 5 rows, as in the newest generation
+        assert con.sql("SELECT count(*) FROM fetched").fetchall() == [(5,)]
+    finally:
+        con.close()
+    assert not [f for f in all_files(crawl.root) if ".tmp-" in f]
+
+
+def test_a_failed_background_refresh_is_logged_and_the_next_one_writes_the_file(
+    tmp_path, monkeypatch, caplog
+):
+    crawl = small_crawl(tmp_path / "c")
+    monkeypatch.setattr(views, "REFRESH_INTERVAL_S", 0.0)
+    m = crawl.manifest()
+    with views.background_refresh():
+        monkeypatch.setenv("PYTHONPATH", str(tmp_path / "missing"))  # still finds batchcrawl
+        monkeypatch.setattr(sys, "executable", str(tmp_path / "no-python"))  # cannot start
+        m = crawl.commit(m, {"fetched": []}, {"step": "x"})
+        views._background.wait()
+        monkeypatch.undo()
+        monkeypatch.setattr(views, "REFRESH_INTERVAL_S", 0.0)
+        m = crawl.commit(m, {"fetched": []}, {"step": "y"})
+    assert "could not refresh crawl.duckdb" in caplog.text
+    con = duckdb.connect(crawl.path("crawl.duckdb"), read_only=True)
+    try:
+        assert con.sql("SELECT count(*) FROM fetched").fetchall() == [(0,)]
+    finally:
+        con.close()
 
 
 # -- crash safety ----------------------------------------------------------------------------

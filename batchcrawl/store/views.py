@@ -9,11 +9,13 @@ readers see the old or the new views, never a half-written file), DuckDB doing t
 * while a crawl runs (:func:`background_refresh`, entered by ``batchcrawl crawl`` and ``round``), in
   a short-lived child process (``python -m batchcrawl.store.views``, the job as JSON on stdin), one
   at a time in a background thread of the driver, the newest committed generation first. The
-  driver of a crawl that runs for weeks then never loads DuckDB (its library and state are ~50-65 MB
-  of a driver's ~200 MB; issue 16), and a commit does not wait for the file (~0.1-0.3 s each).
-  Leaving the context waits for the last refresh, so ``crawl.duckdb`` names the newest generation
-  once the crawl returns. A failed refresh is logged, never raised: the manifest is the truth and
-  the next commit writes the file again (``batchcrawl sql`` never reads the file).
+  driver of a crawl that runs for weeks then never loads DuckDB (its library and state are ~50 MB
+  of a driver's ~200 MB; issue 16), and a commit does not wait for the file. At most one refresh
+  starts per :data:`REFRESH_INTERVAL_S`, so during a crawl the file may name a generation up to
+  that old; leaving the context writes the newest at once and waits for it, so ``crawl.duckdb``
+  names the newest generation once the crawl returns. A failed refresh is logged, never raised:
+  the manifest is the truth and the next commit writes the file again (``batchcrawl sql`` never
+  reads the file).
 """
 
 from __future__ import annotations
@@ -22,9 +24,11 @@ import contextlib
 import functools
 import json
 import logging
+import math
 import os
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -38,6 +42,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: Least seconds between the starts of two background refreshes (a stream commits every
+#: ``stream.flush_interval_s``, and a child process costs ~0.3 s of CPU): during a crawl the file
+#: may lag the newest generation by this much, never once the crawl has returned.
+REFRESH_INTERVAL_S = 30.0
 #: Seconds a child process may take to write ``crawl.duckdb`` before it is killed (it reads one
 #: Parquet footer per file the views name).
 CHILD_TIMEOUT_S = 600.0
@@ -200,13 +208,16 @@ def refresh_file(crawl: CrawlDir, manifest: Manifest, *, child: bool = False) ->
 
 
 class _Background:
-    """One thread that refreshes ``crawl.duckdb`` files in child processes, one at a time; per
-    crawl root only the newest submitted generation is written (older pending ones are skipped)."""
+    """One thread that refreshes ``crawl.duckdb`` files in child processes, one at a time and at
+    most one per :data:`REFRESH_INTERVAL_S`; per crawl root only the newest submitted generation
+    is written (older pending ones are skipped). :meth:`wait` writes what is pending at once."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._pending: dict[str, tuple[CrawlDir, Manifest]] = {}
         self._thread: threading.Thread | None = None
+        self._last = -math.inf  # time.monotonic() of the last refresh's start
+        self._flushing = 0
 
     def submit(self, crawl: CrawlDir, manifest: Manifest) -> None:
         with self._cond:
@@ -217,24 +228,38 @@ class _Background:
                 self._thread = threading.Thread(target=self._run, name="crawl.duckdb refresh")
                 self._thread.start()
 
+    def _next(self) -> tuple[CrawlDir, Manifest] | None:
+        """The next refresh to run, once its time has come; None (and the thread ends) when
+        nothing is pending."""
+        with self._cond:
+            while self._pending:
+                delay = self._last + REFRESH_INTERVAL_S - time.monotonic()
+                if self._flushing or delay <= 0:
+                    self._last = time.monotonic()
+                    return self._pending.popitem()[1]
+                self._cond.wait(delay)
+            self._thread = None
+            self._cond.notify_all()
+            return None
+
     def _run(self) -> None:
-        while True:
-            with self._cond:
-                if not self._pending:
-                    self._thread = None
-                    self._cond.notify_all()
-                    return
-                _root, (crawl, manifest) = self._pending.popitem()
+        while (job := self._next()) is not None:
+            crawl, manifest = job
             try:
                 refresh_file(crawl, manifest, child=True)
             except (OSError, ChildFailed) as exc:
                 log.warning("%s: could not refresh %s: %s", crawl.url, DUCKDB_FILE, exc)
 
     def wait(self) -> None:
-        """Return once every submitted refresh is written (or has failed)."""
+        """Write every pending refresh now and return once they are written (or have failed)."""
         with self._cond:
-            while self._thread is not None:
-                self._cond.wait()
+            self._flushing += 1
+            self._cond.notify_all()
+            try:
+                while self._thread is not None:
+                    self._cond.wait()
+            finally:
+                self._flushing -= 1
 
 
 _background = _Background()
