@@ -150,7 +150,7 @@ def test_background_refresh_writes_the_newest_generation_in_child_processes(tmp_
         m = crawl.manifest()
         for i in range(4):  # 4 commits: fetched listed, empty, listed, empty
             m = crawl.commit(m, {"fetched": [] if i % 2 == 0 else fetched}, {"step": f"x{i}"})
-    assert children == ["batchcrawl.store.views", "batchcrawl.store.views"]
+    assert children == ["batchcrawl.store.duckdbfile"] * 2
     con = duckdb.connect(db, read_only=True)
     try:  # the last commit listed the fetched file again: 5 rows, as in the newest generation
         assert con.sql("SELECT count(*) FROM fetched").fetchall() == [(5,)]

@@ -26,7 +26,7 @@ import duckdb
 import pyarrow as pa
 
 from batchcrawl.errors import CrawlDirError, SQLError
-from batchcrawl.store import schemas, views
+from batchcrawl.store import duckdbfile, schemas, views
 from batchcrawl.store.paths import DUCKDB_FILE  # noqa: F401 (sql.DUCKDB_FILE, as before)
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ _SHOW_PRAGMAS = {
 
 def _empty_selects() -> dict[str, str]:
     """``SELECT CAST(NULL AS type) AS col, ... WHERE false`` per table, typed by schema.sql."""
-    return views.empty_selects(schemas.schema_sql(), tuple(schemas.TABLES))
+    return duckdbfile.empty_selects(schemas.schema_sql(), tuple(schemas.TABLES))
 
 
 def view_sql(crawl: CrawlDir, manifest: Manifest, table: str, *, relative: bool = False) -> str:
@@ -102,7 +102,9 @@ def connect(crawl: CrawlDir, generation: int | None = None) -> duckdb.DuckDBPyCo
         ) from None
     if crawl.local:
         paths = [crawl.full_url(rel) for t in schemas.TABLES for rel in manifest.files(t)]
-        con.execute("SET allowed_paths = " + "[" + ", ".join(views.literal(p) for p in paths) + "]")
+        con.execute(
+            "SET allowed_paths = " + "[" + ", ".join(duckdbfile.literal(p) for p in paths) + "]"
+        )
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
     return con

@@ -7,7 +7,7 @@ readers see the old or the new views, never a half-written file), DuckDB doing t
 
 * in this process (the default: ``batchcrawl init``, ``inject``, tests), or
 * while a crawl runs (:func:`background_refresh`, entered by ``batchcrawl crawl`` and ``round``), in
-  a short-lived child process (``python -m batchcrawl.store.views``, the job as JSON on stdin), one
+  a short-lived child process (``python -m batchcrawl.store.duckdbfile``, the job as JSON on stdin), one
   at a time in a background thread of the driver, the newest committed generation first. The
   driver of a crawl that runs for weeks then never loads DuckDB (its library and state are ~50 MB
   of a driver's ~200 MB; issue 16), and a commit does not wait for the file. At most one refresh
@@ -21,20 +21,19 @@ readers see the old or the new views, never a half-written file), DuckDB doing t
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import logging
 import math
 import os
-import sys
 import threading
 import time
 import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from batchcrawl.store import schemas
+from batchcrawl.store import duckdbfile, schemas
 from batchcrawl.store.child import ChildFailed, run_module
+from batchcrawl.store.duckdbfile import literal, write_file
 from batchcrawl.store.paths import DUCKDB_FILE
 
 if TYPE_CHECKING:
@@ -50,28 +49,8 @@ REFRESH_INTERVAL_S = 30.0
 #: Parquet footer per file the views name).
 CHILD_TIMEOUT_S = 600.0
 
-#: Persisted in ``crawl.duckdb``: the crawl-relative paths ``files`` made absolute with the
-#: directory of the database file. DuckDB has no function for that directory, but the default
-#: ``temp_directory`` of a database file is ``<database file>.tmp``; when the user has changed it,
-#: the paths stay relative and resolve from ``file_search_path`` (default: the working directory).
-CRAWL_FILES_MACRO = (
-    "CREATE OR REPLACE MACRO crawl_files(files) AS list_transform(files, lambda f: "
-    f"CASE WHEN suffix(current_setting('temp_directory'), '/{DUCKDB_FILE}.tmp') "
-    f"THEN current_setting('temp_directory')[:-{len(DUCKDB_FILE) + 5}] ELSE '' END || f)"
-)
-
 #: The key that delta runs of a table replace rows by (newest wins).
 _RUN_KEYS = {"frontier": "url_key", "hosts": "host"}
-
-
-def ident(name: str) -> str:
-    """``name`` as a quoted SQL identifier."""
-    return '"' + name.replace('"', '""') + '"'
-
-
-def literal(text: str) -> str:
-    """``text`` as a SQL string literal."""
-    return "'" + text.replace("'", "''") + "'"
 
 
 def view_body(
@@ -81,7 +60,7 @@ def view_body(
     or with ``relative`` paths relative to the crawl root passed through the ``crawl_files`` macro
     of ``crawl.duckdb``, so a copied or moved crawl reads its own files), or None when the
     generation lists no file for it (the view is then empty, typed by ``storage/schema.sql``:
-    :func:`empty_selects`). A table with delta runs shows one row per key (the frontier's
+    :func:`~batchcrawl.store.duckdbfile.empty_selects`). A table with delta runs shows one row per key (the frontier's
     ``url_key``, the ``hosts`` table's ``host``), the newest."""
     rels = manifest.files(table)
     if not rels:
@@ -111,29 +90,6 @@ def _newest_wins_sql(files: str, key: str) -> str:
     )
 
 
-@functools.cache
-def empty_selects(ddl: str, tables: tuple[str, ...]) -> dict[str, str]:
-    """``SELECT CAST(NULL AS type) AS col, ... WHERE false`` for each of ``tables``, typed by the
-    DDL text ``ddl`` (``storage/schema.sql``). Loads DuckDB."""
-    import duckdb
-
-    con = duckdb.connect(":memory:")
-    try:
-        con.execute(ddl)
-        out = {}
-        for table in tables:
-            cols = con.execute(
-                "SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = ? "
-                "ORDER BY column_index",
-                [table],
-            ).fetchall()
-            body = ", ".join(f"CAST(NULL AS {typ}) AS {ident(name)}" for name, typ in cols)
-            out[table] = f"SELECT {body} WHERE false"
-        return out
-    finally:
-        con.close()
-
-
 def file_job(crawl: CrawlDir, manifest: Manifest, tmp: str) -> dict[str, Any]:
     """What :func:`write_file` needs to write ``crawl.duckdb`` for ``manifest`` to the path
     ``tmp``, as JSON-serializable values (no DuckDB needed to make it)."""
@@ -143,33 +99,6 @@ def file_job(crawl: CrawlDir, manifest: Manifest, tmp: str) -> dict[str, Any]:
         "ddl": schemas.schema_sql(),
         "views": {t: view_body(crawl, manifest, t, relative=True) for t in schemas.TABLES},
     }
-
-
-def write_file(job: dict[str, Any]) -> None:
-    """Write a DuckDB database file at ``job["tmp"]`` holding the ``crawl_files`` macro and one
-    view per table of ``job["views"]`` (table -> ``SELECT``, None for an empty view typed by
-    ``job["ddl"]``), with paths resolved from ``job["search_path"]``. Loads DuckDB.
-
-    Raises
-    ------
-    duckdb.Error
-        A view does not bind (a file it names is missing or unreadable).
-    """
-    import duckdb
-
-    views = job["views"]
-    empty = empty_selects(job["ddl"], tuple(t for t, body in views.items() if body is None))
-    con = duckdb.connect(job["tmp"])
-    try:
-        con.execute(CRAWL_FILES_MACRO)
-        # views are bound when created: the temp file's name does not end in crawl.duckdb,
-        # so the relative paths resolve from file_search_path (this session only)
-        con.execute(f"SET file_search_path = {literal(job['search_path'])}")
-        for table, body in views.items():
-            con.execute(f"CREATE OR REPLACE VIEW {table} AS {body or empty[table]}")
-        con.execute("CHECKPOINT")
-    finally:
-        con.close()
 
 
 def refresh_file(crawl: CrawlDir, manifest: Manifest, *, child: bool = False) -> str | None:
@@ -196,7 +125,7 @@ def refresh_file(crawl: CrawlDir, manifest: Manifest, *, child: bool = False) ->
     job = file_job(crawl, manifest, tmp)
     try:
         if child:
-            run_module(__name__, json.dumps(job).encode("utf-8"), CHILD_TIMEOUT_S)
+            run_module(duckdbfile.__name__, json.dumps(job).encode("utf-8"), CHILD_TIMEOUT_S)
         else:
             write_file(job)
         os.replace(tmp, final)
@@ -296,13 +225,3 @@ def after_commit(crawl: CrawlDir, manifest: Manifest) -> None:
         refresh_file(crawl, manifest)
     except (OSError, duckdb.Error) as exc:
         log.warning("%s: could not refresh %s: %s", crawl.url, DUCKDB_FILE, exc)
-
-
-def _main() -> int:
-    """Child process: write the ``crawl.duckdb`` temp file of the JSON job on stdin."""
-    write_file(json.loads(sys.stdin.buffer.read()))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_main())

@@ -1,0 +1,93 @@
+"""Write a DuckDB database file of crawl views, from a job that names them (JSON-serializable):
+what the child process of :mod:`batchcrawl.store.views` runs (``python -m
+batchcrawl.store.duckdbfile``, the job on stdin). Imports nothing but DuckDB (no pyarrow, no numpy),
+so that child costs little more than DuckDB itself."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from typing import Any
+
+from batchcrawl.store.paths import DUCKDB_FILE
+
+#: Persisted in ``crawl.duckdb``: the crawl-relative paths ``files`` made absolute with the
+#: directory of the database file. DuckDB has no function for that directory, but the default
+#: ``temp_directory`` of a database file is ``<database file>.tmp``; when the user has changed it,
+#: the paths stay relative and resolve from ``file_search_path`` (default: the working directory).
+CRAWL_FILES_MACRO = (
+    "CREATE OR REPLACE MACRO crawl_files(files) AS list_transform(files, lambda f: "
+    f"CASE WHEN suffix(current_setting('temp_directory'), '/{DUCKDB_FILE}.tmp') "
+    f"THEN current_setting('temp_directory')[:-{len(DUCKDB_FILE) + 5}] ELSE '' END || f)"
+)
+
+
+def ident(name: str) -> str:
+    """``name`` as a quoted SQL identifier."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def literal(text: str) -> str:
+    """``text`` as a SQL string literal."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+@functools.cache
+def empty_selects(ddl: str, tables: tuple[str, ...]) -> dict[str, str]:
+    """``SELECT CAST(NULL AS type) AS col, ... WHERE false`` for each of ``tables``, typed by the
+    DDL text ``ddl`` (``storage/schema.sql``). Loads DuckDB."""
+    import duckdb
+
+    con = duckdb.connect(":memory:")
+    try:
+        con.execute(ddl)
+        out = {}
+        for table in tables:
+            cols = con.execute(
+                "SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = ? "
+                "ORDER BY column_index",
+                [table],
+            ).fetchall()
+            body = ", ".join(f"CAST(NULL AS {typ}) AS {ident(name)}" for name, typ in cols)
+            out[table] = f"SELECT {body} WHERE false"
+        return out
+    finally:
+        con.close()
+
+
+def write_file(job: dict[str, Any]) -> None:
+    """Write a DuckDB database file at ``job["tmp"]`` holding the ``crawl_files`` macro and one
+    view per table of ``job["views"]`` (table -> ``SELECT``, None for an empty view typed by
+    ``job["ddl"]``), with paths resolved from ``job["search_path"]``. Loads DuckDB.
+
+    Raises
+    ------
+    duckdb.Error
+        A view does not bind (a file it names is missing or unreadable).
+    """
+    import duckdb
+
+    views = job["views"]
+    empty = empty_selects(job["ddl"], tuple(t for t, body in views.items() if body is None))
+    con = duckdb.connect(job["tmp"])
+    try:
+        con.execute(CRAWL_FILES_MACRO)
+        # views are bound when created: the temp file's name does not end in crawl.duckdb,
+        # so the relative paths resolve from file_search_path (this session only)
+        con.execute(f"SET file_search_path = {literal(job['search_path'])}")
+        for table, body in views.items():
+            con.execute(f"CREATE OR REPLACE VIEW {table} AS {body or empty[table]}")
+        con.execute("CHECKPOINT")
+    finally:
+        con.close()
+
+
+def _main() -> int:
+    """Child process: write the ``crawl.duckdb`` temp file of the JSON job on stdin."""
+    write_file(json.loads(sys.stdin.buffer.read()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main())
