@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from batchcrawl.store import duckdbfile, schemas
-from batchcrawl.store.child import ChildFailed, run_module
+from batchcrawl.store.child import run_module
 from batchcrawl.store.duckdbfile import literal, write_file
 from batchcrawl.store.paths import DUCKDB_FILE
 
@@ -115,7 +115,7 @@ def refresh_file(crawl: CrawlDir, manifest: Manifest, *, child: bool = False) ->
     ------
     duckdb.Error, OSError
         In this process: a view did not bind, or the file could not be written.
-    ChildFailed
+    batchcrawl.store.child.ChildFailed
         With ``child``: the child process failed (its message is in the exception).
     """
     if not crawl.local:
@@ -176,7 +176,7 @@ class _Background:
             crawl, manifest = job
             try:
                 refresh_file(crawl, manifest, child=True)
-            except (OSError, ChildFailed) as exc:
+            except Exception as exc:  # any: this thread must go on, or wait() would never return
                 log.warning("%s: could not refresh %s: %s", crawl.url, DUCKDB_FILE, exc)
 
     def wait(self) -> None:
