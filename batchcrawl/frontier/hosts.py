@@ -11,7 +11,7 @@ newest-wins by ``host``: the row of the file listed last. Listings written befor
 superseded ones once no kept manifest names them.
 
 Readers: the shard actors' restore (:func:`read_hosts`, :class:`RecentHostRows`), generate's
-``partition_by = "ip"``, and the SQL ``hosts`` view (:func:`batchcrawl.store.sql.view_sql`,
+``partition_by = "ip"``, and the SQL ``hosts`` view (:func:`batchcrawl.store.views.view_body`,
 newest wins by ``host``), from which ``status`` and ``report`` read.
 """
 

@@ -15,8 +15,8 @@ nobody reads, and rerunning it is safe. A manifest may point at files written by
 
 After publishing, a local crawl's ``crawl.duckdb`` is rewritten (temp file + rename) with views over
 the new generation (:mod:`batchcrawl.store.views`; from a child process while a crawl runs); remote
-crawls have none. Writers hold the
-crawl's :class:`~batchcrawl.lock.WriterLock`; old generations are removed by :func:`batchcrawl.gc.gc`.
+crawls have none. Writers hold the crawl's :class:`~batchcrawl.lock.WriterLock`; old generations are
+removed by :func:`batchcrawl.gc.gc`.
 """
 
 from __future__ import annotations

@@ -68,19 +68,24 @@ def write_file(job: dict[str, Any]) -> None:
     """
     import duckdb
 
-    views = job["views"]
-    empty = empty_selects(job["ddl"], tuple(t for t, body in views.items() if body is None))
     con = duckdb.connect(job["tmp"])
     try:
         con.execute(CRAWL_FILES_MACRO)
         # views are bound when created: the temp file's name does not end in crawl.duckdb,
         # so the relative paths resolve from file_search_path (this session only)
         con.execute(f"SET file_search_path = {literal(job['search_path'])}")
-        for table, body in views.items():
-            con.execute(f"CREATE OR REPLACE VIEW {table} AS {body or empty[table]}")
+        create_views(con, job["views"], job["ddl"])
         con.execute("CHECKPOINT")
     finally:
         con.close()
+
+
+def create_views(con: Any, views: dict[str, str | None], ddl: str) -> None:
+    """``CREATE OR REPLACE VIEW`` each table of ``views`` (table -> ``SELECT``, or None for an
+    empty view typed by the DDL text ``ddl``) on the DuckDB connection ``con``."""
+    empty = empty_selects(ddl, tuple(t for t, body in views.items() if body is None))
+    for table, body in views.items():
+        con.execute(f"CREATE OR REPLACE VIEW {table} AS {body or empty[table]}")
 
 
 def _main() -> int:

@@ -53,24 +53,11 @@ _SHOW_PRAGMAS = {
 }
 
 
-def _empty_selects() -> dict[str, str]:
-    """``SELECT CAST(NULL AS type) AS col, ... WHERE false`` per table, typed by schema.sql."""
-    return duckdbfile.empty_selects(schemas.schema_sql(), tuple(schemas.TABLES))
-
-
-def view_sql(crawl: CrawlDir, manifest: Manifest, table: str, *, relative: bool = False) -> str:
-    """``CREATE OR REPLACE VIEW`` statement of ``table`` over the files of ``manifest``
-    (:func:`batchcrawl.store.views.view_body`; an empty view typed by schema.sql when the
-    generation lists no file for it)."""
-    body = views.view_body(crawl, manifest, table, relative=relative)
-    return f"CREATE OR REPLACE VIEW {table} AS {body or _empty_selects()[table]}"
-
-
-def _create_views(
-    con: duckdb.DuckDBPyConnection, crawl: CrawlDir, manifest: Manifest, *, relative: bool = False
-) -> None:
-    for table in schemas.TABLES:
-        con.execute(view_sql(crawl, manifest, table, relative=relative))
+def _create_views(con: duckdb.DuckDBPyConnection, crawl: CrawlDir, manifest: Manifest) -> None:
+    """One view per crawl table over ``manifest``'s files, by absolute paths or URLs
+    (:func:`batchcrawl.store.views.view_body`; empty views typed by schema.sql)."""
+    bodies = {t: views.view_body(crawl, manifest, t) for t in schemas.TABLES}
+    duckdbfile.create_views(con, bodies, schemas.schema_sql())
 
 
 def connect(crawl: CrawlDir, generation: int | None = None) -> duckdb.DuckDBPyConnection:

@@ -7,8 +7,9 @@ readers see the old or the new views, never a half-written file), DuckDB doing t
 
 * in this process (the default: ``batchcrawl init``, ``inject``, tests), or
 * while a crawl runs (:func:`background_refresh`, entered by ``batchcrawl crawl`` and ``round``), in
-  a short-lived child process (``python -m batchcrawl.store.duckdbfile``, the job as JSON on stdin), one
-  at a time in a background thread of the driver, the newest committed generation first. The
+  a short-lived child process (``python -m batchcrawl.store.duckdbfile``, the job as JSON on
+  stdin), one at a time in a background thread of the driver, the newest committed generation
+  first. The
   driver of a crawl that runs for weeks then never loads DuckDB (its library and state are ~50 MB
   of a driver's ~200 MB; issue 16), and a commit does not wait for the file. At most one refresh
   starts per :data:`REFRESH_INTERVAL_S`, so during a crawl the file may name a generation up to
@@ -60,8 +61,8 @@ def view_body(
     or with ``relative`` paths relative to the crawl root passed through the ``crawl_files`` macro
     of ``crawl.duckdb``, so a copied or moved crawl reads its own files), or None when the
     generation lists no file for it (the view is then empty, typed by ``storage/schema.sql``:
-    :func:`~batchcrawl.store.duckdbfile.empty_selects`). A table with delta runs shows one row per key (the frontier's
-    ``url_key``, the ``hosts`` table's ``host``), the newest."""
+    :func:`batchcrawl.store.duckdbfile.create_views`). A table with delta runs shows one row per
+    key (the frontier's ``url_key``, the ``hosts`` table's ``host``), the newest."""
     rels = manifest.files(table)
     if not rels:
         return None
