@@ -10,7 +10,6 @@ once and :func:`register` gives them to each worker, those that join or restart 
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from distributed.diagnostics.plugin import WorkerPlugin
@@ -41,6 +40,5 @@ def register(client: Any) -> None:
     (before any task or actor runs there; one call per client). A driver that has not loaded
     DuckDB derives them in a child process first (:func:`schemas.derive_in_child`), so that the
     crawl's driver does not load it either."""
-    if schemas._installed is None and "duckdb" not in sys.modules:
-        schemas.derive_in_child()
+    schemas.prepare_without_duckdb()
     client.register_plugin(SchemasPlugin(schemas.exported()), name=SchemasPlugin.name)

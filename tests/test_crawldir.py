@@ -159,6 +159,24 @@ def test_background_refresh_writes_the_newest_generation_in_child_processes(tmp_
     assert not [f for f in all_files(crawl.root) if ".tmp-" in f]
 
 
+def test_a_refresh_of_a_superseded_generation_leaves_the_newer_file(tmp_path):
+    """A refresh that finishes after a newer generation was published (a slow child, another
+    process) must not put the older views back: crawl.duckdb names the newest generation."""
+    crawl = small_crawl(tmp_path / "c")
+    db = crawl.path("crawl.duckdb")
+    old = crawl.manifest()
+    crawl.commit(old, {"fetched": []}, {"step": "x"})  # refreshes in this process: 0 rows
+    for child in (False, True):
+        assert views.refresh_file(crawl, old, child=child) is None
+        con = duckdb.connect(db, read_only=True)
+        try:
+            assert con.sql("SELECT count(*) FROM fetched").fetchall() == [(0,)]
+        finally:
+            con.close()
+    assert views.refresh_file(crawl, crawl.manifest(), child=True) == db
+    assert not [f for f in all_files(crawl.root) if ".tmp-" in f]
+
+
 def test_a_failed_background_refresh_is_logged_and_the_next_one_writes_the_file(
     tmp_path, monkeypatch, caplog
 ):

@@ -101,6 +101,21 @@ def install(given: dict[str, object]) -> bool:
     return True
 
 
+def prepare_without_duckdb() -> None:
+    """Have this process's schemas ready without it loading DuckDB for them (a crawl's driver,
+    before it hands them to its workers): nothing to do when they were installed (:func:`install`)
+    or DuckDB is loaded here already (deriving them in this process then costs no memory);
+    otherwise :func:`derive_in_child`.
+
+    Raises
+    ------
+    batchcrawl.store.child.ChildFailed
+        The child could not derive them.
+    """
+    if _installed is None and "duckdb" not in sys.modules:
+        derive_in_child()
+
+
 def derive_in_child() -> bool:
     """Derive the schemas in a child process (``python -m batchcrawl.store.schemas``) and
     :func:`install` them here, so that this process never loads DuckDB (a crawl's driver: about

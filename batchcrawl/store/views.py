@@ -105,12 +105,15 @@ def file_job(crawl: CrawlDir, manifest: Manifest, tmp: str) -> dict[str, Any]:
 def refresh_file(crawl: CrawlDir, manifest: Manifest, *, child: bool = False) -> str | None:
     """Write ``CRAWL/crawl.duckdb`` with views over ``manifest``'s files (a temp file, then a
     rename): with DuckDB in this process, or with ``child`` in a child process. Remote crawls are
-    skipped (a DuckDB file cannot be updated in place on an object store).
+    skipped (a DuckDB file cannot be updated in place on an object store), and so is a generation
+    that a newer one superseded while its file was written: the file always names the newest
+    generation once its refresh is done, whichever refresh (another thread's, another process's)
+    finishes last.
 
     Returns
     -------
     str or None
-        Path of the file written; None for a remote crawl.
+        Path of the file written; None for a remote crawl or a superseded generation.
 
     Raises
     ------
@@ -129,12 +132,21 @@ def refresh_file(crawl: CrawlDir, manifest: Manifest, *, child: bool = False) ->
             run_module(duckdbfile.__name__, json.dumps(job).encode("utf-8"), CHILD_TIMEOUT_S)
         else:
             write_file(job)
+        if _superseded(crawl, manifest):
+            return None
         os.replace(tmp, final)
     finally:
         for leftover in (tmp, tmp + ".wal"):
             if os.path.exists(leftover):
                 os.unlink(leftover)
     return final
+
+
+def _superseded(crawl: CrawlDir, manifest: Manifest) -> bool:
+    """True when a generation newer than ``manifest``'s has been published (its own refresh
+    follows, or has written the file already)."""
+    generations = crawl.generations()
+    return bool(generations) and generations[-1] > manifest.generation
 
 
 class _Background:
