@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import json
+import math
 import os
 import re
 import tomllib
@@ -663,6 +664,8 @@ def _coerce(section: str, key: str, value: Any, origin: str, from_string: bool) 
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ConfigError(f"{where}: expected a number of seconds or a ratio, got {value!r}")
         value = float(value)
+        if not math.isfinite(value):  # nan passes every comparison; inf means nothing here
+            raise ConfigError(f"{where}: expected a finite number, got {value!r}")
     elif base is str:
         if not isinstance(value, str):
             raise ConfigError(f"{where}: expected a string, got {value!r}")
@@ -685,7 +688,8 @@ def _coerce(section: str, key: str, value: Any, origin: str, from_string: bool) 
         value = dict(value)
     else:  # pragma: no cover - every declared type is handled above
         raise TypeError(f"unsupported config type {hint!r}")
-    if base in (int, float) and value < 0:
+    own_min = any(isinstance(rule, Range) and rule.min is not None for rule in rules)
+    if base in (int, float) and value < 0 and not own_min:  # a Range names its own lower bound
         raise ConfigError(f"{where}: expected a value >= 0, got {value!r}")
     for rule in rules:
         if isinstance(rule, Range):

@@ -137,6 +137,21 @@ def test_rules_live_on_the_config_types(section, key, value, message):
         Config().replace(**{section: {key: value}})
 
 
+@pytest.mark.parametrize("text", ["nan", "inf", "-inf", "+nan"])
+@pytest.mark.parametrize(
+    ("section", "key"),
+    [("politeness", "host_delay_s"), ("fetch", "time_limit_s"), ("fetch", "tail_rate_ratio")],
+)
+def test_non_finite_numbers_are_refused_from_files_and_set(text, section, key, crawl):
+    """NaN passes every ``<``/``>`` bound check, so it needs its own: a NaN delay or time limit
+    would otherwise be saved in crawl.toml and silently disable what it configures."""
+    message = rf"{section}\.{key} \(from c\.toml:2\): expected a finite number"
+    with pytest.raises(ConfigError, match=message):
+        load_config(files=[("c.toml", f"[{section}]\n{key} = {text}\n")], environ={})
+    with pytest.raises(ConfigError, match=r"from --set .*expected a finite number"):
+        load_crawl_config(crawl, sets=[f"{section}.{key}={text}"], environ={})
+
+
 def test_rule_error_names_file_and_line(tmp_path):
     text = "[fetch]\nthreads = 4\nwarc_compress_level = 12\n"
     with pytest.raises(ConfigError, match=r"fetch\.warc_compress_level \(from c\.toml:3\): .*<= 9"):
