@@ -37,6 +37,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from batchcrawl.store.crawldir import reading
 from batchcrawl.urls import bucket_ids
 
 __all__ = [
@@ -259,7 +260,7 @@ def iter_chunks(
     if isinstance(source, pa.Table):
         yield 0, None, source if columns is None else source.select(columns)
         return
-    with source.fs.open(source.path, "rb") as fh:
+    with reading(source.fs, source.path) as fh:
         pf = pq.ParquetFile(fh)
         meta = pf.metadata
         sizes = [meta.row_group(i).total_byte_size for i in range(meta.num_row_groups)]

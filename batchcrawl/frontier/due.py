@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 
 from batchcrawl.records import UrlStatus
 from batchcrawl.store import schemas
-from batchcrawl.store.crawldir import CrawlDir, FileEntry
+from batchcrawl.store.crawldir import CrawlDir, FileEntry, reading
 
 KEY = "url_key"
 TIME = "next_fetch_time"
@@ -104,10 +104,10 @@ def _due_in(crawl: CrawlDir, entry: FileEntry, now_ms: int) -> pa.Table:
     written before indexes existed, from the file itself)."""
     cut = pa.scalar(now_ms, pa.timestamp("ms"))
     if entry.due is None:
-        with crawl.fs.open(crawl.path(entry.path), "rb") as fh:
+        with reading(crawl.fs, crawl.path(entry.path)) as fh:
             t = index_rows(pq.read_table(fh, columns=SELECT_COLUMNS))
     else:
-        with crawl.fs.open(crawl.path(entry.due), "rb") as fh:
+        with reading(crawl.fs, crawl.path(entry.due)) as fh:
             pf = pq.ParquetFile(fh)
             t = pf.read_row_groups(_groups_due(pf, now_ms))
     return t.filter(pc.less_equal(t.column(TIME), cut))
@@ -134,7 +134,7 @@ def _ms(value) -> int:
 
 
 def _keys(crawl: CrawlDir, entry: FileEntry) -> np.ndarray:
-    with crawl.fs.open(crawl.path(entry.path), "rb") as fh:
+    with reading(crawl.fs, crawl.path(entry.path)) as fh:
         return np.asarray(pq.read_table(fh, columns=[KEY]).column(KEY).to_numpy(), np.uint64)
 
 

@@ -34,7 +34,7 @@ from batchcrawl.config import Config
 from batchcrawl.errors import CrawlDirError
 from batchcrawl.frontier import due
 from batchcrawl.store import paths, schemas
-from batchcrawl.store.crawldir import CrawlDir, FileEntry, Manifest
+from batchcrawl.store.crawldir import CrawlDir, FileEntry, Manifest, reading
 
 KEY = "url_key"
 #: ``mapper(fn, items) -> list``: runs one task per item (threads here, Dask in a round).
@@ -163,7 +163,7 @@ def write_bucket(
 
 
 def _read(crawl: CrawlDir, entry: FileEntry, columns: list[str] | None) -> pa.Table:
-    with crawl.fs.open(crawl.path(entry.path), "rb") as fh:
+    with reading(crawl.fs, crawl.path(entry.path)) as fh:
         return pq.read_table(fh, columns=columns)
 
 
@@ -274,7 +274,7 @@ def lookup(
             break
         if file_keys is not None and not is_known(file_keys[i], keys).any():
             continue
-        with crawl.fs.open(crawl.path(e.path), "rb") as fh:
+        with reading(crawl.fs, crawl.path(e.path)) as fh:
             pf = pq.ParquetFile(fh)
             if file_keys is None:
                 fk = np.asarray(pf.read(columns=[KEY]).column(KEY).to_numpy(), dtype=np.uint64)

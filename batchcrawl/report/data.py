@@ -93,7 +93,8 @@ def read_report_data(crawl: CrawlDir, cfg: Config, generation: int | None = None
     manifest = crawl.manifest(generation)
     con = sql.connect(crawl, manifest.generation)
     try:
-        tables = {name: _rows(con, name) for name in QUERIES}
+        with sql.reading_generation(crawl, manifest.generation):
+            tables = {name: _rows(con, name) for name in QUERIES}
     finally:
         con.close()
     kept = [g for g in crawl.generations() if g <= manifest.generation]
@@ -106,7 +107,8 @@ def read_report_data(crawl: CrawlDir, cfg: Config, generation: int | None = None
         m = manifest if g == manifest.generation else crawl.manifest(g)
         con = sql.connect(crawl, g)
         try:
-            counts = {r["status"]: r["urls"] for r in _rows(con, "status-counts")}
+            with sql.reading_generation(crawl, g):
+                counts = {r["status"]: r["urls"] for r in _rows(con, "status-counts")}
         finally:
             con.close()
         by_gen.append(

@@ -421,7 +421,7 @@ class CrawlDir(atomic.Location):
         parts = []
         for entry in entries:
             rel = entry.path if isinstance(entry, FileEntry) else entry
-            with self.fs.open(self.path(rel), "rb") as fh:
+            with reading(self.fs, self.path(rel)) as fh:
                 parts.append(read_columns(table, pq.ParquetFile(fh), columns))
         if not parts:
             target = schemas.schema(table)
@@ -441,7 +441,7 @@ class CrawlDir(atomic.Location):
         :mod:`batchcrawl.store.shuffle`) instead of by all the files."""
         for entry in entries:
             rel = entry.path if isinstance(entry, FileEntry) else entry
-            with self.fs.open(self.path(rel), "rb") as fh:
+            with reading(self.fs, self.path(rel)) as fh:
                 pf = pq.ParquetFile(fh)
                 for i in range(pf.num_row_groups):
                     yield read_columns(table, pf, columns, [i])
@@ -451,6 +451,41 @@ class CrawlDir(atomic.Location):
     ) -> pa.Table:
         """All rows of ``table`` in ``generation`` (default current)."""
         return self.read_table(table, self.manifest(generation).tables.get(table, ()), columns)
+
+
+#: What a reader of a crawl's Parquet files says when one cannot be read: the remedy.
+DAMAGED_FILE_REMEDY = (
+    "restore it from a copy of the crawl (sql, status and report read an older generation with "
+    "--generation N)"
+)
+
+
+@contextlib.contextmanager
+def reading(fs: Any, path: str) -> Iterator[IO[bytes]]:
+    """Open ``path`` on ``fs`` (an fsspec filesystem) for reading a data file a generation names:
+    a missing, truncated or garbled file raises :class:`CrawlDirError` naming it (exit code 3),
+    never a pyarrow or thrift error. Errors of the system (an ``errno``: no access, a file where
+    a folder should be, an I/O error) keep their type, and so, on an object store, do errors
+    other than pyarrow's (a connection's may pass on retry).
+
+    Raises
+    ------
+    CrawlDirError
+        The file is missing, or is not a readable Parquet (or Arrow) file.
+    """
+    local = atomic.is_local(fs)
+    try:
+        with fs.open(path, "rb") as fh:
+            yield fh
+    except FileNotFoundError:
+        raise CrawlDirError(f"{path}: the file is missing; {DAMAGED_FILE_REMEDY}") from None
+    except (OSError, pa.ArrowException) as exc:
+        if not isinstance(exc, pa.ArrowException) and (exc.errno is not None or not local):
+            raise  # the system's error (no access, a file where a folder should be, EIO)
+        reason = (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise CrawlDirError(
+            f"{path}: cannot be read ({reason}): the file is damaged; {DAMAGED_FILE_REMEDY}"
+        ) from None
 
 
 def read_columns(

@@ -35,7 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from batchcrawl.store import schemas
-from batchcrawl.store.crawldir import CrawlDir, FileEntry, read_columns
+from batchcrawl.store.crawldir import CrawlDir, FileEntry, read_columns, reading
 
 
 @dataclass(frozen=True)
@@ -329,7 +329,7 @@ def read_partition(
         groups = part.row_groups.get(bucket)
         if not groups:
             continue
-        with crawl.fs.open(crawl.path(part.entry.path), "rb") as fh:
+        with reading(crawl.fs, crawl.path(part.entry.path)) as fh:
             pf = FOOTERS.open(crawl, part.entry.path, fh)
             tables.append(read_columns(table, pf, columns, list(groups)))
     if not tables:

@@ -17,8 +17,10 @@ place on an object store; use ``batchcrawl sql`` there. The views' SQL and the f
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,6 +29,7 @@ import pyarrow as pa
 
 from batchcrawl.errors import CrawlDirError, SQLError
 from batchcrawl.store import duckdbfile, schemas, views
+from batchcrawl.store.crawldir import DAMAGED_FILE_REMEDY
 from batchcrawl.store.paths import DUCKDB_FILE  # noqa: F401 (sql.DUCKDB_FILE, as before)
 
 if TYPE_CHECKING:
@@ -80,13 +83,9 @@ def connect(crawl: CrawlDir, generation: int | None = None) -> duckdb.DuckDBPyCo
         con.register_filesystem(crawl.fs)
     try:
         _create_views(con, crawl, manifest)
-    except duckdb.IOException as exc:
+    except duckdb.Error as exc:  # the views' SQL is ours: binding fails only on the files
         con.close()
-        first = str(exc).splitlines()[0]
-        raise CrawlDirError(
-            f"{crawl.url}: generation {manifest.generation} names a file that cannot be read "
-            f"({first}); restore it, or query an older generation with --generation N"
-        ) from None
+        raise _unreadable(crawl, manifest.generation, exc) from None
     if crawl.local:
         paths = [crawl.full_url(rel) for t in schemas.TABLES for rel in manifest.files(t)]
         con.execute(
@@ -95,6 +94,35 @@ def connect(crawl: CrawlDir, generation: int | None = None) -> duckdb.DuckDBPyCo
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
     return con
+
+
+def _unreadable(crawl: CrawlDir, generation: int, exc: duckdb.Error) -> CrawlDirError:
+    first = (str(exc).splitlines() or [type(exc).__name__])[0]
+    return CrawlDirError(
+        f"{crawl.url}: generation {generation} names a file that cannot be read ({first}); "
+        + DAMAGED_FILE_REMEDY
+    )
+
+
+@contextlib.contextmanager
+def reading_generation(crawl: CrawlDir, generation: int) -> Iterator[None]:
+    """Inside, a DuckDB error about the data files of ``generation`` -- a read failed
+    (``IOException``), or a file named in the message (``.parquet``) is truncated or garbled --
+    raises :class:`CrawlDirError` naming it and the way back (exit code 3) instead of passing
+    for an error of the statement. Statements on :func:`connect`'s connections cannot name files
+    themselves, so a ``.parquet`` path in the message is one of the generation's.
+
+    Raises
+    ------
+    CrawlDirError
+        As above; other DuckDB errors pass through unchanged.
+    """
+    try:
+        yield
+    except duckdb.Error as exc:
+        if not isinstance(exc, duckdb.IOException) and ".parquet" not in str(exc):
+            raise
+        raise _unreadable(crawl, generation, exc) from None
 
 
 def check_read_only(sql: str) -> list[str]:
@@ -165,17 +193,13 @@ def query(crawl: CrawlDir, sql: str, generation: int | None = None) -> pa.Table:
     con = None
     try:
         con = connect(crawl, generation)
-        result = None
-        for text in statements:
-            result = con.sql(text)
-        if result is None:
-            return pa.table({})
-        return result.to_arrow_table()
-    except duckdb.IOException as exc:
-        raise CrawlDirError(
-            f"{crawl.url}: a file of the generation cannot be read ({str(exc).splitlines()[0]}); "
-            "restore it, or query an older generation with --generation N"
-        ) from None
+        with reading_generation(crawl, crawl.manifest(generation).generation):
+            result = None
+            for text in statements:
+                result = con.sql(text)
+            if result is None:
+                return pa.table({})
+            return result.to_arrow_table()
     except duckdb.Error as exc:
         raise SQLError(f"query failed: {exc}") from None
     finally:

@@ -50,23 +50,25 @@ def crawl_status(crawl: CrawlDir, generation: int | None = None) -> dict[str, An
     manifest = crawl.manifest(generation)
     con = sql.connect(crawl, manifest.generation)
     try:
-        by_status = dict(con.execute(sql.named_query("status-counts")).fetchall())
-        depth = {
-            str(d): n
-            for d, n, _fetched in con.execute(sql.named_query("depth-histogram")).fetchall()
-        }
-        hosts, domains = con.execute(
-            "SELECT count(DISTINCT host), count(DISTINCT domain) FROM frontier"
-        ).fetchone()
-        traps = [
-            {"host": h, "trap": t, "pages_fetched": n, "queued": q}
-            for h, t, n, q in con.execute(sql.named_query("probable-traps")).fetchall()
-        ]
-        by_outcome = dict(
-            con.execute(
-                "SELECT outcome, count(*) AS n FROM fetched GROUP BY outcome ORDER BY n DESC, outcome"
-            ).fetchall()
-        )
+        with sql.reading_generation(crawl, manifest.generation):
+            by_status = dict(con.execute(sql.named_query("status-counts")).fetchall())
+            depth = {
+                str(d): n
+                for d, n, _fetched in con.execute(sql.named_query("depth-histogram")).fetchall()
+            }
+            hosts, domains = con.execute(
+                "SELECT count(DISTINCT host), count(DISTINCT domain) FROM frontier"
+            ).fetchone()
+            traps = [
+                {"host": h, "trap": t, "pages_fetched": n, "queued": q}
+                for h, t, n, q in con.execute(sql.named_query("probable-traps")).fetchall()
+            ]
+            by_outcome = dict(
+                con.execute(
+                    "SELECT outcome, count(*) AS n FROM fetched GROUP BY outcome"
+                    " ORDER BY n DESC, outcome"
+                ).fetchall()
+            )
     finally:
         con.close()
     generations = []
