@@ -759,9 +759,16 @@ def round_summary(
         # after the round), and those of returning hosts read back from the hosts table instead
         "host_rows": {k: sum(r.get("host_rows", {}).get(k, 0) for r in shard_results)
                       for k in ("kept", "read_back")},
-        "time_limit_hit": any(r["unfetched"] for r in shard_results),
+        # a shard left URLs because its fetch reached fetch.time_limit_s (or the crawl's
+        # --max-seconds), not because it was cut at its tail or ended by the shard grace
+        "time_limit_hit": any(
+            r["unfetched"] and not (r["counters"].get("tail_cut") or r["counters"].get("ended_early"))
+            for r in shard_results
+        ),
         # shards whose fetch ended at its slow tail (fetch.tail_rate_ratio, fetch.tail_idle_s)
         "shards_tail_cut": sum(int(r["counters"].get("tail_cut", 0)) for r in shard_results),
+        # shards told to end fetch.shard_grace_s after the first shard's fetch was over
+        "shards_ended_early": sum(int(r["counters"].get("ended_early", 0)) for r in shard_results),
         "robots": {
             k: int(v) for k, v in counters.items() if k.startswith(("robots_state_", "robots_fetches"))
         },

@@ -76,7 +76,7 @@ def test_closing_summary_adds_up_the_rounds():
         {"round": 4, "generation": 6, "attempts": 10, "responses": 9, "stored": 7,
          "new_urls": 30, "not_fetched": 0, "errors": {"gone": 2, "network_error": 1}},
         {"round": 5, "generation": 7, "attempts": 20, "responses": 18, "stored": 15,
-         "new_urls": 5, "not_fetched": 3, "errors": {"gone": 1}},
+         "new_urls": 5, "not_fetched": 3, "errors": {"gone": 1}, "time_limit_hit": True},
     ]  # fmt: skip
     lines = closing_summary(rounds, elapsed_s=15.0)
     assert lines[0] == "batchcrawl: rounds 4-5 committed (last generation 7) in 15s"
@@ -85,6 +85,25 @@ def test_closing_summary_adds_up_the_rounds():
     assert "errors         4 (gone 3, network_error 1)" in text
     assert "left for later 3 (time limit)" in text
     assert closing_summary([], 1.0) == []
+
+
+@pytest.mark.parametrize(
+    ("flags", "why"),
+    [
+        ({"time_limit_hit": True}, "time limit"),
+        ({"shards_ended_early": 1}, "shard grace"),
+        ({"shards_tail_cut": 1, "shards_ended_early": 1}, "slow tail cut, shard grace"),
+        ({}, "fetch ended"),
+    ],
+)
+def test_left_for_later_names_why_the_fetch_ended(flags, why):
+    """A round whose shard was ended by fetch.shard_grace_s (or cut at its slow tail) did not hit
+    its time limit: the closing summary names the cause the summaries record."""
+    left = {"round": 1, "generation": 2, "attempts": 5, "not_fetched": 4, **flags}
+    done = {"round": 2, "generation": 3, "attempts": 5, "not_fetched": 0, "time_limit_hit": True}
+    text = "\n".join(closing_summary([left, done], elapsed_s=3.0))
+    assert f"left for later 4 ({why})" in text
+    assert "left for later 0\n" in "\n".join(closing_summary([done], elapsed_s=1.0)) + "\n"
 
 
 @pytest.mark.slow

@@ -78,6 +78,8 @@ def test_the_grace_counts_from_the_first_shards_run_end(tmp_path):
     rows = fetched_rows(crawl)
     slow_done = [r for r in rows if slow in r["url"]]
     assert summary["not_fetched"] == 40 - len(slow_done) > 0
+    # the grace, not the time limit (60 s), left the slow host's URLs for later
+    assert summary["shards_ended_early"] == 1 and summary["time_limit_hit"] is False
     assert len([r for r in rows if quick in r["url"]]) == 2
     assert all(k in r for r in summary["fetch_by_shard"]
                for k in ("startup_s", "fetch_seconds", "idle_s", "tail_s", "seconds"))  # fmt: skip
@@ -129,5 +131,6 @@ def test_a_shards_run_ends_by_the_crawls_deadline_whatever_the_round_spent_befor
 
             first, second = with_crawler(crawl.url, client, rounds)
     assert first["attempts"] == 0 and first["not_fetched"] == 10, first
+    assert first["time_limit_hit"] is True and first["shards_ended_early"] == 0
     assert second["attempts"] == 10 and second["not_fetched"] == 0, second
     assert sorted(r["url"] for r in fetched_rows(crawl)) == sorted(seeds)

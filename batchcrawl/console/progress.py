@@ -197,7 +197,25 @@ def closing_summary(summaries: Sequence[Mapping[str, Any]], elapsed_s: float) ->
               else f"rounds {first['round']}-{last['round']}")  # fmt: skip
     head = (f"batchcrawl: {rounds} committed (last generation {last['generation']}) in "
             f"{duration(elapsed_s)}")  # fmt: skip
-    return [head] + _total_rows(total, errors, elapsed_s, "time limit")
+    return [head] + _total_rows(total, errors, elapsed_s, left_for_later_why(summaries))
+
+
+def left_for_later_why(summaries: Sequence[Mapping[str, Any]]) -> str:
+    """Why rounds left URLs of their fetch lists for later, from their summaries: the fetch time
+    limit (``time_limit_hit``), a shard's slow tail cut (``shards_tail_cut``), the shard grace
+    after the first shard finished (``shards_ended_early``); several joined by commas."""
+    reasons = [
+        why
+        for key, why in (
+            ("time_limit_hit", "time limit"),
+            ("shards_tail_cut", "slow tail cut"),
+            ("shards_ended_early", "shard grace"),
+        )  # fmt: skip
+        if any(s.get(key) for s in summaries if s.get("not_fetched"))
+    ]
+    if reasons or not any(s.get("not_fetched") for s in summaries):
+        return ", ".join(reasons)
+    return "fetch ended"  # summaries of a version that did not record why
 
 
 def stream_closing_summary(summary: Mapping[str, Any]) -> list[str]:
@@ -223,6 +241,6 @@ def _total_rows(total: Mapping[str, int], errors: Mapping[str, int], elapsed_s: 
         ("stored", f"{total['stored']:,}"),
         ("errors", f"{sum(errors.values()):,}" + (f" ({by})" if by else "")),
         ("new URLs", f"{total['new_urls']:,}"),
-        ("left for later", f"{total['not_fetched']:,} ({left_why})"),
+        ("left for later", f"{total['not_fetched']:,}" + (f" ({left_why})" if left_why else "")),
     ]
     return [f"  {k:<15}{v}" for k, v in rows]
