@@ -227,6 +227,11 @@ def seed_warnings(summary: Mapping[str, Any]) -> list[str]:
             f"{source}: no seed URL in it ({summary['lines']} lines, all blank or # comments); "
             "nothing was injected"
         )
+    elif summary.get("committed") is False:
+        out.append(
+            f"{source}: no new seed URL ({summary['seeds_known']} known, {summary['bad_lines']} "
+            "bad); the frontier is unchanged and no generation was committed"
+        )
     return out
 
 
@@ -250,7 +255,7 @@ def main(verbose: int) -> None:
 @_crawl_arg
 @click.option(
     "--seeds",
-    type=click.File("r", encoding="utf-8", errors="surrogateescape"),
+    type=click.File("r", encoding="utf-8-sig", errors="surrogateescape"),
     help="Seed URLs, one a line.",
 )
 @click.option(
@@ -280,13 +285,14 @@ def init(crawl_url: str, seeds: io.TextIOBase | None, config_file: str | None, s
     out: dict[str, Any] = {"crawl": crawl.url, "generation": 0, "buckets": cfg.frontier.buckets}
     if seeds is not None:
         out["inject"] = _inject(crawl, cfg, seeds, source=getattr(seeds, "name", "-"))
+        out["generation"] = out["inject"]["generation"]
     _echo_json(out)
 
 
 @main.command()
 @_crawl_arg
 @click.argument(
-    "seeds", type=click.File("r", encoding="utf-8", errors="surrogateescape"), metavar="FILE|-"
+    "seeds", type=click.File("r", encoding="utf-8-sig", errors="surrogateescape"), metavar="FILE|-"
 )
 @click.option(
     "--refetch", is_flag=True, help="Also make the URLs of FILE already known due now (refetch)."

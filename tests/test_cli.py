@@ -288,6 +288,44 @@ def test_an_empty_seed_file_warns_and_injects_nothing(tmp_path):
     assert "no seed URL in it (0 lines" in result.stderr
 
 
+def test_a_seed_file_with_nothing_new_commits_no_generation(tmp_path):
+    """Known, bad or no seeds leave the frontier as it is: no new generation, and stderr says so."""
+    crawl = small_crawl(tmp_path / "c")
+    known = "http://known.test/"
+    assert json.loads(run("inject", crawl.url, "-", input=known).stdout)["committed"] is True
+    before = crawl.generations()
+    for text in (f"{known}\n", "not a url\n", "", f"{known}\nftp://x.test/\n"):
+        result = run("inject", crawl.url, "-", input=text)
+        assert result.exit_code == 0, result.output
+        out = json.loads(result.stdout)
+        assert out["committed"] is False and out["generation"] == before[-1], out
+    assert crawl.generations() == before
+    assert "no generation was committed" in result.stderr
+    result = run("inject", crawl.url, "-", input="http://new.test/\n")
+    assert json.loads(result.stdout)["committed"] is True
+    assert crawl.generations() == [*before, before[-1] + 1]
+
+
+def test_a_byte_order_mark_and_a_huge_line_in_a_seed_file(tmp_path):
+    """Notepad's UTF-8 byte order mark is not part of the first URL; a megabyte line is a bad
+    line, not a frontier row, and its reason does not repeat it."""
+    seeds = tmp_path / "seeds.txt"
+    huge = "http://a.test/" + "x" * 3_000_000
+    seeds.write_bytes(b"\xef\xbb\xbfhttp://bom.test/\n" + huge.encode() + b"\nhttp://b.test/\n")
+    result = run("init", str(tmp_path / "c"), "--seeds", str(seeds))
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["generation"] == out["inject"]["generation"] == 1
+    assert out["inject"]["seeds_new"] == 2 and out["inject"]["bad_lines"] == 1
+    (bad,) = out["inject"]["bad_line_list"]
+    assert bad["line"] == 2 and len(bad["reason"]) < 200 and "3,000,014 characters" in bad["reason"]
+    crawl = CrawlDir.open(str(tmp_path / "c"))
+    urls = sorted(crawl.read_current("frontier", ["url"]).column("url").to_pylist())
+    assert urls == ["http://b.test/", "http://bom.test/"]
+    result = run("inject", crawl.url, "-", input="\ufeffhttp://c.test/\n")  # stdin too
+    assert json.loads(result.stdout)["seeds_new"] == 1
+
+
 def test_undecodable_seed_lines_are_reported_and_the_rest_injected(tmp_path):
     seeds = tmp_path / "seeds.bin"
     seeds.write_bytes(b"http://a.test/\n\xff\xfe\x00junk\nhttp://b.test/\n")

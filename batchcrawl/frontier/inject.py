@@ -38,6 +38,10 @@ __all__ = ["MAX_BAD_LINES_LISTED", "inject", "parse_seed_lines"]
 
 #: At most this many bad lines are listed (with number and reason) in the summary.
 MAX_BAD_LINES_LISTED = 100
+#: Longest seed line taken as a URL (characters); longer lines are bad lines, so that neither
+#: the frontier nor the summary holds megabytes of one line (``filters.max_url_length`` then
+#: decides which of the shorter ones are crawled).
+MAX_SEED_CHARS = 65_536
 
 
 def parse_seed_lines(
@@ -61,6 +65,10 @@ def parse_seed_lines(
         text = raw.strip()
         if not text or text.startswith("#"):
             counts["skipped"] += 1
+            continue
+        if len(text) > MAX_SEED_CHARS:  # no URL is this long: a binary or a joined file
+            bad.append({"line": lineno, "reason": f"{len(text):,} characters long; a seed URL "
+                        f"has at most {MAX_SEED_CHARS:,} (one URL per line)"})  # fmt: skip
             continue
         if any("\udc80" <= ch <= "\udcff" for ch in text):
             bad.append({"line": lineno, "reason": "not valid UTF-8; seed files are UTF-8 text"})
@@ -90,7 +98,8 @@ def inject(
     clock: Callable[[], float] = time.time,
     refetch: bool = False,
 ) -> dict:
-    """Add the seeds in ``lines`` to the crawl's frontier and commit a generation.
+    """Add the seeds in ``lines`` to the crawl's frontier and commit a generation (none when no
+    seed is new and none is refetched: a seed file of known, bad or no URLs changes nothing).
 
     Parameters
     ----------
@@ -113,7 +122,8 @@ def inject(
     dict
         The committed summary: ``lines`` = ``skipped + bad_lines + duplicates + seeds_known +
         seeds_new``; ``seeds_new`` = ``queued + sum(filtered.values())``; ``bad_line_list`` lists
-        the first :data:`MAX_BAD_LINES_LISTED` bad lines ``{line, reason}``; ``generation``.
+        the first :data:`MAX_BAD_LINES_LISTED` bad lines ``{line, reason}``; ``generation``
+        (the new one, or the current one when ``committed`` is False).
 
     Raises
     ------
@@ -188,8 +198,10 @@ def inject(
         "frontier_rows": rows_after + _untouched_rows(crawl, out, parts),
         "filters_fingerprint": filters_fingerprint(cfg),
     }
+    if not seeds_new and not new_count["refetch"]:  # the frontier is unchanged: no generation
+        return {**summary, "generation": manifest.generation, "committed": False}
     committed = crawl.commit(manifest, {"frontier": runs.frontier_listing(out)}, summary)
-    return {**summary, "generation": committed.generation}
+    return {**summary, "generation": committed.generation, "committed": True}
 
 
 _REFETCHABLE = ("fetched", "gone", "error", "queued")
