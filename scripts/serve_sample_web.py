@@ -5,16 +5,18 @@ Prints one JSON line on stdout once the server listens::
     {"port": 41234, "hosts": 50, "pages": 5000, "seed": 0, "seeds": ["http://h0001.test:41234/", ...],
      "trap_host": "h0050.test", "resolve": {"*.test": "127.0.0.1"}}
 
-Point a crawler at the seeds with ``*.test`` resolved to 127.0.0.1 (``network.resolve``); never
-edit /etc/hosts. Example::
+Point a crawler at the seeds with ``*.test`` resolved to 127.0.0.1 (``network.resolve``; the
+settings of ``configs/local-web.toml``); never edit /etc/hosts. ``--seeds FILE`` also writes the
+seed URLs there, one a line (whole: a temp file renamed), before the JSON line. Example::
 
-    python scripts/serve_sample_web.py --hosts 50 --pages 5000 --seconds 600
+    python scripts/serve_sample_web.py --hosts 50 --pages 5000 --seconds 600 --seeds seeds.txt
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import threading
@@ -40,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         help="on exit (--seconds, Ctrl-C or SIGTERM) write the request log as JSON lines "
         "{host, path, t_ms, status}",
     )
+    ap.add_argument("--seeds", metavar="FILE", help="also write the seed URLs there, one a line")
     args = ap.parse_args(argv)
     web = SampleWeb(
         args.hosts,
@@ -61,6 +64,11 @@ def main(argv: list[str] | None = None) -> int:
             "trap_host": web.trap_host,
             "resolve": {"*.test": "127.0.0.1"},
         }
+        if args.seeds:
+            tmp = f"{args.seeds}.tmp-{os.getpid()}"
+            with open(tmp, "w", encoding="utf-8") as fh:
+                fh.write("".join(f"{url}\n" for url in web.seeds()))
+            os.replace(tmp, args.seeds)
         print(json.dumps(line), flush=True)
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         try:

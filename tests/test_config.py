@@ -170,3 +170,15 @@ def test_robots_bounds_of_rfc_9309_are_enforced(robots, message):
         loopback_test_config(robots=robots)
     edge = {k: 86400.0 if k == "cache_ttl_s" else 512_000 for k in robots}
     assert loopback_test_config(robots=edge)  # the bound itself is fine
+
+
+def test_the_local_web_config_keeps_a_crawl_on_loopback(tmp_path):
+    """configs/local-web.toml (README, "A crawl by hand"): loads without error, resolves only
+    *.test names, to loopback, asks no DNS server, contacts only 127.0.0.0/8, and lifts the
+    per-IP delay that all hosts of a local web would share."""
+    path = REPO / "configs" / "local-web.toml"
+    cfg = load_config(files=[(str(path), path.read_text(encoding="utf-8"))], environ={})
+    assert cfg.network.resolve == {"*.test": "127.0.0.1"}
+    assert cfg.network.system_dns is False and cfg.network.allow_networks == ["127.0.0.0/8"]
+    assert cfg.politeness.ip_delay_s == 0.0 and cfg.politeness.host_delay_s > 0
+    assert cfg.politeness.ip_concurrency >= cfg.fetch.threads
