@@ -87,6 +87,24 @@ def _regexes(value: list[str], where: str) -> None:
             raise ConfigError(f"{where}: bad regular expression {pattern!r}: {exc}") from None
 
 
+def _header_value(value: str, where: str) -> None:
+    """An HTTP field value (RFC 9110 §5.5): visible ASCII and spaces, not empty; no CR or LF,
+    which would start another header."""
+    if not value.strip():
+        raise ConfigError(f"{where}: must not be empty (servers and robots.txt see it)")
+    bad = sorted({c for c in value if not (c == " " or c == "\t" or "!" <= c <= "~")})
+    if bad:
+        raise ConfigError(f"{where}: only visible ASCII and spaces may go in an HTTP header "
+                          f"(RFC 9110 §5.5), got {''.join(bad)!r} in {value!r}")  # fmt: skip
+
+
+def _product_token(value: str, where: str) -> None:
+    """A robots.txt product token (RFC 9309 §2.2.1): letters, ``_`` and ``-`` only."""
+    if not re.fullmatch(r"[A-Za-z_-]+", value):
+        raise ConfigError(f"{where}: a robots.txt product token has only letters, '_' and '-' "
+                          f"(RFC 9309 §2.2.1), got {value!r}")  # fmt: skip
+
+
 def _networks(value: list[str], where: str) -> None:
     for cidr in value:
         try:
@@ -140,9 +158,11 @@ class CrawlSection:
 
     name: str = ""
     """Crawl name used in exports; empty means the crawl directory's base name."""
-    user_agent: str = "batchcrawl/0.1 (+https://github.com/batchcrawl/batchcrawl)"
+    user_agent: Annotated[str, _header_value] = (
+        "batchcrawl/0.1 (+https://github.com/batchcrawl/batchcrawl)"
+    )
     """User-Agent header sent with every request."""
-    robots_agent: str = "batchcrawl"
+    robots_agent: Annotated[str, _product_token] = "batchcrawl"
     """Product token matched against robots.txt ``User-agent`` lines (RFC 9309 §2.2.1)."""
     keep_generations: Positive = 5
     """Committed generations kept by ``gc`` (time travel); older files are removed. At least 1."""
@@ -329,8 +349,8 @@ class FetchSection:
     """Number of fetch shards (one fetch worker each), placed on a consistent-hash ring."""
     ring_vnodes: Positive = 100
     """Virtual nodes per shard on the ring (Karger et al.)."""
-    threads: Positive = 16
-    """Fetch threads per worker (blocking I/O, as BUbiNG argues)."""
+    threads: Annotated[int, Range(1, 1024, "threads of one fetch worker")] = 16
+    """Fetch threads per worker (blocking I/O, as BUbiNG argues). At most 1024."""
     connect_timeout_s: float = 10.0
     """TCP connect timeout, seconds."""
     read_timeout_s: float = 30.0
