@@ -247,9 +247,14 @@ class CrawlDir(atomic.Location):
         if not crawl.fs.exists(crawl.path(CONFIG_FILE)):
             if crawl.fs.exists(crawl.root) and crawl.fs.isfile(crawl.root):
                 raise CrawlDirError(f"{url}: is a file, not a crawl directory")
+            try:
+                holds = bool(crawl.fs.ls(crawl.root, detail=False))
+            except (FileNotFoundError, NotADirectoryError):
+                holds = False
+            where = "in a new or empty directory" if holds else f"with `batchcrawl init {url}`"
             raise CrawlDirError(
-                f"{url}: not a crawl directory (no {CONFIG_FILE}); create one with "
-                f"`batchcrawl init {url}`"
+                f"{url}: not a crawl directory (no {CONFIG_FILE}); check the path, or create "
+                f"a crawl {where}"
             )
         if not crawl.generations():
             raise CrawlDirError(f"{url}: no committed generation in {COMMITS_DIR}/")
