@@ -385,6 +385,28 @@ def test_export_refuses_the_crawl_through_a_symlink_or_a_file_url(crawl, tmp_pat
     assert result.exit_code == 0, result.output
 
 
+def test_report_refuses_to_write_inside_the_crawl(crawl, tmp_path):
+    """--out crawl.toml or a manifest would wreck the crawl (and gc would delete any other file
+    there): refused before anything is written, through symlinks and file:// URLs too."""
+    link = tmp_path / "link"
+    link.symlink_to(os.path.abspath(crawl.url), target_is_directory=True)
+    newest = crawl.generations()[-1]
+    manifest = Path(crawl.path(f"_commits/{newest:06d}.json"))
+    saved = {p: p.read_bytes() for p in (manifest, Path(crawl.path("crawl.toml")))}
+    for out in (crawl.path("crawl.toml"), str(manifest), link / "r.html",
+                f"file://{os.path.abspath(crawl.url)}/r.html", crawl.url):  # fmt: skip
+        result = run("report", crawl.url, "--out", str(out))
+        assert result.exit_code == 2, (out, result.output)
+        assert "inside the crawl directory" in result.stderr
+    assert {p: p.read_bytes() for p in saved} == saved
+    assert not Path(crawl.path("r.html")).exists()
+    assert run("report", crawl.url, "--out", "-").exit_code == 2
+    assert run("status", crawl.url).exit_code == 0
+    result = run("report", crawl.url, "--out", str(tmp_path / "r.html"))  # control: beside it
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "r.html").read_bytes().startswith(b"<!DOCTYPE html>")
+
+
 def test_empty_crawl_argument_is_a_usage_error(tmp_path):
     result = run("init", "")
     assert result.exit_code == 2 and "must not be empty" in result.output

@@ -46,7 +46,6 @@ import contextlib
 import io
 import json
 import logging
-import os
 import posixpath
 import re
 import threading
@@ -56,7 +55,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import IO, Any
 
-import fsspec
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -549,20 +547,6 @@ def _rename_warc_paths(data: pa.Table, rename: Callable[[str], str]) -> pa.Table
     return data.set_column(i, data.schema.field(i), pa.array(names, pa.string()))
 
 
-def inside_crawl(crawl: CrawlDir, dest: str) -> bool:
-    """True if ``dest`` (a path or fsspec URL) names the local crawl directory or a folder in it.
-
-    Compares real paths (symlinks resolved, ``file://`` and ``local://`` URLs reduced to their
-    paths), so a symlink to the crawl or a ``file:///abs/CRAWL/x`` URL counts as inside."""
-    if not crawl.local:
-        return False
-    fs, path = fsspec.core.url_to_fs(dest)
-    if not atomic.is_local(fs):
-        return False
-    root = os.path.realpath(crawl.root)
-    return os.path.commonpath([os.path.realpath(path), root]) == root
-
-
 # -- entry points -------------------------------------------------------------------------------
 def export_crawl(
     crawl: CrawlDir,
@@ -607,7 +591,7 @@ def export_crawl(
         ``ExportSettingError`` also when ``dest`` lies inside the crawl directory, where
         ``batchcrawl gc`` would delete it.
     """
-    if inside_crawl(crawl, dest):
+    if crawl.contains(dest):
         raise ExportSettingError(
             f"export destination {dest!r} is inside the crawl directory {crawl.url!r}, where "
             "`batchcrawl gc` would delete it; choose a folder outside the crawl"

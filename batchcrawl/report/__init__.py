@@ -60,8 +60,17 @@ def write_report(
     CrawlDirError
         ``generation`` does not exist, or a file its manifest names cannot be read.
     ConfigError
-        ``out`` cannot be written (bad folder, protocol or access).
+        ``out`` cannot be written (bad folder, protocol or access), or lies inside the crawl
+        directory (:meth:`CrawlDir.contains`).
     """
+    if crawl.contains(out):
+        raise ConfigError(
+            f"report output {out!r} is inside the crawl directory {crawl.url!r}: it could "
+            "overwrite the crawl's own files (crawl.toml, a manifest) and `batchcrawl gc` would "
+            "delete it; write the report outside the crawl"
+        )
+    if out == "-":
+        raise ConfigError("report output '-': the report is a file; name one, e.g. report.html")
     html, gen = build_report(crawl, cfg, generation)
     body = html.encode("utf-8")
     try:

@@ -30,6 +30,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -260,6 +261,26 @@ class CrawlDir(atomic.Location):
             raise CrawlDirError(f"{url}: no committed generation in {COMMITS_DIR}/")
         return crawl
 
+    def contains(self, url: str) -> bool:
+        """True if ``url`` (a path or fsspec URL) names the crawl directory or anything in it,
+        where a command's output would overwrite the crawl's files or be deleted by ``gc``.
+
+        Local crawls compare real paths (symlinks resolved, ``file://`` and ``local://`` URLs
+        reduced to their paths); others compare the path on the same protocol."""
+        try:
+            fs, path = fsspec.core.url_to_fs(url)
+        except (ValueError, ImportError):  # an unknown protocol: its writer will say so
+            return False
+        if self.local:
+            if not atomic.is_local(fs):
+                return False
+            root = os.path.realpath(self.root)
+            return os.path.commonpath([os.path.realpath(path), root]) == root
+        if set(_protocols(fs)) != set(_protocols(self.fs)):
+            return False
+        root = self.root.rstrip("/")
+        return posixpath.normpath(path).rstrip("/") == root or path.startswith(root + "/")
+
     def config_text(self) -> str:
         """Text of ``crawl.toml``."""
         return self.fs.cat_file(self.path(CONFIG_FILE)).decode("utf-8")
@@ -456,6 +477,10 @@ class CrawlDir(atomic.Location):
     ) -> pa.Table:
         """All rows of ``table`` in ``generation`` (default current)."""
         return self.read_table(table, self.manifest(generation).tables.get(table, ()), columns)
+
+
+def _protocols(fs: Any) -> tuple[str, ...]:
+    return (fs.protocol,) if isinstance(fs.protocol, str) else tuple(fs.protocol)
 
 
 #: What a reader of a crawl's Parquet files says when one cannot be read: the remedy.
