@@ -294,6 +294,40 @@ def test_rerun_skips_everything_and_new_tables_are_added(crawl, local_export, tm
     assert third["skipped"] == [2] and third["missing"] == list(range(3, 10))
 
 
+def test_a_round_committed_again_is_exported_again(crawl, tmp_path):
+    """After a return to an older generation (README: rename the newest manifest) a round number
+    is committed again with other rows, in files of the same names: the export must not keep the
+    old round because its marker exists. It removes the old files, exports the round anew (every
+    table exported before) and says so; rounds that did not change are skipped."""
+    import shutil
+
+    copy = CrawlDir.open(shutil.copytree(crawl.root, tmp_path / "crawl", symlinks=True))
+    dest = str(tmp_path / "lake")
+    first = export_crawl(copy, dest, crawl_name=NAME, tables="fetched,warc")
+    assert first["exported"] == [1, 2] and first["replaced"] == []
+    manifest = copy.manifest()
+    round2 = sorted((e for e in manifest.tables["fetched"] if "/round=2/" in e.path),
+                    key=lambda e: e.path)  # fmt: skip
+    assert len(round2) == 2  # one file per shard
+    kept, dropped = round2
+    rows = copy.read_table("fetched", [kept])
+    entry = copy.write_table("fetched", kept.path, rows.slice(0, rows.num_rows // 2))
+    others = [e for e in manifest.tables["fetched"] if e not in round2]
+    copy.commit(manifest, {"fetched": [*others, entry]}, {"step": "again"}, round=manifest.round)
+    old_parts = sorted(Path(dest, "fetched", f"crawl={NAME}", "round=2").iterdir())
+    assert len(old_parts) == 2
+
+    again = export_crawl(copy, dest, crawl_name=NAME, tables="fetched")
+    assert again["replaced"] == [2] and again["exported"] == [2] and again["skipped"] == [1]
+    parts = sorted(Path(dest, "fetched", f"crawl={NAME}", "round=2").iterdir())
+    assert len(parts) == 1  # the dropped shard's old part is gone
+    assert sum(pq.read_metadata(p).num_rows for p in parts) == rows.num_rows // 2
+    marker = exported_rounds(dest, NAME)[2]
+    assert set(marker["tables"]) == {"fetched", "warc"}  # warc was exported before: again too
+    assert marker["generation"] == copy.manifest().generation
+    assert export_crawl(copy, dest, crawl_name=NAME, tables="fetched")["skipped"] == [1, 2]
+
+
 def test_crawl_without_rounds_exports_nothing(tmp_path):
     empty = CrawlDir.create(str(tmp_path / "empty"), "", buckets=1)
     summary = export_crawl(empty, str(tmp_path / "lake"))

@@ -31,7 +31,9 @@ place; on object stores by one upload that becomes visible only when complete). 
 fixed by the source (shard number, WARC name), so rerunning a round overwrites its own partial
 output and never duplicates it. A round is complete only once its export manifest exists: it is
 written *last*, after every file of the round. A run skips rounds whose manifest already lists every
-requested table and exports only the missing tables of the others; a run that dies leaves its round
+requested table and exports only the missing tables of the others; a round whose manifest names
+other source files or row counts than the crawl's (the round was committed again, after a return
+to an older generation) loses its manifest and old files and is exported anew (``replaced``); a run that dies leaves its round
 without a manifest and the next run does the round again. Readers that want only complete rounds
 read the manifests (:func:`exported_rounds`) rather than globbing the folders.
 
@@ -297,8 +299,10 @@ class Exporter:
         Returns
         -------
         dict
-            JSON-serializable summary: ``exported`` and ``skipped`` round numbers, ``missing``
-            (requested but not committed), ``rows`` per table, ``warc_files``, ``cdxj_lines``,
+            JSON-serializable summary: ``exported`` and ``skipped`` round numbers, ``replaced``
+            (rounds exported before from files the crawl no longer has -- the round was committed
+            again after a return to an older generation -- removed and exported anew, all the
+            tables exported before), ``missing`` (requested but not committed), ``rows`` per table, ``warc_files``, ``cdxj_lines``,
             ``bytes`` (WARC bytes copied), ``seconds``.
 
         Raises
@@ -326,6 +330,7 @@ class Exporter:
             "tables": list(tables),
             "exported": [],
             "skipped": [],
+            "replaced": [],
             "missing": [r for r in range(max(lo, 1), hi + 1) if r > manifest.round],
             "rows": {t: 0 for t in tables if t != "warc"},
             "warc_files": 0,
@@ -335,8 +340,18 @@ class Exporter:
         entries = {t: round_entries(manifest, t) for t in ROUND_TABLES}
         for r in committed:
             previous = self.dest.read_json(marker_path(self.name, r))
-            done = set(previous.get("tables", {})) if previous else set()
-            todo = tuple(t for t in tables if t not in done)
+            if previous and not self._matches(previous, r, entries):
+                log.warning("round %d of %s in %s was exported from files the crawl no longer "
+                            "has (the round was committed again): exporting it again",
+                            r, self.name, self.dest.url)  # fmt: skip
+                summary["replaced"].append(r)
+                tables_again = tuple(dict.fromkeys([*previous.get("tables", {}), *tables]))
+                self._drop_round(r, previous)
+                previous = None
+                todo = tuple(t for t in TABLES if t in tables_again)
+            else:
+                done = set(previous.get("tables", {})) if previous else set()
+                todo = tuple(t for t in tables if t not in done)
             if not todo:
                 summary["skipped"].append(r)
                 continue
@@ -348,6 +363,33 @@ class Exporter:
                 summary[k] += stats[k]
         summary["seconds"] = round(time.monotonic() - started, 3)
         return summary
+
+    def _matches(self, previous: dict[str, Any], r: int, entries) -> bool:
+        """Whether the round's earlier export (its manifest ``previous``) was made from the
+        crawl's current files of round ``r``: the same source file and row count for every
+        Parquet table it lists (a round committed again has new rows in files of the same name)."""
+        for table, files in previous.get("tables", {}).items():
+            if table not in ROUND_TABLES:
+                continue
+            then = sorted((f.get("source"), f.get("rows")) for f in files)
+            now = sorted((e.path, e.rows) for e in entries[table].get(r, []))
+            if then != now:
+                return False
+        return True
+
+    def _drop_round(self, r: int, previous: dict[str, Any]) -> None:
+        """Remove round ``r``'s manifest first (the round is incomplete from then on), then every
+        file it lists."""
+        marker = self.dest.path(marker_path(self.name, r))
+        with contextlib.suppress(FileNotFoundError):
+            self.dest.fs.rm_file(marker)
+        for files in previous.get("tables", {}).values():
+            for f in files:
+                info = f.get("file", f) if isinstance(f, dict) else {}
+                for rel in (info.get("path"), info.get("cdxj")):
+                    if rel:
+                        with contextlib.suppress(FileNotFoundError):
+                            self.dest.fs.rm_file(self.dest.path(rel))
 
     # -- one round ------------------------------------------------------------------------------
     def _export_round(self, job: _RoundJob, manifest: Manifest, entries) -> dict[str, Any]:
