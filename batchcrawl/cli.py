@@ -60,17 +60,27 @@ def load_crawl_config(
     Raises
     ------
     ConfigError
-        A bad key or value in any layer; the message names its origin.
+        A bad key or value in any layer; the message names its origin. Also a
+        ``frontier.buckets`` set by a layer after ``crawl.toml`` to another count than the
+        crawl's: the bucket count is fixed by ``init`` (every frontier file is one bucket).
     """
-    origin = crawl.full_url(CONFIG_FILE)
-    return load_config(
-        files=[(origin, crawl.config_text())],
+    files = [(crawl.full_url(CONFIG_FILE), crawl.config_text())]
+    cfg = load_config(
+        files=files,
         environ=os.environ if environ is None else environ,
         sets=sets,
         flags={
             s: {k: v for k, v in kv.items() if v is not None} for s, kv in (flags or {}).items()
         },
     )
+    fixed = crawl.manifest().buckets
+    asked = cfg.frontier.buckets
+    if asked != fixed and asked != load_config(files=files, environ={}).frontier.buckets:
+        raise ConfigError(
+            f"frontier.buckets = {asked}: this crawl has {fixed} DRUM buckets, "
+            "fixed when it was created (batchcrawl init); drop the setting"
+        )
+    return cfg
 
 
 # -- plumbing --------------------------------------------------------------------------------

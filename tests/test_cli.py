@@ -407,6 +407,20 @@ def test_report_refuses_to_write_inside_the_crawl(crawl, tmp_path):
     assert (tmp_path / "r.html").read_bytes().startswith(b"<!DOCTYPE html>")
 
 
+def test_a_bucket_count_other_than_the_crawls_is_refused_not_ignored(tmp_path):
+    """frontier.buckets is fixed by init: --set or the environment asking for another count is
+    a usage error on every command (it was silently ignored); the crawl's own count is fine."""
+    target = tmp_path / "c"
+    assert run("init", target, "--set", "frontier.buckets=4").exit_code == 0
+    for args, env in (((("--set", "frontier.buckets=32")), None),
+                      ((), {"BATCHCRAWL_FRONTIER__BUCKETS": "8"})):  # fmt: skip
+        for command in ("status", "gc", "compact"):
+            result = run(command, target, *args, env=env)
+            assert result.exit_code == 2, (command, result.output)
+            assert "has 4 DRUM buckets, fixed when it was created" in result.stderr
+    assert run("status", target, "--set", "frontier.buckets=4").exit_code == 0
+
+
 def test_empty_crawl_argument_is_a_usage_error(tmp_path):
     result = run("init", "")
     assert result.exit_code == 2 and "must not be empty" in result.output
