@@ -565,8 +565,8 @@ def _round_options(f):
     )(f)
     f = click.option(
         "--time-limit",
-        type=click.FloatRange(min=0),
-        help="Longest fetch phase, seconds [fetch.time_limit_s].",
+        type=click.FloatRange(min=0, min_open=True),
+        help="Longest fetch phase, seconds (more than 0) [fetch.time_limit_s].",
     )(f)
     f = click.option(
         "--workers",

@@ -367,8 +367,11 @@ class FetchSection:
     max_cookies_per_host: Annotated[int, Range(0, 1000)] = 50
     """Cookies kept per host and sent back to it (in memory, for the fetcher's life; RFC 6265
     §6.1 asks for at least 50); 0 sends and keeps no cookies."""
-    time_limit_s: float = 3600.0
-    """Longest fetch phase of one round, seconds; what is left stays queued for the next round."""
+    time_limit_s: Annotated[
+        float, Range(0.001, None, "a round with no fetch time fetches nothing")
+    ] = 3600.0
+    """Longest fetch phase of one round, seconds (more than 0); what is left stays queued for the
+    next round."""
     warc_rotate_bytes: Positive = 1_000_000_000
     """A WARC file is closed and a new one started past this many bytes."""
     warc_cdxj: bool = True

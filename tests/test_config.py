@@ -128,6 +128,7 @@ def test_error_from_set_names_the_option(crawl):
         ("fetch", "tail_rate_ratio", 1.5, r"expected a value >= 0 and <= 1, got 1.5"),
         ("fetch", "shards", 0, r"expected a value >= 1, got 0"),
         ("fetch", "shards", -3, r"expected a value >= 1, got -3"),
+        ("fetch", "time_limit_s", 0.0, r"expected a value >= 0.001 \(a round with no fetch"),
         ("fetch", "threads", 10**8, r"expected a value >= 1 and <= 1024 .*, got 100000000"),
         ("crawl", "user_agent", " ", r"must not be empty"),
         ("crawl", "user_agent", "bot/1\r\nX-Evil: 1", r"only visible ASCII .*RFC 9110"),
