@@ -526,6 +526,7 @@ def graph_command(words, generation, as_json, scheduler, workers, sets) -> None:
     """The link graph: `graph build CRAWL` builds it from a generation's edges (prints JSON);
     `graph CRAWL inlinks URL` / `outlinks URL` list the pages linking to / linked from URL."""
     from batchcrawl.graph import LinkGraph, build_graph
+    from batchcrawl.urls import canonicalize, url_key
 
     if len(words) == 2 and words[0] == "build":
         from batchcrawl.round import cluster_url, dask_client
@@ -539,11 +540,17 @@ def graph_command(words, generation, as_json, scheduler, workers, sets) -> None:
         raise click.UsageError("expected `graph build CRAWL` or `graph CRAWL inlinks|outlinks URL`")
     crawl_url, which, url = words
     graph = LinkGraph.open(_open(crawl_url), generation)
-    links = graph.inlinks(url) if which == "inlinks" else graph.outlinks(url)
+    node_key = url_key(canonicalize(url))
+    known = graph.node_id(node_key) is not None
+    links = (graph.inlinks_of_key if which == "inlinks" else graph.outlinks_of_key)(node_key)
     if as_json:
         rows = [{"url_key": k, "url": u} for k, u in links]
-        _echo_json({"generation": graph.generation, which: rows, "count": len(rows)})
+        _echo_json({"generation": graph.generation, "in_graph": known, which: rows,
+                    "count": len(rows)})  # fmt: skip
         return
+    if not known:  # stdout stays empty, as for a page without links; stderr says which
+        click.echo(f"batchcrawl: {url} is not in the link graph of generation "
+                   f"{graph.generation}", err=True)  # fmt: skip
     for key, link_url in links:
         click.echo(link_url if link_url is not None else f"url_key={key}")
 

@@ -106,7 +106,16 @@ def test_cli_lists_urls_and_says_what_is_wrong(built, tmp_path):
     assert inl.returncode == 0, inl.stderr
     doc = json.loads(inl.stdout)
     assert canonicalize(seed) in [r["url"] for r in doc["inlinks"]]
-    assert doc["count"] == len(doc["inlinks"])
+    assert doc["count"] == len(doc["inlinks"]) and doc["in_graph"] is True
+    assert "not in the link graph" not in inl.stderr
+    # a URL the crawl never saw: empty stdout as for a page without links, but stderr says so
+    unseen = run(crawl.url, "outlinks", "http://never.test/")
+    assert unseen.returncode == 0 and unseen.stdout == ""
+    assert "http://never.test/ is not in the link graph of generation" in unseen.stderr
+    unseen = run(crawl.url, "inlinks", "http://never.test/", "--json")
+    assert json.loads(unseen.stdout)["in_graph"] is False
+    gone = run(crawl.url, "outlinks", seed, "--generation", "999")
+    assert gone.returncode == 3 and "does not exist" in gone.stderr, gone.stderr
     assert run(crawl.url, "sideways", seed).returncode == 2
     assert run(crawl.url, "outlinks", "ftp://nope").returncode == 2
     empty = new_crawl(tmp_path / "empty", round_config(), [seed])

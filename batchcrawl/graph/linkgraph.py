@@ -54,6 +54,8 @@ class LinkGraph:
         CrawlDirError
             No such graph; the message says to run ``batchcrawl graph build``.
         """
+        if generation is not None:
+            crawl.manifest(generation)  # a generation gc removed: say so, not "build the graph"
         gens = [generation] if generation is not None else crawl.generations()[::-1]
         for gen in gens:
             doc = read_graph_manifest(crawl, gen)
