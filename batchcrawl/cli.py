@@ -33,6 +33,7 @@ import json
 import logging
 import os
 import sys
+import warnings
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -250,6 +251,11 @@ def seed_warnings(summary: Mapping[str, Any]) -> list[str]:
 @click.version_option(__version__, prog_name="batchcrawl")
 def main(verbose: int) -> None:
     """batchcrawl: a batch-cycle web crawler on Dask and Parquet."""
+    # a Dask actor call cut short by Ctrl-C/SIGTERM leaves its result coroutine unawaited; the
+    # interpreter's warning about it tells a user nothing (the stop message says what happened)
+    warnings.filterwarnings(
+        "ignore", r"coroutine 'ActorFuture\._result' was never awaited", RuntimeWarning
+    )
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger("batchcrawl")

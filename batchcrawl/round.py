@@ -839,10 +839,24 @@ def dask_client(cfg: Config, scheduler: str | None = None) -> Iterator[Any]:
             logging.getLogger("distributed").setLevel(logging.CRITICAL)
             raise
         finally:
+            # the results are in: what closing makes the processes log (a worker's heartbeat to
+            # the scheduler that just closed) is not an error of the crawl
+            dist_log = logging.getLogger("distributed")
+            level = dist_log.level
+            with contextlib.suppress(Exception):
+                if timeout is None:
+                    client.run(_quiet_distributed, wait=True)
+            dist_log.setLevel(logging.CRITICAL)
             with contextlib.suppress(Exception):
                 client.close(timeout=timeout)
             with contextlib.suppress(Exception):
                 cluster.close(timeout=timeout)
+            dist_log.setLevel(level)
+
+
+def _quiet_distributed() -> None:
+    """Silence ``distributed``'s loggers in this (worker) process: its cluster is closing."""
+    logging.getLogger("distributed").setLevel(logging.CRITICAL)
 
 
 #: Dask settings of the embedded cluster's workers, over this process's: no statistical profiler.

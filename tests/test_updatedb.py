@@ -9,6 +9,7 @@ import pyarrow as pa
 import pytest
 
 from batchcrawl.config import Config, to_toml
+from batchcrawl.errors import CrawlDirError
 from batchcrawl.frontier import runs
 from batchcrawl.frontier.runs import thread_mapper
 from batchcrawl.frontier.updatedb import updatedb
@@ -119,7 +120,7 @@ def test_two_failed_merges_raise_one_error_naming_the_other(tmp_path):
     is raised, and the content merge's failure is on it as a note (not lost)."""
     crawl, cfg = _crawl(tmp_path, "c")
     gone = Partitioned(FileEntry("fetched/round=1/shard=00.parquet", 3), {0: (0,)})
-    with pytest.raises(FileNotFoundError) as err:
+    with pytest.raises(CrawlDirError, match="shard=00.parquet: the file is missing") as err:
         updatedb(crawl, crawl.manifest(), 1, [gone], [], [], cfg, NOW, mapper=thread_mapper(1))
     notes = getattr(err.value, "__notes__", [])
     assert any("the content merge failed too" in n for n in notes)
