@@ -717,6 +717,13 @@ def fetch_by_shard(shard_results: list[dict[str, Any]]) -> list[dict[str, float]
     return [{"shard": r["shard"], **{k: round(r[k], 3) for k in times}} for r in shard_results]
 
 
+def _ended_early(shard_result: Mapping[str, Any]) -> bool:
+    """Whether a shard's fetch ended before its time limit: cut at its slow tail, or ended by the
+    shard grace after the first shard's fetch was over."""
+    counters = shard_result["counters"]
+    return bool(counters.get("tail_cut") or counters.get("ended_early"))
+
+
 def round_summary(
     rnd: int,
     generation: int,
@@ -761,10 +768,7 @@ def round_summary(
                       for k in ("kept", "read_back")},
         # a shard left URLs because its fetch reached fetch.time_limit_s (or the crawl's
         # --max-seconds), not because it was cut at its tail or ended by the shard grace
-        "time_limit_hit": any(
-            r["unfetched"] and not (r["counters"].get("tail_cut") or r["counters"].get("ended_early"))
-            for r in shard_results
-        ),
+        "time_limit_hit": any(r["unfetched"] and not _ended_early(r) for r in shard_results),
         # shards whose fetch ended at its slow tail (fetch.tail_rate_ratio, fetch.tail_idle_s)
         "shards_tail_cut": sum(int(r["counters"].get("tail_cut", 0)) for r in shard_results),
         # shards told to end fetch.shard_grace_s after the first shard's fetch was over

@@ -33,9 +33,10 @@ output and never duplicates it. A round is complete only once its export manifes
 written *last*, after every file of the round. A run skips rounds whose manifest already lists every
 requested table and exports only the missing tables of the others; a round whose manifest names
 other source files or row counts than the crawl's (the round was committed again, after a return
-to an older generation) loses its manifest and old files and is exported anew (``replaced``); a run that dies leaves its round
-without a manifest and the next run does the round again. Readers that want only complete rounds
-read the manifests (:func:`exported_rounds`) rather than globbing the folders.
+to an older generation) loses its manifest and old files and is exported anew (``replaced``); a
+run that dies leaves its round without a manifest and the next run does the round again. Readers
+that want only complete rounds read the manifests (:func:`exported_rounds`) rather than globbing
+the folders.
 
 Credentials. ``DEST`` is opened with fsspec's usual configuration: ``AWS_ACCESS_KEY_ID``,
 ``AWS_SECRET_ACCESS_KEY``, ``AWS_ENDPOINT_URL`` and the other botocore settings for ``s3://``, or
@@ -302,8 +303,8 @@ class Exporter:
             JSON-serializable summary: ``exported`` and ``skipped`` round numbers, ``replaced``
             (rounds exported before from files the crawl no longer has -- the round was committed
             again after a return to an older generation -- removed and exported anew, all the
-            tables exported before), ``missing`` (requested but not committed), ``rows`` per table, ``warc_files``, ``cdxj_lines``,
-            ``bytes`` (WARC bytes copied), ``seconds``.
+            tables exported before), ``missing`` (requested but not committed), ``rows`` per
+            table, ``warc_files``, ``cdxj_lines``, ``bytes`` (WARC bytes copied), ``seconds``.
 
         Raises
         ------
