@@ -11,6 +11,12 @@ Each class carries ``exit_code``: the process exit status the CLI uses for it (d
 from __future__ import annotations
 
 
+def first_line(exc: BaseException) -> str:
+    """The first line of ``exc``'s message (the class name when it has none): what a one-line
+    error quotes of the error it replaces (a DuckDB, pyarrow or socket error's text runs on)."""
+    return (str(exc).splitlines() or [type(exc).__name__])[0]
+
+
 class BatchcrawlError(Exception):
     """Root of all batchcrawl errors. ``exit_code`` is the CLI exit status (default 1); ``label``
     the word the CLI prints before the message (``batchcrawl: error: ...``; empty for states that

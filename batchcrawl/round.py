@@ -43,7 +43,7 @@ from batchcrawl import procmem, workersetup
 from batchcrawl.config import Config
 from batchcrawl.console.nothing_due import nothing_due
 from batchcrawl.console.signals import ignoring_sigint
-from batchcrawl.errors import ClusterUnreachable, NothingDue
+from batchcrawl.errors import ClusterUnreachable, NothingDue, first_line
 from batchcrawl.fetch.spill import FactFiles
 from batchcrawl.fetch.worker import FetchWorker, ShardRun
 from batchcrawl.frontier import content as content_mod
@@ -818,7 +818,7 @@ def dask_client(cfg: Config, scheduler: str | None = None) -> Iterator[Any]:
         try:
             client = Client(address, timeout=timeout)
         except (OSError, TimeoutError) as exc:
-            first = (str(exc).splitlines() or [type(exc).__name__])[0]
+            first = first_line(exc)
             raise ClusterUnreachable(
                 f"cannot reach the Dask scheduler at {address} within {timeout:g} s ({first}); "
                 "check that it runs and the address, or raise round.connect_timeout_s"

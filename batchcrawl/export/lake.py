@@ -385,9 +385,8 @@ class Exporter:
         with contextlib.suppress(FileNotFoundError):
             self.dest.fs.rm_file(marker)
         for files in previous.get("tables", {}).values():
-            for f in files:
-                info = f.get("file", f) if isinstance(f, dict) else {}
-                for rel in (info.get("path"), info.get("cdxj")):
+            for f in files:  # a WARC file's entry names its CDXJ too
+                for rel in (f.get("path"), f.get("cdxj")):
                     if rel:
                         with contextlib.suppress(FileNotFoundError):
                             self.dest.fs.rm_file(self.dest.path(rel))

@@ -32,10 +32,15 @@ from batchcrawl.store.paths import TMP_MARKER
 log = logging.getLogger(__name__)
 
 
+def protocols(fs: fsspec.AbstractFileSystem) -> tuple[str, ...]:
+    """The protocols of ``fs`` (fsspec gives one string or a tuple): ``("file", "local")``."""
+    proto = fs.protocol
+    return (proto,) if isinstance(proto, str) else tuple(proto)
+
+
 def is_local(fs: fsspec.AbstractFileSystem) -> bool:
     """True if ``fs`` is the local filesystem (its protocols include ``file``)."""
-    proto = fs.protocol
-    return "file" in ((proto,) if isinstance(proto, str) else tuple(proto))
+    return "file" in protocols(fs)
 
 
 class Location:

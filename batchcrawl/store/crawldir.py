@@ -34,7 +34,7 @@ import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from batchcrawl.errors import CommitConflict, CrawlDirError
+from batchcrawl.errors import CommitConflict, CrawlDirError, first_line
 from batchcrawl.store import atomic, paths, schemas
 from batchcrawl.store.paths import COMMITS_DIR, CONFIG_FILE
 
@@ -276,7 +276,7 @@ class CrawlDir(atomic.Location):
                 return False
             root = os.path.realpath(self.root)
             return os.path.commonpath([os.path.realpath(path), root]) == root
-        if set(_protocols(fs)) != set(_protocols(self.fs)):
+        if set(atomic.protocols(fs)) != set(atomic.protocols(self.fs)):
             return False
         root = self.root.rstrip("/")
         return posixpath.normpath(path).rstrip("/") == root or path.startswith(root + "/")
@@ -479,10 +479,6 @@ class CrawlDir(atomic.Location):
         return self.read_table(table, self.manifest(generation).tables.get(table, ()), columns)
 
 
-def _protocols(fs: Any) -> tuple[str, ...]:
-    return (fs.protocol,) if isinstance(fs.protocol, str) else tuple(fs.protocol)
-
-
 #: What a reader of a crawl's Parquet files says when one cannot be read: the remedy.
 DAMAGED_FILE_REMEDY = (
     "restore it from a copy of the crawl (sql, status and report read an older generation with "
@@ -503,18 +499,19 @@ def reading(fs: Any, path: str) -> Iterator[IO[bytes]]:
     CrawlDirError
         The file is missing, or is not a readable Parquet (or Arrow) file.
     """
-    local = atomic.is_local(fs)
     try:
         with fs.open(path, "rb") as fh:
             yield fh
     except FileNotFoundError:
         raise CrawlDirError(f"{path}: the file is missing; {DAMAGED_FILE_REMEDY}") from None
     except (OSError, pa.ArrowException) as exc:
-        if not isinstance(exc, pa.ArrowException) and (exc.errno is not None or not local):
+        if not isinstance(exc, pa.ArrowException) and (
+            exc.errno is not None or not atomic.is_local(fs)
+        ):
             raise  # the system's error (no access, a file where a folder should be, EIO)
-        reason = (str(exc).splitlines() or [type(exc).__name__])[0]
         raise CrawlDirError(
-            f"{path}: cannot be read ({reason}): the file is damaged; {DAMAGED_FILE_REMEDY}"
+            f"{path}: cannot be read ({first_line(exc)}): the file is damaged; "
+            + DAMAGED_FILE_REMEDY
         ) from None
 
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import duckdb
 import pyarrow as pa
 
-from batchcrawl.errors import CrawlDirError, SQLError
+from batchcrawl.errors import CrawlDirError, SQLError, first_line
 from batchcrawl.store import duckdbfile, schemas, views
 from batchcrawl.store.crawldir import DAMAGED_FILE_REMEDY
 from batchcrawl.store.paths import DUCKDB_FILE  # noqa: F401 (sql.DUCKDB_FILE, as before)
@@ -77,7 +77,11 @@ def connect(crawl: CrawlDir, generation: int | None = None) -> duckdb.DuckDBPyCo
     CrawlDirError
         ``generation`` does not exist, or a file its manifest names is missing or unreadable.
     """
-    manifest = crawl.manifest(generation)
+    return _connect(crawl, crawl.manifest(generation))
+
+
+def _connect(crawl: CrawlDir, manifest: Manifest) -> duckdb.DuckDBPyConnection:
+    """:func:`connect` for a manifest already read."""
     con = duckdb.connect(":memory:")
     if not crawl.local:
         con.register_filesystem(crawl.fs)
@@ -97,10 +101,9 @@ def connect(crawl: CrawlDir, generation: int | None = None) -> duckdb.DuckDBPyCo
 
 
 def _unreadable(crawl: CrawlDir, generation: int, exc: duckdb.Error) -> CrawlDirError:
-    first = (str(exc).splitlines() or [type(exc).__name__])[0]
     return CrawlDirError(
-        f"{crawl.url}: generation {generation} names a file that cannot be read ({first}); "
-        + DAMAGED_FILE_REMEDY
+        f"{crawl.url}: generation {generation} names a file that cannot be read "
+        f"({first_line(exc)}); " + DAMAGED_FILE_REMEDY
     )
 
 
@@ -192,8 +195,9 @@ def query(crawl: CrawlDir, sql: str, generation: int | None = None) -> pa.Table:
     statements = check_read_only(sql)
     con = None
     try:
-        con = connect(crawl, generation)
-        with reading_generation(crawl, crawl.manifest(generation).generation):
+        manifest = crawl.manifest(generation)
+        con = _connect(crawl, manifest)
+        with reading_generation(crawl, manifest.generation):
             result = None
             for text in statements:
                 result = con.sql(text)
