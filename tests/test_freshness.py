@@ -211,3 +211,43 @@ def test_x_robots_tag_and_canonical(web, host_name, test_config, dirfs):
     assert (r["robots_noindex"], r["robots_nofollow"]) == (True, True)
     q = dict(zip(run.links["dst_url"], run.links["nofollow"], strict=True))
     assert q[canonicalize(base + "/q")] is True
+
+
+class BusySite:
+    """One host: ``/`` links to ``/busy-date``, ``/busy-secs`` and ``/ok``; the first answers 503
+    with an HTTP-date ``Retry-After`` that is not a whole number of seconds away, the second 503
+    with ``Retry-After: 0``."""
+
+    def __call__(self, host, path, headers):
+        if path == "/robots.txt":
+            return Response(404, [("Content-Type", "text/plain")], b"")
+        if path == "/":
+            body = b'<a href="/busy-date">d</a><a href="/busy-secs">s</a><a href="/ok">ok</a>'
+            return Response(200, HTML, body)
+        if path == "/busy-date":  # RFC 9110 sec. 10.2.3, the HTTP-date form; fractional offset
+            return Response(503, [("Retry-After", formatdate(time.time() + 1800.4, usegmt=True))])
+        if path == "/busy-secs":
+            return Response(503, [("Retry-After", "0")])
+        return Response(200, HTML, b"<p>ok</p>")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_retry_after_date_commits_the_round_and_waits_for_the_date(tmp_path):
+    """A 503 whose Retry-After is an HTTP-date (fractional seconds from now) used to fail the
+    update step (a float cast to int64) on every rerun: the crawl was stuck."""
+    cfg = round_config()
+    with serve(BusySite()) as server:
+        base = server.base_url("busy.test")
+        crawl = new_crawl(tmp_path / "crawl", cfg, [canonicalize(base + "/")])
+        summaries = run_rounds(crawl.url, cfg, 2)
+    assert len(summaries) == 2 and all(s["generation"] for s in summaries)
+    rows = {r["url"]: r for r in frontier_rows(crawl)}
+    busy = rows[canonicalize(base + "/busy-date")]
+    assert busy["status"] == "error"
+    wait_s = (busy["next_fetch_time"] - busy["fetch_time"]).total_seconds()
+    assert 1700 < wait_s < 1900
+    # the host is held until the date (RFC 9110: the whole host, not only the URL)
+    assert rows[canonicalize(base + "/ok")]["status"] == "queued"
+    got = {r["url"]: r for r in fetched_rows(crawl)}
+    assert got[canonicalize(base + "/busy-date")]["retry_after_s"] == pytest.approx(1800, abs=30)

@@ -315,9 +315,14 @@ def schedule_of(cfg: Config) -> FetchSchedule:
 
 
 def _ms(col) -> np.ndarray:
-    """A timestamp column as float ms with NaN for nulls."""
-    arr = pc.cast(col, pa.int64()) if not pa.types.is_integer(col.type) else col
-    return np.asarray(pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
+    """A timestamp column as float ms (or any numeric column as float) with NaN for nulls.
+
+    Timestamps go through their int64 storage; integer and floating columns are cast to float64
+    directly (a float column such as ``retry_after_s`` holds fractional seconds: an int64 cast
+    refused them, and one HTTP-date ``Retry-After`` failed the whole update, issue 31)."""
+    if pa.types.is_timestamp(col.type) or pa.types.is_date(col.type):
+        col = pc.cast(col, pa.int64())
+    return np.asarray(pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
 
 
 def _obj(col) -> np.ndarray:
@@ -374,7 +379,7 @@ def next_fetch_time(
     same = _obj(
         pc.fill_null(pc.equal(got.column("content_digest"), old.column("content_digest")), False)
     )
-    after = _ms(got.column("retry_after_s")) * 1000.0  # ms (the column is seconds)
+    after = _ms(got.column("retry_after_s")) * 1000.0  # ms (the column is seconds, fractional)
     nft = np.full(n, np.nan)
     for i in range(n):
         s = status[i]
