@@ -632,7 +632,8 @@ class Config:
 
 
 SECTIONS: dict[str, type] = {
-    f.name: f.default_factory().__class__ for f in dataclasses.fields(Config)
+    f.name: typing.cast(typing.Callable[[], object], f.default_factory)().__class__
+    for f in dataclasses.fields(Config)
 }
 
 

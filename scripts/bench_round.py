@@ -216,8 +216,8 @@ def memory_probe(dask_worker=None) -> dict:
         run = fw._batch
         sizes = dict(fw.state_sizes())
         sizes.update(url_cache=len(fw.url_cache),
-                     canonical_memo=len(fw._canonical),
-                     digests=len(fw._digests), content_seen=len(fw._seen),
+                     canonical_memo=len(fw.sink.memo),
+                     digests=len(fw.dedup.digests), content_seen=len(fw.dedup.seen),
                      workbench_items=len(fw.workbench))  # fmt: skip
         if run is not None:
             out_ = run.out
@@ -228,9 +228,9 @@ def memory_probe(dask_worker=None) -> dict:
                          edge_rows=len(next(iter(out_.edges.values()), [])),
                          edge_cols_mb=_deep_mb(list(out_.edges.values())))  # fmt: skip
         sizes.update(url_cache_mb=_deep_mb(fw.url_cache.generations()),
-                     canonical_memo_mb=_deep_mb(fw._canonical.generations()),
-                     digests_mb=_deep_mb([fw._digests]),
-                     content_seen_mb=_deep_mb(fw._seen))  # fmt: skip
+                     canonical_memo_mb=_deep_mb(fw.sink.memo.generations()),
+                     digests_mb=_deep_mb([fw.dedup.digests]),
+                     content_seen_mb=_deep_mb(fw.dedup.seen))  # fmt: skip
         out.setdefault("shards", {})[str(name)[:24]] = sizes
     if "batchcrawl.records" in sys.modules:
         from batchcrawl.records import FetchItem

@@ -14,12 +14,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from warcio.warcwriter import WARCWriter
 
-from batchcrawl.fetch.warc import (
+from batchcrawl.fetch.warcrecords import (
     EMPTY_DIGEST,
     NOT_MODIFIED_PROFILE,
     WARC_VERSION,
+    Records,
     _Latin1Headers,
-    _Records,
     payload_digest,
 )
 
@@ -37,7 +37,7 @@ def _warcio(make) -> bytes:
 
 
 def _ours(*args, **kw) -> bytes:
-    records = _Records()
+    records = Records()
     records.add(*args, **kw)
     return bytes(records.buf.getbuffer())
 

@@ -17,7 +17,8 @@ from warcio.archiveiterator import ArchiveIterator
 from batchcrawl.config import FetchSection
 from batchcrawl.errors import InvalidURL
 from batchcrawl.fetch.fetcher import PER_ROUND_FETCH_FIELDS
-from batchcrawl.fetch.worker import FetchWorker, _CanonicalMemo, _KeyCache, classify
+from batchcrawl.fetch.urlcache import CanonicalMemo, KeyCache
+from batchcrawl.fetch.worker import FetchWorker, classify
 from batchcrawl.records import FetchItem, Outcome
 from batchcrawl.testing.webserver import Response
 from batchcrawl.urls import canonicalize, domain_of, host_of, url_key
@@ -395,7 +396,7 @@ def _direct(raw: str) -> tuple[int, str, str, str] | None:
 def test_bounded_canonical_memo_answers_as_canonicalize_and_stays_in_its_bound(size, raws):
     """``fetch.canonical_memo_size``: however small the memo and whatever was evicted, every
     outlink gets the key, URL, host and domain that canonicalizing it directly gives."""
-    memo = _CanonicalMemo(size)
+    memo = CanonicalMemo(size)
     for raw in raws:
         assert memo.canonical(raw) == _direct(raw)
         assert len(memo) <= size
@@ -409,7 +410,7 @@ def test_url_cache_remembers_the_recent_keys_never_an_unseen_one_and_stays_in_it
     """``fetch.url_cache_size`` (BUbiNG's URL cache), against a reference: every key among the
     last ``size // 2`` distinct ones is seen, no key given for the first time is, and at most
     ``size`` keys are held."""
-    cache = _KeyCache(size)
+    cache = KeyCache(size)
     given_before: set[int] = set()
     recent: list[int] = []  # distinct keys, most recent last (an exact LRU)
     for key in keys:
@@ -440,7 +441,7 @@ def test_shard_digests_are_bounded_and_a_duplicate_of_an_evicted_capture_stays_a
     items = [_item(f"{base}/{n}") for n in ("p1", "p2", "p3", "d1", "d3")]
     w = _worker(cfg, dirfs, {host_name})
     run = w.run(items, round=1)
-    assert len(w._digests) == 2
+    assert len(w.dedup.digests) == 2
     w.close()
     rows = {r["url"]: r for r in run.fetched}
     assert [rows[i.url]["outcome"] for i in items] == [Outcome.OK] * 5

@@ -17,7 +17,9 @@ import urllib.request
 from collections import OrderedDict
 from collections.abc import Iterable
 from email.message import Message
+from http.client import HTTPResponse
 from http.cookiejar import CookieJar
+from typing import cast
 
 #: Largest cookie kept, name plus value, bytes (RFC 6265 §6.1: at least 4096).
 MAX_COOKIE_BYTES = 4096
@@ -81,8 +83,9 @@ class HostCookieJars:
         if self._max == 0 or not response.info().keys():
             return
         jar = self._jar(host, create=True)
+        assert jar is not None  # create=True always gives one
         before = {(c.domain, c.path, c.name) for c in jar}
-        jar.extract_cookies(response, urllib.request.Request(url))
+        jar.extract_cookies(cast(HTTPResponse, response), urllib.request.Request(url))
         jar.clear_expired_cookies()
         kept = 0
         for c in sorted(jar, key=lambda c: (c.domain, c.path, c.name) not in before):

@@ -107,7 +107,7 @@ class _ZlibStage(_Stage):
     def __init__(self, limits: _Limits, gzip: bool) -> None:
         super().__init__(limits)
         self._gzip = gzip
-        self._d = None
+        self._d: zlib._Decompress | None = None
         self._head = b""  # deflate: bytes kept until two are there to choose zlib or raw
         self._members = 0  # complete gzip members
         self._member_in = 0  # compressed bytes of the current member so far

@@ -28,6 +28,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
+from typing import Any
 from urllib.parse import urlsplit
 
 from urllib3.connection import HTTPConnection, HTTPSConnection
@@ -166,7 +167,7 @@ PER_ROUND_FETCH_FIELDS = frozenset({
 })  # fmt: skip
 
 
-def http_settings(fetch: FetchSection, crawl: CrawlSection) -> tuple:
+def http_settings(fetch: FetchSection, crawl: CrawlSection) -> tuple[Any, ...]:
     """What a :class:`Fetcher` may be built from: every ``[fetch]`` field but
     :data:`PER_ROUND_FETCH_FIELDS`, and ``crawl.user_agent``. A worker rebuilds its fetcher
     (closing its keep-alive connections and cookie jars) when these change, and only then: not for
@@ -430,7 +431,7 @@ class Fetcher:
                     resp.close()
                 conn.close()
 
-    def _read_body(self, result: FetchResult, resp, timer: _Timer, deadline: float) -> bool:
+    def _read_body(self, result: FetchResult, resp: Any, timer: _Timer, deadline: float) -> bool:
         """Fill ``raw_body``/``body``/``truncated``/``error``; True if ``conn`` is reusable.
 
         Both the wire bytes (``raw_body``) and every decoding stage stop at ``max_body_bytes``
@@ -463,7 +464,7 @@ class Fetcher:
                 if chunk:
                     raw.append(chunk)
                     raw_size += len(chunk)
-                if not decoding:
+                if not decoding or decoder is None:  # decoding implies a decoder
                     continue
                 for piece in decoder.feed(chunk) if chunk else decoder.finish():
                     if size + len(piece) > cap:

@@ -21,6 +21,7 @@ import email.parser
 import http.client
 import re
 import types
+from typing import IO
 
 #: The limits of ``http.client`` (bytes per header line, header lines per response).
 MAX_LINE_BYTES = 65536
@@ -32,7 +33,7 @@ MAX_HEADERS = 100
 _PLAIN_FIELD = re.compile(rb"[\x21-\x39\x3b-\x7e]+:[^\r\n]*\r?\n\Z")
 
 
-def read_header_lines(fp) -> list[bytes]:
+def read_header_lines(fp: IO[bytes]) -> list[bytes]:
     """The header lines of a response up to and including the empty line (or EOF), read from the
     buffered socket file ``fp`` with ``http.client``'s limits.
 
@@ -53,13 +54,16 @@ def read_header_lines(fp) -> list[bytes]:
             return lines
 
 
-def parse_headers(fp, _class=http.client.HTTPMessage) -> http.client.HTTPMessage:
+def parse_headers(
+    fp: IO[bytes], _class: type[http.client.HTTPMessage] = http.client.HTTPMessage
+) -> http.client.HTTPMessage:
     """``http.client.parse_headers`` with a fast path: read the header block from ``fp`` and
     return it as ``_class`` (an ``HTTPMessage``), the same fields the e-mail parser would give."""
     lines = read_header_lines(fp)
     fields = lines[:-1]  # the last is the empty line (or EOF)
     if not all(_PLAIN_FIELD.match(line) for line in fields):
-        return email.parser.Parser(_class=_class).parsestr(b"".join(lines).decode("iso-8859-1"))
+        parser = email.parser.Parser(_class=_class)
+        return parser.parsestr(b"".join(lines).decode("iso-8859-1"))
     msg = _class()
     for line in fields:
         name, _, value = line.decode("iso-8859-1").partition(":")

@@ -33,8 +33,10 @@ def repeated_segments(path: str) -> int:
 
 @dataclass
 class _HostWindow:
-    recent: deque = field(default_factory=deque)  # (fingerprint, url_key), oldest first
-    flags: deque = field(default_factory=deque)  # near-duplicate or not, per recent page
+    recent: deque[tuple[int, int]] = field(
+        default_factory=deque
+    )  # (fingerprint, url_key), oldest first
+    flags: deque[bool] = field(default_factory=deque)  # near-duplicate or not, per recent page
     near_count: int = 0  # sum(flags)
     trap: str | None = None
 

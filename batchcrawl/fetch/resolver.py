@@ -15,6 +15,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from typing import Any, cast
 
 from batchcrawl.config import NetworkSection
 from batchcrawl.errors import BatchcrawlError
@@ -74,7 +75,7 @@ class Resolver:
         network: NetworkSection,
         clock: Callable[[], float] = time.monotonic,
         *,
-        getaddrinfo: Callable[..., list] = socket.getaddrinfo,
+        getaddrinfo: Callable[..., list[Any]] = socket.getaddrinfo,
     ) -> None:
         self._overrides = HostPatternMap(network.resolve, "network.resolve")
         self._system_dns = network.system_dns
@@ -198,7 +199,7 @@ class AddressPolicy:
                 if len(self._checked) >= CHECKED_ADDRESSES:
                     self._checked = {}
                 answer = self._checked[ip] = self._check(ip)
-            return answer
+            return cast("str | None", answer)
         return self._check(ip)
 
     def _check(self, ip: str | IPAddress) -> str | None:

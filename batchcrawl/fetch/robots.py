@@ -149,7 +149,7 @@ class RobotsRules:
         self.state = state
         self.status = status
         self.text = text if state == PARSED else None
-        self._parser = Protego.parse(normalize_robots_txt(text)) if self.text else None
+        self._parser = Protego.parse(normalize_robots_txt(self.text)) if self.text else None
 
     @property
     def unavailable(self) -> bool:
@@ -297,9 +297,8 @@ def _to_datetime(seconds: float) -> datetime:
 
 def _to_seconds(value: Any) -> float:
     if isinstance(value, datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=UTC)
-        return value.timestamp()
+        when: datetime = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+        return when.timestamp()
     if isinstance(value, int | float):
         return float(value) / 1000.0  # epoch milliseconds, as TIMESTAMP_MS integers
     raise ValueError(f"robots time {value!r}: expected a datetime or epoch milliseconds")
@@ -380,7 +379,7 @@ class RobotsCache:
         with self._lock:
             good = self._good.get(origin)
             until = good.fetch_time + self._ttl_s + self._stale_s if good is not None else t
-            if rules.unavailable and t < until:
+            if good is not None and rules.unavailable and t < until:
                 entry = RobotsEntry(
                     good.rules, good.fetch_time, min(t + self._retry_s, until), True
                 )

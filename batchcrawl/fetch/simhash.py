@@ -150,7 +150,7 @@ def _shingle_hashes(buf: bytes, starts: np.ndarray, ends: np.ndarray, k: int) ->
     pow_, inv_pow = _powers(len(data))
     prefix = np.zeros(len(data) + 1, np.uint64)
     np.cumsum(data * pow_, out=prefix[1:])
-    h = (prefix[last] - prefix[first]) * inv_pow[first]
+    h: np.ndarray = (prefix[last] - prefix[first]) * inv_pow[first]
     h ^= (last - first).astype(np.uint64)
     h ^= h >> _S33
     h *= _F1

@@ -50,7 +50,7 @@ class SitemapJob:
     level: int = 0
 
 
-def _job(raw: str, base: str, host: str, level: int, counts: Counter) -> SitemapJob | None:
+def _job(raw: str, base: str, host: str, level: int, counts: Counter[str]) -> SitemapJob | None:
     try:
         url = canonicalize(urljoin(base, raw.strip()))
     except (InvalidURL, ValueError):
@@ -64,7 +64,7 @@ def _job(raw: str, base: str, host: str, level: int, counts: Counter) -> Sitemap
 
 def robots_sitemap_jobs(
     values: Iterable[str], robots_url: str, host: str
-) -> tuple[list[SitemapJob], Counter]:
+) -> tuple[list[SitemapJob], Counter[str]]:
     """Jobs for the ``Sitemap:`` values of a robots.txt found at ``robots_url`` (after its
     redirects), for the sitemaps on ``host``.
 
@@ -73,7 +73,7 @@ def robots_sitemap_jobs(
     (jobs, counts)
         Level-0 jobs in file order, and ``sitemaps_invalid`` / ``sitemaps_other_host`` counts.
     """
-    counts: Counter = Counter()
+    counts: Counter[str] = Counter()
     jobs = [j for v in values if (j := _job(v, robots_url, host, 0, counts)) is not None]
     return jobs, counts
 
@@ -81,17 +81,17 @@ def robots_sitemap_jobs(
 def seed_sitemap_jobs(seeds: Iterable[str], host: str) -> list[SitemapJob]:
     """Level-0 jobs for those configured ``sitemaps.seeds`` (absolute URLs) that are on ``host``;
     a seed that is not a valid absolute URL is on no host."""
-    counts: Counter = Counter()
+    counts: Counter[str] = Counter()
     return [j for s in seeds if (j := _job(s, s, host, 0, counts)) is not None]
 
 
 def child_jobs(
     parent: SitemapJob, children: Iterable[SitemapEntry], max_depth: int
-) -> tuple[list[SitemapJob], Counter]:
+) -> tuple[list[SitemapJob], Counter[str]]:
     """Jobs for the child sitemaps of the index ``parent`` (``loc`` already absolute), at
     ``parent.level + 1``; none when that is deeper than ``max_depth`` (counted
     ``sitemaps_depth_limit``)."""
-    counts: Counter = Counter()
+    counts: Counter[str] = Counter()
     children = list(children)
     if parent.level + 1 > max_depth:
         counts["sitemaps_depth_limit"] += len(children)

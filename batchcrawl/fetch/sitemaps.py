@@ -23,7 +23,7 @@ from __future__ import annotations
 import datetime as dt
 import zlib
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import urljoin
 
 from lxml import etree
@@ -107,16 +107,16 @@ def _local(tag: object) -> str:
     return tag.rsplit("}", 1)[-1].split(":")[-1].lower()
 
 
-def _text(el) -> str | None:
+def _text(el: Any) -> str | None:
     text = "".join(el.itertext()).strip() if el is not None else ""
     return text or None
 
 
-def _children(el, name: str) -> list:
+def _children(el: Any, name: str) -> list[Any]:
     return [c for c in el if _local(c.tag) == name]
 
 
-def _first(el, name: str):
+def _first(el: Any, name: str) -> Any:
     found = _children(el, name)
     return found[0] if found else None
 
@@ -129,7 +129,7 @@ def _priority(text: str | None) -> float | None:
     return value if value is not None and 0.0 <= value <= 1.0 else None
 
 
-def _entry(el, base: str, loc_name: str = "loc") -> SitemapEntry | None:
+def _entry(el: Any, base: str, loc_name: str = "loc") -> SitemapEntry | None:
     loc = _text(_first(el, loc_name))
     if not loc:
         return None

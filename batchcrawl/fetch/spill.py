@@ -17,11 +17,12 @@ from __future__ import annotations
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow as pa
 
-from batchcrawl.fetch.worker import ShardRun
+from batchcrawl.fetch.runstate import ShardRun
 from batchcrawl.store import paths, schemas
 from batchcrawl.store.crawldir import CrawlDir
 from batchcrawl.store.shuffle import Partitioned, SpillFile, write_partitioned
@@ -31,14 +32,14 @@ from batchcrawl.urls import bucket_ids
 FACT_KEYS = {"fetched": "url_key", "links": "dst_url_key", "edges": "src_url_key"}
 
 
-def _empty_columns(columns: dict[str, list]) -> dict[str, list]:
+def _empty_columns(columns: dict[str, list[Any]]) -> dict[str, list[Any]]:
     return {c: [] for c in columns}
 
 
 #: How a :class:`ShardRun` holds each fact table's rows, in :data:`FACT_KEYS` order: the Arrow
 #: constructor for them (``fetched`` is a list of row dicts, ``links`` and ``edges`` are column
 #: lists) and the empty holder that replaces them.
-_HELD_AS = {
+_HELD_AS: dict[str, tuple[Callable[..., pa.Table], Callable[[Any], Any]]] = {
     "fetched": (pa.Table.from_pylist, lambda rows: []),
     "links": (pa.table, _empty_columns),
     "edges": (pa.table, _empty_columns),
@@ -69,7 +70,7 @@ class FactFiles:
         self.round = round
         self.shard = shard
         self.buckets = buckets
-        self.outcomes: Counter = Counter()
+        self.outcomes: Counter[str] = Counter()
         self.spills = 0
         self.seconds = 0.0
         self._spill_files: dict[str, SpillFile] = {}
@@ -117,7 +118,7 @@ class FactFiles:
         self.seconds += time.monotonic() - started
         return out["fetched"], out["links"], out["edges"]
 
-    def _tables(self, rows: ShardRun):
+    def _tables(self, rows: ShardRun) -> Iterator[tuple[str, list[pa.Table]]]:
         """``(name, [table])`` for each fact table, one at a time, each built from ``rows`` just
         before it is yielded and its Python rows dropped (the Python rows, their Arrow table and
         its bucket-sorted copy of one table are the peak); the consumer pops the table out of the
@@ -129,5 +130,5 @@ class FactFiles:
             setattr(rows, name, emptied(getattr(rows, name)))
             yield name, table
 
-    def _bucket_ids(self, name: str, table: list[pa.Table]):
+    def _bucket_ids(self, name: str, table: list[pa.Table]) -> Any:
         return bucket_ids(table[0].column(FACT_KEYS[name]).to_numpy(), self.buckets)

@@ -56,7 +56,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass, replace
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from batchcrawl.config import PolitenessSection
 from batchcrawl.errors import BatchcrawlError
@@ -139,14 +139,14 @@ class _Heap:
     __slots__ = ("a",)
 
     def __init__(self) -> None:
-        self.a: list = []
+        self.a: list[Any] = []
 
-    def push(self, node) -> None:
+    def push(self, node: Any) -> None:
         node.pos = len(self.a)
         self.a.append(node)
         self._up(node.pos)
 
-    def pop(self):
+    def pop(self) -> Any:
         a = self.a
         top = a[0]
         last = a.pop()
@@ -157,7 +157,7 @@ class _Heap:
         top.pos = None
         return top
 
-    def remove(self, node) -> None:
+    def remove(self, node: Any) -> None:
         a = self.a
         i = node.pos
         last = a.pop()
@@ -168,7 +168,7 @@ class _Heap:
             self._down(last.pos)
         node.pos = None
 
-    def update(self, node) -> None:
+    def update(self, node: Any) -> None:
         """Restore heap order after ``node.key`` changed."""
         self._up(node.pos)
         self._down(node.pos)
@@ -209,7 +209,7 @@ class _Heap:
         node.pos = i
 
 
-def _count_ready(a: list, now: float, cap: int) -> int:
+def _count_ready(a: list[Any], now: float, cap: int) -> int:
     """Nodes of heap array ``a`` whose time ``key[0]`` is ``<= now``, counting at most ``cap``."""
     count = 0
     stack = [0] if a else []

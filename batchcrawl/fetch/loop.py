@@ -1,0 +1,466 @@
+"""The fetch loop of one shard: its fetch threads, each running one visit path (Heritrix's
+ToeThread, StormCrawler's FetcherBolt).
+
+A thread takes a ready visit state from the BUbiNG workbench (docs/design.md §4.2), pops the
+host's next entry and visits it: robots.txt when the host's origin has no live rules (RFC 9309),
+else a page or a sitemap, both checked against the rules and fetched the same way. It hands the
+visit state back as soon as the response is in (the release sets the host's and the IP's next
+allowed time: politeness is the workbench's job), then processes what it fetched while other
+threads fetch: a page goes through the page processor (:mod:`batchcrawl.fetch.pages`) and its
+links to the link sink (:mod:`batchcrawl.fetch.linksink`); a sitemap's URLs go to the sink as
+links tagged ``sitemap``.
+
+CPU per page. Processing a page (parse, links, WARC) is CPU work, and only one fetch thread at a
+time does it (the processing lock; the others keep fetching): interleaved processing turns every
+GIL release inside libxml2, zlib or SHA-1 into a thread switch (docs/benchmarks.md, "Fetch worker
+processing lock"). The per-phase thread CPU times are counted (``cpu_fetch_s``, ``cpu_parse_s``,
+``cpu_simhash_s``, ``cpu_links_s``, ``cpu_warc_s``). The loop's lock guards the run's rows and
+counters, the URL cache and the host counters; it is taken twice per page, never per link.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from batchcrawl.fetch.hostbook import HostBook
+from batchcrawl.fetch.linksink import LinkSink
+from batchcrawl.fetch.outcome import HOST_OK, classify, location_target, retry_after
+from batchcrawl.fetch.pages import PageProcessor, base_row, utc
+from batchcrawl.fetch.parts import ShardParts
+from batchcrawl.fetch.resolver import DNSError
+from batchcrawl.fetch.robots import RobotsRules, fetch_robots, robots_origin, rules_from_fetch
+from batchcrawl.fetch.runstate import RunState, add_counts
+from batchcrawl.fetch.sitemap_jobs import (
+    SitemapJob,
+    child_jobs,
+    robots_sitemap_jobs,
+    seed_sitemap_jobs,
+)
+from batchcrawl.fetch.sitemaps import parse_sitemap
+from batchcrawl.fetch.warc import WarcWriter
+from batchcrawl.fetch.workbench import VisitState
+from batchcrawl.records import FetchItem, FetchResult, Outcome
+from batchcrawl.store import paths
+from batchcrawl.store.faults import storage_fault
+from batchcrawl.urls import domain_of, host_of, url_key
+
+log = logging.getLogger(__name__)
+
+
+class _RobotsMarker:
+    """The placeholder put at the front of a host's FIFO: "fetch robots.txt now"."""
+
+    def __repr__(self) -> str:
+        return "ROBOTS"
+
+
+ROBOTS = _RobotsMarker()
+#: what a visit state's FIFO holds
+Entry = FetchItem | SitemapJob | _RobotsMarker
+
+
+class FetchLoop:
+    """One shard's fetch threads and their visit path (see the module docstring).
+
+    Parameters
+    ----------
+    parts
+        The worker's parts (configuration, clocks, fetcher, workbench, robots.txt cache).
+    processor
+        The page processor (called under the processing lock).
+    sink
+        The link sink.
+    book
+        The host book (per-host counters, Crawl-delays).
+    """
+
+    def __init__(
+        self, parts: ShardParts, processor: PageProcessor, sink: LinkSink, book: HostBook
+    ) -> None:
+        self.parts = parts
+        self.processor = processor
+        self.sink = sink
+        self.book = book
+        self.lock = threading.Lock()
+        self.processing = threading.Lock()
+
+    # -- a run's threads and queue -----------------------------------------------------------
+    def start(self, run: RunState, threads: int, name: str) -> list[threading.Thread]:
+        """Start ``threads`` fetch threads on ``run`` (daemons named ``name-<shard>-<i>``)."""
+        out = [
+            threading.Thread(target=self.thread, args=(run,), daemon=True,
+                             name=f"{name}-{self.parts.shard}-{i}")
+            for i in range(threads)
+        ]  # fmt: skip
+        for t in out:
+            t.start()
+        return out
+
+    def stop(self, run: RunState) -> None:
+        """Ask ``run``'s threads to end after the fetch in flight."""
+        run.stop.set()
+        self.parts.workbench.wakeup()
+
+    def warc_writer(self, round_no: int) -> WarcWriter:
+        """A WARC writer for ``round_no`` (``warc/round=R/<warc_prefix>-NNNNN.warc.gz``)."""
+        p, cfg = self.parts, self.parts.cfg
+        root = str(getattr(p.fs, "path", "")).rstrip("/")
+        name = cfg.crawl.name or root.rsplit("/", 1)[-1] or "crawl"
+        return WarcWriter(
+            p.fs, paths.warc_dir(round_no),
+            paths.warc_prefix(name, round_no, p.shard, p.wall()),
+            cfg.fetch.warc_rotate_bytes, cfg.crawl.user_agent, clock=p.wall,
+            warcinfo_fields={"robots": "classic", "isPartOf": cfg.crawl.name or "batchcrawl"},
+            compress_level=cfg.fetch.warc_compress_level,
+            cdxj_name=paths.warc_cdxj if cfg.fetch.warc_cdxj else None,
+        )  # fmt: skip
+
+    def enqueue(self, run: RunState, items: Iterable[FetchItem]) -> int:
+        """Queue ``items`` (per-host breadth-first order) in the workbench: each host resolved
+        once and checked by the address policy (failures are recorded at once), robots.txt first
+        when the host's origin has no live rules, configured sitemaps after the pages in round 1.
+        Returns the entries queued (the run's pending count grows by that much)."""
+        p = self.parts
+        by_host: dict[str, list[FetchItem]] = {}
+        for item in items:
+            by_host.setdefault(item.host, []).append(item)
+        pending = 0
+        for host, host_items in by_host.items():
+            try:
+                ip = p.resolver.resolve(host)
+            except DNSError as exc:
+                for item in host_items:
+                    self.record_failure(run, item, Outcome.DNS_ERROR, "dns", str(exc))
+                continue
+            refused = p.policy.check(ip)
+            if refused is not None:
+                for item in host_items:
+                    self.record_failure(run, item, Outcome.REFUSED, refused, ip=ip)
+                continue
+            queue: list[Entry] = list(host_items)
+            if p.robots.get(robots_origin(host_items[0].url)) is None:
+                queue.insert(0, ROBOTS)
+            jobs = self._new_sitemaps(run, seed_sitemap_jobs(p.cfg.sitemaps.seeds, host))
+            if run.round == 1 and jobs:  # configured sitemaps: in the first round, after the pages
+                queue.extend(jobs)
+                run.out.counters["sitemaps_queued"] += len(jobs)
+                pending += len(jobs)
+            p.workbench.add(host, ip, queue)
+            pending += len(host_items)
+        return pending
+
+    def drain(self) -> list[FetchItem]:
+        """Empty the workbench: the URLs still queued, in order (robots.txt and sitemap jobs
+        are redone when needed)."""
+        return [
+            entry
+            for _host, rest in self.parts.workbench.drain()
+            for entry in rest
+            if isinstance(entry, FetchItem)
+        ]
+
+    # -- the thread --------------------------------------------------------------------------
+    def thread(self, run: RunState) -> None:
+        """One fetch thread: visit ready hosts until the run stops, its deadline passes or (a
+        batch run) nothing is pending."""
+        wb, clock = self.parts.workbench, self.parts.clock
+        stop, deadline = run.stop, run.deadline
+        while not stop.is_set():
+            if run.pending <= 0 and not run.streaming:  # an int read without the lock is atomic
+                return
+            left = deadline - clock()
+            if left <= 0:  # the time limit (or the crawl's deadline) passed: no new fetch
+                return
+            vs = wb.acquire_wait(min(1.0, left), stop)
+            if vs is None:
+                if clock() >= deadline:
+                    return
+                continue
+            if not vs.queue:  # pragma: no cover - defensive: an empty visit state is never ready
+                wb.release(vs, None)
+                continue
+            if not self.visit(run, vs, vs.pop()):
+                return
+
+    def visit(self, run: RunState, vs: VisitState[Any], entry: Entry) -> bool:
+        """The one visit path: robots.txt, or a page or sitemap checked against the rules,
+        fetched, released and processed. ``vs`` is held by this thread and released here.
+        False when a storage fault stops the run."""
+        if isinstance(entry, _RobotsMarker):
+            self._fetch_robots(run, vs)  # never raises: any failure is robots_unavailable
+            return True
+        p, wb = self.parts, self.parts.workbench
+        rules = p.robots.get(robots_origin(entry.url))
+        if rules is None:  # another origin of the host, or expired: fetch robots.txt first
+            vs.push_front(entry)
+            vs.push_front(ROBOTS)
+            wb.release(vs, None)
+            return True
+        if rules.unavailable or not rules.allowed(entry.url, p.agent):
+            wb.release(vs, None)  # no request made, so no delay
+            self._robots_refused(run, entry, rules)
+            return True
+        page = entry if isinstance(entry, FetchItem) else None
+        t0 = time.thread_time()
+        try:
+            result = p.fetcher.fetch(
+                entry.url, extra_headers=page.conditional_headers() if page else None
+            )
+        except Exception:  # a bug below the fetcher must not kill the thread or leak the host
+            log.exception("fetching %s failed", entry.url)
+            wb.release(vs, p.cfg.politeness.host_delay_s)  # assume a request was made
+            self._failed(run, entry)
+            return True
+        cpu_fetch_s = time.thread_time() - t0
+        hop = page is not None and self._self_redirect_hop(run, page, result)
+        if hop:  # fetched again after the host's delay: the workbench keeps politeness
+            vs.push_front(entry)
+        wb.release(
+            vs,
+            result.download_s if result.status is not None or result.ip else None,
+            retry_after_s=retry_after(result, p.wall(), p.cfg.politeness.max_retry_after_s),
+        )
+        try:
+            if page is None:
+                assert isinstance(entry, SitemapJob)
+                self._sitemap(run, entry, result)
+                self._done(run)
+            elif hop:
+                with self.processing:
+                    run.warc.write_fetch(result)  # every request is archived
+            else:
+                with self.processing:
+                    self._page(run, page, result, cpu_fetch_s)
+        except Exception as exc:  # a bug in one fetch's processing must not stop the shard
+            if (fault := storage_fault(exc)) is not None:  # a full disk fails every page: stop
+                run.storage_fault = run.storage_fault or fault
+                self.stop(run)
+                return False
+            if hop:
+                log.exception("archiving a redirect hop of %s failed", entry.url)
+            else:
+                log.exception("processing %s failed", entry.url)
+                self._failed(run, entry)
+        return True
+
+    # -- pages -------------------------------------------------------------------------------
+    def _page(
+        self, run: RunState, item: FetchItem, result: FetchResult, cpu_fetch_s: float
+    ) -> None:
+        """Process a fetched page and hand its links to the sink, then record its row and mark it
+        done (processing lock held)."""
+        hops = 0
+        if run.self_hops:  # a self-redirect chain may end here: its count goes with it
+            with self.lock:
+                hops = run.self_hops.pop(item.url_key, 0)
+        rec = self.processor.process(item, result, run.round, run.warc, self_hops=hops)
+        sink = self.sink
+        t0 = time.thread_time()
+        canonical, invalid = sink.canonical(rec.found)
+        with self.lock:  # BUbiNG's URL cache: which outlinks were not seen recently
+            sink.edges(run, item, canonical)  # the link graph: every link, before the cache
+            new = sink.not_seen(canonical if rec.follow else [])
+        links = sink.scope(item, new) if new else []
+        cpu_links_s = time.thread_time() - t0
+        with self.lock:
+            counters = run.out.counters
+            counters["links_cached"] += len(canonical) - len(new)
+            invalid += rec.invalid
+            if invalid:
+                counters["links_invalid"] += invalid
+            add_counts(counters, rec.counts)
+            run.out.fetched.append(rec.row)
+            self.book.count(item.host, error=rec.outcome not in HOST_OK)
+            sink.emit(run, item, links)
+            run.pending -= 1
+            if run.pending <= 0:
+                self.parts.workbench.wakeup()
+            add_counts(counters, {"cpu_fetch_s": cpu_fetch_s, "cpu_links_s": cpu_links_s})
+
+    def _self_redirect_hop(self, run: RunState, item: FetchItem, result: FetchResult) -> bool:
+        """True (and the hop counted) when ``result`` redirects ``item`` to its own URL and fewer
+        than ``fetch.max_self_redirects`` such hops were followed in this chain: the caller puts
+        the item back at the front of its host's queue. The hop count is per chain and per run; a
+        chain still open when the run stops starts again at 0 (the URL stays queued, no row)."""
+        if (
+            classify(result) is not Outcome.REDIRECT
+            or location_target(result, item.url) != item.url
+        ):
+            return False
+        with self.lock:
+            hops = run.self_hops.get(item.url_key, 0)
+            if hops >= self.parts.cfg.fetch.max_self_redirects:
+                return False
+            run.self_hops[item.url_key] = hops + 1
+            run.out.counters["self_redirect_hops"] += 1
+            self.book.count(item.host, error=False)
+        return True
+
+    def record_failure(
+        self,
+        run: RunState,
+        item: FetchItem,
+        outcome: Outcome,
+        error: str | None,
+        detail: str | None = None,
+        ip: str | None = None,
+    ) -> None:
+        """Record ``item`` as fetched with ``outcome`` and no response (``detail`` is for logs)."""
+        row = base_row(item, run.round, self.parts.shard, self.parts.wall())
+        row.update(outcome=outcome.value, error=error, fetch_ip=ip)
+        with self.lock:
+            run.out.fetched.append(row)
+            run.out.counters[outcome.value] += 1
+            if outcome is not Outcome.ROBOTS_DENIED:
+                self.book.count(item.host, error=True)
+
+    def _robots_refused(
+        self, run: RunState, entry: FetchItem | SitemapJob, rules: RobotsRules
+    ) -> None:
+        """A page or sitemap robots.txt does not let us fetch (unavailable rules: this URL's
+        origin only), recorded and done."""
+        if isinstance(entry, SitemapJob):
+            with self.lock:
+                run.out.counters["sitemaps_robots_denied"] += 1
+        elif rules.unavailable:
+            self.record_failure(run, entry, Outcome.ROBOTS_UNAVAILABLE, "robots_unavailable")
+        else:
+            self.record_failure(run, entry, Outcome.ROBOTS_DENIED, "robots_denied")
+        self._done(run)
+
+    def _failed(self, run: RunState, entry: FetchItem | SitemapJob) -> None:
+        """A fetch or its processing failed by a bug (logged): ``network_error``/``internal`` for
+        a page, ``sitemaps_failed`` for a sitemap; done."""
+        if isinstance(entry, SitemapJob):
+            with self.lock:
+                run.out.counters["sitemaps_failed"] += 1
+        else:
+            self.record_failure(run, entry, Outcome.NETWORK_ERROR, "internal")
+        self._done(run)
+
+    def _done(self, run: RunState, n: int = 1) -> None:
+        with self.lock:
+            run.pending -= n
+            if run.pending <= 0:
+                self.parts.workbench.wakeup()
+
+    # -- robots.txt --------------------------------------------------------------------------
+    def _fetch_robots(self, run: RunState, vs: VisitState[Any]) -> None:
+        """Fetch robots.txt for ``vs.host`` (held by this thread), following redirects (RFC 9309
+        §2.3.1.2), archive every hop, cache the rules and set the host's Crawl-delay. If robots.txt
+        is unavailable (5xx, network failure), every queued URL of that origin is given back as
+        ``robots_unavailable`` at once: it is treated as fully disallowed until it is retried."""
+        p = self.parts
+        first = vs.queue[0] if vs.queue else None
+        origin = (
+            robots_origin(first.url)
+            if isinstance(first, FetchItem | SitemapJob)
+            else f"http://{vs.host}"
+        )
+        try:
+            chain = fetch_robots(p.fetcher, origin, max_redirects=p.cfg.robots.max_redirects)
+        except Exception:  # a bug below must not kill the thread: robots.txt is unavailable
+            log.exception("fetching robots.txt of %s failed", origin)
+            chain = [FetchResult(url=origin + "/robots.txt", error="internal")]
+        entry = p.robots.put(origin, rules_from_fetch(chain[-1], p.cfg.robots.max_bytes))
+        rules = entry.rules  # the last good copy while robots.txt is unreachable (RFC 9309 §2.4)
+        vs.set_crawl_delay(rules.crawl_delay(p.agent))
+        dropped: list[FetchItem | SitemapJob] = []
+        if rules.unavailable:  # this origin's URLs; the host's other origins keep their place
+            kept: list[Entry] = []
+            while vs.queue:
+                it = vs.pop()
+                if isinstance(it, _RobotsMarker) or robots_origin(it.url) != origin:
+                    kept.append(it)
+                else:
+                    dropped.append(it)
+            for it in reversed(kept):
+                vs.push_front(it)
+        contacted = any(r.ip for r in chain)
+        p.workbench.release(vs, sum(r.download_s for r in chain) if contacted else None)
+        with self.lock:
+            run.out.counters["robots_fetches"] += len(chain)
+            run.out.counters[f"robots_state_{rules.state}"] += 1
+            if entry.stale:
+                run.out.counters["robots_stale_kept"] += 1
+            for r in chain:
+                if r.status is not None:
+                    run.warc.write_fetch(r)
+        if p.cfg.sitemaps.enabled and not rules.unavailable and not entry.stale:
+            jobs, counts = robots_sitemap_jobs(rules.sitemaps, chain[-1].url, vs.host)
+            with self.lock:
+                run.out.counters.update(counts)
+            self._queue_sitemaps(run, vs.host, jobs)  # before dropped items finish: run goes on
+        for it in dropped:
+            if isinstance(it, SitemapJob):
+                with self.lock:
+                    run.out.counters["sitemaps_robots_unavailable"] += 1
+            else:
+                self.record_failure(run, it, Outcome.ROBOTS_UNAVAILABLE, "robots_unavailable")
+        if dropped:
+            self._done(run, len(dropped))
+
+    # -- sitemaps ----------------------------------------------------------------------------
+    def _new_sitemaps(self, run: RunState, jobs: list[SitemapJob]) -> list[SitemapJob]:
+        """The jobs whose sitemap was not queued yet in this run (and marks them queued)."""
+        with self.lock:
+            out = [j for j in jobs if j.url not in run.sitemaps]
+            run.sitemaps.update(j.url for j in out)
+        return out
+
+    def _queue_sitemaps(self, run: RunState, host: str, jobs: list[SitemapJob]) -> None:
+        """Append new sitemap jobs to ``host``'s visit state (politeness applies) and count them
+        pending; call while an item of the run is still pending."""
+        jobs = self._new_sitemaps(run, jobs)
+        if not jobs:
+            return
+        with self.lock:
+            run.pending += len(jobs)
+            run.out.counters["sitemaps_queued"] += len(jobs)
+        self.parts.workbench.add(host, None, jobs)
+
+    def _sitemap(self, run: RunState, job: SitemapJob, result: FetchResult) -> None:
+        """Archive a fetched sitemap, queue the children of an index (:func:`child_jobs`) and emit
+        its page URLs as links tagged ``sitemap`` with their ``lastmod`` (scope filters applied at
+        depth 1, like a seed's outlinks). A URL with a ``lastmod`` is emitted even if recently
+        seen, so update can make a known URL due when it changed (docs/design.md §8a)."""
+        sm_cfg = self.parts.cfg.sitemaps
+        with self.processing:
+            if result.status is not None:
+                run.warc.write_fetch(result)
+        if result.status != 200:
+            with self.lock:
+                run.out.counters["sitemaps_failed"] += 1
+            return
+        sm = parse_sitemap(
+            result.body, job.url, max_urls=sm_cfg.max_urls, max_bytes=sm_cfg.max_bytes
+        )
+        children, counts = child_jobs(job, sm.sitemaps, sm_cfg.max_depth)
+        self._queue_sitemaps(run, job.host, children)  # before this job is done: the run goes on
+        host = host_of(job.url)
+        src = FetchItem(url_key(job.url), job.url, host, domain_of(host), depth=0)
+        memo = self.sink.memo.canonical
+        found = [(hit, e.lastmod) for e in sm.urls if (hit := memo(e.loc)) is not None]
+        with self.lock:
+            seen = self.sink.url_cache.seen
+            new = [(hit, lm) for hit, lm in found if not seen(hit[0]) or lm is not None]
+        links = self.sink.scope(src, [(*hit, "sitemap", False) for hit, _ in new])
+        with self.lock:
+            c = run.out.counters
+            c.update(counts)
+            c["sitemaps_fetched"] += 1
+            c[f"sitemaps_kind_{sm.kind}"] += 1
+            c["sitemap_urls"] += len(sm.urls)
+            for name, n in (
+                ("sitemaps_truncated", int(sm.truncated)),
+                ("sitemaps_unreadable", int(sm.error is not None)),
+                ("links_invalid", len(sm.urls) - len(found)),
+                ("links_cached", len(found) - len(new)),
+            ):
+                if n:
+                    c[name] += n
+            self.sink.emit(run, src, links, [utc(lm) if lm else None for _, lm in new])

@@ -1,0 +1,97 @@
+"""The monitor of a batch fetch run: it starts the fetch threads on a fetch list, watches them
+about twice a second (progress, spilling rows, the idle meter, the tail rule, the time limit) and
+gathers what the run produced when they end (Nutch's ``Fetcher`` run loop with its throughput
+threshold)."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable
+
+from batchcrawl.fetch.idle import IdleMeter
+from batchcrawl.fetch.loop import FetchLoop
+from batchcrawl.fetch.runstate import RunState, ShardRun, new_shard_run
+from batchcrawl.fetch.tail import TailDetector
+from batchcrawl.records import FetchItem
+
+#: seconds between two looks at the fetch threads
+TICK_S = 0.5
+
+
+def run_batch(
+    loop: FetchLoop,
+    run: RunState,
+    items: list[FetchItem],
+    started: float,
+    *,
+    progress: Callable[[Counter[str]], None] | None = None,
+    spill: Callable[[ShardRun], None] | None = None,
+) -> ShardRun:
+    """Fetch ``items`` in ``run`` (its deadline set, its WARC writer open) and return
+    ``run.out`` completed: unfetched URLs, WARC files, seconds, idle and tail seconds.
+    ``started`` is the run's start on the worker's monotonic clock.
+
+    Stops when every item is done, at the deadline, when the tail rule fires
+    (:class:`~batchcrawl.fetch.tail.TailDetector`, ``fetch.tail_idle_s``; counter ``tail_cut``) or
+    when ``run.stop`` is set from outside (``ended_early``). ``progress`` gets a copy of the
+    counters each tick; ``spill`` the rows gathered so far each time they pass
+    ``round.spill_pages`` ``fetched`` rows. Raises the run's storage fault (``OSError``), if one
+    stopped the threads, after closing the WARC writer.
+    """
+    parts, out = loop.parts, run.out
+    cfg, wb = parts.cfg, parts.workbench
+    pending = run.pending = loop.enqueue(run, items)
+    threads = loop.start(run, max(1, min(cfg.fetch.threads, max(pending, 1))), "fetch")
+    fc = cfg.fetch
+    tail = TailDetector(fc.tail_rate_ratio, fc.throughput_window_s, fc.tail_capacity_ratio)
+    idle = IdleMeter(len(threads), started)
+    try:
+        while alive := [t for t in threads if t.is_alive()]:
+            idle.observe(parts.clock(), wb.hosts_with_work(idle.need))
+            alive[0].join(timeout=TICK_S)
+            if progress is not None:
+                with loop.lock:
+                    progress(Counter(out.counters))
+            if spill is not None and 0 < cfg.round.spill_pages <= len(out.fetched):
+                spill(take_rows(loop, out))
+            now = parts.clock()
+            with loop.lock:
+                done = pending - run.pending
+            working, waiting = (
+                (math.inf, 0.0) if run.found_hosts is None else wb.polite_capacity(run.found_hosts)
+            )
+            in_tail = tail.observe(now, done, working, waiting) or (
+                0 < fc.tail_idle_s <= idle.in_tail_for(now)
+            )
+            if now >= run.deadline or (in_tail and not run.stop.is_set()):
+                if now < run.deadline:
+                    out.counters["tail_cut"] = 1
+                loop.stop(run)
+    finally:
+        loop.stop(run)
+        for t in threads:
+            t.join()
+        run.warc.close()
+    if run.storage_fault is not None:
+        raise run.storage_fault
+    if run.ended_early:
+        out.counters["ended_early"] = 1
+    out.unfetched.extend(loop.drain())
+    out.counters["not_fetched"] += len(out.unfetched)
+    out.warc_files = list(run.warc.files)
+    end = parts.clock()
+    out.seconds = end - started
+    out.idle_s = idle.finish(end)
+    out.tail_s = idle.tail_s(end)
+    return out
+
+
+def take_rows(loop: FetchLoop, out: ShardRun) -> ShardRun:
+    """The ``fetched``, ``links`` and ``edges`` rows of ``out`` so far; ``out`` gets fresh
+    lists (under the loop's lock: fetch threads append to whatever ``out`` holds)."""
+    fresh = new_shard_run()
+    with loop.lock:
+        rows = ShardRun(fetched=out.fetched, links=out.links, edges=out.edges)
+        out.fetched, out.links, out.edges = fresh.fetched, fresh.links, fresh.edges
+    return rows

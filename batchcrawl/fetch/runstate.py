@@ -1,0 +1,73 @@
+"""What one fetch run of a shard produces (:class:`ShardRun`) and the state its fetch threads
+share while it goes on (:class:`RunState`): the run's output, WARC writer, deadline, pending count
+and stop flag. Nothing here outlives a run (a long-lived worker carries nothing from one run into
+the next); per-host state is the host book's (:mod:`batchcrawl.fetch.hostbook`)."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from batchcrawl.fetch.warc import WarcWriter
+from batchcrawl.records import FetchItem
+from batchcrawl.store import schemas
+
+
+@dataclass
+class ShardRun:
+    """What one round of a shard produced: rows for ``fetched``, ``links`` and ``edges`` (column
+    lists), the URLs still queued when it stopped (in order), and named counters."""
+
+    fetched: list[dict[str, Any]] = field(default_factory=list)
+    links: dict[str, list[Any]] = field(default_factory=dict)
+    edges: dict[str, list[Any]] = field(default_factory=dict)
+    unfetched: list[FetchItem] = field(default_factory=list)
+    counters: Counter[str] = field(default_factory=Counter)
+    warc_files: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    #: seconds of the run in which fewer than half the fetch threads had work
+    #: (:class:`~batchcrawl.fetch.idle.IdleMeter`), and the trailing part of them (the tail)
+    idle_s: float = 0.0
+    tail_s: float = 0.0
+
+
+def new_shard_run() -> ShardRun:
+    """An empty :class:`ShardRun` with the ``links`` and ``edges`` columns ready to extend."""
+    return ShardRun(
+        links={c: [] for c in schemas.schema("links").names},
+        edges={c: [] for c in schemas.schema("edges").names},
+    )
+
+
+def add_counts(counters: Counter[str], counts: Mapping[str, float]) -> None:
+    """Add ``counts`` to a run's counters. They are a ``Counter`` but also carry float seconds
+    (``cpu_*_s``), which its type does not say."""
+    floats = cast("dict[str, float]", counters)
+    for name, n in counts.items():
+        floats[name] = floats.get(name, 0) + n
+
+
+@dataclass
+class RunState:
+    """The state of one run (a batch :meth:`~batchcrawl.fetch.worker.FetchWorker.run` or a
+    stream), handed to its fetch threads. Fields marked "lock" are guarded by the fetch loop's
+    lock."""
+
+    round: int
+    out: ShardRun  # lock
+    warc: WarcWriter
+    deadline: float  # on the worker's monotonic clock, seconds
+    pending: int = 0  # items not finished yet (lock)
+    seq: int = 0  # discovery order of the links of this run (lock)
+    self_hops: dict[int, int] = field(default_factory=dict)  # url_key -> self-redirects (lock)
+    sitemaps: set[str] = field(default_factory=set)  # sitemap URLs queued in this run (lock)
+    stop: threading.Event = field(default_factory=threading.Event)
+    streaming: bool = False  # threads wait for more items instead of ending (a stream)
+    storage_fault: OSError | None = None  # the first full / read-only storage error: ends the run
+    ended_early: bool = False  # FetchWorker.end_run was called
+    # hosts given a link in scope this run (past the URL cache): they have URLs for the next
+    # round; kept only for fetch.tail_capacity_ratio (None when it is off)
+    found_hosts: set[str] | None = None
