@@ -208,7 +208,7 @@ class FetchLoop:
         t0 = time.thread_time()
         try:
             result = p.fetcher.fetch(
-                entry.url, extra_headers=page.conditional_headers() if page else None
+                entry.url, extra_headers=page.conditional_headers() if page is not None else None
             )
         except Exception:  # a bug below the fetcher must not kill the thread or leak the host
             log.exception("fetching %s failed", entry.url)
@@ -225,8 +225,7 @@ class FetchLoop:
             retry_after_s=retry_after(result, p.wall(), p.cfg.politeness.max_retry_after_s),
         )
         try:
-            if page is None:
-                assert isinstance(entry, SitemapJob)
+            if isinstance(entry, SitemapJob):
                 self._sitemap(run, entry, result)
                 self._done(run)
             elif hop:
@@ -234,7 +233,7 @@ class FetchLoop:
                     run.warc.write_fetch(result)  # every request is archived
             else:
                 with self.processing:
-                    self._page(run, page, result, cpu_fetch_s)
+                    self._page(run, entry, result, cpu_fetch_s)
         except Exception as exc:  # a bug in one fetch's processing must not stop the shard
             if (fault := storage_fault(exc)) is not None:  # a full disk fails every page: stop
                 run.storage_fault = run.storage_fault or fault
