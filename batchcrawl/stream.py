@@ -16,6 +16,10 @@ every ``stream.flush_interval_s`` seconds the driver runs one **micro-batch**, n
    each shard is topped up to at most ``fetch.max_queued_urls`` URLs (BUbiNG's virtualizer: the
    rest waits in the frontier).
 
+Every checkpoint also holds the ``hosts`` rows of the hosts topped up or fetched since the last one
+(politeness clocks, Crawl-delays, robots.txt, trap flags, counters), as a round's commit does: a
+restart reloads them and fetches no robots.txt again while its copy is live.
+
 Leases live only in the driver's memory and are never persisted: a crash leaves the leased URLs
 queued in the committed frontier, and the next run fetches them again. Requests made after the
 last checkpoint were never persisted either, so every host gets a full politeness delay before its
@@ -91,6 +95,9 @@ class StreamShardActor(ShardActor):
             content_mod.load_seen(crawl, content_files, cfg.dedup.max_seen_digests)
         )
         self._cooled: set[str] = set()
+        # hosts whose state may have changed since their last hosts row was written: those
+        # topped up (robots.txt, Crawl-delay, politeness clock) and those fetched
+        self._touched: set[str] = set()
         self.worker.stream_start(round)
 
     def top_up(self, rows: list[dict[str, Any]]) -> int:
@@ -99,9 +106,11 @@ class StreamShardActor(ShardActor):
         now held."""
         items = [FetchItem(**row) for row in rows]
         self.restore_returning(items)
-        new_hosts = {i.host for i in items} - self._cooled
+        hosts = {i.host for i in items}
+        new_hosts = hosts - self._cooled
         self.worker.cool_down(new_hosts)
         self._cooled |= new_hosts
+        self._touched |= hosts
         self.worker.stream_add(items)
         return self.worker.stream_held
 
@@ -140,12 +149,14 @@ class StreamShardActor(ShardActor):
             "outcomes": outcome_counts(out),
             "unfetched": len(out.unfetched),
         }
-        if out.fetched or out.links["round"] or force:
+        # taken before write_facts, which empties the rows
+        self._touched |= {row["url_host_name"] for row in out.fetched}
+        if out.fetched or out.links["round"] or force or self._touched:
             crawl = CrawlDir.open(self.crawl_url)
             facts = self.write_facts(crawl, out, round, buckets)
             result["fetched"], result["links"], result["edges"] = facts
-            touched = {row["url_host_name"] for row in out.fetched}
-            result["hosts"] = self.write_hosts(crawl, generation, touched)
+            result["hosts"] = self.write_hosts(crawl, generation, self._touched)
+            self._touched = set()
         return result
 
 
@@ -293,7 +304,7 @@ class Stream:
         eparts = [r["edges"] for r in results if r["edges"] is not None]
         delayed = pa.concat_tables(self.delayed) if self.delayed else None
         if (not any(p.entry.rows for p in fparts + lparts) and self.refiltered is None
-                and delayed is None):  # fmt: skip
+                and delayed is None and not any(r["hosts"] for r in results)):  # fmt: skip
             return  # nothing to merge: no generation for an empty micro-batch
         touched = {b for p in fparts + lparts for b in p.row_groups}
         for moved in (self.refiltered, delayed):

@@ -721,7 +721,7 @@ class FetchWorker:
             raise run.storage_fault
         out = run.out
         for _host, rest in self.workbench.drain():
-            out.unfetched.extend(item for item in rest if item is not ROBOTS)
+            out.unfetched.extend(item for item in rest if isinstance(item, FetchItem))
         out.warc_files = list(run.warc.files)
         return out
 
