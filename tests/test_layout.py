@@ -21,6 +21,9 @@ ALLOWED = {
     "export": {"errors", "config", "urls", "store", "cdxj"},
     "report": {"errors", "config", "store"},
     "graph": {"errors", "config", "urls", "store"},
+    # the stages every driver shares: never a driver (round, pipeline, stream) or the CLI
+    "engine": SHARED
+    | {"store", "scope", "frontier", "fetch", "ring", "procmem", "workersetup", "console"},
     "errors": set(),
     "urls": {"errors"},
     "cdxj": {"errors", "urls"},

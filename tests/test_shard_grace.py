@@ -12,10 +12,11 @@ import pytest
 from round_helpers import fetched_rows, hosts_on_two_shards, new_crawl, round_config, serve
 from test_crash import with_crawler
 
+from batchcrawl.engine.shard import ShardActor, host_shard
 from batchcrawl.errors import CrawlDirError
 from batchcrawl.pipeline import Deadline
 from batchcrawl.ring import HashRing
-from batchcrawl.round import ShardActor, dask_client, host_shard
+from batchcrawl.round import dask_client
 from batchcrawl.testing.webserver import Response
 
 GRACE_S = 1.0
