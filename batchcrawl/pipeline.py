@@ -130,7 +130,7 @@ class Planned:
     fetch_t0, fetch_t1
         Monotonic start and end of its fetch step (set by the round driver).
     fetch_token
-        Names its fetch on the shard actors (:meth:`batchcrawl.round.ShardActor.run_over`), so a
+        Names its fetch on the shard actors (:meth:`batchcrawl.engine.shard.ShardActor.run_over`), so a
         round fetched again in the same process is not taken for its earlier attempt.
     """
 

@@ -1,6 +1,6 @@
 """``fetch.shard_grace_s`` (issue 16, "no idle fetch phase"): once the first shard's fetch run is
 over, the other shards end theirs within the grace, counted from that run's end
-(:meth:`batchcrawl.round.ShardActor.run_over`), not from the moment its result (written facts)
+(:meth:`batchcrawl.engine.shard.ShardActor.run_over`), not from the moment its result (written facts)
 reached the driver. On a real two-process cluster and a loopback web, and the actor's signal
 alone; and a crawl's deadline (``crawl --max-seconds``) ends every shard's run by it."""
 
