@@ -162,14 +162,19 @@ class Stream:
                   for a in self.actors.values()]:  # fmt: skip
             f.result()
         self.hand_out()
+        # micro-batches start every flush_interval_s (from one start to the next), not that long
+        # after the previous one ended: a URL found waits for one interval, not for the interval
+        # plus the merge, commit and selection of the micro-batch before
+        next_at = self.clock() + self.cfg.stream.flush_interval_s
         while True:
-            wait = min(self.cfg.stream.flush_interval_s, deadline - self.clock())
+            wait = min(next_at, deadline) - self.clock()
             if self.stop.wait(wait):
                 reason = self.stop.signal_name
                 break
             if self.clock() >= deadline:
                 reason = "max_seconds"
                 break
+            next_at = self.clock() + self.cfg.stream.flush_interval_s
             self.micro_batch(final=False)
             handed = self.hand_out(full=not self.leased)
             self.progress(self.snapshot())
