@@ -535,7 +535,7 @@ def graph_command(words, generation, as_json, scheduler, workers, sets) -> None:
     from batchcrawl.urls import canonicalize, url_key
 
     if len(words) == 2 and words[0] == "build":
-        from batchcrawl.round import cluster_url, dask_client
+        from batchcrawl.engine.cluster import cluster_url, dask_client
 
         crawl = _open(words[1])
         cfg = load_crawl_config(crawl, sets, _round_flags(scheduler, workers, None, None))

@@ -27,9 +27,9 @@ generated segment while the CrawlDb is updated with another (``generate.update.c
 Safety (docs/design.md §3): the writer lock is held for the whole run; rounds commit in order, each
 the next generation. A crash leaves the last committed generation whole and at most two rounds of
 orphan files (N and the pre-selected N+1): the rerun finds both
-(:func:`batchcrawl.store.orphans.uncommitted_rounds`), redoes round N with a full politeness delay
-for the hosts of both (:func:`~batchcrawl.store.orphans.uncommitted_hosts`), overwrites what it writes again (the same paths), and ``gc``
-deletes the rest (``paths.LAYOUT``).
+(the one crash-rerun rule, :func:`batchcrawl.engine.rerun.crash_rerun`), redoes round N with a full
+politeness delay for the hosts of both, overwrites what it writes again (the same paths), and
+``gc`` deletes the rest (``paths.LAYOUT``).
 """
 
 from __future__ import annotations
@@ -37,7 +37,6 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,10 +47,11 @@ import pyarrow.compute as pc
 
 from batchcrawl.config import Config
 from batchcrawl.console.nothing_due import nothing_due
+from batchcrawl.engine.rerun import crash_rerun
+from batchcrawl.engine.select import Selection, select, write_fetchlists
 from batchcrawl.frontier import generate as gen_mod
 from batchcrawl.store.crawldir import CrawlDir, Manifest
 from batchcrawl.store.lock import WriterLock
-from batchcrawl.store.orphans import uncommitted_hosts, uncommitted_rounds
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +130,7 @@ class Planned:
     fetch_t0, fetch_t1
         Monotonic start and end of its fetch step (set by the round driver).
     fetch_token
-        Names its fetch on the shard actors (:meth:`batchcrawl.round.ShardActor.run_over`), so a
+        Names its fetch on the shard actors (:meth:`batchcrawl.engine.shard.ShardActor.run_over`), so a
         round fetched again in the same process is not taken for its earlier attempt.
     """
 
@@ -152,19 +152,12 @@ class Planned:
         return self.generate_span[1] - self.generate_span[0]
 
 
-def plan_round(
-    crawl: CrawlDir, base: Manifest, rnd: int, generation: int, cfg: Config,
-    selection: tuple[pa.Table, Counter, int, pa.Table], started_at: float, t0: float,
-) -> Planned:  # fmt: skip
-    """Write round ``rnd``'s fetch lists from ``selection`` (:func:`gen_mod.select` of ``base``;
-    :func:`gen_mod.finish`); nothing is committed. ``t0``: monotonic start of the selection."""
-    selected, counts, rows, late = selection
-    generated = gen_mod.finish(crawl, base, rnd, cfg, selected, counts, rows, delayed=late)
-    keys = np.concatenate([
-        np.asarray(selected.column("url_key").to_numpy(), dtype=np.uint64),
-        np.asarray(late.column("url_key").to_numpy(), dtype=np.uint64),
-    ])  # fmt: skip
-    return Planned(rnd, generation, base, started_at, generated, keys, (t0, time.monotonic()))
+def plan_round(crawl: CrawlDir, base: Manifest, generation: int, sel: Selection) -> Planned:
+    """Write ``sel``'s fetch lists (:func:`batchcrawl.engine.select.write_fetchlists`; ``sel``
+    selected from ``base``) as the round committing ``generation``; nothing is committed."""
+    generated = write_fetchlists(crawl, base, sel)
+    return Planned(sel.round, generation, base, sel.started_at, generated, sel.keys,
+                   (sel.span[0], time.monotonic()))  # fmt: skip
 
 
 def run_pipelined(
@@ -219,19 +212,14 @@ def run_pipelined(
     summaries: list[dict[str, Any]] = []
     with WriterLock(crawl, owner="batchcrawl crawl") as lock:
         manifest = crawl.manifest()
-        rnd = manifest.round + 1
-        cold = bool(uncommitted_rounds(crawl, rnd))
-        cool = uncommitted_hosts(crawl, rnd) if cold else {}
-        if cold:
-            log.warning("round %d (or the round fetched while it committed) was started before and "
-                        "did not commit: rerunning it, with a full politeness delay first for "
-                        "every host of both", rnd)  # fmt: skip
+        rerun = crash_rerun(crawl, manifest.round + 1, "batchcrawl crawl")
         crawler.start_actors(cfg)
         plan = _generate(crawler, crawl, manifest, cfg, now, on_step, split=rounds > 1, first=True)
-        plan.cold = cold
+        plan.cold = rerun.cold
         on_step("fetch")
         rcfg = deadline.round_cfg(cfg)
-        pending = crawler.start_fetch(crawl, plan, rcfg, cold=cold, cool_hosts=cool)
+        pending = crawler.start_fetch(crawl, plan, rcfg, cold=rerun.cold,
+                                      cool_hosts=rerun.cool_hosts)  # fmt: skip
         while True:
             nxt = None
             if len(summaries) + 2 <= rounds and deadline.allows_a_round():
@@ -270,23 +258,17 @@ def _generate(
     ``split``, the first half of each host's URLs when the rest passes :func:`min_hosts`. None
     when nothing is due, or :class:`NothingDue` raised if this is the ``first`` round."""
     on_step("generate")
-    t0 = time.monotonic()
-    started_at = now()
-    rnd = manifest.round + 1
-    selected, counts, rows, late = gen_mod.select(
-        crawl, manifest, rnd, cfg, started_at, mapper=crawler.mapper()
-    )
-    if selected.num_rows == 0:  # write nothing: no fetch lists, no commit
+    sel = select(crawl, manifest, manifest.round + 1, cfg, now(), mapper=crawler.mapper())
+    if sel.selected.num_rows == 0:  # write nothing: no fetch lists, no commit
         if first:
-            raise nothing_due(crawl, manifest, started_at)
+            raise nothing_due(crawl, manifest, sel.started_at)
         return None
     if split:
-        head, rest = gen_mod.split_per_host(selected)
+        head, rest = gen_mod.split_per_host(sel.selected)
         if host_count(rest) >= min_hosts(cfg):
-            selected = head
-            counts[DEFERRED] += rest.num_rows
-    return plan_round(crawl, manifest, rnd, manifest.generation + 1, cfg,
-                      (selected, counts, rows, late), started_at, t0)  # fmt: skip
+            sel.selected = head
+            sel.counts[DEFERRED] += rest.num_rows
+    return plan_round(crawl, manifest, manifest.generation + 1, sel)
 
 
 def _preselect(
@@ -296,14 +278,11 @@ def _preselect(
     """Round ``plan.round + 1`` selected from ``manifest`` (``plan``'s base) without ``plan``'s
     URLs, its fetch lists written; None (nothing written) when its hosts are fewer than
     :func:`min_hosts`."""
-    t0 = time.monotonic()
-    started_at = now()
     rnd = plan.round + 1
-    selection = gen_mod.select(crawl, manifest, rnd, cfg, started_at,
-                               mapper=crawler.mapper(), leased=plan.keys)  # fmt: skip
-    hosts = host_count(selection[0])
+    sel = select(crawl, manifest, rnd, cfg, now(), mapper=crawler.mapper(), leased=plan.keys)
+    hosts = host_count(sel.selected)
     if hosts < min_hosts(cfg):
         log.info("round %d: %d hosts pre-selected, fewer than %d: generated after round %d "
                  "commits", rnd, hosts, min_hosts(cfg), plan.round)  # fmt: skip
         return None
-    return plan_round(crawl, manifest, rnd, plan.generation + 1, cfg, selection, started_at, t0)
+    return plan_round(crawl, manifest, plan.generation + 1, sel)

@@ -7,14 +7,28 @@ every ``stream.flush_interval_s`` seconds the driver runs one **micro-batch**, n
 
 1. **take** — each shard hands over the rows and links fetched since the last take, written as the
    same partitioned ``fetched``/``links``/``edges`` files a round writes
-   (:meth:`StreamShardActor.take_batch`), with the url keys it finished and how many URLs it
-   still holds;
-2. **update** — only the buckets the micro-batch touches get a delta run (cost ∝ micro-batch);
-3. **commit** — a generation (a checkpoint) when the micro-batch holds anything;
-4. **select** — generate's per-bucket selection and caps, over the buckets that changed or still
-   hold due URLs not handed out, excluding the URLs **leased** (handed out, not yet reported);
-   each shard is topped up to at most ``fetch.max_queued_urls`` URLs (BUbiNG's virtualizer: the
-   rest waits in the frontier).
+   (:meth:`~batchcrawl.engine.shard.StreamShardActor.take_batch`), with the url keys it finished
+   and how many URLs it still holds;
+2. **merge and commit** — the engine's one merge-and-commit
+   (:func:`batchcrawl.engine.merge.merge_and_commit`, as a round): only the buckets the
+   micro-batch touches get a delta run (cost ∝ micro-batch); a generation (a checkpoint) when the
+   micro-batch holds anything;
+3. **select** — the engine's one selection (:func:`batchcrawl.engine.select.select`: caps,
+   STAR/BEAST, refilter, trap throttle, counted drops), over the buckets that changed or still
+   hold due URLs not handed out, excluding the URLs **leased** (handed out, not yet reported; a
+   trap host's leases count against its throttle); each shard is topped up to at most
+   ``fetch.max_queued_urls`` URLs (BUbiNG's virtualizer: the rest waits in the frontier). With
+   ``generate.budget = "star"``, a checkpoint that adds linking domains makes every bucket
+   selected again (the budgets grew).
+
+Each micro-batch's summary holds its selections' ``generate`` counts (``not_selected`` by reason,
+``beast_delayed``) since the last one; the stream's summary sums them, and gives the
+discovery-to-fetch latency of the URLs found and fetched during the stream (``latency_s``: p50,
+p95; :mod:`batchcrawl.engine.latency`).
+
+Every checkpoint also holds the ``hosts`` rows of the hosts topped up or fetched since the last one
+(politeness clocks, Crawl-delays, robots.txt, trap flags, counters), as a round's commit does: a
+restart reloads them and fetches no robots.txt again while its copy is live.
 
 Leases live only in the driver's memory and are never persisted: a crash leaves the leased URLs
 queued in the committed frontier, and the next run fetches them again. Requests made after the
@@ -30,7 +44,6 @@ release the lock and return the summary.
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
 from collections import Counter
@@ -42,24 +55,15 @@ import pyarrow as pa
 
 from batchcrawl.config import Config
 from batchcrawl.console.signals import StopRequest
-from batchcrawl.frontier import content as content_mod
+from batchcrawl.engine.cluster import cluster_url, dask_client, dask_mapper
+from batchcrawl.engine.latency import DiscoveryLatency
+from batchcrawl.engine.merge import Work, merge_and_commit
+from batchcrawl.engine.report import ShardReport
+from batchcrawl.engine.rerun import crash_rerun
+from batchcrawl.engine.select import select
+from batchcrawl.engine.shard import StreamShardActor
 from batchcrawl.frontier import generate as gen_mod
-from batchcrawl.frontier import hosts as host_runs
-from batchcrawl.frontier import runs
-from batchcrawl.frontier.updatedb import updatedb
-from batchcrawl.records import FetchItem
-from batchcrawl.round import (
-    Crawler,
-    ShardActor,
-    cluster_url,
-    compact_buckets,
-    compacted_count,
-    dask_client,
-    dask_mapper,
-    outcome_counts,
-    round_summary,
-)
-from batchcrawl.scope.filters import FilterChain
+from batchcrawl.round import Crawler
 from batchcrawl.store import schemas, views
 from batchcrawl.store.crawldir import CrawlDir
 from batchcrawl.store.lock import WriterLock
@@ -67,86 +71,8 @@ from batchcrawl.urls import bucket_ids
 
 log = logging.getLogger(__name__)
 
-
-class StreamShardActor(ShardActor):
-    """A :class:`~batchcrawl.round.ShardActor` in streaming mode: its fetch worker runs without
-    stopping; the driver tops it up and takes its micro-batches."""
-
-    def start(
-        self,
-        *,
-        cfg: Config,
-        round: int,
-        host_files: list[str],
-        seed_hosts: set[str],
-        seed_domains: set[str],
-        content_files: list[str],
-    ) -> None:
-        """Open the worker (hosts' state from ``host_files``, content seen from the ``content``
-        files ``content_files``) and start its fetch threads, the rows recorded as micro-batch
-        ``round``."""
-        crawl = CrawlDir.open(self.crawl_url)
-        self.open_worker(crawl, cfg, host_files, seed_hosts, seed_domains)
-        self.worker.know_content(
-            content_mod.load_seen(crawl, content_files, cfg.dedup.max_seen_digests)
-        )
-        self._cooled: set[str] = set()
-        self.worker.stream_start(round)
-
-    def top_up(self, rows: list[dict[str, Any]]) -> int:
-        """Queue fetch items (``fetchlists`` columns, per-host breadth-first order). A host seen
-        for the first time in this stream waits a full politeness delay first. Returns the URLs
-        now held."""
-        items = [FetchItem(**row) for row in rows]
-        self.restore_returning(items)
-        new_hosts = {i.host for i in items} - self._cooled
-        self.worker.cool_down(new_hosts)
-        self._cooled |= new_hosts
-        self.worker.stream_add(items)
-        return self.worker.stream_held
-
-    def take_batch(
-        self,
-        *,
-        round: int,
-        next_round: int,
-        generation: int,
-        buckets: int,
-        final: bool,
-        force: bool,
-    ) -> dict[str, Any]:
-        """Micro-batch ``round``: the rows and links since the last take, written as round
-        ``round``'s files of this shard (uncommitted), and the ``hosts`` file for ``generation``.
-        Nothing is written when the micro-batch is empty unless ``force``. ``final`` stops the
-        fetch threads (the URLs still queued are dropped: they stay due in the frontier).
-
-        Returns ``fetched``/``links``/``edges`` (:class:`Partitioned` or None), ``hosts`` (entry
-        or None),
-        ``done_keys`` (url keys finished), ``held``, ``counters``, ``outcomes``, ``unfetched``."""
-        out = self.worker.stream_stop() if final else self.worker.stream_take(next_round)
-        for row in out.fetched:  # a failure row may have been stamped just before the take
-            row["round"] = round
-        out.links["round"] = [round] * len(out.links["round"])
-        out.edges["round"] = [round] * len(out.edges["round"])
-        result: dict[str, Any] = {
-            "shard": self.shard,
-            "fetched": None,
-            "links": None,
-            "edges": None,
-            "hosts": None,
-            "done_keys": [row["url_key"] for row in out.fetched],
-            "held": 0 if final else self.worker.stream_held,
-            "counters": dict(out.counters),
-            "outcomes": outcome_counts(out),
-            "unfetched": len(out.unfetched),
-        }
-        if out.fetched or out.links["round"] or force:
-            crawl = CrawlDir.open(self.crawl_url)
-            facts = self.write_facts(crawl, out, round, buckets)
-            result["fetched"], result["links"], result["edges"] = facts
-            touched = {row["url_host_name"] for row in out.fetched}
-            result["hosts"] = self.write_hosts(crawl, generation, touched)
-        return result
+#: ``not_selected`` reasons after which a selected bucket still holds due URLs not handed out.
+_LEFT_DUE = ("capped_host", "capped_domain", "capped_round", "trap_throttled")
 
 
 class Stream:
@@ -167,8 +93,9 @@ class Stream:
     progress
         Called after each micro-batch with :meth:`snapshot` (the progress display).
     on_step
-        Called with ``"take"``, ``"update"``, ``"commit"`` as each step of a micro-batch with
-        rows starts (tests use it to crash a stream at a known point, as ``run_rounds`` does).
+        Called with ``"take"``, ``"update"``, ``"compact"``, ``"commit"`` as each step of a
+        micro-batch with rows starts (tests use it to crash a stream at a known point, as
+        ``run_rounds`` does).
     """
 
     def __init__(self, crawler: Crawler, crawl: CrawlDir, lock: WriterLock, cfg: Config,
@@ -182,23 +109,27 @@ class Stream:
         self.on_step = on_step or (lambda step: None)
         self.held_max = 0  # most URLs one shard held right after a top-up (the peak)
         self.manifest = crawl.manifest()
-        self.buckets = runs.bucket_files(self.manifest)
         self.round = self.manifest.round + 1  # the micro-batch being fetched
-        self.leased: set[int] = set()
+        self.rerun = crash_rerun(crawl, self.round, "batchcrawl crawl --stream")
+        self.leased: dict[int, str] = {}  # url key -> host, handed out and not reported
         self.held = {s: 0 for s in range(cfg.fetch.shards)}
-        self.dirty: set[int] = {bf.bucket for bf in self.buckets}
+        self.dirty: set[int] = set(range(self.manifest.buckets))
         self.refiltered: pa.Table | None = None
         self.delayed: list[pa.Table] = []  # BEAST's delays since the last micro-batch
         self.refilter_next = gen_mod.recorded_fingerprint(
             self.manifest.summary
         ) != gen_mod.filters_fingerprint(cfg)
+        self.not_selected: Counter = Counter()  # since the last micro-batch
         self.totals: Counter = Counter()
         self.outcomes: Counter = Counter()
         self.seconds: Counter = Counter()
+        self.dropped: Counter = Counter()  # not selected, by reason, the whole stream
+        self.latency = DiscoveryLatency()
         self.first_round = self.round
         self.commits = 0
         self.content: Counter = Counter()
         self.t_start = clock()
+        self._budgets: tuple[int, Any] | None = None  # (generation, DomainBudgets)
 
     def snapshot(self) -> dict[str, Any]:
         """The stream so far, for :class:`batchcrawl.console.progress.StreamProgress`: ``elapsed_s``,
@@ -231,14 +162,19 @@ class Stream:
                   for a in self.actors.values()]:  # fmt: skip
             f.result()
         self.hand_out()
+        # micro-batches start every flush_interval_s (from one start to the next), not that long
+        # after the previous one ended: a URL found waits for one interval, not for the interval
+        # plus the merge, commit and selection of the micro-batch before
+        next_at = self.clock() + self.cfg.stream.flush_interval_s
         while True:
-            wait = min(self.cfg.stream.flush_interval_s, deadline - self.clock())
+            wait = min(next_at, deadline) - self.clock()
             if self.stop.wait(wait):
                 reason = self.stop.signal_name
                 break
             if self.clock() >= deadline:
                 reason = "max_seconds"
                 break
+            next_at = self.clock() + self.cfg.stream.flush_interval_s
             self.micro_batch(final=False)
             handed = self.hand_out(full=not self.leased)
             self.progress(self.snapshot())
@@ -252,6 +188,7 @@ class Stream:
             "rounds": [self.first_round, self.round - 1],
             "generation": self.manifest.generation,
             "checkpoints": self.commits,
+            "rerun_after_crash": self.rerun.cold,
             "attempts": self.totals["attempts"],
             "responses": self.totals["responses"],
             "stored": self.totals["stored"],
@@ -263,7 +200,10 @@ class Stream:
                 for k, v in sorted(self.outcomes.items())
                 if k not in ("ok", "redirect", "not_modified")
             },
+            "not_selected": dict(sorted((k, v) for k, v in self.dropped.items() if v)),
+            "beast_delayed": self.totals["beast_delayed"],
             "content": dict(self.content),
+            "latency_s": self.latency.to_json(),
             "held_max": self.held_max,
             "seconds_by_step": {k: round(v, 3) for k, v in sorted(self.seconds.items())},
             "elapsed_s": round(self.clock() - t_start, 3),
@@ -271,87 +211,60 @@ class Stream:
 
     # -- one micro-batch ------------------------------------------------------------------------
     def micro_batch(self, final: bool) -> None:
-        """Take every shard's micro-batch, update the touched buckets, commit if anything came."""
+        """Take every shard's micro-batch, merge the touched buckets and commit if anything
+        came (:func:`batchcrawl.engine.merge.merge_and_commit`)."""
         t0 = self.clock()
         rnd, gen = self.round, self.manifest.generation + 1
         # every shard's hosts file in the first commit; an empty last take writes nothing, so a
-        # batch round after a clean stop does not take it for a crashed one (round.started_before)
+        # batch round after a clean stop does not take it for a crashed one (engine.rerun)
         force = self.commits == 0
         self.on_step("take")
-        results = [f.result() for f in [
+        reports: list[ShardReport] = [f.result() for f in [
             a.take_batch(round=rnd, next_round=rnd + 1, generation=gen,
                          buckets=self.manifest.buckets, final=final, force=force)
             for a in self.actors.values()
         ]]  # fmt: skip
         self.round += 1
-        for r in results:
-            self.leased.difference_update(r["done_keys"])
-            self.held[r["shard"]] = r["held"]
+        for r in reports:
+            for key in r.done_keys:
+                self.leased.pop(key, None)
+            self.held[r.shard] = r.held
+        self.latency.observe(reports)
         t1 = self.clock()
-        fparts = [r["fetched"] for r in results if r["fetched"] is not None]
-        lparts = [r["links"] for r in results if r["links"] is not None]
-        eparts = [r["edges"] for r in results if r["edges"] is not None]
+        parts = [p for r in reports for p in (r.fetched, r.links) if p is not None]
         delayed = pa.concat_tables(self.delayed) if self.delayed else None
-        if (not any(p.entry.rows for p in fparts + lparts) and self.refiltered is None
-                and delayed is None):  # fmt: skip
+        if (not any(p.entry.rows for p in parts) and self.refiltered is None
+                and delayed is None and not any(r.hosts for r in reports)):  # fmt: skip
             return  # nothing to merge: no generation for an empty micro-batch
-        touched = {b for p in fparts + lparts for b in p.row_groups}
+        touched = {b for p in parts for b in p.row_groups}
         for moved in (self.refiltered, delayed):
             if moved is not None:
                 touched |= set(bucket_ids(moved.column("url_key").to_numpy(),
                                           self.manifest.buckets).tolist())  # fmt: skip
-        mapper = dask_mapper(self.crawler.client)
-        self.on_step("update")
-        merged = updatedb(
-            self.crawl, self.manifest, rnd, fparts, lparts, eparts, self.cfg, self.now(),
-            mapper=mapper, refiltered=self.refiltered, delayed=delayed, buckets=touched,
-        )  # fmt: skip
-        updated, content, indegree = merged.frontier, merged.content, merged.indegree
-        compacted = compact_buckets(self.crawler.client, self.crawl.url, updated.buckets, gen,
-                                    self.cfg)  # fmt: skip
-        for bf in compacted:
-            self.buckets[bf.bucket] = bf
+        gen_summary = gen_mod.selection_summary(rnd, self.cfg, 0, self.not_selected, 0,
+                                                self.refiltered is not None, delayed)  # fmt: skip
+        gen_summary["step"] = "stream"
+        work = Work(rnd, gen, reports, self.now(), gen_summary, refiltered=self.refiltered,
+                    delayed=delayed, buckets=touched,
+                    rerun_after_crash=self.rerun.cold and self.commits == 0,
+                    steps={"take": t1 - t0})  # fmt: skip
+
+        def extra(summary: dict[str, Any]) -> dict[str, Any]:
+            return {"mode": "stream", "time_limit_hit": False,
+                    "filters_fingerprint": gen_mod.filters_fingerprint(self.cfg)}  # fmt: skip
+
+        done = merge_and_commit(self.crawl, self.lock, self.manifest, work, self.cfg,
+                                mapper=dask_mapper(self.crawler.client), on_step=self.on_step,
+                                t_start=t0, extra=extra)  # fmt: skip
+        self.manifest, summary = done.manifest, done.summary
         self.dirty |= touched
-        self.refiltered = None
-        self.delayed = []
-        t2 = self.clock()
-        summary = round_summary(
-            rnd, gen, results, updated.summary.to_json(), {"step": "stream"},
-            compacted=compacted_count(updated, compacted),
-            rerun_after_crash=False, steps={"take": t1 - t0, "update": t2 - t1},
-            elapsed_s=t2 - t0,
-        )  # fmt: skip
-        summary.update(mode="stream", time_limit_hit=False,
-                       filters_fingerprint=gen_mod.filters_fingerprint(self.cfg),
-                       content=content.to_json(), indegree=indegree.to_json())  # fmt: skip
-        m = self.manifest
-        self.on_step("commit")
-        self.lock.check()
-        self.manifest = self.crawl.commit(
-            m,
-            {
-                "frontier": runs.frontier_listing(self.buckets),
-                "hosts": host_runs.next_listing(
-                    self.crawl,
-                    m.tables.get("hosts", ()),
-                    [r["hosts"] for r in results],
-                    gen,
-                    self.cfg,
-                ),
-                "fetched": list(m.tables.get("fetched", ())) + [p.entry for p in fparts],
-                "links": list(m.tables.get("links", ())) + [p.entry for p in lparts],
-                "edges": list(m.tables.get("edges", ())) + [p.entry for p in eparts],
-                "content": content.listing,
-                "domainlinks": indegree.domainlinks,
-                "indegree": indegree.indegree,
-            },
-            summary,
-            round=rnd,
-        )
+        if self.cfg.generate.budget == "star" and summary["indegree"].get("new_domain_pairs"):
+            self.dirty = set(range(self.manifest.buckets))  # STAR budgets grew: select all again
+        self.refiltered, self.delayed = None, []
+        self.not_selected = Counter()
         self.commits += 1
-        self.seconds["take"] += t1 - t0
-        self.seconds["update"] += t2 - t1
-        self.seconds["commit"] += self.clock() - t2
+        for k in ("take", "update", "compact", "commit"):
+            self.seconds[k] += work.steps.get(k, 0.0)
         for k in ("attempts", "responses", "stored", "new_urls", "not_fetched"):
             self.totals[k] += summary[k]
         self.outcomes.update(summary["outcomes"])
@@ -359,38 +272,46 @@ class Stream:
 
     # -- hand out newly due URLs ----------------------------------------------------------------
     def hand_out(self, full: bool = False) -> int:
-        """Select the due, unleased URLs of the dirty buckets (every bucket if ``full``), cap
-        them as generate does and top each shard up to ``fetch.max_queued_urls``. Returns the
-        URLs handed out; buckets with due URLs left over stay dirty."""
+        """Select the due, unleased URLs of the dirty buckets (every bucket if ``full``) with the
+        engine's selection and top each shard up to ``fetch.max_queued_urls``. Returns the URLs
+        handed out; buckets with due URLs left over stay dirty."""
         t0 = self.clock()
-        todo = [self.buckets[b] for b in sorted(range(len(self.buckets)) if full else self.dirty)]
+        todo = set(range(self.manifest.buckets)) if full else self.dirty
         self.dirty = set()
         if not todo:
             return 0
-        k = self.manifest.buckets
-        budgets = gen_mod.domain_budgets(self.crawl, self.manifest, self.cfg)  # read once
-        task = functools.partial(gen_mod.select_task, self.crawl.url, round=self.round,
-                                 cfg=self.cfg, now=self.now(), budgets=budgets)  # fmt: skip
-        selections = dask_mapper(self.crawler.client)(task, todo)
-        leased = pa.array(np.fromiter(self.leased, np.uint64, len(self.leased)), pa.uint64())
-        unleased = []
-        for (rows, cands, counts, late), bf in zip(selections, todo, strict=True):
-            cands, _ = gen_mod.drop_leased(cands, leased)
-            if any(counts.get(c) for c in ("capped_host", "capped_domain", "capped_round")):
-                self.dirty.add(bf.bucket)
-            unleased.append((rows, cands, counts, late))
-        selected, _, _, late = gen_mod.fold_candidates(unleased, self.cfg, budgets)
-        if late.num_rows:  # BEAST: over-budget URLs wait; the next micro-batch's update moves them
-            self.delayed.append(late)
-        if self.refilter_next and selected.num_rows:
-            selected, refiltered = gen_mod.refilter(
-                selected, FilterChain.from_config(self.cfg.filters)
-            )
-            self.refiltered = refiltered if refiltered.num_rows else None
+        m = self.manifest
+        if self._budgets is None or self._budgets[0] != m.generation:  # read once a generation
+            self._budgets = (m.generation, gen_mod.domain_budgets(self.crawl, m, self.cfg))
+        leased = np.fromiter(self.leased, np.uint64, len(self.leased))
+        sel = select(self.crawl, m, self.round, self.cfg, self.now(),
+                     mapper=dask_mapper(self.crawler.client), leased=leased, buckets=todo,
+                     held=Counter(self.leased.values()), refilter_urls=self.refilter_next,
+                     budgets=self._budgets[1])  # fmt: skip
+        sel.counts.pop("leased", None)  # in flight, not dropped
+        self.not_selected.update(sel.counts)
+        self.dropped.update(sel.counts)
+        self.totals["beast_delayed"] += sel.delayed.num_rows
+        if any(sel.counts.get(c) for c in _LEFT_DUE):
+            self.dirty |= todo
+        if sel.delayed.num_rows:  # BEAST: over-budget URLs wait; the next micro-batch moves them
+            self.delayed.append(sel.delayed)
+        if sel.refilter_urls and sel.selected.num_rows + sel.refiltered.num_rows:
+            if sel.refiltered.num_rows:
+                self.refiltered = sel.refiltered
             self.refilter_next = False
+        handed = self._top_up(sel.selected)
+        self.seconds["select"] += self.clock() - t0
+        return handed
+
+    def _top_up(self, selected: pa.Table) -> int:
+        """Route ``selected`` to the shards and give each at most what it has room for
+        (``fetch.max_queued_urls``); the rest stays due and its buckets dirty. Returns the URLs
+        handed out."""
         lists = gen_mod.assign_fetchlists(
-            selected, self.round, self.cfg, gen_mod.host_ips(self.crawl, self.manifest, self.cfg)
-        )
+            selected, self.round, self.cfg,
+            gen_mod.host_ips(self.crawl, self.manifest, self.cfg),
+        )  # fmt: skip
         handed, pending = 0, []
         given: list[np.ndarray] = []
         for s, table in lists.items():
@@ -404,7 +325,7 @@ class Stream:
                 continue
             keys = np.asarray(table.column("url_key").to_numpy(), dtype=np.uint64)
             given.append(keys)
-            self.leased.update(keys.tolist())
+            self.leased.update(zip(keys.tolist(), table.column("host").to_pylist(), strict=True))
             handed += table.num_rows
             pending.append(
                 (s, self.actors[s].top_up(table.select(schemas.fetch_item_columns()).to_pylist()))
@@ -412,13 +333,11 @@ class Stream:
         for s, f in pending:
             self.held[s] = f.result()
             self.held_max = max(self.held_max, self.held[s])
-        left = selected.num_rows - handed
-        if left > 0:  # due URLs not handed out: their buckets are selected again next time
+        if selected.num_rows > handed:  # due URLs not handed out: selected again next time
             out = np.concatenate(given) if given else np.zeros(0, np.uint64)
             rest = np.asarray(selected.column("url_key").to_numpy(), dtype=np.uint64)
             rest = rest[~np.isin(rest, out)]
-            self.dirty |= set(np.unique(bucket_ids(rest, k)).tolist())
-        self.seconds["select"] += self.clock() - t0
+            self.dirty |= set(np.unique(bucket_ids(rest, self.manifest.buckets)).tolist())
         return handed
 
 

@@ -15,7 +15,8 @@ Prints one JSON line on stdout::
 
     {"mode", "pages", "rounds", "seconds", "politeness_bound_s", "round_seconds", "reachable", "reachable_fetched", "missing",
      "fetched_beyond_links", "requests", "requests_off_site", "robots_not_first",
-     "politeness_violations", "min_gap_s", "warc_files", "warc_check", "sql": {NAME: rows}}
+     "politeness_violations", "min_gap_s", "warc_files", "warc_check", "sql": {NAME: rows},
+     "latency_s"}
 
 * ``pages``: fetch attempts answered with a response; ``seconds``: wall time of the rounds (or the
   stream), LocalCluster start included; ``round_seconds``: the rounds' own elapsed time;
@@ -225,6 +226,8 @@ def report(run: DocsCrawl) -> dict[str, Any]:
         "warc_files": len(files),
         "warc_check": check.returncode,
         "sql": {name: query(run.crawl, text).to_pylist() for name, text in SQL.items()},
+        # a stream's discovery-to-fetch latency (p50, p95 seconds; batchcrawl.engine.latency)
+        "latency_s": run.summaries[0].get("latency_s") if streamed else None,
     }
 
 

@@ -82,8 +82,8 @@ def round_config(**overrides: dict[str, Any]) -> Config:
 
 def hosts_on_two_shards(cfg: Config, prefix: str) -> tuple[str, str]:
     """Two host names ``{prefix}{i}.test`` that ``cfg``'s ring routes to different shards."""
+    from batchcrawl.engine.shard import host_shard
     from batchcrawl.ring import HashRing
-    from batchcrawl.round import host_shard
 
     ring = HashRing(cfg.fetch.shards, cfg.fetch.ring_vnodes)
     names = [f"{prefix}{i}.test" for i in range(40)]

@@ -12,9 +12,10 @@ from hypothesis import strategies as st
 from round_helpers import new_crawl, round_config, serve
 
 from batchcrawl.config import Config, to_toml
+from batchcrawl.engine.shard import ShardActor, host_shard
 from batchcrawl.frontier import hosts as host_runs
 from batchcrawl.ring import HashRing
-from batchcrawl.round import ShardActor, host_shard, run_rounds
+from batchcrawl.round import run_rounds
 from batchcrawl.store import paths, schemas, sql
 from batchcrawl.store.crawldir import CrawlDir, FileEntry
 from batchcrawl.store.gc import gc

@@ -9,10 +9,11 @@ from fsspec.implementations.dirfs import DirFileSystem
 from hypothesis import given
 from hypothesis import strategies as st
 
+from batchcrawl.engine.report import ShardReport
+from batchcrawl.engine.summary import fetch_idle
 from batchcrawl.fetch.idle import IdleMeter
 from batchcrawl.fetch.worker import FetchWorker
 from batchcrawl.records import FetchItem
-from batchcrawl.round import fetch_idle
 from batchcrawl.testing.webserver import Response
 from batchcrawl.urls import canonicalize, domain_of, host_of, url_key
 
@@ -50,8 +51,8 @@ def test_meter_start_up_is_idle_and_a_busy_middle_is_not():
 
 def test_round_idle_share_counts_start_up_run_idle_and_waiting_for_other_shards():
     shards = [
-        {"startup_s": 1.0, "fetch_seconds": 8.0, "idle_s": 2.0, "tail_s": 1.5},  # busy 6 s
-        {"startup_s": 0.5, "fetch_seconds": 4.0, "idle_s": 1.0, "tail_s": 1.0},  # busy 3 s
+        ShardReport(0, startup_s=1.0, fetch_seconds=8.0, idle_s=2.0, tail_s=1.5),  # busy 6 s
+        ShardReport(1, startup_s=0.5, fetch_seconds=4.0, idle_s=1.0, tail_s=1.0),  # busy 3 s
     ]
     got = fetch_idle(shards, step_s=10.0)
     assert got["share"] == pytest.approx((10 - 6 + 10 - 3) / 20)

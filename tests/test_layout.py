@@ -21,6 +21,9 @@ ALLOWED = {
     "export": {"errors", "config", "urls", "store", "cdxj"},
     "report": {"errors", "config", "store"},
     "graph": {"errors", "config", "urls", "store"},
+    # the stages every driver shares: never a driver (round, pipeline, stream) or the CLI
+    "engine": SHARED
+    | {"store", "scope", "frontier", "fetch", "ring", "procmem", "workersetup", "console"},
     "errors": set(),
     "urls": {"errors"},
     "cdxj": {"errors", "urls"},
@@ -44,30 +47,34 @@ def _part(module: str) -> str:
     return pieces[1] if len(pieces) > 1 else ""
 
 
-def _runtime_imports(path: Path) -> set[str]:
-    """Modules of batchcrawl imported by ``path`` when it runs (``if TYPE_CHECKING:`` excluded)."""
+def _imports(path: Path) -> set[str]:
+    """Modules of batchcrawl imported by ``path``, those under ``if TYPE_CHECKING:`` and inside
+    functions included (a cycle through a type annotation is still a cycle of the design). ``from
+    batchcrawl.store import views`` is an import of ``batchcrawl.store.views`` when that module
+    exists, else of ``batchcrawl.store``."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     found: set[str] = set()
-
-    def visit(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            return
+    for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            if node.module == "batchcrawl":
-                found.update(f"batchcrawl.{a.name}" for a in node.names if a.name != "__version__")
-            elif node.module.startswith("batchcrawl."):
-                found.add(node.module)
+            if node.module == "batchcrawl" or node.module.startswith("batchcrawl."):
+                for alias in node.names:
+                    found.add(_target(node.module, alias.name))
         elif isinstance(node, ast.Import):
             found.update(a.name for a in node.names if a.name.startswith("batchcrawl."))
-        for child in ast.iter_child_nodes(node):
-            visit(child)
-
-    visit(tree)
+    found.discard("batchcrawl")
     return found
 
 
+def _target(module: str, name: str) -> str:
+    """What ``from module import name`` imports: the submodule ``module.name`` if it exists."""
+    sub = PACKAGE.parent.joinpath(*module.split("."), name)
+    if sub.with_suffix(".py").is_file() or (sub / "__init__.py").is_file():
+        return f"{module}.{name}"
+    return module
+
+
 def _graph() -> dict[str, set[str]]:
-    return {_module_name(p): _runtime_imports(p) for p in sorted(PACKAGE.rglob("*.py"))}
+    return {_module_name(p): _imports(p) for p in sorted(PACKAGE.rglob("*.py"))}
 
 
 def test_package_has_the_parts() -> None:
@@ -137,6 +144,16 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_no_import_cycles() -> None:
     assert _cycles(_graph()) == []
+
+
+def test_type_checking_imports_count(tmp_path: Path) -> None:
+    """Control: an import under ``if TYPE_CHECKING:`` is an edge of the graph."""
+    module = tmp_path / "m.py"
+    module.write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+        "    from batchcrawl.store.crawldir import CrawlDir\n"
+    )
+    assert _imports(module) == {"batchcrawl.store.crawldir"}
 
 
 def test_cycle_finder_can_fail() -> None:

@@ -9,10 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from batchcrawl.config import loopback_test_config, to_toml
+from batchcrawl.engine.shard import fetch_items
 from batchcrawl.frontier import table as frontier
 from batchcrawl.frontier.inject import inject
 from batchcrawl.records import FetchItem
-from batchcrawl.round import Crawler, fetch_items
+from batchcrawl.round import Crawler
 from batchcrawl.store import schemas
 from batchcrawl.store.crawldir import CrawlDir
 

@@ -1,6 +1,6 @@
 """``fetch.shard_grace_s`` (issue 16, "no idle fetch phase"): once the first shard's fetch run is
 over, the other shards end theirs within the grace, counted from that run's end
-(:meth:`batchcrawl.round.ShardActor.run_over`), not from the moment its result (written facts)
+(:meth:`batchcrawl.engine.shard.ShardActor.run_over`), not from the moment its result (written facts)
 reached the driver. On a real two-process cluster and a loopback web, and the actor's signal
 alone; and a crawl's deadline (``crawl --max-seconds``) ends every shard's run by it."""
 
@@ -12,10 +12,11 @@ import pytest
 from round_helpers import fetched_rows, hosts_on_two_shards, new_crawl, round_config, serve
 from test_crash import with_crawler
 
+from batchcrawl.engine.shard import ShardActor, host_shard
 from batchcrawl.errors import CrawlDirError
 from batchcrawl.pipeline import Deadline
 from batchcrawl.ring import HashRing
-from batchcrawl.round import ShardActor, dask_client, host_shard
+from batchcrawl.round import dask_client
 from batchcrawl.testing.webserver import Response
 
 GRACE_S = 1.0

@@ -230,7 +230,7 @@ def test_sigkill_keeps_the_last_checkpoint_and_a_rerun_completes_politely(tmp_pa
 
 def test_rounds_after_a_sigkilled_stream_cool_every_host_down(tmp_path):
     # a stream writes no fetch list: the batch round knows the crash by the killed micro-batch's
-    # WARC files (round.started_before), and waits a full delay before each host's first request
+    # WARC files (engine.rerun.crash_rerun), and waits a full delay before each host's first request
     web = sample_web()
     cfg = round_config(stream={"flush_interval_s": 3.0}, politeness={"host_delay_s": 0.3})
     with serve(web) as server:

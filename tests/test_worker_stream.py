@@ -67,3 +67,31 @@ def test_stream_takes_micro_batches_without_stopping_and_accounts_every_item(
     delay = test_config.politeness.host_delay_s
     assert politeness_violations(entries, lambda h: delay) == []
     assert politeness_violations(entries, lambda h: 10 * delay)  # control
+
+
+def test_a_stopped_stream_gives_back_fetch_items_only_not_its_queued_sitemap_jobs(
+    web, host_name, test_config, tmp_path
+):
+    # robots.txt names a sitemap and sets Crawl-delay 1 s: when the first page is answered, the
+    # sitemap job and the other pages are still queued on the host
+    base = web.base_url(host_name)
+    robots = f"User-agent: *\nCrawl-delay: 1\nSitemap: {base}/sitemap.xml\n".encode()
+    web.app.add(host_name, "/robots.txt", Response(200, [("Content-Type", "text/plain")], robots))
+    for i in range(4):
+        web.app.add(host_name, f"/p{i}", Response(200, [("Content-Type", "text/html")], b"x"))
+    items = [_item(f"{base}/p{i}") for i in range(4)]
+    fs = DirFileSystem(str(tmp_path), fsspec.filesystem("file"))
+    w = FetchWorker(test_config, 0, fs, seed_hosts={host_name}, seed_domains=[host_name])
+    mark = web.log.mark()
+    w.stream_start(round=1)
+    w.stream_add(items)
+    deadline = time.monotonic() + 30
+    while not any(e.path == "/p0" for e in web.log.since(mark)):
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    out = w.stream_stop()
+    w.close()
+    assert out.counters["sitemaps_queued"] == 1
+    assert out.unfetched and all(isinstance(i, FetchItem) for i in out.unfetched), out.unfetched
+    done = [r["url_key"] for r in out.fetched]
+    assert sorted(done + [i.url_key for i in out.unfetched]) == sorted(i.url_key for i in items)

@@ -549,6 +549,8 @@ def select(
     mapper: Mapper | None = None,
     leased: np.ndarray | None = None,
     fit: tuple[int, int] | None = None,
+    buckets: Iterable[int] | None = None,
+    budgets: DomainBudgets | None = None,
 ) -> tuple[pa.Table, Counter, int, pa.Table]:
     """The selection step of :func:`generate` alone: every bucket's due candidates (one task each
     through ``mapper``), folded under the caps (:func:`domain_budgets` read once here). Returns
@@ -559,10 +561,13 @@ def select(
     round still in flight when the next one is selected from the generation it was selected from
     (pipelined rounds, :mod:`batchcrawl.pipeline`). ``fit``: ``(n, min_per_host)`` of
     :func:`fair_share`, the round's fit to its time limit (the URLs left out stay due, counted
-    ``capped_time``)."""
-    budgets = domain_budgets(crawl, manifest, cfg)
+    ``capped_time``). ``buckets``: select only these bucket ids (a stream's changed buckets);
+    ``budgets``: :func:`domain_budgets` of ``manifest`` if already read."""
+    budgets = budgets or domain_budgets(crawl, manifest, cfg)
     kwargs = dict(round=round, cfg=cfg, now=now, budgets=budgets)
     files = bucket_files(manifest)
+    if buckets is not None:
+        files = [files[b] for b in sorted(set(buckets))]
     if leased is None:
         task, items = functools.partial(select_task, crawl.url, **kwargs), files
     else:
@@ -632,6 +637,40 @@ def host_ips(crawl: CrawlDir, manifest: Manifest, cfg: Config) -> dict[str, str]
     return dict(zip(hosts.column("host").to_pylist(), hosts.column("ip").to_pylist(), strict=True))
 
 
+def narrow(
+    crawl: CrawlDir,
+    manifest: Manifest,
+    cfg: Config,
+    selected: pa.Table,
+    counts: Counter,
+    *,
+    chain: FilterChain | None = None,
+    refilter_urls: bool | None = None,
+    held: Mapping[str, int] | None = None,
+) -> tuple[pa.Table, pa.Table, bool]:
+    """The global checks after the caps: re-filter the selection (see :func:`generate` for
+    ``refilter_urls``) and throttle the probable traps of ``manifest``'s ``hosts`` table
+    (:func:`batchcrawl.frontier.traps.throttle`; ``held``: URLs per host already in flight).
+    Counts ``filtered:<reason>`` and ``trap_throttled`` into ``counts``. Returns ``(selected,
+    refiltered, refilter_urls)``: the kept rows, ``(url_key, reason)`` of the rejected ones and
+    whether the filters were applied."""
+    if refilter_urls is None:
+        refilter_urls = recorded_fingerprint(manifest.summary) != filters_fingerprint(cfg)
+    if refilter_urls:
+        selected, refiltered = refilter(selected, chain or FilterChain.from_config(cfg.filters))
+    else:
+        refiltered = pa.table(
+            {"url_key": pa.array([], pa.uint64()), "reason": pa.array([], pa.string())}
+        )
+    for r in refiltered.column("reason").to_pylist():
+        counts[f"filtered:{r}"] += 1
+    selected, throttled = traps.throttle(
+        selected, traps.trap_hosts(crawl, manifest), cfg.dedup.trap_max_urls_per_host, held
+    )
+    counts["trap_throttled"] += throttled
+    return selected, refiltered, bool(refilter_urls)
+
+
 def finish(
     crawl: CrawlDir,
     manifest: Manifest,
@@ -645,45 +684,71 @@ def finish(
     refilter_urls: bool | None = None,
     delayed: pa.Table | None = None,
 ) -> GenerateResult:
-    """The global tail of generate: re-filter the selection (see :func:`generate` for
-    ``refilter_urls``), route it to shards and write one fetch list per shard (uncommitted).
-    ``delayed``: BEAST's delays from :func:`select`, passed on in the result."""
-    chain = chain or FilterChain.from_config(cfg.filters)
-    fingerprint = filters_fingerprint(cfg)
-    if refilter_urls is None:
-        refilter_urls = recorded_fingerprint(manifest.summary) != fingerprint
+    """The global tail of generate: :func:`narrow` the selection, route it to shards and write
+    one fetch list per shard (:func:`write_fetchlists`, uncommitted). ``delayed``: BEAST's
+    delays from :func:`select`, passed on in the result."""
     counts = Counter(counts)
-    if refilter_urls:
-        selected, refiltered = refilter(selected, chain)
-    else:
-        refiltered = pa.table(
-            {"url_key": pa.array([], pa.uint64()), "reason": pa.array([], pa.string())}
-        )
-    for r in refiltered.column("reason").to_pylist():
-        counts[f"filtered:{r}"] += 1
-    selected, throttled = traps.throttle(
-        selected, traps.trap_hosts(crawl, manifest), cfg.dedup.trap_max_urls_per_host
+    selected, refiltered, refilter_urls = narrow(
+        crawl, manifest, cfg, selected, counts, chain=chain, refilter_urls=refilter_urls
     )
-    counts["trap_throttled"] += throttled
+    return write_fetchlists(crawl, manifest, round, cfg, selected, counts, rows,
+                            refiltered=refiltered, refilter_urls=refilter_urls,
+                            delayed=delayed)  # fmt: skip
+
+
+def write_fetchlists(
+    crawl: CrawlDir,
+    manifest: Manifest,
+    round: int,
+    cfg: Config,
+    selected: pa.Table,
+    counts: Counter,
+    rows: int,
+    *,
+    refiltered: pa.Table,
+    refilter_urls: bool,
+    delayed: pa.Table | None = None,
+) -> GenerateResult:
+    """Route a narrowed selection (:func:`narrow`) to shards and write one fetch list per shard
+    (uncommitted); the summary counts ``counts`` as ``not_selected``."""
+    counts = Counter(counts)
     lists = assign_fetchlists(selected, round, cfg, host_ips(crawl, manifest, cfg))
     entries = {
         s: crawl.write_table("fetchlists", paths.round_file("fetchlists", round, s), t)
         for s, t in lists.items()
     }
-    lease_expired = counts.pop("lease_expired", 0)
-    summary = {
-        "step": "generate",
-        "round": round,
-        "frontier_rows": rows,
-        "selected": selected.num_rows,
-        "per_shard": {str(s): t.num_rows for s, t in lists.items()},
-        "not_selected": dict(sorted((k, v) for k, v in counts.items() if v)),
-        "lease_expired": lease_expired,
-        "refiltered": bool(refilter_urls),
-        "filters_fingerprint": fingerprint,
-        "budget": cfg.generate.budget,
-        "beast_delayed": 0 if delayed is None else delayed.num_rows,
-    }
+    summary = selection_summary(round, cfg, selected.num_rows, counts, rows, refilter_urls,
+                                delayed)  # fmt: skip
+    summary["per_shard"] = {str(s): t.num_rows for s, t in lists.items()}
     if delayed is None:
         delayed = DELAYED_SCHEMA.empty_table()
     return GenerateResult(entries, summary, refiltered, delayed)
+
+
+def selection_summary(
+    round: int,
+    cfg: Config,
+    selected: int,
+    counts: Counter,
+    rows: int,
+    refilter_urls: bool,
+    delayed: pa.Table | None,
+) -> dict:
+    """The ``generate`` summary of a selection: ``selected`` URLs, ``frontier_rows`` scanned,
+    ``not_selected`` by reason, ``lease_expired``, whether it was ``refiltered``, the
+    ``filters_fingerprint``, the ``budget`` mode and ``beast_delayed`` URLs."""
+    counts = Counter(counts)
+    lease_expired = counts.pop("lease_expired", 0)
+    return {
+        "step": "generate",
+        "round": round,
+        "frontier_rows": rows,
+        "selected": selected,
+        "per_shard": {},
+        "not_selected": dict(sorted((k, v) for k, v in counts.items() if v)),
+        "lease_expired": lease_expired,
+        "refiltered": bool(refilter_urls),
+        "filters_fingerprint": filters_fingerprint(cfg),
+        "budget": cfg.generate.budget,
+        "beast_delayed": 0 if delayed is None else delayed.num_rows,
+    }

@@ -9,6 +9,8 @@ Generate then gives such a host at most ``dedup.trap_max_urls_per_host`` URLs pe
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -27,12 +29,16 @@ def trap_hosts(crawl: CrawlDir, manifest: Manifest) -> dict[str, str]:
 
 
 def throttle(
-    selected: pa.Table, traps: set[str] | dict[str, str], cap: int
+    selected: pa.Table,
+    traps: set[str] | dict[str, str],
+    cap: int,
+    held: Mapping[str, int] | None = None,
 ) -> tuple[pa.Table, int]:
     """Keep at most ``cap`` rows per trap host of ``selected`` (fetch-list candidates with
     ``host``, ``discovered_round``, ``discovered_seq``), the first in breadth-first order; other
-    hosts' rows are untouched, the order of ``selected`` is kept. Returns the kept rows and the
-    number held back."""
+    hosts' rows are untouched, the order of ``selected`` is kept. ``held``: URLs per host already
+    handed out and not reported (a stream's leases), which count against the cap. Returns the
+    kept rows and the number held back."""
     if not traps or selected.num_rows == 0:
         return selected, 0
     hosts = selected.column("host")
@@ -50,6 +56,9 @@ def throttle(
     for i, h in enumerate(names):
         rank[i] = seen.get(h, 0)
         seen[h] = rank[i] + 1
+    caps = np.full(len(order), cap, dtype=np.int64)
+    if held:
+        caps -= np.array([held.get(h, 0) for h in names], dtype=np.int64)
     keep = np.ones(selected.num_rows, dtype=bool)
-    keep[order[rank >= cap]] = False
+    keep[order[rank >= caps]] = False
     return selected.filter(pa.array(keep)), int((~keep).sum())

@@ -142,7 +142,7 @@ def build_graph(crawl: CrawlDir, client: Any | None = None, generation: int | No
         The crawl; the caller holds its writer lock (``gc`` must not run meanwhile).
     client
         A ``distributed.Client`` whose workers see ``crawl.url`` (see
-        :func:`batchcrawl.round.cluster_url`); None runs the same tasks in this process.
+        :func:`batchcrawl.engine.cluster.cluster_url`); None runs the same tasks in this process.
     generation
         Committed generation whose ``edges`` (every round up to it) are built.
 

@@ -15,7 +15,8 @@ nobody reads, and rerunning it is safe. A manifest may point at files written by
 
 After publishing, a local crawl's ``crawl.duckdb`` is rewritten (temp file + rename) with views over
 the new generation (:mod:`batchcrawl.store.views`; from a child process while a crawl runs); remote
-crawls have none. Writers hold the crawl's :class:`~batchcrawl.lock.WriterLock`; old generations are
+crawls have none. This module does not import the views: they register their refresh in
+:data:`AFTER_COMMIT` when :mod:`batchcrawl.store` is imported (the package imports them). Writers hold the crawl's :class:`~batchcrawl.lock.WriterLock`; old generations are
 removed by :func:`batchcrawl.gc.gc`.
 """
 
@@ -26,7 +27,7 @@ import datetime as dt
 import json
 import os
 import posixpath
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -375,12 +376,11 @@ class CrawlDir(atomic.Location):
         return manifest
 
     def _after_publish(self, manifest: Manifest) -> None:
-        """Refresh ``crawl.duckdb`` (local crawls; now, or in the background while a crawl runs:
-        :func:`batchcrawl.store.views.after_commit`). The manifest is the truth: a failure there
-        is logged, never raised, and the next commit writes the file again."""
-        from batchcrawl.store import views
-
-        views.after_commit(self, manifest)
+        """Run every :data:`AFTER_COMMIT` hook (the ``crawl.duckdb`` refresh,
+        :func:`batchcrawl.store.views.after_commit`: now, or in the background while a crawl
+        runs). The manifest is the truth: the hooks log their failures, never raise them."""
+        for hook in AFTER_COMMIT:
+            hook(self, manifest)
 
     def _publish(self, manifest: Manifest) -> None:
         rel = paths.commit_file(manifest.generation)
@@ -563,3 +563,11 @@ def _fsync_dir(path: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+#: Called with ``(crawl, manifest)`` after each generation is published, in order (by
+#: :meth:`CrawlDir.commit` and :meth:`CrawlDir.create`). :mod:`batchcrawl.store.views` registers the
+#: ``crawl.duckdb`` refresh here when imported, which :mod:`batchcrawl.store` always does: the
+#: dependency points from the views to the crawl directory, never back (tests/test_layout.py).
+#: A hook must not raise (it logs): the manifest is already the truth.
+AFTER_COMMIT: list[Callable[[CrawlDir, Manifest], None]] = []

@@ -30,15 +30,13 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from batchcrawl.store import duckdbfile, schemas
 from batchcrawl.store.child import run_module
+from batchcrawl.store.crawldir import AFTER_COMMIT, CrawlDir, Manifest
 from batchcrawl.store.duckdbfile import literal, write_file
 from batchcrawl.store.paths import DUCKDB_FILE
-
-if TYPE_CHECKING:
-    from batchcrawl.store.crawldir import CrawlDir, Manifest
 
 log = logging.getLogger(__name__)
 
@@ -238,3 +236,6 @@ def after_commit(crawl: CrawlDir, manifest: Manifest) -> None:
         refresh_file(crawl, manifest)
     except (OSError, duckdb.Error) as exc:
         log.warning("%s: could not refresh %s: %s", crawl.url, DUCKDB_FILE, exc)
+
+
+AFTER_COMMIT.append(after_commit)  # every commit refreshes crawl.duckdb (CrawlDir._after_publish)

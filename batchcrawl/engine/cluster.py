@@ -1,0 +1,160 @@
+"""The Dask side of every crawl driver (docs/design.md §7): the client (to an existing scheduler or
+an embedded ``LocalCluster`` on 127.0.0.1), the mapper that runs one task per bucket on it, the
+compaction tasks, and the crawl URL as the workers see it."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from batchcrawl import procmem, workersetup
+from batchcrawl.config import Config
+from batchcrawl.console.signals import ignoring_sigint
+from batchcrawl.errors import ClusterUnreachable, first_line
+from batchcrawl.frontier import runs
+from batchcrawl.frontier.runs import BucketFiles
+from batchcrawl.store.crawldir import CrawlDir
+
+
+def dask_mapper(client: Any) -> runs.Mapper:
+    """A :data:`~batchcrawl.frontier.runs.Mapper` that runs one Dask task per item: the round's
+    generate and update are the library's own drivers, mapped on the cluster."""
+    return lambda fn, items: client.gather(client.map(fn, list(items), pure=False))
+
+
+def compact_task(crawl_url: str, files: BucketFiles, generation: int, cfg: Config) -> BucketFiles:
+    """Compaction, one bucket: merge its runs into a new base (:func:`runs.compact_bucket`)."""
+    return runs.compact_bucket(CrawlDir.open(crawl_url), files, generation, cfg)
+
+
+def compact_buckets(
+    mapper: runs.Mapper, crawl_url: str, buckets: list[BucketFiles], generation: int, cfg: Config
+) -> list[BucketFiles]:
+    """Compact, one task each through ``mapper``, the buckets whose runs passed
+    ``frontier.max_runs`` or ``frontier.compact_run_ratio`` (:func:`runs.needs_compaction`); the
+    others are returned as they are (the same objects). New bases are written for
+    ``generation``; nothing is committed."""
+    todo = [i for i, bf in enumerate(buckets) if runs.needs_compaction(bf, cfg)]
+    task = functools.partial(compact_task, crawl_url, generation=generation, cfg=cfg)
+    done = mapper(task, [buckets[i] for i in todo]) if todo else []
+    out = list(buckets)
+    for i, bf in zip(todo, done, strict=True):
+        out[i] = bf
+    return out
+
+
+@contextlib.contextmanager
+def dask_client(cfg: Config, scheduler: str | None = None) -> Iterator[Any]:
+    """A ``distributed.Client``: to ``scheduler`` (an existing cluster; a warning names workers
+    that lack the allocator settings, :func:`procmem.warn_unless_applied`) if given, else to an
+    embedded ``LocalCluster`` of ``round.workers`` processes on 127.0.0.1 (closed on exit). Its
+    workers are given the table schemas (:func:`workersetup.register`)."""
+    from distributed import Client
+
+    address = scheduler or cfg.round.scheduler
+    if address:
+        timeout = cfg.round.connect_timeout_s
+        try:
+            client = Client(address, timeout=timeout)
+        except (OSError, TimeoutError) as exc:
+            first = first_line(exc)
+            raise ClusterUnreachable(
+                f"cannot reach the Dask scheduler at {address} within {timeout:g} s ({first}); "
+                "check that it runs and the address, or raise round.connect_timeout_s"
+            ) from None
+        with client:
+            procmem.warn_unless_applied(client, cfg.round)
+            workersetup.register(client)
+            yield client
+        return
+    with procmem.environ_kept():  # nannies write the workers' variables into os.environ
+        with ignoring_sigint():  # Ctrl-C stops this process cleanly; the workers never see it
+            cluster = _local_cluster(cfg)
+        client = Client(cluster)
+        timeout = None
+        try:
+            workersetup.register(client)
+            yield client
+        except KeyboardInterrupt:
+            # Ctrl-C or SIGTERM (signals.Interrupted): do not wait for the workers to say goodbye;
+            # nothing uncommitted matters (the round reruns whole).
+            timeout = 2
+            logging.getLogger("distributed").setLevel(logging.CRITICAL)
+            raise
+        finally:
+            # the results are in: what closing makes the processes log (a worker's heartbeat to
+            # the scheduler that just closed) is not an error of the crawl
+            dist_log = logging.getLogger("distributed")
+            level = dist_log.level
+            with contextlib.suppress(Exception):
+                if timeout is None:
+                    client.run(_quiet_distributed, wait=True)
+            dist_log.setLevel(logging.CRITICAL)
+            with contextlib.suppress(Exception):
+                client.close(timeout=timeout)
+            with contextlib.suppress(Exception):
+                cluster.close(timeout=timeout)
+            dist_log.setLevel(level)
+
+
+def _quiet_distributed() -> None:
+    """Silence ``distributed``'s loggers in this (worker) process: its cluster is closing."""
+    logging.getLogger("distributed").setLevel(logging.CRITICAL)
+
+
+#: Dask settings of the embedded cluster's workers, over this process's: no statistical profiler.
+#: It feeds the dashboard, which the embedded cluster does not serve, and it costs every worker's
+#: event loop a walk of every thread's stack each 10 ms: 0.6 s of CPU per worker per 100 s at
+#: D = 0 (its main thread 3.8 -> 3.3 s; docs/benchmarks.md, "Session 9"). An existing cluster
+#: keeps its own.
+EMBEDDED_WORKER_CONFIG = {"worker": {"profile": {"enabled": False}}}
+
+
+def _embedded_worker_config() -> dict[str, Any]:
+    """The ``config`` each Nanny of the embedded cluster gives the worker processes it starts and
+    restarts: this process's ``distributed`` settings (a copy) with :data:`EMBEDDED_WORKER_CONFIG`
+    over them. A Nanny merges its ``config`` over the global one key by key at the top level only,
+    and keeps it for restarts, so the whole ``distributed`` section is passed."""
+    import copy
+
+    import dask
+
+    return {
+        "distributed": dask.config.update(
+            copy.deepcopy(dask.config.get("distributed")), copy.deepcopy(EMBEDDED_WORKER_CONFIG)
+        )
+    }
+
+
+def _local_cluster(cfg: Config) -> Any:
+    """The embedded ``LocalCluster``: ``round.workers`` processes, everything on 127.0.0.1, with
+    the allocator settings (``round.malloc_*``, ``round.arrow_pool``) in them and in this process
+    (:mod:`batchcrawl.procmem`), and :data:`EMBEDDED_WORKER_CONFIG` in the workers."""
+    from distributed import LocalCluster
+
+    procmem.apply_here(cfg.round)
+    with procmem.spawn_environ(cfg.round):
+        # each Nanny reads the environment here, once: a restarted worker gets it too
+        return LocalCluster(
+            n_workers=cfg.round.workers,
+            threads_per_worker=cfg.round.threads_per_worker,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+            # no dashboard, but the scheduler's HTTP server still listens: on loopback, on an
+            # ephemeral port (its default is the fixed :8787 on every interface)
+            scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+            silence_logs=logging.WARNING,
+            config=_embedded_worker_config(),
+        )
+
+
+def cluster_url(crawl_url: str) -> str:
+    """``crawl_url`` as every Dask worker must see it: a local path made absolute (a worker's
+    working directory is not ours), a remote URL unchanged."""
+    crawl = CrawlDir(crawl_url)
+    return os.path.abspath(crawl.root) if crawl.local else crawl_url

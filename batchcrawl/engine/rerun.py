@@ -1,0 +1,49 @@
+"""The one crash-rerun rule of every driver (docs/design.md §3, §7, §8).
+
+A round, a pipelined pair of rounds or a stream micro-batch that died before its commit left only
+orphan files: the committed generation is whole and every URL it would have fetched is still due.
+Its last requests were never persisted in the ``hosts`` table, so the rerun gives every host that
+the dead run may have contacted a full politeness delay before its first fetch
+(:meth:`~batchcrawl.fetch.worker.FetchWorker.cool_down`): the hosts of the rerun's own fetch lists,
+and those of the fetch lists of any later uncommitted round (a dead pipelined crawl's round in
+flight). A stream cools every host it tops up for the first time anyway.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from batchcrawl.store.crawldir import CrawlDir
+from batchcrawl.store.orphans import uncommitted_hosts, uncommitted_rounds
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Rerun:
+    """Whether the next round reruns a dead one.
+
+    Attributes
+    ----------
+    cold
+        Round ``round`` (or a later one) left files of a fetch that died before its commit.
+    cool_hosts
+        By shard: hosts of later uncommitted rounds' fetch lists, cooled down too.
+    """
+
+    round: int
+    cold: bool
+    cool_hosts: dict[int, list[str]] = field(default_factory=dict)
+
+
+def crash_rerun(crawl: CrawlDir, rnd: int, who: str) -> Rerun:
+    """The rule for round ``rnd`` (the next, uncommitted one) of ``crawl``
+    (:func:`batchcrawl.store.orphans.uncommitted_rounds`: a batch round's fetch lists, a
+    micro-batch's ``fetched`` or WARC files). Logs a warning naming ``who`` reruns it."""
+    if not uncommitted_rounds(crawl, rnd):
+        return Rerun(rnd, False)
+    log.warning("round %d was started before (a round, a pipelined round or a stream) and did "
+                "not commit: %s reruns it, with a full politeness delay first for every host it "
+                "may have contacted", rnd, who)  # fmt: skip
+    return Rerun(rnd, True, uncommitted_hosts(crawl, rnd))

@@ -1,0 +1,140 @@
+"""The JSON summary of a round or a stream micro-batch, and the fetch step's idle accounting (issue
+16), from the shards' typed reports (:class:`~batchcrawl.engine.report.ShardReport`)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from batchcrawl.engine.report import ShardReport
+from batchcrawl.fetch.worker import ShardRun
+from batchcrawl.frontier.runs import BucketFiles
+from batchcrawl.frontier.update import UpdateResult
+
+
+def compacted_count(updated: UpdateResult, compacted: list[BucketFiles]) -> int:
+    """Buckets given a new base this round: inside the update tasks
+    (``UpdateSummary.buckets_compacted``) plus by the compact step (``compacted``, its output for
+    ``updated.buckets``: a bucket it did not compact is the same object)."""
+    by_step = sum(1 for a, u in zip(compacted, updated.buckets, strict=True) if a is not u)
+    return updated.summary.buckets_compacted + by_step
+
+
+def fetch_idle(shard_results: list[ShardReport], step_s: float) -> dict[str, float]:
+    """How much of a batch fetch step of ``step_s`` seconds left fetch threads without work
+    (issue 16), from the shards' ``startup_s``, ``fetch_seconds``, ``idle_s``, ``tail_s``.
+
+    A shard is idle (fewer than half its threads have work, :mod:`batchcrawl.fetch.idle`) before
+    its worker starts (``startup_s``: fetch list read, hosts restored), during its run's
+    ``idle_s``, and after its run until the step ends (writing its facts, waiting for the other
+    shards). Returns ``share``: idle shard-seconds / (shards x ``step_s``), in [0, 1];
+    ``startup_s``: the slowest shard's start-up; ``tail_s``: from the moment the last shard to
+    stay busy dropped below half its threads until the step ended (shard clocks are taken to
+    start with the step).
+    """
+    if not shard_results or step_s <= 0:
+        return {"share": 0.0, "startup_s": 0.0, "tail_s": 0.0}
+    busy = [r.fetch_seconds - r.idle_s for r in shard_results]
+    idle = sum(step_s - b for b in busy)
+    busy_end = max(r.startup_s + r.fetch_seconds - r.tail_s for r in shard_results)
+    return {
+        "share": round(min(1.0, max(0.0, idle / (len(shard_results) * step_s))), 4),
+        "startup_s": max(r.startup_s for r in shard_results),
+        "tail_s": max(0.0, step_s - busy_end),
+    }
+
+
+def fetch_by_shard(shard_results: list[ShardReport]) -> list[dict[str, float]]:
+    """Each shard's part of a batch fetch step (the round summary's ``fetch_by_shard``; issue 16:
+    where its idle seconds went): ``shard``, its start-up (fetch list read, hosts restored), its
+    run's length, idle and tail seconds, and its whole call (what follows the run is writing its
+    facts and hosts rows); seconds, rounded to milliseconds."""
+    times = ("startup_s", "fetch_seconds", "idle_s", "tail_s", "seconds")
+    return [{"shard": r.shard, **{k: round(r[k], 3) for k in times}} for r in shard_results]
+
+
+def _ended_early(shard_result: ShardReport) -> bool:
+    """Whether a shard's fetch ended before its time limit: cut at its slow tail, or ended by the
+    shard grace after the first shard's fetch was over."""
+    counters = shard_result["counters"]
+    return bool(counters.get("tail_cut") or counters.get("ended_early"))
+
+
+def round_summary(
+    rnd: int,
+    generation: int,
+    shard_results: list[ShardReport],
+    update_summary: dict,
+    gen_summary: dict,
+    *,
+    compacted: int,
+    rerun_after_crash: bool,
+    steps: dict[str, float],
+    elapsed_s: float,
+) -> dict[str, Any]:
+    """The JSON summary of round (or stream micro-batch) ``rnd`` committed as ``generation``,
+    from the shards' results (``counters``, ``outcomes``, ``unfetched``) and the step summaries."""
+    counters: Counter = Counter()
+    by_outcome: Counter = Counter()
+    for r in shard_results:
+        counters.update(r.counters)
+        by_outcome.update(r.outcomes)
+    outcomes = {k: int(v) for k, v in sorted(by_outcome.items()) if v}
+    return {
+        "step": "round",
+        "round": rnd,
+        "generation": generation,
+        # what each counts (README): every attempt (robots-denied too), those answered by a
+        # server, those whose content was stored (the frontier's ``fetched`` status)
+        "attempts": sum(outcomes.values()),
+        "responses": sum(v for k, v in outcomes.items() if k in _RESPONSE_OUTCOMES),
+        "stored": sum(v for k, v in outcomes.items() if k in _STORED_OUTCOMES),
+        "new_urls": update_summary["links"].get("new_queued", 0),
+        "errors": {k: v for k, v in outcomes.items() if k not in ("ok", "redirect",
+                                                                 "not_modified")},
+        "outcomes": outcomes,
+        "not_fetched": sum(r.unfetched for r in shard_results),
+        # spills of a shard's rows during its fetch (round.spill_pages, batchcrawl.fetch.spill;
+        # the last one at its end); 0 when every shard stayed under the bound
+        "spills": sum(r.spills for r in shard_results),
+        "spill_s": round(sum(r.spill_s for r in shard_results), 3),
+        # hosts rows the shard actors keep for their forgotten hosts (fetch.max_kept_host_rows,
+        # after the round), and those of returning hosts read back from the hosts table instead
+        "host_rows": {k: sum(r.host_rows.get(k, 0) for r in shard_results)
+                      for k in ("kept", "read_back")},
+        # a shard left URLs because its fetch reached fetch.time_limit_s (or the crawl's
+        # --max-seconds), not because it was cut at its tail or ended by the shard grace
+        "time_limit_hit": any(r["unfetched"] and not _ended_early(r) for r in shard_results),
+        # shards whose fetch ended at its slow tail (fetch.tail_rate_ratio, fetch.tail_idle_s)
+        "shards_tail_cut": sum(int(r["counters"].get("tail_cut", 0)) for r in shard_results),
+        # shards told to end fetch.shard_grace_s after the first shard's fetch was over
+        "shards_ended_early": sum(int(r["counters"].get("ended_early", 0)) for r in shard_results),
+        "robots": {
+            k: int(v) for k, v in counters.items() if k.startswith(("robots_state_", "robots_fetches"))
+        },
+        "links": {k: int(v) for k, v in counters.items() if k.startswith("links_")},
+        # the fetch threads' CPU seconds by phase, all shards (time.thread_time; the worker's
+        # other threads -- event loop, actor executor, Dask tasks -- are not in them)
+        "fetch_cpu_s": {k[4:-2]: round(float(v), 3) for k, v in counters.items()
+                        if k.startswith("cpu_") and k.endswith("_s")},
+        "generate": gen_summary,
+        "update": update_summary,
+        "compacted": compacted,
+        "rerun_after_crash": rerun_after_crash,
+        "seconds_by_step": {k: round(v, 3) for k, v in steps.items()},
+        "elapsed_s": round(elapsed_s, 3),
+    }  # fmt: skip
+
+
+def outcome_counts(run: ShardRun) -> dict[str, int]:
+    """Fetch attempts of ``run`` by outcome, from the rows themselves: the worker's counters also
+    hold robots.txt states whose names can equal an outcome's (``robots_unavailable``)."""
+    return dict(Counter(row["outcome"] for row in run.fetched))
+
+
+_RESPONSE_OUTCOMES = frozenset(
+    ("ok", "truncated", "redirect", "redirect_loop", "not_modified", "gone", "http_error",
+     "server_error")
+)  # fmt: skip
+#: Outcomes after which the URL's status is ``fetched`` (frontier/update.py's transition table).
+_STORED_OUTCOMES = frozenset(("ok", "truncated", "not_modified"))
