@@ -41,7 +41,7 @@ import click
 
 from batchcrawl import __version__
 from batchcrawl.config import Config, load_config, to_toml
-from batchcrawl.console.signals import stop_on_signals
+from batchcrawl.console.signals import quiet_abandoned_gathers, stop_on_signals
 from batchcrawl.errors import BatchcrawlError, ConfigError, Stopped
 from batchcrawl.store.crawldir import CONFIG_FILE, CrawlDir
 
@@ -256,6 +256,7 @@ def main(verbose: int) -> None:
     warnings.filterwarnings(
         "ignore", r"coroutine 'ActorFuture\._result' was never awaited", RuntimeWarning
     )
+    quiet_abandoned_gathers()  # distributed's AllExit after a stop signal closed the client
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger("batchcrawl")

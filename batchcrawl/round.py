@@ -42,7 +42,7 @@ from fsspec.implementations.dirfs import DirFileSystem
 from batchcrawl import procmem, workersetup
 from batchcrawl.config import Config
 from batchcrawl.console.nothing_due import nothing_due
-from batchcrawl.console.signals import ignoring_sigint
+from batchcrawl.console.signals import starting_workers
 from batchcrawl.errors import ClusterUnreachable, NothingDue, first_line
 from batchcrawl.fetch.spill import FactFiles
 from batchcrawl.fetch.worker import FetchWorker, ShardRun
@@ -829,7 +829,7 @@ def dask_client(cfg: Config, scheduler: str | None = None) -> Iterator[Any]:
             yield client
         return
     with procmem.environ_kept():  # nannies write the workers' variables into os.environ
-        with ignoring_sigint():  # Ctrl-C stops this process cleanly; the workers never see it
+        with starting_workers():  # Ctrl-C stops this process cleanly; the workers never see it
             cluster = _local_cluster(cfg)
         client = Client(cluster)
         timeout = None
