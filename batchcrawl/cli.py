@@ -88,6 +88,14 @@ def load_crawl_config(
 class _Group(click.Group):
     """Maps :class:`BatchcrawlError` to one stderr line and its exit code."""
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        # --help and --version print while the arguments are parsed, before invoke
+        try:
+            return super().parse_args(ctx, args)
+        except BrokenPipeError:
+            _drop_stdout()
+            ctx.exit(0)
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             with stop_on_signals():
@@ -394,10 +402,10 @@ def _print_table(table, fmt: str, limit: int | None = None) -> None:
         pacsv.write_csv(_csv_ready(table), buf)
         click.echo(buf.getvalue().decode("utf-8"), nl=False)
     else:
-        from rich.console import Console
+        from batchcrawl.console.pipe import PipeConsole
 
         rows = [[cell(v) for v in r.values()] for r in table.to_pylist()]
-        if table_width(table.column_names, rows) > Console(file=sys.stdout).width:
+        if table_width(table.column_names, rows) > PipeConsole().width:
             click.echo("\n".join(vertical_lines(table.column_names, rows)))
         else:
             _render(_rows_table(None, table.column_names, rows))
@@ -433,9 +441,9 @@ def _rows_table(title: str | None, columns: list[str], rows: Iterable[Iterable[A
 
 
 def _render(*tables) -> None:
-    from rich.console import Console
+    from batchcrawl.console.pipe import PipeConsole
 
-    console = Console(file=sys.stdout, soft_wrap=False)
+    console = PipeConsole(soft_wrap=False)
     for t in tables:
         console.print(t)
 
@@ -646,7 +654,13 @@ def _run_rounds(
             raise
         log.debug("error details", exc_info=True)
         raise fault from None
-    for line in closing_summary(summaries, time.monotonic() - started):
+    elapsed_s = time.monotonic() - started
+    queued = None
+    if len(summaries) > 1:  # what is left now, as `status` counts it (README: summary numbers)
+        from batchcrawl.store.status import queued_urls
+
+        queued = queued_urls(crawl)
+    for line in closing_summary(summaries, elapsed_s, queued):
         click.echo(line, err=True)
     return summaries
 

@@ -83,8 +83,21 @@ def test_closing_summary_adds_up_the_rounds():
     text = "\n".join(lines)
     assert "attempts       30 (2.0/s)" in text and "stored         22" in text
     assert "errors         4 (gone 3, network_error 1)" in text
-    assert "left for later 3 (time limit)" in text
+    assert "left for later 3 (time limit, last round)" in text
+    assert "queued" not in text
     assert closing_summary([], 1.0) == []
+
+
+def test_closing_summary_leaves_for_later_what_the_last_round_left_and_counts_the_queue():
+    """A URL the first round left, the second selects again: summing the rounds' not_fetched
+    counted it twice (issue 34: 2,017 where `status` counted 875 queued)."""
+    rounds = [
+        {"round": 1, "generation": 2, "attempts": 10, "not_fetched": 50, "time_limit_hit": True},
+        {"round": 2, "generation": 3, "attempts": 10, "not_fetched": 40, "time_limit_hit": True},
+    ]  # fmt: skip
+    text = "\n".join(closing_summary(rounds, elapsed_s=2.0, queued=875))
+    assert "left for later 40 (time limit, last round)" in text
+    assert "  queued         875 (batchcrawl status)" in text
 
 
 @pytest.mark.parametrize(
@@ -101,8 +114,8 @@ def test_left_for_later_names_why_the_fetch_ended(flags, why):
     its time limit: the closing summary names the cause the summaries record."""
     left = {"round": 1, "generation": 2, "attempts": 5, "not_fetched": 4, **flags}
     done = {"round": 2, "generation": 3, "attempts": 5, "not_fetched": 0, "time_limit_hit": True}
-    text = "\n".join(closing_summary([left, done], elapsed_s=3.0))
-    assert f"left for later 4 ({why})" in text
+    text = "\n".join(closing_summary([done, left], elapsed_s=3.0))
+    assert f"left for later 4 ({why}, last round)" in text
     assert "left for later 0\n" in "\n".join(closing_summary([done], elapsed_s=1.0)) + "\n"
 
 
