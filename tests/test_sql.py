@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from crawl_helpers import fetched_row, frontier_row, small_crawl
 
@@ -100,6 +102,12 @@ def test_connection_cannot_read_files_outside_the_generation(crawl, tmp_path):
     secret.write_text("a\n1\n")
     with pytest.raises(SQLError, match="Permission|disabled"):
         sql.query(crawl, f"SELECT * FROM read_csv('{secret}')")
+    # a Parquet file outside the crawl is a refused statement too, not a damaged crawl (issue 34)
+    other = tmp_path / "other.parquet"
+    pq.write_table(pa.table({"a": [1]}), other)
+    for reader in ("read_parquet", "read_csv"):
+        with pytest.raises(SQLError, match="query refused: it reads a file outside the crawl"):
+            sql.query(crawl, f"SELECT * FROM {reader}('{other}')")
     con = sql.connect(crawl)
     with pytest.raises(Exception, match="lock|configuration"):
         con.execute("SET enable_external_access = true")
