@@ -632,7 +632,7 @@ def _run_rounds(
     committed."""
     import time
 
-    from batchcrawl.console.progress import RoundProgress, closing_summary
+    from batchcrawl.console.progress import RoundProgress, closing_summary, dns_hint
     from batchcrawl.round import run_rounds
 
     before = crawl.manifest()
@@ -662,6 +662,9 @@ def _run_rounds(
         queued = queued_urls(crawl)
     for line in closing_summary(summaries, elapsed_s, queued):
         click.echo(line, err=True)
+    hint = dns_hint(summaries, crawl.url)
+    if hint is not None:
+        click.echo(hint, err=True)
     return summaries
 
 

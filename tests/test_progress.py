@@ -17,6 +17,7 @@ from batchcrawl.console.progress import (
     RoundProgress,
     StreamProgress,
     closing_summary,
+    dns_hint,
     duration,
     stream_closing_summary,
 )
@@ -208,3 +209,14 @@ def test_crawl_max_seconds_ends_the_fetch_and_commits_the_round_in_progress(tmp_
     assert crawl.manifest().round == summaries[-1]["round"]  # the cut round is committed
     due = sql.query(crawl, "SELECT count(*) AS n FROM frontier WHERE status = 'queued'")
     assert due["n"][0].as_py() > 0  # left for the next run, not lost
+
+
+def test_dns_hint_when_most_attempts_found_no_address():
+    """The README's crawl by hand without configs/local-web.toml: every seed a dns_error (issue
+    34). The hint names the setting and the file; a crawl with a few dns errors gets none."""
+    failed = [{"round": 1, "attempts": 20, "errors": {"dns_error": 20}}]
+    hint = dns_hint(failed, "news")
+    assert hint is not None and "20 of 20" in hint and "configs/local-web.toml" in hint
+    assert "news/crawl.toml" in hint and "network.resolve" in hint
+    assert dns_hint([{"round": 1, "attempts": 20, "errors": {"dns_error": 3}}], "news") is None
+    assert dns_hint([{"round": 1, "attempts": 0, "errors": {}}], "news") is None

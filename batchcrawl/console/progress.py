@@ -211,6 +211,25 @@ def closing_summary(summaries: Sequence[Mapping[str, Any]], elapsed_s: float,
     return [head] + rows
 
 
+def dns_hint(summaries: Sequence[Mapping[str, Any]], crawl_url: str) -> str | None:
+    """A line for stderr when at least half of the rounds' fetch attempts found no address for
+    their host (outcome ``dns_error``), else None: what to check, and how a web served on this
+    machine (``*.test`` hosts) is reached (issue 34: the README's crawl by hand gave "errors 20
+    (dns_error 20)" and exit 0 without a word why)."""
+    attempts = sum(int(s.get("attempts", 0)) for s in summaries)
+    dns = sum(int((s.get("errors") or {}).get("dns_error", 0)) for s in summaries)
+    if not dns or 2 * dns < attempts:
+        return None
+    return (
+        f"batchcrawl: hint: {dns:,} of {attempts:,} fetch attempts found no address for their host "
+        "(dns_error): check the seed URLs' host names and this machine's DNS. A web served on "
+        "this machine (scripts/serve_sample_web.py: *.test hosts) needs the [network] settings "
+        "of configs/local-web.toml (network.resolve): give that file at init (batchcrawl init "
+        f"CRAWL --config configs/local-web.toml), or copy its [network] table into "
+        f"{crawl_url}/crawl.toml"
+    )
+
+
 def left_for_later_why(summaries: Sequence[Mapping[str, Any]]) -> str:
     """Why rounds left URLs of their fetch lists for later, from their summaries: the fetch time
     limit (``time_limit_hit``), a shard's slow tail cut (``shards_tail_cut``), the shard grace
