@@ -614,7 +614,24 @@ def round_command(crawl_url, scheduler, workers, time_limit, max_pages, sets) ->
     """
     crawl = _open(crawl_url)
     cfg = load_crawl_config(crawl, sets, _round_flags(scheduler, workers, time_limit, max_pages))
+    _before_cluster(crawl, cfg, "batchcrawl round")
     _run_rounds(crawl, cfg, 1, known=True, pipeline=False)  # one round per process: sequential
+
+
+def _before_cluster(crawl: CrawlDir, cfg: Config, command: str) -> None:
+    """What ``round`` and ``crawl`` check before they start or reach a Dask cluster (issue 34):
+    the crawl's lock (a second writer is told at once who holds it, not after a cluster start;
+    the locks this process takes name ``command``), and an existing scheduler's address
+    (:func:`batchcrawl.console.reach.probe_scheduler`)."""
+    from batchcrawl.store.lock import WriterLock, name_command
+
+    name_command(command)
+    WriterLock(crawl).check_free()
+    if cfg.round.scheduler:
+        from batchcrawl.console.reach import probe_scheduler
+
+        probe_scheduler(cfg.round.scheduler, cfg.round.connect_timeout_s,
+                        lambda line: click.echo(line, err=True))  # fmt: skip
 
 
 def _run_rounds(
@@ -750,6 +767,7 @@ def crawl_command(
         raise click.UsageError("--rounds and --time-limit are for rounds, not --stream")
     crawl = _open(crawl_url)
     cfg = load_crawl_config(crawl, sets, _round_flags(scheduler, workers, time_limit, max_pages))
+    _before_cluster(crawl, cfg, "batchcrawl crawl --stream" if stream else "batchcrawl crawl")
     if stream:
         _run_stream(crawl, cfg, max_seconds)
         return
