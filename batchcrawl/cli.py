@@ -549,7 +549,8 @@ def graph_command(words, generation, as_json, scheduler, workers, sets) -> None:
         crawl = _open(words[1])
         cfg = load_crawl_config(crawl, sets, _round_flags(scheduler, workers, None, None))
         with _lock(crawl, "graph build"), dask_client(cfg) as client:
-            _echo_json(build_graph(CrawlDir(cluster_url(crawl.url)), client, generation))
+            _echo_json(graph_summary(build_graph(CrawlDir(cluster_url(crawl.url)), client,
+                                                 generation)))  # fmt: skip
         return
     if len(words) != 3 or words[1] not in ("inlinks", "outlinks"):
         raise click.UsageError("expected `graph build CRAWL` or `graph CRAWL inlinks|outlinks URL`")
@@ -568,6 +569,17 @@ def graph_command(words, generation, as_json, scheduler, workers, sets) -> None:
                    f"{graph.generation}", err=True)  # fmt: skip
     for key, link_url in links:
         click.echo(link_url if link_url is not None else f"url_key={key}")
+
+
+#: What ``graph build`` prints of the graph's manifest (README: nodes, arcs and bytes); the file
+#: list and partition offsets (7 KB of JSON for a small crawl, issue 34) stay in graph.json.
+GRAPH_SUMMARY_KEYS = ("generation", "nodes", "edges", "arcs", "bytes", "parts")
+
+
+def graph_summary(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The keys of :data:`GRAPH_SUMMARY_KEYS` of a graph manifest ``doc``
+    (:func:`batchcrawl.graph.build_graph`), in that order."""
+    return {k: doc[k] for k in GRAPH_SUMMARY_KEYS if k in doc}
 
 
 # -- not built yet ---------------------------------------------------------------------------

@@ -76,3 +76,16 @@ def test_round_commits_before_the_closed_pipe(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
     assert CrawlDir.open(crawl.url).manifest().round == 1
+
+
+def test_graph_build_prints_nodes_arcs_and_bytes_not_its_file_list(tmp_path):
+    """Issue 34: `graph build` printed the whole graph.json (every file path, 7 KB); the README
+    promises nodes, arcs and bytes. The summary is what the command prints."""
+    from batchcrawl.cli import graph_summary
+    from batchcrawl.graph import build_graph
+
+    doc = build_graph(small_crawl(tmp_path / "c"))
+    assert "files" in doc
+    summary = graph_summary(doc)
+    assert list(summary) == ["generation", "nodes", "edges", "arcs", "bytes", "parts"]
+    assert summary["nodes"] == doc["nodes"] and summary["arcs"] == doc["arcs"]

@@ -79,7 +79,8 @@ def test_reading_statements_run(crawl, statement):
         ("UPDATE frontier SET depth = 0", "UPDATE"),
         ("DROP VIEW frontier", "DROP"),
         ("ATTACH 'other.duckdb'", "ATTACH"),
-        ("INSTALL httpfs", "LOAD"),
+        ("INSTALL httpfs", "INSTALL"),  # under its own name (issue 34: "LOAD statement")
+        ("FORCE INSTALL httpfs", "FORCE INSTALL"),
         ("LOAD httpfs", "LOAD"),
         ("SET threads = 1", "SET"),
         ("PRAGMA enable_profiling", "PRAGMA"),
@@ -306,3 +307,20 @@ def test_s3_crawl_commits_queries_locks_and_collects(s3_options):
     assert result["deleted_manifests"] == 1 and crawl.generations() == [1]
     assert not crawl.fs.exists(crawl.path("_lock.json"))
     assert rows(crawl, "SELECT count(*) AS n FROM frontier") == [{"n": 4}]
+
+
+def test_due_soon_lists_only_statuses_that_are_ever_due_with_seconds(tmp_path):
+    """Issue 34: filtered URLs with a time were listed as due, and 20 s intervals showed as
+    ``avg_interval_days 0.0``."""
+    crawl = CrawlDir.create(str(tmp_path / "d"), "", buckets=1)
+    when = dt.datetime(2026, 1, 2, 3, 4, 5)
+    table = []
+    for i, status in enumerate(["queued", "fetched", "filtered", "robots_denied", "gone"]):
+        row = frontier_row(i, status=status)
+        row.update(next_fetch_time=when, fetch_interval_s=20.0)
+        table.append(row)
+    files = [crawl.write_table("frontier", "frontier/gen=1/b.parquet", table)]
+    crawl.commit(crawl.manifest(), {"frontier": files}, {"step": "inject"})
+    due = sql.query(crawl, sql.named_query("due-soon")).to_pylist()
+    assert sorted(r["status"] for r in due) == ["fetched", "gone", "queued"]
+    assert {r["avg_interval_s"] for r in due} == {20.0}

@@ -176,11 +176,17 @@ def check_read_only(sql: str) -> list[str]:
             if name in _SHOW_PRAGMAS:
                 continue
         kind = str(st.type).rsplit(".", 1)[-1]
+        if st.type == duckdb.StatementType.LOAD:  # DuckDB's type of INSTALL and LOAD alike
+            kind = " ".join(_LOAD_WORDS.match(st.query).group(0).upper().split()) or kind
         raise SQLError(
             f"refused {kind} statement {st.query.strip()[:60]!r}: batchcrawl sql is read-only "
             "(SELECT, WITH, EXPLAIN, DESCRIBE, SHOW only)"
         )
     return [st.query for st in statements]
+
+
+#: The leading words of a LOAD-type statement: ``INSTALL``, ``FORCE INSTALL``, ``LOAD``.
+_LOAD_WORDS = re.compile(r"\s*(?:force\s+)?(?:install|load)?", re.IGNORECASE)
 
 
 def _explains_a_select(text: str) -> bool:
