@@ -28,22 +28,32 @@ Errors derived from :class:`~batchcrawl.errors.BatchcrawlError` print one line
 
 from __future__ import annotations
 
-import io
-import json
-import logging
-import os
 import sys
-import warnings
-from collections.abc import Iterable, Mapping
-from typing import Any
 
-import click
+from batchcrawl.console.signals import exit_before_start
 
-from batchcrawl import __version__
-from batchcrawl.config import Config, load_config, to_toml
-from batchcrawl.console.signals import quiet_abandoned_gathers, stop_on_signals
-from batchcrawl.errors import BatchcrawlError, ConfigError, Stopped
-from batchcrawl.store.crawldir import CONFIG_FILE, CrawlDir
+# first, when this is the program (python -m batchcrawl.cli, the batchcrawl script), not a module
+# imported by another: a stop signal while the rest is imported (pyarrow, fsspec: a second on a
+# busy machine) ends the process with one line, not a KeyboardInterrupt traceback (issue 34); the
+# handlers of stop_on_signals take over in _Group.invoke
+if __name__ == "__main__" or sys.argv[0].rsplit("/", 1)[-1] == "batchcrawl":
+    exit_before_start()
+
+import io  # noqa: E402
+import json  # noqa: E402
+import logging  # noqa: E402
+import os  # noqa: E402
+import warnings  # noqa: E402
+from collections.abc import Iterable, Mapping  # noqa: E402
+from typing import Any  # noqa: E402
+
+import click  # noqa: E402
+
+from batchcrawl import __version__  # noqa: E402
+from batchcrawl.config import Config, load_config, to_toml  # noqa: E402
+from batchcrawl.console.signals import quiet_abandoned_gathers, stop_on_signals  # noqa: E402
+from batchcrawl.errors import BatchcrawlError, ConfigError, Stopped  # noqa: E402
+from batchcrawl.store.crawldir import CONFIG_FILE, CrawlDir  # noqa: E402
 
 log = logging.getLogger("batchcrawl")
 

@@ -11,13 +11,15 @@ A terminal's Ctrl-C reaches the whole process group: the embedded LocalCluster's
 too. They must not react (a KeyboardInterrupt traceback from each), and this process must never
 miss it, not even while the cluster starts (issue 34: SIGINT was set to ignored for the start, so
 that the workers would inherit that, and a Ctrl-C then was lost: the crawl ran on for minutes).
-:func:`starting_workers` blocks SIGINT in the main thread instead: the mask is inherited by every
-thread created after and survives fork and exec, so the workers never get it, while a signal still
-reaches this process (another thread takes it). Python runs a handler only in the main thread, and
+:func:`starting_workers` blocks SIGINT in the main thread while the cluster starts instead: the
+mask is inherited by every thread created then and survives fork and exec, so the workers never
+get it, while a signal still reaches this process (another thread takes it). Python runs a handler only in the main thread, and
 a main thread waiting on a lock (``distributed``'s ``sync`` waits 10 s at a time) saw a signal taken
 by another thread only at its next wake-up: the stop message came seconds late (issue 34: ~12 s to
 exit). So a watcher thread reads the interpreter's signal wake-up fd and wakes the main thread at
 once with :data:`WAKE_SIGNAL` (a no-op handler; the pending SIGINT/SIGTERM handler then runs).
+Before a command's step begins (the CLI imports pyarrow, fsspec ...) :func:`exit_before_start`
+ends the process at once with one line.
 """
 
 from __future__ import annotations
@@ -78,11 +80,10 @@ _watcher: threading.Thread | None = None
 
 def route_stop_signals() -> bool:
     """From now on SIGINT and SIGTERM reach the main thread's handlers at once whichever thread the
-    kernel gives them to, and SIGINT is blocked in the main thread (so in every thread and child
-    process created after it: module docstring). Call it in the main thread before the threads and
-    processes that must not get Ctrl-C are started. Process-wide, for the process's life; a second
-    call changes nothing. Returns False (and does nothing) outside the main thread or when the
-    interpreter's wake-up fd is already in use (by an asyncio loop in the main thread)."""
+    kernel gives them to (module docstring: the watcher thread and :data:`WAKE_SIGNAL`). Call it in
+    the main thread. Process-wide, for the process's life; a second call changes nothing. Returns
+    False (and does nothing) outside the main thread or when the interpreter's wake-up fd is
+    already in use (by an asyncio loop in the main thread)."""
     global _watcher
     if threading.current_thread() is not threading.main_thread():
         return False
@@ -91,8 +92,9 @@ def route_stop_signals() -> bool:
             return True
         read_fd, write_fd = os.pipe()
         os.set_blocking(write_fd, False)
-        if signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False) != -1:
-            signal.set_wakeup_fd(-1)  # someone else's: leave it as it was
+        previous = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+        if previous != -1:
+            signal.set_wakeup_fd(previous)  # someone else's: leave it as it was
             os.close(read_fd)
             os.close(write_fd)
             return False
@@ -101,9 +103,28 @@ def route_stop_signals() -> bool:
         main_id = threading.main_thread().ident
         _watcher = threading.Thread(target=_watch, args=(read_fd, main_id), daemon=True,
                                     name="stop signal watcher")  # fmt: skip
-        _watcher.start()  # before the block: it and the threads before it can take SIGINT
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        _watcher.start()
     return True
+
+
+def exit_before_start() -> None:
+    """Until :func:`stop_on_signals` or :func:`stop_requested` take over (and after they are left),
+    SIGINT and SIGTERM end the process at once with one line on stderr and exit ``128 + signal``:
+    nothing of a crawl is being changed then (issue 34: a signal while the CLI imported pyarrow
+    printed a KeyboardInterrupt traceback, or ended it silently). Also unblocks them in the main
+    thread: a parent that had them blocked (a test process that ran a cluster in-process, see
+    :func:`starting_workers`) passed its mask on. The CLI calls it on its first lines."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for s in STOP_SIGNALS:
+        signal.signal(s, _exit_at_once)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+
+
+def _exit_at_once(signum: int, frame: object) -> None:
+    name = signal.Signals(signum).name
+    os.write(2, f"batchcrawl: stopped by {name} outside a step: nothing was changed\n".encode())
+    os._exit(128 + signum)
 
 
 def _wake(signum: int, frame: object) -> None:
@@ -120,10 +141,11 @@ def _watch(read_fd: int, main_id: int) -> None:
 
 @contextlib.contextmanager
 def starting_workers() -> Iterator[None]:
-    """Around the start of the embedded Dask cluster: processes started inside the block (the
-    LocalCluster's workers) and after it never get SIGINT, a terminal's Ctrl-C to the whole
-    process group, while this process still reacts to it at once, inside the block too
-    (:func:`route_stop_signals`). Multiprocessing's resource tracker is started first: starting it
+    """Around the start of the embedded Dask cluster: SIGINT is blocked in the main thread inside
+    the block, so the threads created there (the cluster's event loop, its process watchers) and
+    the worker processes they start, then or later (a restart), never get it -- a terminal's
+    Ctrl-C to the whole process group --, while this process still reacts to it at once, inside
+    the block too (another thread takes it: :func:`route_stop_signals`). Multiprocessing's resource tracker is started first: starting it
     later, from the cluster's event loop thread, would unblock SIGINT there
     (``resource_tracker.ensure_running`` unblocks what it blocked for its own start), and every
     worker spawned from that thread would get Ctrl-C again.
@@ -142,12 +164,15 @@ def starting_workers() -> Iterator[None]:
     resource_tracker.ensure_running()
     route_stop_signals()
     before = set(SpecCluster._instances)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # inherited by the new threads
     try:
         yield
     except KeyboardInterrupt:
         for cluster in set(SpecCluster._instances) - before:
             cluster.shutdown_on_close = False
         raise
+    finally:  # the processes this one starts later (subprocess) get Ctrl-C as usual
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 class StopRequest:
