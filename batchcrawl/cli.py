@@ -28,22 +28,32 @@ Errors derived from :class:`~batchcrawl.errors.BatchcrawlError` print one line
 
 from __future__ import annotations
 
-import io
-import json
-import logging
-import os
 import sys
-import warnings
-from collections.abc import Iterable, Mapping
-from typing import Any
 
-import click
+from batchcrawl.console.signals import exit_before_start
 
-from batchcrawl import __version__
-from batchcrawl.config import Config, load_config, to_toml
-from batchcrawl.console.signals import stop_on_signals
-from batchcrawl.errors import BatchcrawlError, ConfigError, Stopped
-from batchcrawl.store.crawldir import CONFIG_FILE, CrawlDir
+# first, when this is the program (python -m batchcrawl.cli, the batchcrawl script), not a module
+# imported by another: a stop signal while the rest is imported (pyarrow, fsspec: a second on a
+# busy machine) ends the process with one line, not a KeyboardInterrupt traceback (issue 34); the
+# handlers of stop_on_signals take over in _Group.invoke
+if __name__ == "__main__" or sys.argv[0].rsplit("/", 1)[-1] == "batchcrawl":
+    exit_before_start()
+
+import io  # noqa: E402
+import json  # noqa: E402
+import logging  # noqa: E402
+import os  # noqa: E402
+import warnings  # noqa: E402
+from collections.abc import Iterable, Mapping  # noqa: E402
+from typing import Any  # noqa: E402
+
+import click  # noqa: E402
+
+from batchcrawl import __version__  # noqa: E402
+from batchcrawl.config import Config, load_config, to_toml  # noqa: E402
+from batchcrawl.console.signals import quiet_abandoned_gathers, stop_on_signals  # noqa: E402
+from batchcrawl.errors import BatchcrawlError, ConfigError, Stopped  # noqa: E402
+from batchcrawl.store.crawldir import CONFIG_FILE, CrawlDir  # noqa: E402
 
 log = logging.getLogger("batchcrawl")
 
@@ -87,6 +97,14 @@ def load_crawl_config(
 # -- plumbing --------------------------------------------------------------------------------
 class _Group(click.Group):
     """Maps :class:`BatchcrawlError` to one stderr line and its exit code."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        # --help and --version print while the arguments are parsed, before invoke
+        try:
+            return super().parse_args(ctx, args)
+        except BrokenPipeError:
+            _drop_stdout()
+            ctx.exit(0)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -256,6 +274,7 @@ def main(verbose: int) -> None:
     warnings.filterwarnings(
         "ignore", r"coroutine 'ActorFuture\._result' was never awaited", RuntimeWarning
     )
+    quiet_abandoned_gathers()  # distributed's AllExit after a stop signal closed the client
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger("batchcrawl")
@@ -393,10 +412,10 @@ def _print_table(table, fmt: str, limit: int | None = None) -> None:
         pacsv.write_csv(_csv_ready(table), buf)
         click.echo(buf.getvalue().decode("utf-8"), nl=False)
     else:
-        from rich.console import Console
+        from batchcrawl.console.pipe import PipeConsole
 
         rows = [[cell(v) for v in r.values()] for r in table.to_pylist()]
-        if table_width(table.column_names, rows) > Console(file=sys.stdout).width:
+        if table_width(table.column_names, rows) > PipeConsole().width:
             click.echo("\n".join(vertical_lines(table.column_names, rows)))
         else:
             _render(_rows_table(None, table.column_names, rows))
@@ -432,9 +451,9 @@ def _rows_table(title: str | None, columns: list[str], rows: Iterable[Iterable[A
 
 
 def _render(*tables) -> None:
-    from rich.console import Console
+    from batchcrawl.console.pipe import PipeConsole
 
-    console = Console(file=sys.stdout, soft_wrap=False)
+    console = PipeConsole(soft_wrap=False)
     for t in tables:
         console.print(t)
 
@@ -540,7 +559,8 @@ def graph_command(words, generation, as_json, scheduler, workers, sets) -> None:
         crawl = _open(words[1])
         cfg = load_crawl_config(crawl, sets, _round_flags(scheduler, workers, None, None))
         with _lock(crawl, "graph build"), dask_client(cfg) as client:
-            _echo_json(build_graph(CrawlDir(cluster_url(crawl.url)), client, generation))
+            _echo_json(graph_summary(build_graph(CrawlDir(cluster_url(crawl.url)), client,
+                                                 generation)))  # fmt: skip
         return
     if len(words) != 3 or words[1] not in ("inlinks", "outlinks"):
         raise click.UsageError("expected `graph build CRAWL` or `graph CRAWL inlinks|outlinks URL`")
@@ -559,6 +579,17 @@ def graph_command(words, generation, as_json, scheduler, workers, sets) -> None:
                    f"{graph.generation}", err=True)  # fmt: skip
     for key, link_url in links:
         click.echo(link_url if link_url is not None else f"url_key={key}")
+
+
+#: What ``graph build`` prints of the graph's manifest (README: nodes, arcs and bytes); the file
+#: list and partition offsets (7 KB of JSON for a small crawl, issue 34) stay in graph.json.
+GRAPH_SUMMARY_KEYS = ("generation", "nodes", "edges", "arcs", "bytes", "parts")
+
+
+def graph_summary(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The keys of :data:`GRAPH_SUMMARY_KEYS` of a graph manifest ``doc``
+    (:func:`batchcrawl.graph.build_graph`), in that order."""
+    return {k: doc[k] for k in GRAPH_SUMMARY_KEYS if k in doc}
 
 
 # -- not built yet ---------------------------------------------------------------------------
@@ -605,7 +636,24 @@ def round_command(crawl_url, scheduler, workers, time_limit, max_pages, sets) ->
     """
     crawl = _open(crawl_url)
     cfg = load_crawl_config(crawl, sets, _round_flags(scheduler, workers, time_limit, max_pages))
+    _before_cluster(crawl, cfg, "batchcrawl round")
     _run_rounds(crawl, cfg, 1, known=True, pipeline=False)  # one round per process: sequential
+
+
+def _before_cluster(crawl: CrawlDir, cfg: Config, command: str) -> None:
+    """What ``round`` and ``crawl`` check before they start or reach a Dask cluster (issue 34):
+    the crawl's lock (a second writer is told at once who holds it, not after a cluster start;
+    the locks this process takes name ``command``), and an existing scheduler's address
+    (:func:`batchcrawl.console.reach.probe_scheduler`)."""
+    from batchcrawl.store.lock import WriterLock, name_command
+
+    name_command(command)
+    WriterLock(crawl).check_free()
+    if cfg.round.scheduler:
+        from batchcrawl.console.reach import probe_scheduler
+
+        probe_scheduler(cfg.round.scheduler, cfg.round.connect_timeout_s,
+                        lambda line: click.echo(line, err=True))  # fmt: skip
 
 
 def _run_rounds(
@@ -623,7 +671,7 @@ def _run_rounds(
     committed."""
     import time
 
-    from batchcrawl.console.progress import RoundProgress, closing_summary
+    from batchcrawl.console.progress import RoundProgress, closing_summary, dns_hint
     from batchcrawl.round import run_rounds
 
     before = crawl.manifest()
@@ -645,8 +693,17 @@ def _run_rounds(
             raise
         log.debug("error details", exc_info=True)
         raise fault from None
-    for line in closing_summary(summaries, time.monotonic() - started):
+    elapsed_s = time.monotonic() - started
+    queued = None
+    if len(summaries) > 1:  # what is left now, as `status` counts it (README: summary numbers)
+        from batchcrawl.store.status import queued_urls
+
+        queued = queued_urls(crawl)
+    for line in closing_summary(summaries, elapsed_s, queued):
         click.echo(line, err=True)
+    hint = dns_hint(summaries, crawl.url)
+    if hint is not None:
+        click.echo(hint, err=True)
     return summaries
 
 
@@ -732,6 +789,7 @@ def crawl_command(
         raise click.UsageError("--rounds and --time-limit are for rounds, not --stream")
     crawl = _open(crawl_url)
     cfg = load_crawl_config(crawl, sets, _round_flags(scheduler, workers, time_limit, max_pages))
+    _before_cluster(crawl, cfg, "batchcrawl crawl --stream" if stream else "batchcrawl crawl")
     if stream:
         _run_stream(crawl, cfg, max_seconds)
         return

@@ -4,18 +4,38 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# System packages: the Python HTML documentation is the "real website" of the integration test;
-# Chromium renders the crawl report in tests/test_report_browser.py (headless, no network); nginx
-# serves the sample web as files in tests/test_nginx_web.py (and scripts/bench_peers.py); iproute2's
-# ss reads a listening socket's backlog in tests/test_webserver.py.
+# System packages: the Python HTML documentation is the "real website" of the integration test
+# (python3.11-doc on Debian 12; where it does not exist, python3-doc, the default Python's, and the
+# tests that need 3.11's say so and skip); Chromium renders the crawl report in
+# tests/test_report_browser.py (headless, no network); nginx serves the sample web as files in
+# tests/test_nginx_web.py (and scripts/bench_peers.py); iproute2's ss reads a listening socket's
+# backlog in tests/test_webserver.py; python3-venv makes the virtualenvs below (Debian's Python
+# has no ensurepip without it).
+SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
 if { [ ! -d /usr/share/doc/python3.11/html ] || ! command -v chromium >/dev/null \
-     || ! [ -x /usr/sbin/nginx ] || ! command -v ss >/dev/null; } && command -v apt-get >/dev/null; then
-  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+     || ! [ -x /usr/sbin/nginx ] || ! command -v ss >/dev/null \
+     || ! dpkg -s python3-venv >/dev/null 2>&1; } && command -v apt-get >/dev/null; then
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3.11-doc chromium nginx-light \
-    iproute2 >/dev/null
+  DOCS=python3-doc
+  if apt-cache show python3.11-doc >/dev/null 2>&1; then DOCS=python3.11-doc; fi
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$DOCS" chromium nginx-light \
+    iproute2 python3-venv >/dev/null
 fi
 
+# Python packages: with pip into this Python where that is allowed (CI: root on a fresh machine),
+# else -- a system Python that refuses pip (PEP 668, "externally-managed-environment": Debian 12,
+# Ubuntu 23.04+) or has no pip -- into the virtualenv .venv (created once, reused), whose bin/
+# then comes first on PATH for everything below (python3, ruff, pytest, the scripts).
+in_venv() { python3 -c 'import sys; sys.exit(sys.prefix == sys.base_prefix)'; }
+managed() {
+  python3 -c 'import os, sys, sysconfig
+sys.exit(not os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")))'
+}
+if ! in_venv && { managed || ! python3 -m pip --version >/dev/null 2>&1; }; then
+  [ -x .venv/bin/python3 ] || python3 -m venv .venv
+  export PATH="$PWD/.venv/bin:$PATH"
+  echo "scripts/test.sh: this Python's pip is not for installing packages; using the virtualenv .venv"
+fi
 python3 -m pip install -q --upgrade pip
 python3 -m pip install -q -e ".[dev]"
 

@@ -91,3 +91,14 @@ def test_seed_scope_includes_new_seeds(tmp_path, scope):
     crawl, cfg = make_crawl(tmp_path, filters={"seed_scope": scope})
     s = inject(crawl, cfg, ["http://x.a.test/", "http://y.b.test/"])
     assert s["queued"] == 2 and s["filtered"] == {}
+
+
+def test_refetch_of_one_known_and_one_new_url_counts_one_new(tmp_path):
+    """Issue 34: ``inject --refetch`` with one known and one new URL reported ``seeds_new: 2``;
+    the known one is a refetch, not a new seed, and the counts still add up to the lines."""
+    crawl, cfg = make_crawl(tmp_path)
+    inject(crawl, cfg, ["http://a.test/"])
+    summary = inject(crawl, cfg, ["http://a.test/", "http://b.test/"], refetch=True)
+    assert (summary["seeds_new"], summary["seeds_known"]) == (1, 1)
+    assert summary["lines"] == (summary["skipped"] + summary["bad_lines"] + summary["duplicates"]
+                                + summary["seeds_known"] + summary["seeds_new"])  # fmt: skip

@@ -17,6 +17,7 @@ from batchcrawl.console.progress import (
     RoundProgress,
     StreamProgress,
     closing_summary,
+    dns_hint,
     duration,
     stream_closing_summary,
 )
@@ -83,8 +84,21 @@ def test_closing_summary_adds_up_the_rounds():
     text = "\n".join(lines)
     assert "attempts       30 (2.0/s)" in text and "stored         22" in text
     assert "errors         4 (gone 3, network_error 1)" in text
-    assert "left for later 3 (time limit)" in text
+    assert "left for later 3 (time limit, last round)" in text
+    assert "queued" not in text
     assert closing_summary([], 1.0) == []
+
+
+def test_closing_summary_leaves_for_later_what_the_last_round_left_and_counts_the_queue():
+    """A URL the first round left, the second selects again: summing the rounds' not_fetched
+    counted it twice (issue 34: 2,017 where `status` counted 875 queued)."""
+    rounds = [
+        {"round": 1, "generation": 2, "attempts": 10, "not_fetched": 50, "time_limit_hit": True},
+        {"round": 2, "generation": 3, "attempts": 10, "not_fetched": 40, "time_limit_hit": True},
+    ]  # fmt: skip
+    text = "\n".join(closing_summary(rounds, elapsed_s=2.0, queued=875))
+    assert "left for later 40 (time limit, last round)" in text
+    assert "  queued         875 (batchcrawl status)" in text
 
 
 @pytest.mark.parametrize(
@@ -101,8 +115,8 @@ def test_left_for_later_names_why_the_fetch_ended(flags, why):
     its time limit: the closing summary names the cause the summaries record."""
     left = {"round": 1, "generation": 2, "attempts": 5, "not_fetched": 4, **flags}
     done = {"round": 2, "generation": 3, "attempts": 5, "not_fetched": 0, "time_limit_hit": True}
-    text = "\n".join(closing_summary([left, done], elapsed_s=3.0))
-    assert f"left for later 4 ({why})" in text
+    text = "\n".join(closing_summary([done, left], elapsed_s=3.0))
+    assert f"left for later 4 ({why}, last round)" in text
     assert "left for later 0\n" in "\n".join(closing_summary([done], elapsed_s=1.0)) + "\n"
 
 
@@ -195,3 +209,14 @@ def test_crawl_max_seconds_ends_the_fetch_and_commits_the_round_in_progress(tmp_
     assert crawl.manifest().round == summaries[-1]["round"]  # the cut round is committed
     due = sql.query(crawl, "SELECT count(*) AS n FROM frontier WHERE status = 'queued'")
     assert due["n"][0].as_py() > 0  # left for the next run, not lost
+
+
+def test_dns_hint_when_most_attempts_found_no_address():
+    """The README's crawl by hand without configs/local-web.toml: every seed a dns_error (issue
+    34). The hint names the setting and the file; a crawl with a few dns errors gets none."""
+    failed = [{"round": 1, "attempts": 20, "errors": {"dns_error": 20}}]
+    hint = dns_hint(failed, "news")
+    assert hint is not None and "20 of 20" in hint and "configs/local-web.toml" in hint
+    assert "news/crawl.toml" in hint and "network.resolve" in hint
+    assert dns_hint([{"round": 1, "attempts": 20, "errors": {"dns_error": 3}}], "news") is None
+    assert dns_hint([{"round": 1, "attempts": 0, "errors": {}}], "news") is None

@@ -127,6 +127,7 @@ def test_report_of_a_new_crawl_says_there_is_no_data(tmp_path):
 
 def test_report_command_writes_the_file_and_prints_json(crawl, tmp_path):
     out = tmp_path / "sub" / "r.html"
+    out.parent.mkdir()
     result = CliRunner().invoke(main, ["report", crawl.url, "--out", str(out)])
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
@@ -147,6 +148,12 @@ def test_report_command_exit_codes(crawl, tmp_path):
     assert bad_out.exit_code == 2 and "report output" in bad_out.stderr
     with pytest.raises(ConfigError, match="report output"):
         write_report(crawl, Config(), str(blocker / "r.html"))
+    # a folder that does not exist is not created (issue 34: a mistyped --out left one behind)
+    typo = tmp_path / "reprots" / "r.html"
+    no_folder = CliRunner().invoke(main, ["report", crawl.url, "--out", str(typo)])
+    assert no_folder.exit_code == 2, no_folder.output
+    assert f"the folder {typo.parent} does not exist" in no_folder.stderr
+    assert not typo.parent.exists()
 
 
 def test_gaps_follow_the_fetch_times(tmp_path):

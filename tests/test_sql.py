@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from crawl_helpers import fetched_row, frontier_row, small_crawl
 
@@ -77,7 +79,8 @@ def test_reading_statements_run(crawl, statement):
         ("UPDATE frontier SET depth = 0", "UPDATE"),
         ("DROP VIEW frontier", "DROP"),
         ("ATTACH 'other.duckdb'", "ATTACH"),
-        ("INSTALL httpfs", "LOAD"),
+        ("INSTALL httpfs", "INSTALL"),  # under its own name (issue 34: "LOAD statement")
+        ("FORCE INSTALL httpfs", "FORCE INSTALL"),
         ("LOAD httpfs", "LOAD"),
         ("SET threads = 1", "SET"),
         ("PRAGMA enable_profiling", "PRAGMA"),
@@ -100,6 +103,12 @@ def test_connection_cannot_read_files_outside_the_generation(crawl, tmp_path):
     secret.write_text("a\n1\n")
     with pytest.raises(SQLError, match="Permission|disabled"):
         sql.query(crawl, f"SELECT * FROM read_csv('{secret}')")
+    # a Parquet file outside the crawl is a refused statement too, not a damaged crawl (issue 34)
+    other = tmp_path / "other.parquet"
+    pq.write_table(pa.table({"a": [1]}), other)
+    for reader in ("read_parquet", "read_csv"):
+        with pytest.raises(SQLError, match="query refused: it reads a file outside the crawl"):
+            sql.query(crawl, f"SELECT * FROM {reader}('{other}')")
     con = sql.connect(crawl)
     with pytest.raises(Exception, match="lock|configuration"):
         con.execute("SET enable_external_access = true")
@@ -298,3 +307,20 @@ def test_s3_crawl_commits_queries_locks_and_collects(s3_options):
     assert result["deleted_manifests"] == 1 and crawl.generations() == [1]
     assert not crawl.fs.exists(crawl.path("_lock.json"))
     assert rows(crawl, "SELECT count(*) AS n FROM frontier") == [{"n": 4}]
+
+
+def test_due_soon_lists_only_statuses_that_are_ever_due_with_seconds(tmp_path):
+    """Issue 34: filtered URLs with a time were listed as due, and 20 s intervals showed as
+    ``avg_interval_days 0.0``."""
+    crawl = CrawlDir.create(str(tmp_path / "d"), "", buckets=1)
+    when = dt.datetime(2026, 1, 2, 3, 4, 5)
+    table = []
+    for i, status in enumerate(["queued", "fetched", "filtered", "robots_denied", "gone"]):
+        row = frontier_row(i, status=status)
+        row.update(next_fetch_time=when, fetch_interval_s=20.0)
+        table.append(row)
+    files = [crawl.write_table("frontier", "frontier/gen=1/b.parquet", table)]
+    crawl.commit(crawl.manifest(), {"frontier": files}, {"step": "inject"})
+    due = sql.query(crawl, sql.named_query("due-soon")).to_pylist()
+    assert sorted(r["status"] for r in due) == ["fetched", "gone", "queued"]
+    assert {r["avg_interval_s"] for r in due} == {20.0}

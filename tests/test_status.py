@@ -7,7 +7,7 @@ import json
 from crawl_helpers import frontier_row, small_crawl
 
 from batchcrawl.store.crawldir import CrawlDir
-from batchcrawl.store.status import crawl_status
+from batchcrawl.store.status import crawl_status, queued_urls
 
 
 def test_status_of_a_small_crawl(tmp_path):
@@ -51,3 +51,11 @@ def test_status_of_an_older_generation_and_of_a_new_crawl(tmp_path):
     assert empty["urls"] == {"total": 0, "by_status": {}}
     assert empty["depth"] == {} and empty["fetched"]["attempts"] == 0
     assert empty["hosts"] == {"total": 0, "domains": 0}
+
+
+def test_queued_urls_is_the_queued_count_of_status(tmp_path):
+    """The closing summary of a multi-round crawl says how many URLs are queued with this
+    function: the number `batchcrawl status` shows (issue 34)."""
+    crawl = small_crawl(tmp_path / "c")
+    assert queued_urls(crawl) == crawl_status(crawl)["urls"]["by_status"]["queued"] == 1
+    assert queued_urls(CrawlDir.create(str(tmp_path / "e"), "", buckets=4)) == 0

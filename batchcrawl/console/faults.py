@@ -16,16 +16,22 @@ from batchcrawl.store.faults import storage_fault
 
 #: Text of distributed's error when an actor's worker cannot be reached (distributed/actor.py).
 ACTOR_UNREACHABLE = "Unable to contact Actor's worker"
+#: Text of distributed's ``RuntimeError`` for a call on an actor whose worker died (actor.py,
+#: scheduler.py): what a stream's top-up of a shard actor met when a worker was killed (issue 34).
+ACTOR_LOST = "Worker holding Actor was lost"
 
 
 def is_lost_worker(exc: BaseException) -> bool:
     """True if ``exc`` is how distributed reports a worker that died or stopped answering:
-    ``KilledWorker``, ``CommClosedError``, a cancelled future, or the actor's ``OSError``."""
+    ``KilledWorker``, ``CommClosedError``, a cancelled future, the actor's ``OSError``, or the
+    ``RuntimeError`` of a call on an actor whose worker is gone."""
     from distributed import KilledWorker
     from distributed.client import FutureCancelledError
     from distributed.comm.core import CommClosedError
 
     if isinstance(exc, KilledWorker | CommClosedError | FutureCancelledError):
+        return True
+    if isinstance(exc, RuntimeError) and ACTOR_LOST in str(exc):
         return True
     return isinstance(exc, OSError) and ACTOR_UNREACHABLE in str(exc)
 

@@ -180,14 +180,19 @@ class StreamProgress(RoundProgress):
             log.info("%s", stream_line(snap))
 
 
-def closing_summary(summaries: Sequence[Mapping[str, Any]], elapsed_s: float) -> list[str]:
+def closing_summary(summaries: Sequence[Mapping[str, Any]], elapsed_s: float,
+                    queued: int | None = None) -> list[str]:  # fmt: skip
     """The human summary printed on stderr at the end of ``round`` / ``crawl`` (Scrapy's stats
     dump, in a few lines): rounds and generations, attempts, responses, stored, errors by outcome,
-    new URLs, URLs left for the time limit, pages/s over ``elapsed_s`` seconds."""
+    new URLs, pages/s over ``elapsed_s`` seconds, the URLs the last round left for later (its
+    time limit; not the rounds' sum: a URL one round left, the next one selects again -- issue 34
+    summed 2,017 where ``status`` counted 875 queued URLs) and, if given, ``queued``: the frontier's
+    queued URLs at the end, as ``batchcrawl status`` counts them."""
     if not summaries:
         return []
     total = {k: sum(int(s.get(k, 0)) for s in summaries)
-             for k in ("attempts", "responses", "stored", "new_urls", "not_fetched")}  # fmt: skip
+             for k in ("attempts", "responses", "stored", "new_urls")}  # fmt: skip
+    total["not_fetched"] = int(summaries[-1].get("not_fetched", 0))
     errors: dict[str, int] = {}
     for s in summaries:
         for k, v in (s.get("errors") or {}).items():
@@ -197,7 +202,32 @@ def closing_summary(summaries: Sequence[Mapping[str, Any]], elapsed_s: float) ->
               else f"rounds {first['round']}-{last['round']}")  # fmt: skip
     head = (f"batchcrawl: {rounds} committed (last generation {last['generation']}) in "
             f"{duration(elapsed_s)}")  # fmt: skip
-    return [head] + _total_rows(total, errors, elapsed_s, left_for_later_why(summaries))
+    why = left_for_later_why(summaries[-1:])
+    if len(summaries) > 1:
+        why = ", ".join(filter(None, [why, "last round"]))
+    rows = _total_rows(total, errors, elapsed_s, why)
+    if queued is not None:
+        rows.append(f"  {'queued':<15}{queued:,} (batchcrawl status)")
+    return [head] + rows
+
+
+def dns_hint(summaries: Sequence[Mapping[str, Any]], crawl_url: str) -> str | None:
+    """A line for stderr when at least half of the rounds' fetch attempts found no address for
+    their host (outcome ``dns_error``), else None: what to check, and how a web served on this
+    machine (``*.test`` hosts) is reached (issue 34: the README's crawl by hand gave "errors 20
+    (dns_error 20)" and exit 0 without a word why)."""
+    attempts = sum(int(s.get("attempts", 0)) for s in summaries)
+    dns = sum(int((s.get("errors") or {}).get("dns_error", 0)) for s in summaries)
+    if not dns or 2 * dns < attempts:
+        return None
+    return (
+        f"batchcrawl: hint: {dns:,} of {attempts:,} fetch attempts found no address for their host "
+        "(dns_error): check the seed URLs' host names and this machine's DNS. A web served on "
+        "this machine (scripts/serve_sample_web.py: *.test hosts) needs the [network] settings "
+        "of configs/local-web.toml (network.resolve): give that file at init (batchcrawl init "
+        f"CRAWL --config configs/local-web.toml), or copy its [network] table into "
+        f"{crawl_url}/crawl.toml"
+    )
 
 
 def left_for_later_why(summaries: Sequence[Mapping[str, Any]]) -> str:

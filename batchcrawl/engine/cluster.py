@@ -13,7 +13,7 @@ from typing import Any
 
 from batchcrawl import procmem, workersetup
 from batchcrawl.config import Config
-from batchcrawl.console.signals import ignoring_sigint
+from batchcrawl.console.signals import starting_workers
 from batchcrawl.errors import ClusterUnreachable, first_line
 from batchcrawl.frontier import runs
 from batchcrawl.frontier.runs import BucketFiles
@@ -72,7 +72,7 @@ def dask_client(cfg: Config, scheduler: str | None = None) -> Iterator[Any]:
             yield client
         return
     with procmem.environ_kept():  # nannies write the workers' variables into os.environ
-        with ignoring_sigint():  # Ctrl-C stops this process cleanly; the workers never see it
+        with starting_workers():  # Ctrl-C stops this process cleanly; the workers never see it
             cluster = _local_cluster(cfg)
         client = Client(cluster)
         timeout = None

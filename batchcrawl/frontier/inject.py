@@ -179,7 +179,7 @@ def inject(
             new_count["refetch"] += again.num_rows
             added = pa.concat_tables([again, schemas.conform("frontier", added)]).sort_by("url_key")
         out.append(runs.add_run(crawl, files, gen, added, cfg, bucket_rows=n_after))
-    seeds_new = sum(n for k, n in new_count.items() if k != "known")
+    seeds_new = sum(n for k, n in new_count.items() if k not in ("known", "refetch"))  # issue 34
     summary = {
         "step": "inject",
         "source": source,

@@ -8,6 +8,7 @@ matplotlib as inline SVG, :mod:`~batchcrawl.report.page` lays them out as HTML.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import fsspec
@@ -60,8 +61,9 @@ def write_report(
     CrawlDirError
         ``generation`` does not exist, or a file its manifest names cannot be read.
     ConfigError
-        ``out`` cannot be written (bad folder, protocol or access), or lies inside the crawl
-        directory (:meth:`CrawlDir.contains`).
+        ``out`` cannot be written (bad folder, protocol or access), is a local path in a folder
+        that does not exist (it is not created: a mistyped path would be), or lies inside the
+        crawl directory (:meth:`CrawlDir.contains`).
     """
     if crawl.contains(out):
         raise ConfigError(
@@ -71,6 +73,7 @@ def write_report(
         )
     if out == "-":
         raise ConfigError("report output '-': the report is a file; name one, e.g. report.html")
+    _check_local_folder(out)
     html, gen = build_report(crawl, cfg, generation)
     body = html.encode("utf-8")
     try:
@@ -79,3 +82,21 @@ def write_report(
     except (OSError, ValueError, ImportError) as exc:
         raise ConfigError(f"report output {out!r}: {type(exc).__name__}: {exc}") from None
     return {"report": out, "generation": gen, "bytes": len(body)}
+
+
+def _check_local_folder(out: str) -> None:
+    """Raise :class:`ConfigError` if ``out`` is a local path whose folder does not exist (issue 34:
+    fsspec created it, so a mistyped ``--out`` left a new folder behind). Object-store URLs have
+    no folders to check."""
+    try:
+        fs, path = fsspec.core.url_to_fs(out)
+    except (ValueError, ImportError):
+        return  # the write reports it
+    if "file" not in (fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)):
+        return
+    folder = os.path.dirname(path)
+    if folder and not os.path.isdir(folder):
+        raise ConfigError(
+            f"report output {out!r}: the folder {folder} does not exist; create it first "
+            f"(mkdir -p {folder}) or name a file in an existing folder"
+        )

@@ -61,9 +61,27 @@ def rounds(d: ReportData) -> Figure:
     return fig
 
 
+#: Most lines of the timeline plot: more rounds (a stream's micro-batches) are grouped.
+MAX_TIMELINE_LINES = 8
+
+
+def round_groups(rounds: list[int], most: int = MAX_TIMELINE_LINES) -> list[list[int]]:
+    """``rounds`` (sorted) in at most ``most`` groups of consecutive rounds, as equal in size as
+    they can be (the earlier groups one larger)."""
+    size, extra = divmod(len(rounds), most) if len(rounds) > most else (1, 0)
+    groups, i = [], 0
+    while i < len(rounds):
+        n = size + (1 if len(groups) < extra else 0)
+        groups.append(rounds[i : i + n])
+        i += n
+    return groups
+
+
 def timeline(d: ReportData) -> Figure:
     """Fetch attempts per second (1/s) against seconds since each round's first request, one
-    line per round; failed attempts as crosses."""
+    line per round; failed attempts as crosses. More than :data:`MAX_TIMELINE_LINES` rounds (a
+    stream's micro-batches: 23 lines in 10 repeating colours, issue 34) are grouped into that many
+    lines of consecutive rounds, each the mean of its rounds at every second."""
     fig, ax = plots.new_figure()
     rows = d.tables["fetch-timeline"]
     if not rows:
@@ -72,15 +90,24 @@ def timeline(d: ReportData) -> Figure:
     by_round = defaultdict(list)
     for r in rows:
         by_round[r["round"]].append(r)
-    for rnd, rs in sorted(by_round.items()):
-        line = ax.plot([r["second"] for r in rs], [r["attempts"] for r in rs], ".-",
-                       label=f"round {rnd}")  # fmt: skip
-        failed = [r for r in rs if r["failed"]]
-        if failed:
-            ax.plot([r["second"] for r in failed], [r["failed"] for r in failed], "x",
-                    color=line[0].get_color())  # fmt: skip
-    ax.set(xlabel="seconds since the round's first request", ylabel="attempts / s")
-    ax.legend(fontsize=7, ncols=min(4, len(by_round)), title="line: attempts, x: failed")
+    groups = round_groups(sorted(by_round))
+    for group in groups:
+        attempts: dict[int, float] = defaultdict(float)
+        failed: dict[int, float] = defaultdict(float)
+        for rnd in group:
+            for r in by_round[rnd]:
+                attempts[r["second"]] += r["attempts"] / len(group)
+                failed[r["second"]] += r["failed"] / len(group)
+        secs = sorted(attempts)
+        label = f"round {group[0]}" if len(group) == 1 else f"rounds {group[0]}-{group[-1]}"
+        line = ax.plot(secs, [attempts[t] for t in secs], ".-", label=label)
+        fails = [t for t in secs if failed[t]]
+        if fails:
+            ax.plot(fails, [failed[t] for t in fails], "x", color=line[0].get_color())
+    grouped = len(groups) < len(by_round)
+    ax.set(xlabel="seconds since the round's first request",
+           ylabel="attempts / s" + (" (mean of the group's rounds)" if grouped else ""))  # fmt: skip
+    ax.legend(fontsize=7, ncols=min(4, len(groups)), title="line: attempts, x: failed")
     return fig
 
 

@@ -14,21 +14,29 @@ from batchcrawl.report.data import ReportData
 
 
 def responses(d: ReportData) -> Figure:
-    """Fetch attempts by HTTP status (none: no response) and responses by MIME type (top 12)."""
+    """Fetch attempts by HTTP status (none: no response) and responses by MIME type (top 12), each
+    bar labelled with its count; on a log scale when the counts span more than
+    :data:`~batchcrawl.report.plots.LOG_RATIO` (issue 34: a type with 3 responses beside one with
+    1,200 was invisible)."""
     fig, (ax1, ax2) = plots.new_figure(1, 2)
     codes = d.tables["http-status"]
     if codes:
         labels = ["none" if r["fetch_status"] is None else str(r["fetch_status"]) for r in codes]
         colors = [_status_color(r["fetch_status"]) for r in codes]
-        ax1.bar(labels, [r["attempts"] for r in codes], color=colors)
-        ax1.set(title="HTTP status", xlabel="status (none: no response)", ylabel="attempts")
+        counts = [r["attempts"] for r in codes]
+        bars = ax1.bar(labels, counts, color=colors)
+        log = plots.counts_scale(ax1, counts, "y")
+        ax1.bar_label(bars, labels=[f"{n:,}" for n in counts], fontsize=7, padding=1)
+        ax1.set(title="HTTP status" + log, xlabel="status (none: no response)", ylabel="attempts")
     else:
         plots.no_data(ax1, "no fetch attempts yet")
     mimes = d.tables["mime-types"][:12][::-1]
     if mimes:
-        ax2.barh([plots.shorten(r["mime_type"]) for r in mimes], [r["responses"] for r in mimes],
-                 color=plots.MAIN)  # fmt: skip
-        ax2.set(title="MIME types", xlabel="responses")
+        counts = [r["responses"] for r in mimes]
+        bars = ax2.barh([plots.shorten(r["mime_type"]) for r in mimes], counts, color=plots.MAIN)
+        log = plots.counts_scale(ax2, counts, "x")
+        ax2.bar_label(bars, labels=[f"{n:,}" for n in counts], fontsize=7, padding=2)
+        ax2.set(title="MIME types" + log, xlabel="responses")
     else:
         plots.no_data(ax2, "no responses yet")
     return fig
@@ -106,7 +114,8 @@ def politeness(d: ReportData) -> Figure:
                label=f"configured delay {d.host_delay_s:g} s")  # fmt: skip
     ax.set_xticks(list(xs), names, rotation=35, ha="right", fontsize=7)
     ax.set(ylabel="seconds between request starts")
-    ax.legend(fontsize=7, loc="upper right")
+    # above the axes, not over them: it covered the tallest bar (issue 34)
+    ax.legend(fontsize=7, loc="lower right", bbox_to_anchor=(1.0, 1.0), ncols=4, frameon=False)
     return fig
 
 

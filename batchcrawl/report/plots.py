@@ -65,6 +65,21 @@ def style():
     return matplotlib.rc_context(RC)
 
 
+#: Counts spanning more than this ratio (largest / smallest non-zero) are drawn on a log scale.
+LOG_RATIO = 20
+
+
+def counts_scale(ax: Any, counts: list[int], axis: str) -> str:
+    """Put ``ax``'s count ``axis`` (``"x"`` or ``"y"``) on a log scale when ``counts`` span more
+    than :data:`LOG_RATIO`, so small bars stay visible; returns the title suffix that says so
+    (``" (log scale)"``) or ``""``."""
+    positive = [c for c in counts if c and c > 0]
+    if not positive or max(positive) <= LOG_RATIO * min(positive):
+        return ""
+    (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
+    return " (log scale)"
+
+
 def new_figure(rows: int = 1, cols: int = 1, height_in: float = 3.4) -> tuple[Figure, Any]:
     """A figure of ``rows`` x ``cols`` axes, :data:`WIDTH_IN` wide and ``height_in`` inches high.
 

@@ -45,6 +45,19 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+#: The command this process runs (``"batchcrawl crawl"``), recorded in every lock it takes besides
+#: the lock's owner (the step: ``"batchcrawl round"``), so that a second writer is told which
+#: command holds the crawl (issue 34: a ``crawl`` was named ``round``). Set by :func:`name_command`.
+_command: str | None = None
+
+
+def name_command(command: str | None) -> None:
+    """Record ``command`` (``"batchcrawl crawl"``; None forgets it) in the locks this process takes
+    from now on: the CLI calls it once per command."""
+    global _command
+    _command = command
+
+
 class WriterLock:
     """Exclusive writer lock of a crawl directory, as a context manager.
 
@@ -99,6 +112,7 @@ class WriterLock:
     def _record(self) -> dict[str, Any]:
         return {
             "owner": self.owner,
+            "command": _command,
             "host": self.host,
             "pid": self.pid,
             "started": self.started,
@@ -171,6 +185,21 @@ class WriterLock:
         except FileNotFoundError:
             pass
         return True
+
+    def check_free(self) -> None:
+        """Raise :class:`LockedError` now if a live writer holds the lock (a stale lock counts as
+        free: :meth:`acquire` takes it over). For a command to say so before it starts a Dask
+        cluster (issue 34: 6 s to find the lock); the lock itself is still taken by
+        :meth:`acquire`, which checks again.
+
+        Raises
+        ------
+        LockedError
+            A live writer holds the lock.
+        """
+        record = self.read()
+        if record is not None and self.stale_reason(record) is None:
+            raise LockedError(_locked_message(self.crawl.url, record, self.clock()))
 
     def acquire(self) -> WriterLock:
         """Take the lock (taking over a stale one) and start the heartbeat thread.
@@ -280,7 +309,11 @@ def _locked_message(url: str, record: dict[str, Any], now: float) -> str:
     where = ""
     if record.get("host") or record.get("pid"):
         where = f" (host {record.get('host')}, pid {record.get('pid')}{age})"
+    holder = record.get("owner")
+    command = record.get("command")
+    if command and command != holder:
+        holder = f"{command} (its step {holder})"
     return (
-        f"{url}: locked by {record.get('owner')}{where}; wait for it to finish, or remove "
+        f"{url}: locked by {holder}{where}; wait for it to finish, or remove "
         f"{LOCK_FILE} if you are sure it is dead"
     )

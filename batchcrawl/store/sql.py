@@ -30,7 +30,7 @@ import pyarrow as pa
 from batchcrawl.errors import CrawlDirError, SQLError, first_line
 from batchcrawl.store import duckdbfile, schemas, views
 from batchcrawl.store.crawldir import DAMAGED_FILE_REMEDY
-from batchcrawl.store.paths import DUCKDB_FILE  # noqa: F401 (sql.DUCKDB_FILE, as before)
+from batchcrawl.store.paths import DUCKDB_FILE
 
 if TYPE_CHECKING:
     from batchcrawl.store.crawldir import CrawlDir, Manifest
@@ -115,13 +115,26 @@ def reading_generation(crawl: CrawlDir, generation: int) -> Iterator[None]:
     for an error of the statement. Statements on :func:`connect`'s connections cannot name files
     themselves, so a ``.parquet`` path in the message is one of the generation's.
 
+    A refused read of a file outside the generation (``PermissionException``: the statement
+    named one, ``read_parquet('/elsewhere.parquet')``) raises :class:`SQLError` (exit code 2).
+
     Raises
     ------
     CrawlDirError
         As above; other DuckDB errors pass through unchanged.
+    SQLError
+        The statement read a file outside the generation.
     """
     try:
         yield
+    except duckdb.PermissionException as exc:
+        # the lock-down of connect(): a statement named a file that is not the generation's
+        # (issue 34: reported as a damaged crawl, exit 3, for read_parquet; read_csv said 2)
+        raise SQLError(
+            f"query refused: it reads a file outside the crawl's generation {generation} "
+            f"({first_line(exc)}); query the views frontier, hosts, fetchlists, fetched, links "
+            f"(open other files with the DuckDB shell, e.g. duckdb {crawl.url}/{DUCKDB_FILE})"
+        ) from None
     except duckdb.Error as exc:
         if not isinstance(exc, duckdb.IOException) and ".parquet" not in str(exc):
             raise
@@ -163,11 +176,17 @@ def check_read_only(sql: str) -> list[str]:
             if name in _SHOW_PRAGMAS:
                 continue
         kind = str(st.type).rsplit(".", 1)[-1]
+        if st.type == duckdb.StatementType.LOAD:  # DuckDB's type of INSTALL and LOAD alike
+            kind = " ".join(_LOAD_WORDS.match(st.query).group(0).upper().split()) or kind
         raise SQLError(
             f"refused {kind} statement {st.query.strip()[:60]!r}: batchcrawl sql is read-only "
             "(SELECT, WITH, EXPLAIN, DESCRIBE, SHOW only)"
         )
     return [st.query for st in statements]
+
+
+#: The leading words of a LOAD-type statement: ``INSTALL``, ``FORCE INSTALL``, ``LOAD``.
+_LOAD_WORDS = re.compile(r"\s*(?:force\s+)?(?:install|load)?", re.IGNORECASE)
 
 
 def _explains_a_select(text: str) -> bool:

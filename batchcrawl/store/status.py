@@ -22,6 +22,20 @@ ROUND_SUMMARY_KEYS = (
 )
 
 
+def queued_urls(crawl: CrawlDir, generation: int | None = None) -> int:
+    """URLs of ``crawl``'s frontier in status ``queued`` at ``generation`` (default current): the
+    number :func:`crawl_status` gives under ``urls.by_status.queued`` (the named query
+    ``status-counts``), for the closing summary of ``crawl``."""
+    manifest = crawl.manifest(generation)
+    con = sql.connect(crawl, manifest.generation)
+    try:
+        with sql.reading_generation(crawl, manifest.generation):
+            by_status = dict(con.execute(sql.named_query("status-counts")).fetchall())
+    finally:
+        con.close()
+    return int(by_status.get("queued", 0))
+
+
 def crawl_status(crawl: CrawlDir, generation: int | None = None) -> dict[str, Any]:
     """Statistics of ``crawl`` at ``generation`` (default current).
 

@@ -1,11 +1,15 @@
--- When URLs are due again (next_fetch_time, from the [recrawl] schedule): per status and day, soonest first.
+-- When URLs are due again (next_fetch_time), per status and day, soonest first.
+-- Only the statuses that are ever due (frontier/due.py): queued and error URLs, and fetched and gone
+-- ones the [recrawl] schedule gave a time; filtered, robots-denied and other final statuses are
+-- never fetched again. avg_interval_s: their mean fetch interval, seconds.
 SELECT status,
        date_trunc('day', next_fetch_time)   AS due_day,
        count(*)                             AS urls,
        min(next_fetch_time)                 AS first_due,
-       round(avg(fetch_interval_s) / 86400, 2) AS avg_interval_days
+       round(avg(fetch_interval_s), 1)      AS avg_interval_s
 FROM frontier
 WHERE next_fetch_time IS NOT NULL
+  AND status IN ('queued', 'error', 'fetched', 'gone')
 GROUP BY status, due_day
 ORDER BY due_day, status
 LIMIT 100

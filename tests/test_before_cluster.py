@@ -1,0 +1,77 @@
+"""What ``round`` and ``crawl`` check before they start or reach a Dask cluster (issue 34): a
+crawl locked by another writer is said at once, naming the command that holds it (a ``crawl`` was
+named ``round``, after a 6 s cluster start), and a scheduler address where nothing listens is said
+at once (it was 30 s of silence, ``round.connect_timeout_s``). Real subprocesses; the proof that no
+cluster was started is that ``distributed`` was never imported (``python -X importtime``)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from crawl_helpers import small_crawl
+from round_helpers import subprocess_env
+from test_scheduler_errors import free_port
+
+from batchcrawl.store import lock as lock_mod
+from batchcrawl.store.lock import WriterLock
+
+
+def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "batchcrawl.cli", *args],
+        capture_output=True, text=True, env=subprocess_env(), timeout=timeout,
+    )  # fmt: skip
+
+
+def _messages(stderr: str) -> list[str]:
+    return [ln for ln in stderr.splitlines() if not ln.startswith("import time:")]
+
+
+def _imported(stderr: str, module: str) -> bool:
+    return any(ln.rstrip().endswith(f"| {module}") for ln in stderr.splitlines())
+
+
+@pytest.fixture
+def crawl_held_by_crawl(tmp_path):
+    crawl = small_crawl(tmp_path / "c")
+    lock_mod.name_command("batchcrawl crawl")
+    try:
+        with WriterLock(crawl, owner="batchcrawl round"):
+            yield crawl
+    finally:
+        lock_mod.name_command(None)
+
+
+@pytest.mark.parametrize("command", [["round"], ["crawl"], ["crawl", "--stream"]])
+def test_a_locked_crawl_is_refused_before_any_cluster_naming_its_command(
+    crawl_held_by_crawl, command
+):
+    done = _cli(command[0], crawl_held_by_crawl.url, *command[1:])
+    assert done.returncode == 4, done.stderr[-3000:]
+    lines = _messages(done.stderr)
+    assert len(lines) == 1, lines
+    assert "locked by batchcrawl crawl (its step batchcrawl round)" in lines[0]
+    assert not _imported(done.stderr, "distributed"), "a cluster was started"
+
+
+def test_a_refused_scheduler_is_said_at_once_not_after_the_connect_timeout(tmp_path):
+    crawl = small_crawl(tmp_path / "c")
+    address = f"tcp://127.0.0.1:{free_port()}"
+    # the client would wait 600 s; the wait's timeout (120 s) fails the test if it does
+    done = _cli("round", crawl.url, "--scheduler", address, "--set", "round.connect_timeout_s=600")
+    assert done.returncode == 1, done.stderr[-3000:]
+    lines = _messages(done.stderr)
+    assert lines == [f"batchcrawl: error: cannot reach the Dask scheduler at {address} "
+                     "(connection refused); check that it runs (dask scheduler) and the address "
+                     "(--scheduler, round.scheduler)"]  # fmt: skip
+    assert not _imported(done.stderr, "distributed")
+
+
+def test_the_lock_record_names_the_command_and_its_step(tmp_path):
+    crawl = small_crawl(tmp_path / "c")
+    with WriterLock(crawl, owner="batchcrawl gc (pid 1)"):
+        with pytest.raises(lock_mod.LockedError, match=r"locked by batchcrawl gc \(pid 1\) \("):
+            WriterLock(crawl).check_free()
+    WriterLock(crawl).check_free()  # released: free

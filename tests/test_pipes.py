@@ -1,0 +1,91 @@
+"""Every command that prints, with its stdout on a pipe whose reader is already gone (``batchcrawl
+status CRAWL | head -2`` once ``head`` has its lines): exit 0, nothing on stderr, and the work
+done (issue 34: ``status`` exited 1, rich's broken-pipe handling raising ``SystemExit(1)`` first).
+
+The pipe's read end is closed before the command starts, so its first write fails: the test does
+not depend on when a reader would have closed it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+from crawl_helpers import small_crawl
+from round_helpers import cli_command, new_crawl, round_config, sample_web, serve, subprocess_env
+
+from batchcrawl.store.crawldir import CrawlDir
+
+
+def _run_into_closed_pipe(*args: object, cwd: str | None = None) -> subprocess.CompletedProcess:
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        return subprocess.run(
+            cli_command(*args), stdout=write_end, stderr=subprocess.PIPE, text=True,
+            env=subprocess_env(), cwd=cwd, timeout=300, check=False,
+        )  # fmt: skip
+    finally:
+        os.close(write_end)
+
+
+READERS = {
+    "status": ["status", "{crawl}"],
+    "status-json": ["status", "{crawl}", "--format", "json"],
+    "sql-table": ["sql", "{crawl}", "SELECT * FROM frontier"],
+    "sql-csv": ["sql", "{crawl}", "SELECT * FROM frontier", "--format", "csv"],
+    "sql-json": ["sql", "{crawl}", "SELECT * FROM frontier", "--format", "json"],
+    "sql-named": ["sql", "{crawl}", "--query", "top-hosts"],
+    "sql-list": ["sql", "{crawl}", "--list"],
+    "report": ["report", "{crawl}", "--out", "{tmp}/r.html"],
+    "gc-dry-run": ["gc", "{crawl}", "--dry-run"],
+    "gc": ["gc", "{crawl}"],
+    "compact": ["compact", "{crawl}"],
+    "help": ["--help"],
+    "version": ["--version"],
+}
+
+
+@pytest.mark.parametrize("name", list(READERS))
+def test_a_closed_pipe_exits_0_quietly(tmp_path, name):
+    crawl = small_crawl(tmp_path / "c")
+    args = [a.format(crawl=crawl.url, tmp=tmp_path) for a in READERS[name]]
+    done = _run_into_closed_pipe(*args)
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr[-3000:]
+
+
+def test_init_and_inject_commit_before_the_closed_pipe(tmp_path):
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("http://a.test/\n")
+    done = _run_into_closed_pipe("init", tmp_path / "c", "--seeds", seeds)
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    seeds.write_text("http://b.test/\n")
+    done = _run_into_closed_pipe("inject", tmp_path / "c", seeds)
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    assert CrawlDir.open(str(tmp_path / "c")).manifest().generation == 2
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_round_commits_before_the_closed_pipe(tmp_path):
+    web = sample_web(hosts=2, pages=10, extras_every=0)
+    with serve(web):
+        crawl = new_crawl(tmp_path / "c", round_config(), web.seeds())
+        done = _run_into_closed_pipe("round", crawl.url)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert CrawlDir.open(crawl.url).manifest().round == 1
+
+
+def test_graph_build_prints_nodes_arcs_and_bytes_not_its_file_list(tmp_path):
+    """Issue 34: `graph build` printed the whole graph.json (every file path, 7 KB); the README
+    promises nodes, arcs and bytes. The summary is what the command prints."""
+    from batchcrawl.cli import graph_summary
+    from batchcrawl.graph import build_graph
+
+    doc = build_graph(small_crawl(tmp_path / "c"))
+    assert "files" in doc
+    summary = graph_summary(doc)
+    assert list(summary) == ["generation", "nodes", "edges", "arcs", "bytes", "parts"]
+    assert summary["nodes"] == doc["nodes"] and summary["arcs"] == doc["arcs"]

@@ -1,0 +1,76 @@
+"""The report's plots as issue 34 found them in a headless Chromium screenshot: a stream's 23
+micro-batches drawn as 23 lines in 10 repeating colours, MIME types with a few responses invisible
+beside one with a thousand, the politeness legend over the tallest bar. Each checked on the drawn
+matplotlib figure, with a control that shows the check can fail."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+from batchcrawl.report import plots
+from batchcrawl.report.crawl_plots import MAX_TIMELINE_LINES, round_groups, timeline
+from batchcrawl.report.data import ReportData
+from batchcrawl.report.host_plots import politeness, responses
+
+
+def _data(**tables) -> ReportData:
+    return ReportData(crawl="c", generation=9, round=23, created="2026-01-01T00:00:00Z",
+                      host_delay_s=0.2, max_crawl_delay_s=5.0, tables=tables)  # fmt: skip
+
+
+@given(st.lists(st.integers(1, 10_000), unique=True, max_size=200), st.integers(1, 12))
+def test_round_groups_are_consecutive_cover_every_round_and_are_few(rounds, most):
+    rounds.sort()
+    groups = round_groups(rounds, most)
+    assert [r for g in groups for r in g] == rounds
+    assert len(groups) == min(len(rounds), most)
+    if groups:
+        assert max(map(len, groups)) - min(map(len, groups)) <= 1
+
+
+def _timeline_rows(n_rounds: int) -> list[dict]:
+    return [{"round": r, "second": s, "attempts": 10 + r, "failed": s % 2}
+            for r in range(1, n_rounds + 1) for s in range(5)]  # fmt: skip
+
+
+def test_many_micro_batches_are_grouped_into_few_lines():
+    with plots.style():
+        many = timeline(_data(**{"fetch-timeline": _timeline_rows(23)})).axes[0]
+        few = timeline(_data(**{"fetch-timeline": _timeline_rows(3)})).axes[0]
+    labels = [t.get_text() for t in many.get_legend().get_texts()]
+    assert len(labels) == MAX_TIMELINE_LINES and labels[0] == "rounds 1-3"
+    assert labels[-1] == "rounds 22-23"  # 23 = 7 x 3 + 2
+    colors = [ln.get_color() for ln in many.get_lines() if ln.get_linestyle() == "-"]
+    assert len(set(colors)) == len(colors) == MAX_TIMELINE_LINES  # no repeated colour
+    # the control: three rounds are three lines, one a round
+    assert [t.get_text() for t in few.get_legend().get_texts()] == ["round 1", "round 2",
+                                                                    "round 3"]  # fmt: skip
+
+
+def test_small_counts_stay_visible_on_a_log_scale_with_their_numbers():
+    mimes = [{"mime_type": "text/html", "responses": 1268},
+             {"mime_type": "application/pdf", "responses": 2}]  # fmt: skip
+    codes = [{"fetch_status": 200, "attempts": 1257}, {"fetch_status": 301, "attempts": 3}]
+    with plots.style():
+        ax1, ax2 = responses(_data(**{"mime-types": mimes, "http-status": codes})).axes
+        even = responses(_data(**{"mime-types": [{"mime_type": "a", "responses": 5},
+                                                 {"mime_type": "b", "responses": 4}],
+                                  "http-status": codes[:1]})).axes[1]  # fmt: skip
+    assert ax2.get_xscale() == "log" and ax1.get_yscale() == "log"
+    assert {t.get_text() for t in ax2.texts} == {"1,268", "2"}
+    assert even.get_xscale() == "linear"  # the control: similar counts stay linear
+
+
+def test_the_politeness_legend_is_above_the_bars():
+    hosts = [{"host": f"h{i}.test", "median_gap_s": 3.0 if i == 0 else 0.2, "min_gap_s": 0.2,
+              "host_delay_s": 0.2} for i in range(20)]  # fmt: skip
+    with plots.style():
+        fig = politeness(_data(**{"host-intervals": hosts}))
+        canvas = FigureCanvasAgg(fig)
+        canvas.draw()
+        ax = fig.axes[0]
+        legend_box = ax.get_legend().get_window_extent(canvas.get_renderer())
+        axes_box = ax.get_window_extent(canvas.get_renderer())
+    assert legend_box.y0 >= axes_box.y1 - 1  # wholly above the plotting area
