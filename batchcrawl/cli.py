@@ -561,6 +561,33 @@ def graph_command(words, generation, as_json, scheduler, workers, sets) -> None:
         click.echo(link_url if link_url is not None else f"url_key={key}")
 
 
+@main.command("extract")
+@_crawl_arg
+@click.option(
+    "--rounds", "rounds_range", metavar="A..B", help="Rounds to extract (default every committed)."
+)
+@click.option("--scheduler", metavar="ADDRESS", help="Run on this Dask scheduler.")
+@click.option("--workers", type=click.IntRange(min=1), help="LocalCluster processes.")
+@_sets
+def extract_command(crawl_url, rounds_range, scheduler, workers, sets) -> None:
+    """Derive text, languages and page metadata from CRAWL's committed WARC files (no refetch):
+    the `text` table and a WET file beside each WARC file, committed as a generation. WARC files
+    extracted before are skipped; a damaged one is named on stderr and the others still done.
+    Prints a JSON summary."""
+    from batchcrawl.extract import extract_crawl
+    from batchcrawl.round import cluster_url, dask_client
+
+    rounds = _parse_rounds(rounds_range) if rounds_range is not None else None
+    crawl = _open(crawl_url)
+    cfg = load_crawl_config(crawl, sets, _round_flags(scheduler, workers, None, None))
+    with _lock(crawl, "extract"), dask_client(cfg) as client:
+        summary = extract_crawl(
+            CrawlDir(cluster_url(crawl.url)), client, rounds,
+            on_damaged=lambda line: click.echo(f"batchcrawl: {line}", err=True),
+        )  # fmt: skip
+    _echo_json(summary)
+
+
 # -- not built yet ---------------------------------------------------------------------------
 def _round_flags(scheduler, workers, time_limit, max_pages) -> dict[str, dict[str, Any]]:
     return {

@@ -7,13 +7,16 @@ cd "$(dirname "$0")/.."
 # System packages: the Python HTML documentation is the "real website" of the integration test;
 # Chromium renders the crawl report in tests/test_report_browser.py (headless, no network); nginx
 # serves the sample web as files in tests/test_nginx_web.py (and scripts/bench_peers.py); iproute2's
-# ss reads a listening socket's backlog in tests/test_webserver.py.
+# ss reads a listening socket's backlog in tests/test_webserver.py; the aptitude manual in nine
+# languages (aptitude-doc-*) is the multilingual site of tests/test_extract_crawl.py.
 if { [ ! -d /usr/share/doc/python3.11/html ] || ! command -v chromium >/dev/null \
-     || ! [ -x /usr/sbin/nginx ] || ! command -v ss >/dev/null; } && command -v apt-get >/dev/null; then
+     || ! [ -x /usr/sbin/nginx ] || ! command -v ss >/dev/null \
+     || [ ! -d /usr/share/doc/aptitude/html/ja ]; } && command -v apt-get >/dev/null; then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3.11-doc chromium nginx-light \
-    iproute2 >/dev/null
+    iproute2 aptitude-doc-cs aptitude-doc-en aptitude-doc-es aptitude-doc-fi aptitude-doc-fr \
+    aptitude-doc-it aptitude-doc-ja aptitude-doc-nl aptitude-doc-ru >/dev/null
 fi
 
 python3 -m pip install -q --upgrade pip

@@ -21,6 +21,7 @@ ALLOWED = {
     "export": {"errors", "config", "urls", "store", "cdxj"},
     "report": {"errors", "config", "store"},
     "graph": {"errors", "config", "urls", "store"},
+    "extract": {"errors", "config", "store", "fetch"},  # fetch: its bounded content decoder
     "errors": set(),
     "urls": {"errors"},
     "cdxj": {"errors", "urls"},
