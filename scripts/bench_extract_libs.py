@@ -25,37 +25,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import time
 from collections import Counter
 from pathlib import Path
 
 import lxml.html
 
-PYDOC = Path("/usr/share/doc/python3.11/html")
-APTITUDE = Path("/usr/share/doc/aptitude/html")
-WORD = re.compile(r"\w+")
-
-
-def words(text: str) -> Counter:
-    return Counter(w.lower() for w in WORD.findall(text or ""))
-
-
-def gold(path: Path) -> tuple[str, str]:
-    """(main text, navigation text) of one page, from its generator's markup."""
-    doc = lxml.html.fromstring(path.read_bytes())
-    for bad in doc.xpath("//script|//style"):
-        bad.drop_tree()
-    if "aptitude" in str(path):
-        nav = doc.xpath("//div[@class='navheader' or @class='navfooter']")
-        nav_text = " ".join(n.text_content() for n in nav)
-        for n in nav:
-            n.drop_tree()
-        body = doc.xpath("//body")
-        return (body[0].text_content() if body else ""), nav_text
-    main = doc.xpath("//div[@role='main']")
-    nav = doc.xpath("//div[@class='related' or @class='sphinxsidebar' or @class='footer']")
-    return (main[0].text_content() if main else ""), " ".join(n.text_content() for n in nav)
+from batchcrawl.testing.manuals import APTITUDE, PYDOC, gold, language_label, words
 
 
 def ex_trafilatura(html: bytes, lang: str) -> str:
@@ -173,30 +149,12 @@ def lang_lingua():
 IDENTIFIERS = {"py3langid": lang_py3langid, "pycld2": lang_pycld2, "lingua": lang_lingua}
 
 
-def language_label(path: Path, main: str) -> str | None:
-    """The language of one aptitude manual page: its folder's; None (left out, counted) for a
-    page left partly untranslated: a translated page of which more than :data:`MIXED_SHARE` of
-    the characters are in words shared with the English manual's page of the same name (read by
-    hand: English paragraphs under a translated title or menu names)."""
-    lang = path.parent.name
-    english_page = APTITUDE / "en" / path.name
-    if lang == "en" or not english_page.exists():
-        return lang
-    mine, english = words(main), words(gold(english_page)[0])
-    shared = sum(len(w) * n for w, n in (mine & english).items())
-    total = sum(len(w) * n for w, n in mine.items())
-    return None if shared > MIXED_SHARE * max(total, 1) else lang
-
-
-MIXED_SHARE = 0.3
-
-
 def bench_language() -> dict:
     pages = []
     for folder in sorted(APTITUDE.iterdir()):
         for path in sorted(folder.glob("*.html")):
             main, _ = gold(path)
-            pages.append((language_label(path, main), " ".join(main.split())))
+            pages.append((language_label(path), " ".join(main.split())))
     out = {"pages": len(pages), "mixed_left_out": sum(1 for lang, _ in pages if lang is None)}
     pages = [(lang, text) for lang, text in pages if lang is not None]
     for name, make in IDENTIFIERS.items():
