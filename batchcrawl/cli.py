@@ -776,7 +776,8 @@ def crawl_command(
     default="fetched,links,index,warc",
     show_default=True,
     help="Comma-separated: fetched, links, fetchlists, index (Common Crawl-compatible), "
-    "warc (the WARC files, each with a .cdxj index beside it).",
+    "warc (the WARC files, each with a .cdxj index beside it), text and wet (batchcrawl extract's "
+    "table and WET files).",
 )
 @click.option(
     "--format",

@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import duckdb
 import pytest
 from click.testing import CliRunner
 from round_helpers import REPO, subprocess_env
@@ -157,3 +158,31 @@ def test_sigkill_mid_extract_then_rerun_gives_the_rows_of_one_clean_run(manuals)
         wet = paths.wet_file(warc)
         assert Path(copy.path(wet)).read_bytes() == Path(crawl.path(wet)).read_bytes()
     assert extract_crawl(copy)["generation"] is None  # and a third run has nothing to do
+
+
+def test_export_text_and_wet_with_the_index_languages_filled(manuals, tmp_path):
+    crawl, _, _ = manuals
+    dest = tmp_path / "lake"
+    result = CliRunner().invoke(
+        main, ["export", crawl.url, str(dest), "--tables", "text,wet,index"]
+    )
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    text = query(crawl, "SELECT * FROM text")
+    assert summary["rows"]["text"] == text.num_rows and summary["wet_files"] > 0
+    lake = duckdb.sql(
+        f"SELECT * FROM read_parquet('{dest}/text/*/*/*.parquet', hive_partitioning = true)"
+    ).to_arrow_table()
+    assert lake.num_rows == text.num_rows
+    assert set(lake.column("crawl").to_pylist()) == {"crawl"}
+    wets = sorted(p for p in dest.glob("wet/crawl=crawl/round=*/*.warc.wet.gz"))
+    assert len(wets) == summary["wet_files"]
+    for row in lake.select(["wet_filename"]).to_pylist():
+        assert row["wet_filename"] is None or (dest / row["wet_filename"]).is_file()
+    index = duckdb.sql(
+        f"SELECT url, content_languages FROM read_parquet('{dest}/index/*/*/*.parquet') "
+        "WHERE subset = 'warc' AND content_mime_type = 'text/html'"
+    ).fetchall()
+    languages = {r["url"]: r["content_languages"] for r in text.to_pylist()}
+    assert index and all(lang == languages[url] for url, lang in index)
+    assert sum(lang is not None for _, lang in index) > 700
