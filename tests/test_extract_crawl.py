@@ -186,3 +186,18 @@ def test_export_text_and_wet_with_the_index_languages_filled(manuals, tmp_path):
     languages = {r["url"]: r["content_languages"] for r in text.to_pylist()}
     assert index and all(lang == languages[url] for url, lang in index)
     assert sum(lang is not None for _, lang in index) > 700
+
+
+def test_report_draws_pages_per_language(manuals):
+    from batchcrawl.config import loopback_test_config
+    from batchcrawl.report import build_report, data, text_plots
+
+    crawl, _, _ = manuals
+    d = data.read_report_data(crawl, loopback_test_config())
+    per_language = {r["language"]: r["pages"] for r in d.tables["pages-per-language"]}
+    assert set(APTITUDE_LANGUAGES) <= set(per_language)
+    fig = text_plots.languages(d)
+    labels = {t.get_text() for t in fig.axes[0].get_yticklabels()}
+    assert set(APTITUDE_LANGUAGES) <= labels
+    html, _ = build_report(crawl, loopback_test_config())
+    assert 'id="fig-languages"' in html

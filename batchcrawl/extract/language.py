@@ -8,6 +8,7 @@ as py3langid and lingua and 10-100x faster (docs/extract.md, ``scripts/bench_ext
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import pycld2
@@ -56,7 +57,10 @@ def identify(text: str) -> Languages:
     return Languages(tuple(codes), tuple(shares), bool(reliable))
 
 
+#: C0 controls (but tab, LF, CR), DEL and C1 controls: deleted before CLD2 reads the text.
+_CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
 def _clean(text: str) -> str:
-    data = text.encode("utf-8", "ignore")  # lone surrogates out
-    cleaned = data.decode("utf-8")
-    return "".join(ch for ch in cleaned if ch >= " " or ch in "\t\n\r").replace("\x7f", "")
+    """``text`` without lone surrogates and control characters (CLD2 rejects both)."""
+    return _CONTROLS.sub("", text.encode("utf-8", "ignore").decode("utf-8"))

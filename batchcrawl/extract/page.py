@@ -21,7 +21,13 @@ SNIFF_BYTES = 4096
 #: Share of C0 control bytes (tab, CR, LF excepted) above which a body is binary, not text.
 BINARY_SHARE = 0.05
 _CONTROL = bytes(b for b in range(32) if b not in (9, 10, 12, 13))
-_NOT_LINKS = ("#", "javascript:", "mailto:", "tel:", "data:")
+#: ``<a href>`` / ``<area href>`` that lead nowhere to crawl: empty, a fragment of this page, or a
+#: ``javascript:``, ``mailto:``, ``tel:`` or ``data:`` URL (ASCII case-insensitive).
+_NOT_LINKS_SELECTOR = ", ".join(
+    f'{tag}[href=""], {tag}[href^="#"], '
+    + ", ".join(f'{tag}[href^="{p}" i]' for p in ("javascript:", "mailto:", "tel:", "data:"))
+    for tag in ("a", "area")
+)
 
 
 class PageSkipped(ValueError):
@@ -99,10 +105,10 @@ def extract_page(payload: bytes, charset: str | None = None) -> PageText:
             description = (meta.getattr("content") or "").strip() or None
         elif name == "keywords" and keywords is None:
             keywords = (meta.getattr("content") or "").strip() or None
-    links = 0
-    for a in tree.document.query_selector_all("a[href], area[href]"):
-        href = (a.getattr("href") or "").strip().lower()
-        links += bool(href) and not href.startswith(_NOT_LINKS)
+    doc = tree.document
+    links = len(doc.query_selector_all("a[href], area[href]")) - len(
+        doc.query_selector_all(_NOT_LINKS_SELECTOR)
+    )  # counted by the parser: no Python object per link
     return PageText(
         title=(tree.title or "").strip() or None,
         main_text=main.strip(),
