@@ -195,3 +195,17 @@ def test_binary_sniffing_and_pages_without_a_head():
     assert page.title is None and page.main_text == "only a paragraph" and page.outlinks == 0
     gz = gzip.compress(PAGE)
     assert looks_binary(gz)
+
+
+def test_a_missing_warc_file_is_named_and_tried_again_by_the_next_run(crawl):
+    missing = "warc/round=1/c-00001-01-20240101120000-00000.warc.gz"
+    crawl.fs.rm_file(crawl.path(missing))
+    damaged: list[str] = []
+    first = extract_crawl(crawl, on_damaged=damaged.append)
+    assert damaged == [f"{missing}: WARC file named by committed fetched rows is missing"]
+    assert first["generation"] == crawl.manifest().generation and first["rows"] == 6
+    assert crawl.manifest().files("text") == [
+        "text/round=1/c-00001-00-20240101120000-00000.parquet"
+    ]
+    again = extract_crawl(crawl, on_damaged=damaged.append)
+    assert again["generation"] is None and len(damaged) == 2

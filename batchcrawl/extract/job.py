@@ -94,12 +94,10 @@ def extract_crawl(
         "counts": dict(sorted(counts.items())),
         "damaged": damaged,
     }
-    if not results:
+    written = [FileEntry(r["text"], r["rows"]) for r in results if r["text"] is not None]
+    if not written:
         return {**summary, "generation": None}
-    entries = [
-        *manifest.tables.get("text", ()),
-        *(FileEntry(r["text"], r["rows"]) for r in results),
-    ]
+    entries = [*manifest.tables.get("text", ()), *written]
     committed = crawl.commit(manifest, {"text": entries}, summary)
     return {**summary, "generation": committed.generation}
 

@@ -58,7 +58,8 @@ def extract_warc(crawl_url: str, warc_rel: str, fetched_rel: str) -> dict[str, A
     Returns
     -------
     dict
-        ``text`` (path), ``rows``, ``wet`` (path or None), ``counts`` (captures by reason),
+        ``text`` (path; None when the WARC file is missing: nothing was written), ``rows``,
+        ``wet`` (path or None), ``counts`` (captures by reason),
         ``damaged`` (one line naming the file and the error, or None), ``reused`` (True when a
         finished earlier run's file was returned).
     """
@@ -71,37 +72,17 @@ def extract_warc(crawl_url: str, warc_rel: str, fetched_rel: str) -> dict[str, A
             n = pq.ParquetFile(fh).metadata.num_rows
         return {"text": text_rel, "rows": n, "wet": wet_rel, "counts": {}, "damaged": None,
                 "reused": True}  # fmt: skip
+    if not crawl.fs.exists(crawl.path(warc_rel)):  # nothing written: a rerun tries again
+        return {"text": None, "rows": 0, "wet": None, "counts": {"missing_file": 1},
+                "damaged": f"{warc_rel}: WARC file named by committed fetched rows is missing",
+                "reused": False}  # fmt: skip
     fetched = crawl.read_table("fetched", [fetched_rel], columns=FETCHED_COLUMNS).to_pylist()
     by_offset = {r["warc_record_offset"]: r for r in fetched if r["warc_filename"] == warc_rel}
     counts: Counter = Counter()
     out: list[dict[str, Any]] = []
-    damaged = None
     with crawl.open_output(wet_rel) as wet_fh:
         wet = WetWriter(wet_fh, posixpath.basename(wet_rel))
-        try:
-            with crawl.fs.open(crawl.path(warc_rel), "rb") as fh:
-                it = ArchiveIterator(fh, no_record_parse=False, arc2warc=False)
-                for record in it:
-                    if wet.records == 0:
-                        wet.write_warcinfo(
-                            record.rec_headers.get_header("WARC-Date") or "",
-                            {"software": "batchcrawl extract", "isPartOf": warc_rel},
-                        )
-                    if record.rec_type not in ("response", "revisit"):
-                        continue
-                    payload = _read_payload(record)  # before the offset: warcio reads to the end
-                    row = _record_row(
-                        record, payload, it.get_record_offset(), by_offset, wet, counts
-                    )
-                    if row is not None:
-                        out.append(row)
-        except DAMAGE as exc:
-            damaged = (
-                f"{warc_rel}: damaged WARC file ({_printable(first_line(exc))}); kept the "
-                f"{len(out)} "
-                "rows before the damage"
-            )
-            counts["damaged_file"] += 1
+        damaged = _read_warc(crawl, warc_rel, by_offset, wet, counts, out)
     for row in out:
         if row.get("wet_record_offset") is not None:
             row["wet_filename"] = wet_rel
@@ -109,6 +90,35 @@ def extract_warc(crawl_url: str, warc_rel: str, fetched_rel: str) -> dict[str, A
     crawl.write_table("text", text_rel, table)  # last, and even when empty: the task is done
     return {"text": text_rel, "rows": len(out), "wet": wet_rel, "counts": dict(counts),
             "damaged": damaged, "reused": False}  # fmt: skip
+
+
+def _read_warc(
+    crawl: CrawlDir, warc_rel: str, by_offset: dict, wet: WetWriter, counts: Counter, out: list
+) -> str | None:
+    """Append the rows of ``warc_rel``'s records to ``out`` and their WET records to ``wet``;
+    return None, or the line naming the damage that ended the read."""
+    try:
+        with crawl.fs.open(crawl.path(warc_rel), "rb") as fh:
+            it = ArchiveIterator(fh, no_record_parse=False, arc2warc=False)
+            for record in it:
+                if wet.records == 0:
+                    wet.write_warcinfo(
+                        record.rec_headers.get_header("WARC-Date") or "",
+                        {"software": "batchcrawl extract", "isPartOf": warc_rel},
+                    )
+                if record.rec_type not in ("response", "revisit"):
+                    continue
+                payload = _read_payload(record)  # before the offset: warcio reads to the end
+                row = _record_row(record, payload, it.get_record_offset(), by_offset, wet, counts)
+                if row is not None:
+                    out.append(row)
+    except DAMAGE as exc:
+        counts["damaged_file"] += 1
+        return (
+            f"{warc_rel}: damaged WARC file ({_printable(first_line(exc))}); kept the {len(out)} "
+            "rows before the damage"
+        )
+    return None
 
 
 def _read_payload(record) -> bytes | Exception:

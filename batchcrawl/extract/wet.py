@@ -44,6 +44,7 @@ class WetWriter:
         self._filename = filename
         self.offset = 0
         self.records = 0
+        self._warcinfo_id: str | None = None
 
     def _append(self, record) -> tuple[int, int]:
         buf = io.BytesIO()
@@ -60,9 +61,9 @@ class WetWriter:
         ``application/warc-fields``; ``date`` a WARC-Date (ISO 8601 UTC)."""
         writer = WARCWriter(io.BytesIO(), warc_version="WARC/1.1")
         record = writer.create_warcinfo_record(self._filename, fields)
-        record.rec_headers.replace_header("WARC-Record-ID", record_id(self._filename, "warcinfo"))
-        record.rec_headers.replace_header("WARC-Date", date)
         self._warcinfo_id = record_id(self._filename, "warcinfo")
+        record.rec_headers.replace_header("WARC-Record-ID", self._warcinfo_id)
+        record.rec_headers.replace_header("WARC-Date", date)
         self._append(record)
 
     def write_conversion(
@@ -78,10 +79,9 @@ class WetWriter:
             "WARC-Date": date,
             "WARC-Target-URI": target_uri,
             "WARC-Refers-To": refers_to,
-            "WARC-Warcinfo-ID": getattr(self, "_warcinfo_id", ""),
         }
-        if not headers["WARC-Warcinfo-ID"]:
-            del headers["WARC-Warcinfo-ID"]
+        if self._warcinfo_id is not None:
+            headers["WARC-Warcinfo-ID"] = self._warcinfo_id
         if languages:
             headers["WARC-Identified-Content-Language"] = languages
         writer = WARCWriter(io.BytesIO(), warc_version="WARC/1.1")
