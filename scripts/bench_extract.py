@@ -8,6 +8,9 @@ Crawls a Debian documentation site served on 127.0.0.1 by ``scripts/crawl_pydoc.
   ``pages_per_cpu_s`` is pages per second per core, WARC reading, WET and Parquet writing included;
 * on the embedded LocalCluster (``batchcrawl extract``'s path, ``--workers`` processes): wall time.
 
+``html_200_captures`` counts the crawl's HTML 200 captures and ``with_text_row`` those that have a
+``text`` row (issue 32: every one should).
+
 Then, over the same HTML payloads, the CPU per page of each part: ``page_ms`` (Resiliparse:
 parse, main text, visible text, metadata) and ``language_ms`` (CLD2). The at-fetch CPU cost per page
 (issue 32 item 2) is not measured: extract at fetch time is not built yet.
@@ -109,11 +112,19 @@ def main() -> None:
         for text in texts:
             identify(text)
         lang_cpu = time.process_time() - t0
+        a = CrawlDir.open(str(copies[0]))
+        html_200 = query(a, "SELECT count(*) AS n FROM fetched WHERE fetch_status = 200 AND "
+                            "content_mime_type = 'text/html'").to_pylist()[0]["n"]  # fmt: skip
+        covered = query(a, "SELECT count(*) AS n FROM text JOIN fetched USING (warc_filename, "
+                           "warc_record_offset) WHERE fetched.fetch_status = 200 AND "
+                           "fetched.content_mime_type = 'text/html'").to_pylist()[0]["n"]  # fmt: skip
     pages = local["rows"]
     print(json.dumps({
         "site": args.site,
         "pages": pages,
         "warc_files": local["warc_files"],
+        "html_200_captures": html_200,
+        "with_text_row": covered,
         "cpu_s": round(cpu, 3),
         "pages_per_cpu_s": round(pages / cpu, 1),
         "in_process_wall_s": round(wall, 3),

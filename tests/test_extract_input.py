@@ -15,6 +15,8 @@ import sys
 import pytest
 from click.testing import CliRunner
 from crawl_helpers import fetched_row
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_archive_tools import fastwarc_records
 from warcio.archiveiterator import ArchiveIterator
 from warcio.statusandheaders import StatusAndHeaders
@@ -22,7 +24,9 @@ from warcio.warcwriter import WARCWriter
 
 from batchcrawl.cli import main
 from batchcrawl.extract import extract_crawl
-from batchcrawl.extract.page import extract_page, looks_binary
+from batchcrawl.extract.language import identify
+from batchcrawl.extract.page import PageSkipped, extract_page, looks_binary
+from batchcrawl.extract.wet import WetWriter
 from batchcrawl.fetch.warc import payload_digest
 from batchcrawl.store import paths
 from batchcrawl.store.crawldir import CrawlDir
@@ -209,3 +213,45 @@ def test_a_missing_warc_file_is_named_and_tried_again_by_the_next_run(crawl):
     ]
     again = extract_crawl(crawl, on_damaged=damaged.append)
     assert again["generation"] is None and len(damaged) == 2
+
+
+def test_gc_keeps_the_wet_and_text_files_of_kept_generations(crawl):
+    from batchcrawl.store.gc import gc
+
+    extract_crawl(crawl)
+    gc(crawl, keep=1, tmp_min_age_s=0.0)
+    for rel in crawl.manifest().files("text"):
+        assert crawl.fs.exists(crawl.path(rel))
+    warc = "warc/round=1/c-00001-00-20240101120000-00000.warc.gz"
+    assert crawl.fs.exists(crawl.path(paths.wet_file(warc)))
+
+
+@given(st.binary(max_size=3000), st.sampled_from([None, "utf-8", "latin-1", "x-unknown"]))
+@settings(max_examples=200, deadline=None)
+def test_any_body_gives_a_page_or_a_counted_reason(body, charset):
+    try:
+        page = extract_page(body, charset)
+    except PageSkipped as exc:
+        assert exc.reason in ("binary", "undecodable")
+        return
+    assert page.visible_text_length >= 0 and page.outlinks >= 0
+    identify(page.main_text)  # never raises
+
+
+@given(st.text(max_size=2000))
+@settings(max_examples=100, deadline=None)
+def test_wet_records_read_back_with_their_text_and_a_valid_digest(text):
+    out = io.BytesIO()
+    wet = WetWriter(out, "x.warc.wet.gz")
+    wet.write_warcinfo("2024-01-01T00:00:00Z", {"software": "test"})
+    clean = text.encode("utf-8", "ignore").decode("utf-8")
+    offset, length = wet.write_conversion(
+        clean, target_uri="http://a.test/", refers_to="<urn:uuid:1>",
+        date="2024-01-01T00:00:00Z", languages=None,
+    )  # fmt: skip
+    read = [
+        (rec.rec_type, rec.rec_headers.get_header("WARC-Block-Digest"), rec.content_stream().read())
+        for rec in ArchiveIterator(io.BytesIO(out.getvalue()[offset : offset + length]))
+    ]  # each record read before the iterator moves on (it skips the rest of a record)
+    assert [(t, d) for t, d, _ in read] == [("conversion", payload_digest(read[0][2]))]
+    assert read[0][2].decode("utf-8") == clean
