@@ -18,7 +18,8 @@ CPU milliseconds per page (``time.process_time``).
 input is the page's main text (as above). Accuracy and pages per CPU second of py3langid, pycld2 and
 lingua (all ship their models inside the package).
 
-Usage: ``python3 scripts/bench_extract_libs.py [--pages N]`` prints one JSON line.
+Usage: ``pip install -e '.[extract-bench]'``, then
+``PYTHONPATH=. python3 scripts/bench_extract_libs.py [--pages N]`` prints one JSON line.
 """
 
 from __future__ import annotations

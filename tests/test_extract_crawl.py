@@ -84,6 +84,8 @@ def test_a_text_row_for_every_html_200_capture(manuals):
     assert len(rows) == len(html) == summary["rows"] and summary["damaged"] == []
     assert all(r["main_text_length"] > 0 for r in rows)  # revisits filled from their original
     assert summary["generation"] == crawl.manifest().generation
+    with duckdb.connect(crawl.path("crawl.duckdb"), read_only=True) as con:  # the file's view too
+        assert con.execute("SELECT count(*) FROM text").fetchall() == [(len(rows),)]
 
 
 def test_the_language_is_right_on_98_percent_of_the_pages(manuals):
