@@ -590,6 +590,31 @@ def graph_summary(doc: Mapping[str, Any]) -> dict[str, Any]:
     """The keys of :data:`GRAPH_SUMMARY_KEYS` of a graph manifest ``doc``
     (:func:`batchcrawl.graph.build_graph`), in that order."""
     return {k: doc[k] for k in GRAPH_SUMMARY_KEYS if k in doc}
+@main.command("extract")
+@_crawl_arg
+@click.option(
+    "--rounds", "rounds_range", metavar="A..B", help="Rounds to extract (default every committed)."
+)
+@click.option("--scheduler", metavar="ADDRESS", help="Run on this Dask scheduler.")
+@click.option("--workers", type=click.IntRange(min=1), help="LocalCluster processes.")
+@_sets
+def extract_command(crawl_url, rounds_range, scheduler, workers, sets) -> None:
+    """Derive text, languages and page metadata from CRAWL's committed WARC files (no refetch):
+    the `text` table and a WET file beside each WARC file, committed as a generation. WARC files
+    extracted before are skipped; a damaged one is named on stderr and the others still done.
+    Prints a JSON summary."""
+    from batchcrawl.extract import extract_crawl
+    from batchcrawl.engine.cluster import cluster_url, dask_client
+
+    rounds = _parse_rounds(rounds_range) if rounds_range is not None else None
+    crawl = _open(crawl_url)
+    cfg = load_crawl_config(crawl, sets, _round_flags(scheduler, workers, None, None))
+    with _lock(crawl, "extract"), dask_client(cfg) as client:
+        summary = extract_crawl(
+            CrawlDir(cluster_url(crawl.url)), client, rounds,
+            on_damaged=lambda line: click.echo(f"batchcrawl: {line}", err=True),
+        )  # fmt: skip
+    _echo_json(summary)
 
 
 # -- not built yet ---------------------------------------------------------------------------
@@ -807,7 +832,8 @@ def crawl_command(
     default="fetched,links,index,warc",
     show_default=True,
     help="Comma-separated: fetched, links, fetchlists, index (Common Crawl-compatible), "
-    "warc (the WARC files, each with a .cdxj index beside it).",
+    "warc (the WARC files, each with a .cdxj index beside it), text and wet (batchcrawl extract's "
+    "table and WET files).",
 )
 @click.option(
     "--format",

@@ -10,16 +10,19 @@ cd "$(dirname "$0")/.."
 # tests/test_report_browser.py (headless, no network); nginx serves the sample web as files in
 # tests/test_nginx_web.py (and scripts/bench_peers.py); iproute2's ss reads a listening socket's
 # backlog in tests/test_webserver.py; python3-venv makes the virtualenvs below (Debian's Python
-# has no ensurepip without it).
+# has no ensurepip without it); the aptitude manual in nine languages (aptitude-doc-*) is the
+# multilingual site of tests/test_extract_crawl.py.
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
 if { [ ! -d /usr/share/doc/python3.11/html ] || ! command -v chromium >/dev/null \
      || ! [ -x /usr/sbin/nginx ] || ! command -v ss >/dev/null \
-     || ! dpkg -s python3-venv >/dev/null 2>&1; } && command -v apt-get >/dev/null; then
+     || ! dpkg -s python3-venv >/dev/null 2>&1 || [ ! -d /usr/share/doc/aptitude/html/ja ]; } \
+   && command -v apt-get >/dev/null; then
   $SUDO apt-get update -qq
   DOCS=python3-doc
   if apt-cache show python3.11-doc >/dev/null 2>&1; then DOCS=python3.11-doc; fi
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$DOCS" chromium nginx-light \
-    iproute2 python3-venv >/dev/null
+    iproute2 python3-venv aptitude-doc-cs aptitude-doc-en aptitude-doc-es aptitude-doc-fi \
+    aptitude-doc-fr aptitude-doc-it aptitude-doc-ja aptitude-doc-nl aptitude-doc-ru >/dev/null
 fi
 
 # Python packages: with pip into this Python where that is allowed (CI: root on a fresh machine),

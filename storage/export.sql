@@ -31,6 +31,7 @@ CREATE TABLE "index" (
     content_digest             VARCHAR,
     content_mime_type          VARCHAR,
     content_charset            VARCHAR,
+    content_languages          VARCHAR,               -- ISO 639-1 codes, most of the text first (the crawl's text table, batchcrawl extract); NULL if not extracted
     content_truncated          VARCHAR,
     warc_filename              VARCHAR      NOT NULL, -- relative to the export destination
     warc_record_offset         INTEGER      NOT NULL, -- bytes

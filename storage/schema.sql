@@ -172,3 +172,37 @@ CREATE TABLE graph_nodes (
     url_key UBIGINT NOT NULL,
     url     VARCHAR           -- canonical URL from the frontier; NULL if the frontier has no row
 );
+
+-- text/round=R/<WARC name>.parquet: text, language and page metadata of the HTML captures of one
+-- WARC file (batchcrawl extract, docs/design.md §8d), read from the committed WARC files without
+-- refetching. One row per HTML 200 response record and per revisit record; a revisit row holds no
+-- text of its own: the `text` view gives it the text of the row with its payload digest.
+-- Lengths are in characters.
+CREATE TABLE text (
+    url_key             UBIGINT      NOT NULL,
+    url                 VARCHAR      NOT NULL, -- canonical URL (as in fetched)
+    url_host_name       VARCHAR      NOT NULL,
+    fetch_time          TIMESTAMP_MS NOT NULL,
+    round               INTEGER      NOT NULL,
+    shard               INTEGER      NOT NULL,
+    record_type         VARCHAR      NOT NULL, -- response or revisit (WARC-Type)
+    content_digest      VARCHAR,               -- 'sha1:BASE32' of the payload (a revisit: of the capture it repeats)
+    content_languages   VARCHAR,               -- ISO 639-1 codes, most of the text first, comma-separated (Common Crawl's column; CLD2)
+    language_shares     SMALLINT[],            -- percent of the text in each of content_languages
+    language_reliable   BOOLEAN,               -- CLD2's verdict on its answer
+    title               VARCHAR,
+    main_text           VARCHAR,               -- text without boilerplate (navigation, headers, footers)
+    main_text_length    INTEGER,
+    visible_text_length INTEGER,               -- all visible text of the page
+    meta_description    VARCHAR,
+    meta_keywords       VARCHAR,
+    structured_types    VARCHAR[],             -- JSON-LD @type and microdata itemtype values
+    outlinks            INTEGER,               -- <a href>/<area href> links (not #, javascript:, mailto:)
+    charset             VARCHAR,               -- charset the page was decoded with
+    reason              VARCHAR,               -- NULL: text extracted; else why not or not all: no_text, binary, undecodable, truncated, revisit
+    warc_filename       VARCHAR      NOT NULL, -- the capture's WARC file, relative to the crawl directory
+    warc_record_offset  BIGINT       NOT NULL,
+    wet_filename        VARCHAR,               -- its conversion record in the WET file beside it; NULL: none written
+    wet_record_offset   BIGINT,
+    wet_record_length   BIGINT
+);

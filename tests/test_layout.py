@@ -24,6 +24,7 @@ ALLOWED = {
     # the stages every driver shares: never a driver (round, pipeline, stream) or the CLI
     "engine": SHARED
     | {"store", "scope", "frontier", "fetch", "ring", "procmem", "workersetup", "console"},
+    "extract": {"errors", "config", "store", "fetch"},  # fetch: its bounded content decoder
     "errors": set(),
     "urls": {"errors"},
     "cdxj": {"errors", "urls"},

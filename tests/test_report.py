@@ -103,8 +103,13 @@ def test_report_is_one_self_contained_page_with_every_figure(crawl):
     assert list(sections) == KEYS
     for key, body in sections.items():
         assert body.count("<svg") == 1 and "</svg>" in body, key
-    # every plot of this crawl has data, but for the URLs robots.txt kept out: there are none
-    assert re.findall(r"no data: [^<]*", html) == ["no data: robots.txt kept no URL out"]
+    # every plot of this crawl has data, but for the URLs robots.txt kept out (there are none)
+    # and the languages (no extract has run: tests/test_extract_crawl.py draws them)
+    assert re.findall(r"no data: [^<]*", html) == [
+        "no data: robots.txt kept no URL out",
+        "no data: no text extracted yet (batchcrawl extract)",
+        "no data: no text extracted yet",
+    ]
     # nothing to fetch: no script, no stylesheet or image link, no URL in src/href/url()
     assert not re.search(r"<script|<link|<img|<iframe|@import", html, re.I)
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", html, re.I)

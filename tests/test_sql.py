@@ -222,6 +222,9 @@ NAMED_EXPECTED = {
         {"fetch_status": None, "attempts": 1},
     ],
     "mime-types": [{"mime_type": "(none)", "responses": 4, "content_bytes": 300}],
+    # no text table here (no extract run): tests/test_extract_crawl.py checks them with rows
+    "languages-per-host": [],
+    "pages-per-language": [],
     "top-error-hosts": [
         {"host": "a.test", "attempts": 3, "failed": 1, "top_outcome": "gone"},
         {"host": "b.test", "attempts": 2, "failed": 1, "top_outcome": "network_error"},

@@ -21,8 +21,9 @@ with ``content_mime_type`` ``warc/revisit`` (Common Crawl's convention, and the 
 byte range holds the HTTP headers only, and the body is in the capture the revisit refers to.
 
 Columns left out, because batchcrawl has no data for them: ``content_mime_detected`` (no content
-sniffing), ``content_languages`` (no language detection) and ``warc_record_id`` (added by Common
-Crawl in 2026; not carried in ``fetched``). ``warc_segment`` is the round number (a round plays the
+sniffing) and ``warc_record_id`` (added by Common Crawl in 2026; not carried in ``fetched``).
+``content_languages`` comes from the crawl's ``text`` table (``batchcrawl extract``; NULL for a
+capture not extracted). ``warc_segment`` is the round number (a round plays the
 role of a Common Crawl segment); ``subset`` is ``warc`` for 2xx captures, ``crawldiagnostics`` for
 every other status, and ``robotstxt`` for robots.txt captures. ``crawl`` is the crawl name; the
 export stores it as the Hive partition ``crawl=NAME`` rather than in the files, as Common Crawl does.
@@ -218,6 +219,7 @@ def index_table(
     warc_name: Callable[[str], str] = lambda name: name,
     extra_rows: Iterable[Mapping[str, Any]] = (),
     revisits: Collection[tuple[str, int]] = (),
+    languages: Mapping[tuple[str, int], str] | None = None,
 ) -> pa.Table:
     """The index rows of a round's ``fetched`` rows (plus ``extra_rows``), sorted by SURT key.
 
@@ -240,6 +242,9 @@ def index_table(
         is a ``revisit``: their ``content_mime_type`` is ``warc/revisit`` and charset and
         truncation are None, as in Common Crawl's index, so a reader of that byte range knows
         it holds HTTP headers and no body.
+    languages
+        ``content_languages`` of captures by ``(warc_filename, warc_record_offset)`` of
+        ``fetched`` (the crawl's ``text`` table); a capture not in it gets NULL.
 
     Returns
     -------
@@ -265,6 +270,7 @@ def index_table(
             content_digest=_digest(r["content_digest"]),
             content_mime_type=REVISIT_MIME if revisit else r["content_mime_type"],
             content_charset=None if revisit else r["content_charset"],
+            content_languages=(languages or {}).get((r["warc_filename"], r["warc_record_offset"])),
             content_truncated=None if revisit else r["content_truncated"],
             warc_filename=warc_name(r["warc_filename"]),
             warc_record_offset=r["warc_record_offset"],

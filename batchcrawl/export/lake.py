@@ -8,6 +8,8 @@ Layout under ``DEST`` (a local path or an fsspec URL such as ``s3://bucket/lake`
     DEST/index/crawl=NAME/round=7/part-03.parquet         Common Crawl-compatible (batchcrawl.export.ccindex)
     DEST/warc/crawl=NAME/round=7/shard=03-00000.warc.gz   the WARC files, byte for byte
     DEST/warc/crawl=NAME/round=7/shard=03-00000.cdxj      CDXJ index of the WARC file beside it
+    DEST/text/crawl=NAME/round=7/part-00.parquet          text table (batchcrawl extract), one part per WARC file
+    DEST/wet/crawl=NAME/round=7/shard=03-00000.warc.wet.gz  its WET files, byte for byte
     DEST/_batchcrawl_export/crawl=NAME/round=7.json       export manifest: the round's completion marker
 
 The Parquet tables are Hive-partitioned (``crawl=NAME/round=N``), so DuckDB's
@@ -71,11 +73,11 @@ from batchcrawl.store.crawldir import CrawlDir, FileEntry, Manifest, utcnow_iso
 
 log = logging.getLogger(__name__)
 
-#: Per-round tables copied from the crawl directory.
-ROUND_TABLES = ("fetched", "links", "fetchlists")
-#: Everything ``--tables`` accepts: the round tables, the derived ``index``, and ``warc`` (the WARC
-#: files with their CDXJ indexes).
-TABLES = (*ROUND_TABLES, "index", "warc")
+#: Per-round tables copied from the crawl directory (``text``: written by ``batchcrawl extract``).
+ROUND_TABLES = ("fetched", "links", "fetchlists", "text")
+#: Everything ``--tables`` accepts: the round tables, the derived ``index``, ``warc`` (the WARC
+#: files with their CDXJ indexes) and ``wet`` (the WET files of ``batchcrawl extract``).
+TABLES = (*ROUND_TABLES, "index", "warc", "wet")
 DEFAULT_TABLES = ("fetched", "links", "index", "warc")
 #: Folder of the export manifests under DEST.
 MANIFEST_DIR = "_batchcrawl_export"
@@ -131,6 +133,11 @@ def warc_dest(crawl: str, round: int, source: str) -> str:
 
 #: The CDXJ file beside a WARC file (``X.warc.gz`` -> ``X.cdxj``), named as in the crawl directory.
 cdxj_name = paths.warc_cdxj
+
+
+def wet_dest(crawl: str, round: int, source: str) -> str:
+    """Where the crawl's WET file ``source`` goes: ``wet/crawl=NAME/round=N/BASENAME``."""
+    return f"wet/crawl={crawl}/round={round}/{posixpath.basename(source)}"
 
 
 def marker_path(crawl: str, round: int) -> str:
@@ -333,8 +340,9 @@ class Exporter:
             "skipped": [],
             "replaced": [],
             "missing": [r for r in range(max(lo, 1), hi + 1) if r > manifest.round],
-            "rows": {t: 0 for t in tables if t != "warc"},
+            "rows": {t: 0 for t in tables if t not in ("warc", "wet")},
             "warc_files": 0,
+            "wet_files": 0,
             "cdxj_lines": 0,
             "bytes": 0,
         }
@@ -360,7 +368,7 @@ class Exporter:
             summary["exported"].append(r)
             for t, n in stats["rows"].items():
                 summary["rows"][t] = summary["rows"].get(t, 0) + n
-            for k in ("warc_files", "cdxj_lines", "bytes"):
+            for k in ("warc_files", "wet_files", "cdxj_lines", "bytes"):
                 summary[k] += stats[k]
         summary["seconds"] = round(time.monotonic() - started, 3)
         return summary
@@ -405,7 +413,9 @@ class Exporter:
             "batchcrawl": __version__,
             "tables": dict((job.previous or {}).get("tables", {})),
         }
-        stats: dict[str, Any] = {"rows": {}, "warc_files": 0, "cdxj_lines": 0, "bytes": 0}
+        stats: dict[str, Any] = {
+            "rows": {}, "warc_files": 0, "wet_files": 0, "cdxj_lines": 0, "bytes": 0,
+        }  # fmt: skip
         with ThreadPoolExecutor(self.threads, thread_name_prefix="export") as pool:
             futures = []
             for table in (t for t in todo if t in ROUND_TABLES):
@@ -416,19 +426,30 @@ class Exporter:
                 for src in warc_files:
                     copy = "warc" in todo
                     warc_futures.append((src, pool.submit(self._warc_file, r, src, copy)))
+            wet_futures = []
+            if "wet" in todo:
+                for src in self._wet_files(entries["text"].get(r, [])):
+                    wet_futures.append(pool.submit(self._wet_file, r, src))
             for table, fut in futures:
                 record["tables"].setdefault(table, []).append(fut.result())
+            if "wet" in todo:
+                record["tables"]["wet"] = [f.result() for f in wet_futures]
             scanned = {src: fut.result() for src, fut in warc_futures}
             if "warc" in todo:
                 record["tables"]["warc"] = [s["file"] for s in scanned.values()]
             if "index" in todo:
-                parts = self._index_parts(fetched, r, scanned, entries["fetched"].get(r, []))
+                languages = self._languages(entries["text"].get(r, []))
+                parts = self._index_parts(
+                    fetched, r, scanned, entries["fetched"].get(r, []), languages
+                )
                 record["tables"]["index"] = [
                     f.result() for f in [pool.submit(self._write_index, r, p, t) for p, t in parts]
                 ]
         for table in todo:
             files = record["tables"].get(table, [])
-            if table == "warc":
+            if table == "wet":
+                stats["wet_files"] = len(files)
+            elif table == "warc":
                 stats["warc_files"] = len(files)
                 stats["bytes"] = sum(f["bytes"] for f in files)
                 stats["cdxj_lines"] = sum(f["cdxj_lines"] for f in files)
@@ -463,6 +484,42 @@ class Exporter:
             seen[dest] = name
         return names
 
+    def _wet_files(self, text_entries: list[FileEntry]) -> list[str]:
+        """The WET files the round's committed ``text`` rows point into."""
+        data = self._read_round("text", text_entries)
+        return sorted(pc.unique(data.column("wet_filename").drop_null()).to_pylist())
+
+    def _wet_file(self, r: int, src: str) -> dict[str, Any]:
+        """Copy one WET file byte for byte."""
+        rel = wet_dest(self.name, r, src)
+        try:
+            with self.crawl.fs.open(self.crawl.path(src), "rb", block_size=_COPY_CHUNK) as fh:
+                with self.dest.open_write(rel) as out:
+                    size = 0
+                    while chunk := fh.read(_COPY_CHUNK):
+                        out.write(chunk)
+                        size += len(chunk)
+        except FileNotFoundError:
+            raise ExportError(
+                f"{self.crawl.path(src)}: WET file named by committed text rows is missing"
+            ) from None
+        except OSError as exc:
+            raise ExportError(f"{self.crawl.path(src)}: cannot copy WET file: {exc}") from exc
+        self._done(rel)
+        return {"path": rel, "bytes": size, "source": src}
+
+    def _languages(self, text_entries: list[FileEntry]) -> dict[tuple[str, int], str]:
+        """``content_languages`` of the round's extracted captures by (WARC file, offset)."""
+        cols = ["warc_filename", "warc_record_offset", "content_languages"]
+        data = self.crawl.read_table("text", text_entries, columns=cols) if text_entries else None
+        if data is None:
+            return {}
+        return {
+            (w, o): lang
+            for w, o, lang in zip(*(data.column(c).to_pylist() for c in cols), strict=True)
+            if lang is not None
+        }
+
     def _done(self, rel: str) -> None:
         self.on_file(rel)
 
@@ -472,8 +529,12 @@ class Exporter:
             bad = pc.sum(pc.not_equal(data.column("round"), r)).as_py()
             if bad:
                 raise ExportError(f"{entry.path}: {bad} rows are not of round {r}")
-        if table == "fetched":
+        if table in ("fetched", "text"):
             data = _rename_warc_paths(data, lambda name: warc_dest(self.name, r, name))
+        if table == "text":
+            data = _rename_warc_paths(
+                data, lambda name: wet_dest(self.name, r, name), column="wet_filename"
+            )
         data = data.drop_columns([c for c in PARTITION_COLUMNS if c in data.column_names])
         rel = table_part(table, self.name, r, _part_number(entry, position))
         self._write_parquet(rel, data)
@@ -525,7 +586,12 @@ class Exporter:
         return captures, tee.count
 
     def _index_parts(
-        self, fetched: pa.Table, r: int, scanned: dict[str, dict], fetched_entries: list[FileEntry]
+        self,
+        fetched: pa.Table,
+        r: int,
+        scanned: dict[str, dict],
+        fetched_entries: list[FileEntry],
+        languages: Mapping[tuple[str, int], str] | None = None,
     ) -> list[tuple[str, pa.Table]]:
         """One index part per fetch shard: its captures, plus the robots.txt captures of its WARC
         files."""
@@ -573,6 +639,7 @@ class Exporter:
                 warc_name=lambda name: warc_dest(self.name, r, name),
                 extra_rows=extra,
                 revisits=revisits,
+                languages=languages,
             )
             parts.append((table_part("index", self.name, r, shard), table))
         return parts
@@ -583,8 +650,10 @@ class Exporter:
         return {"path": rel, "rows": data.num_rows}
 
 
-def _rename_warc_paths(data: pa.Table, rename: Callable[[str], str]) -> pa.Table:
-    i = data.schema.get_field_index("warc_filename")
+def _rename_warc_paths(
+    data: pa.Table, rename: Callable[[str], str], column: str = "warc_filename"
+) -> pa.Table:
+    i = data.schema.get_field_index(column)
     names = [None if n is None else rename(n) for n in data.column(i).to_pylist()]
     return data.set_column(i, data.schema.field(i), pa.array(names, pa.string()))
 

@@ -28,6 +28,8 @@ QUERIES = (
     "host-intervals",
     "robots-outcomes",
     "bytes-by-round",
+    "pages-per-language",
+    "languages-per-host",
 )
 #: At most this many generations (the newest) are read for the frontier-by-generation plot.
 MAX_GENERATIONS = 40

@@ -12,6 +12,7 @@ from batchcrawl.report import plots
 from batchcrawl.report.crawl_plots import frontier, rounds, storage, timeline
 from batchcrawl.report.data import ReportData
 from batchcrawl.report.host_plots import depth, hosts, politeness, responses, robots
+from batchcrawl.report.text_plots import languages
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,9 @@ FIGURES: tuple[tuple[str, str, str, Any], ...] = (
     ("robots", "robots.txt", "Outcome of each host's last robots.txt fetch (RFC 9309), and the "
      "URLs it kept from being fetched.", robots),
     ("storage", "Bytes stored", "Payload and WARC bytes written per round.", storage),
+    ("languages", "Languages of the extracted text",
+     "Pages with text per language (CLD2, ISO 639-1), from batchcrawl extract; empty until it "
+     "has run.", languages),
 )  # fmt: skip
 
 

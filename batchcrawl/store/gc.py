@@ -54,6 +54,8 @@ def referenced_files(crawl: CrawlDir, generations: list[int]) -> set[str]:
         for name in pc.unique(column.drop_null()).to_pylist():
             keep.add(posixpath.normpath(name))
             keep.add(posixpath.normpath(paths.warc_cdxj(name)))  # its CDXJ, if written
+            if name.endswith(".warc.gz"):  # its WET file, if extracted
+                keep.add(posixpath.normpath(paths.wet_file(name)))
     return keep
 
 

@@ -27,6 +27,8 @@ parses it is defined here too, next to the function that builds it::
     graph/gen=7/out/part=042.bin                 graph_lists(7, "out", 42) (and "in")
     warc/round=7/news-00007-03-20261130201500-00000.warc.gz   warc_dir(7), warc_prefix("news", 7, 3, t) + serial
     warc/round=7/news-00007-03-20261130201500-00000.cdxj      warc_cdxj(...): its CDXJ index (fetch.warc_cdxj)
+    warc/round=7/news-00007-03-20261130201500-00000.warc.wet.gz  wet_file(...): its plain text (extract)
+    text/round=7/news-00007-03-20261130201500-00000.parquet   text_file(...): its text rows (extract)
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ COMMITS_DIR = "_commits"
 #: Folders holding table data (what ``gc`` walks).
 DATA_DIRS = (
     "frontier", "hosts", "fetchlists", "fetched", "links", "edges", "content", "domainlinks",
-    "indegree", "warc", "graph",
+    "indegree", "warc", "graph", "text",
 )  # fmt: skip
 #: Tables written once per round and shard.
 ROUND_TABLES = ("fetchlists", "fetched", "links", "edges")
@@ -190,6 +192,23 @@ def warc_cdxj(warc_rel: str) -> str:
     return warc_rel + ".cdxj"
 
 
+def wet_file(warc_rel: str) -> str:
+    """The WET file beside a WARC file (Common Crawl's naming): ``X.warc.gz`` ->
+    ``X.warc.wet.gz``, the plain text of its HTML captures (:mod:`batchcrawl.extract.wet`)."""
+    if not warc_rel.endswith(".warc.gz"):
+        raise ValueError(f"{warc_rel!r} is not a .warc.gz file")
+    return warc_rel[: -len(".gz")] + ".wet.gz"
+
+
+def text_file(round: int, warc_rel: str) -> str:
+    """``text/round=R/<WARC name without .warc.gz>.parquet``: the ``text`` rows extracted from one
+    WARC file of round ``round`` (one file per WARC file, so one extract task per WARC file)."""
+    name = warc_rel.rsplit("/", 1)[-1]
+    if not name.endswith(".warc.gz"):
+        raise ValueError(f"{warc_rel!r} is not a .warc.gz file")
+    return f"text/round={round}/{name[: -len('.warc.gz')]}.parquet"
+
+
 def parse_round(path: str) -> int | None:
     """The round of a ``.../round=N/...`` path, or None."""
     m = ROUND_RE.search(path)
@@ -226,7 +245,8 @@ LAYOUT = {
         rf"graph/gen=\d+/(?:graph\.json|nodes/part=\d{{3,}}\.parquet"
         rf"|(?:out|in)/part=\d{{3,}}\.bin){_TMP}"
     ),
-    "warc": rf"warc/round=\d+/{_WARC_NAME}(?:\.warc\.gz|\.cdxj){_TMP}",
+    "warc": rf"warc/round=\d+/{_WARC_NAME}(?:\.warc\.gz|\.warc\.wet\.gz|\.cdxj){_TMP}",
+    "text": rf"text/round=\d+/{_WARC_NAME}\.parquet{_TMP}",
     COMMITS_DIR: rf"{COMMITS_DIR}/\d{{6,}}\.json{_TMP}",
     "": r"(?:crawl\.duckdb\.tmp-[0-9A-Za-z]+(?:\.wal)?|_lock\.json\.(?:tmp|stale)-[0-9A-Za-z]+)",
 }

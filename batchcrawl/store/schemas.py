@@ -26,7 +26,7 @@ from batchcrawl.errors import SchemaError
 #: Tables of the crawl directory (``storage/schema.sql``).
 TABLES = (
     "frontier", "hosts", "fetchlists", "fetched", "links", "edges", "content", "domainlinks",
-    "indegree",
+    "indegree", "text",
 )  # fmt: skip
 #: Tables of the link graph store (``storage/schema.sql``), listed in its own manifest
 #: (``graph/gen=G/graph.json``), not in the crawl's.

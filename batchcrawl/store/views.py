@@ -66,6 +66,8 @@ def view_body(
         return None
     listing = ", ".join(literal(rel if relative else crawl.full_url(rel)) for rel in rels)
     files = f"crawl_files([{listing}])" if relative else f"[{listing}]"
+    if table == "text":
+        return _text_sql(files)
     # content and domainlinks rows are unique across their runs (insert-only sets): no merge
     if table not in ("content", "domainlinks") and any(
         e.run for e in manifest.tables.get(table, ())
@@ -73,6 +75,31 @@ def view_body(
         return _newest_wins_sql(files, _RUN_KEYS[table])
     # by name: files written before a column was added read it as NULL
     return f"SELECT * FROM read_parquet({files}, union_by_name = true)"
+
+
+#: Columns of a ``text`` row that describe the capture itself; the others describe its payload,
+#: and a revisit row takes them from the row of the capture it repeats.
+TEXT_CAPTURE_COLUMNS = (
+    "url_key", "url", "url_host_name", "fetch_time", "round", "shard", "record_type",
+    "content_digest", "reason", "warc_filename", "warc_record_offset",
+)  # fmt: skip
+
+
+def _text_sql(files: str) -> str:
+    """The ``text`` view (issue 32): its rows, each revisit row's payload columns (text,
+    languages, metadata, WET record) taken from the first response row with the same payload
+    digest (by fetch time), NULL if none was extracted. Revisits reuse the original's row by
+    digest, as a WARC revisit record refers to its original (WARC 1.1 §6.7)."""
+    payload = [c for c in schemas.schema("text").names if c not in TEXT_CAPTURE_COLUMNS]
+    replace = ", ".join(f"o.{c} AS {c}" for c in payload)
+    return (
+        f"WITH t AS (SELECT * FROM read_parquet({files}, union_by_name = true)), "
+        "o AS (SELECT * FROM t WHERE record_type = 'response' AND content_digest IS NOT NULL "
+        "QUALIFY row_number() OVER (PARTITION BY content_digest ORDER BY fetch_time, url_key) = 1) "
+        "SELECT * FROM t WHERE record_type <> 'revisit' UNION ALL BY NAME "
+        f"SELECT r.* REPLACE ({replace}) FROM t AS r LEFT JOIN o "
+        "ON r.content_digest = o.content_digest WHERE r.record_type = 'revisit'"
+    )
 
 
 def _newest_wins_sql(files: str, key: str) -> str:

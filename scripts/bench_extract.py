@@ -1,0 +1,140 @@
+"""Pages per second per core of ``batchcrawl extract`` (issue 32) on a real site crawled on loopback.
+
+Crawls a Debian documentation site served on 127.0.0.1 by ``scripts/crawl_pydoc.py``'s
+:func:`crawl_docs` (``--site aptitude``: the aptitude manual in nine languages, the default;
+``--site pydoc``: the Python manual), then extracts it twice from copies of the crawl:
+
+* in this process (``extract_crawl`` without a cluster): ``cpu_s`` is this process's CPU time, so
+  ``pages_per_cpu_s`` is pages per second per core, WARC reading, WET and Parquet writing included;
+* on the embedded LocalCluster (``batchcrawl extract``'s path, ``--workers`` processes): wall time.
+
+``html_200_captures`` counts the crawl's HTML 200 captures and ``with_text_row`` those that have a
+``text`` row (issue 32: every one should).
+
+Then, over the same HTML payloads, the CPU per page of each part: ``page_ms`` (Resiliparse:
+parse, main text, visible text, metadata) and ``language_ms`` (CLD2). The at-fetch CPU cost per page
+(issue 32 item 2) is not measured: extract at fetch time is not built yet.
+
+Prints one JSON line. The machine may be shared: rates are as measured.
+Usage: ``PYTHONPATH=. python3 scripts/bench_extract.py [--site aptitude|pydoc] [--workers 2]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from warcio.archiveiterator import ArchiveIterator
+
+from batchcrawl.extract import extract_crawl
+from batchcrawl.extract.language import identify
+from batchcrawl.extract.page import PageSkipped, extract_page
+from batchcrawl.extract.payload import read_payload
+from batchcrawl.round import cluster_url, dask_client
+from batchcrawl.store.crawldir import CrawlDir
+from batchcrawl.store.sql import query
+from batchcrawl.testing.manuals import APTITUDE, APTITUDE_LANGUAGES, PYDOC
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _crawl_pydoc():
+    spec = importlib.util.spec_from_file_location("crawl_pydoc", REPO / "scripts/crawl_pydoc.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def site_root(site: str, work: Path) -> Path:
+    """The folder to serve: the Python manual, or the nine aptitude manuals under one index."""
+    if site == "pydoc":
+        return PYDOC
+    root = work / "site"
+    for lang in APTITUDE_LANGUAGES:
+        shutil.copytree(APTITUDE / lang, root / lang)
+    links = "".join(f'<a href="{lang}/index.html">{lang}</a> ' for lang in APTITUDE_LANGUAGES)
+    (root / "index.html").write_text(f"<html><body>{links}</body></html>")
+    return root
+
+
+def html_payloads(crawl: CrawlDir) -> list[bytes]:
+    """The HTML 200 payloads of the crawl's WARC files."""
+    out = []
+    names = query(crawl, "SELECT DISTINCT warc_filename AS f FROM fetched WHERE fetch_status = 200 "
+                         "AND content_mime_type = 'text/html'").to_pylist()  # fmt: skip
+    for row in names:
+        with open(crawl.path(row["f"]), "rb") as fh:
+            for rec in ArchiveIterator(fh):
+                if rec.rec_type == "response" and rec.http_headers.get_statuscode() == "200":
+                    ctype = rec.http_headers.get_header("Content-Type") or ""
+                    if ctype.startswith("text/html"):
+                        out.append(read_payload(rec))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--site", choices=("aptitude", "pydoc"), default="aptitude")
+    ap.add_argument("--workers", type=int, default=2)
+    args = ap.parse_args()
+    mod = _crawl_pydoc()
+    with tempfile.TemporaryDirectory(prefix="bench-extract-") as tmp:
+        work = Path(tmp)
+        run = mod.crawl_docs(site_root(args.site, work), work, max_rounds=60)
+        copies = [work / "a", work / "b"]
+        for c in copies:
+            shutil.copytree(run.crawl.root, c)
+        cpu0, wall0 = time.process_time(), time.monotonic()
+        local = extract_crawl(CrawlDir.open(str(copies[0])))
+        cpu, wall = time.process_time() - cpu0, time.monotonic() - wall0
+        cfg = run.cfg.replace(round={"workers": args.workers})
+        with dask_client(cfg) as client:
+            wall1 = time.monotonic()
+            extract_crawl(CrawlDir(cluster_url(str(copies[1]))), client)
+            cluster_wall = time.monotonic() - wall1
+        payloads = html_payloads(run.crawl)
+        t0 = time.process_time()
+        texts = []
+        for p in payloads:
+            try:
+                texts.append(extract_page(p, None).main_text)
+            except PageSkipped:
+                continue
+        page_cpu = time.process_time() - t0
+        t0 = time.process_time()
+        for text in texts:
+            identify(text)
+        lang_cpu = time.process_time() - t0
+        a = CrawlDir.open(str(copies[0]))
+        html_200 = query(a, "SELECT count(*) AS n FROM fetched WHERE fetch_status = 200 AND "
+                            "content_mime_type = 'text/html'").to_pylist()[0]["n"]  # fmt: skip
+        covered = query(a, "SELECT count(*) AS n FROM text JOIN fetched USING (warc_filename, "
+                           "warc_record_offset) WHERE fetched.fetch_status = 200 AND "
+                           "fetched.content_mime_type = 'text/html'").to_pylist()[0]["n"]  # fmt: skip
+    pages = local["rows"]
+    print(json.dumps({
+        "site": args.site,
+        "pages": pages,
+        "warc_files": local["warc_files"],
+        "html_200_captures": html_200,
+        "with_text_row": covered,
+        "cpu_s": round(cpu, 3),
+        "pages_per_cpu_s": round(pages / cpu, 1),
+        "in_process_wall_s": round(wall, 3),
+        "cluster_workers": args.workers,
+        "cluster_wall_s": round(cluster_wall, 3),
+        "cluster_pages_per_s": round(pages / cluster_wall, 1),
+        "page_ms": round(1000 * page_cpu / max(len(payloads), 1), 3),
+        "language_ms": round(1000 * lang_cpu / max(len(texts), 1), 3),
+    }))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
