@@ -590,6 +590,8 @@ def graph_summary(doc: Mapping[str, Any]) -> dict[str, Any]:
     """The keys of :data:`GRAPH_SUMMARY_KEYS` of a graph manifest ``doc``
     (:func:`batchcrawl.graph.build_graph`), in that order."""
     return {k: doc[k] for k in GRAPH_SUMMARY_KEYS if k in doc}
+
+
 @main.command("extract")
 @_crawl_arg
 @click.option(
@@ -603,8 +605,8 @@ def extract_command(crawl_url, rounds_range, scheduler, workers, sets) -> None:
     the `text` table and a WET file beside each WARC file, committed as a generation. WARC files
     extracted before are skipped; a damaged one is named on stderr and the others still done.
     Prints a JSON summary."""
-    from batchcrawl.extract import extract_crawl
     from batchcrawl.engine.cluster import cluster_url, dask_client
+    from batchcrawl.extract import extract_crawl
 
     rounds = _parse_rounds(rounds_range) if rounds_range is not None else None
     crawl = _open(crawl_url)
