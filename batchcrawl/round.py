@@ -40,7 +40,7 @@ from batchcrawl.engine.rerun import crash_rerun
 from batchcrawl.engine.select import select
 from batchcrawl.engine.shard import ShardActor
 from batchcrawl.engine.summary import fetch_by_shard, fetch_idle
-from batchcrawl.errors import NothingDue
+from batchcrawl.errors import NothingDue, WorkerLost
 from batchcrawl.frontier import runs
 from batchcrawl.frontier import table as frontier_mod
 from batchcrawl.pipeline import Deadline, Planned, plan_round, run_pipelined
@@ -93,6 +93,15 @@ class Crawler:
             return
         self.close_actors()
         workers = sorted(self.client.scheduler_info()["workers"])
+        if not workers:  # a worker restarted by its nanny, or a cluster still registering them
+            try:
+                self.client.wait_for_workers(1, timeout=cfg.round.connect_timeout_s)
+            except TimeoutError as exc:
+                raise WorkerLost(
+                    f"the Dask cluster has no worker after {cfg.round.connect_timeout_s:g} s "
+                    "(round.connect_timeout_s); nothing was committed, rerun the round"
+                ) from exc
+            workers = sorted(self.client.scheduler_info()["workers"])
         self._starting = {
             s: self.client.submit(actor_class, self.crawl_url, cfg, s, actor=True,
                                   workers=[workers[s % len(workers)]], pure=False)
