@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 
 import pytest
 from crawl_helpers import small_crawl
@@ -89,3 +90,20 @@ def test_graph_build_prints_nodes_arcs_and_bytes_not_its_file_list(tmp_path):
     summary = graph_summary(doc)
     assert list(summary) == ["generation", "nodes", "edges", "arcs", "bytes", "parts"]
     assert summary["nodes"] == doc["nodes"] and summary["arcs"] == doc["arcs"]
+
+
+def test_a_failed_child_is_reported_by_its_exception_line_not_a_traceback_fragment():
+    """Issue 34: a crawl.duckdb refresh on a full disk logged the last three lines of the child's
+    traceback. A real child process whose traceback ends in an OSError (json.tool writing to a
+    file in a folder that does not exist)."""
+    from batchcrawl.store.child import ChildFailed, error_lines, run_module
+
+    with pytest.raises(ChildFailed):
+        run_module("batchcrawl.no_such_module_for_the_test", b"", timeout_s=60)
+    failed = subprocess.run(
+        [sys.executable, "-c", "open('/nonexistent-folder-of-the-test/x', 'w')"],
+        capture_output=True, check=False,
+    )  # fmt: skip
+    assert b"Traceback" in failed.stderr
+    assert error_lines(failed.stderr).startswith("FileNotFoundError: [Errno 2]")
+    assert error_lines(b"one\ntwo\nthree\nfour\n") == "two | three | four"  # no traceback

@@ -150,10 +150,13 @@ def starting_workers() -> Iterator[None]:
     (``resource_tracker.ensure_running`` unblocks what it blocked for its own start), and every
     worker spawned from that thread would get Ctrl-C again.
 
-    A stop signal inside the block leaves a cluster half started: distributed's exit hook would
-    close it again and fail on its unstarted workers (an AssertionError traceback after the stop
-    message), so it is taken off that hook; its worker processes end with this process (their
-    parent-alive pipe closes; multiprocessing ends its daemonic children at exit)."""
+    A cluster started inside the block is taken off distributed's exit hook, which closes every
+    cluster still open at exit for up to 10 s: its owner closes it (``round.dask_client``, within
+    2 s after a stop signal), and the hook closed it again after such a close ran out of time
+    (issue 34: 12 s to exit after SIGTERM) or failed on the unstarted workers of a cluster a signal
+    left half started (an AssertionError traceback after the stop message). Whatever is left ends
+    with this process: a worker exits when its parent-alive pipe closes, and multiprocessing ends
+    its daemonic children (the nannies' worker processes) at exit."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -167,11 +170,10 @@ def starting_workers() -> Iterator[None]:
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # inherited by the new threads
     try:
         yield
-    except KeyboardInterrupt:
+    finally:
         for cluster in set(SpecCluster._instances) - before:
-            cluster.shutdown_on_close = False
-        raise
-    finally:  # the processes this one starts later (subprocess) get Ctrl-C as usual
+            cluster.shutdown_on_close = False  # its closing is its owner's: see the docstring
+        # the processes this one starts later (subprocess) get Ctrl-C as usual
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 

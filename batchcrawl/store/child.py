@@ -43,6 +43,17 @@ def run_module(module: str, data: bytes, timeout_s: float) -> bytes:
     except subprocess.TimeoutExpired:
         raise ChildFailed(f"python -m {module} took over {timeout_s:.0f} s") from None
     if done.returncode != 0:
-        tail = done.stderr.decode("utf-8", "replace").strip().splitlines()[-3:]
-        raise ChildFailed(f"python -m {module} exited with {done.returncode}: {' | '.join(tail)}")
+        raise ChildFailed(
+            f"python -m {module} exited with {done.returncode}: {error_lines(done.stderr)}"
+        )
     return done.stdout
+
+
+def error_lines(stderr: bytes) -> str:
+    """What a failed child said, for one log line: the exception line of its traceback (a full
+    disk's ``OSError: [Errno 28] No space left on device``; issue 34: the last three lines were a
+    traceback fragment), else its last three lines joined by `` | ``."""
+    lines = [ln for ln in stderr.decode("utf-8", "replace").strip().splitlines() if ln.strip()]
+    if any(ln.startswith("Traceback (most recent call last)") for ln in lines):
+        return lines[-1].strip()
+    return " | ".join(ln.strip() for ln in lines[-3:])
