@@ -124,7 +124,7 @@ def test_worker_ends_its_tail_after_tail_idle_s(web, test_config, tmp_path, tail
 
 
 def test_end_run_hands_back_the_queued_urls(web, host_name, test_config, tmp_path):
-    # what a round does to the shards still fetching fetch.shard_grace_s after the first ended
+    # a run ended from another thread (FetchWorker.end_run) loses none of its queued URLs
     cfg = test_config.replace(
         politeness={"host_delay_s": 0.2}, fetch={"tail_rate_ratio": 0.0, "tail_capacity_ratio": 0.0}
     )
