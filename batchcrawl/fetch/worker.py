@@ -44,7 +44,7 @@ from batchcrawl.config import Config
 from batchcrawl.errors import InvalidURL
 from batchcrawl.fetch.directives import retry_after_s, x_robots_tag
 from batchcrawl.fetch.fetcher import Fetcher, http_settings
-from batchcrawl.fetch.idle import IdleMeter
+from batchcrawl.fetch.idle import IdleMeter, tail_cut_pays
 from batchcrawl.fetch.neardup import NearDuplicates
 from batchcrawl.fetch.parse import parse_page
 from batchcrawl.fetch.resolver import AddressPolicy, DNSError, Resolver
@@ -267,7 +267,7 @@ class _Run:
     storage_fault: OSError | None = None  # the first full / read-only storage error: ends the run
     ended_early: bool = False  # FetchWorker.end_run was called
     # hosts given a link in scope this run (past the URL cache): they have URLs for the next
-    # round; kept only for fetch.tail_capacity_ratio (None when it is off)
+    # round; for the tail rules (fetch.tail_capacity_ratio, idle.tail_cut_pays); None in a stream
     found_hosts: set[str] | None = None
 
 
@@ -569,7 +569,7 @@ class FetchWorker:
         warc = self._warc_writer(round)
         out = _new_shard_run()
         run = _Run(round=round, out=out, warc=warc, deadline=started + limit,
-                   found_hosts=set() if self.cfg.fetch.tail_capacity_ratio else None)  # fmt: skip
+                   found_hosts=set())  # fmt: skip
         pending = run.pending = self._enqueue(run, items)
         self._batch = run
         threads = [
@@ -595,13 +595,15 @@ class FetchWorker:
                 with self._lock:
                     done = pending - run.pending
                 working, waiting = (
-                    (math.inf, 0.0)
-                    if run.found_hosts is None
-                    else self.workbench.polite_capacity(run.found_hosts)
+                    self.workbench.polite_capacity(run.found_hosts)
+                    if fc.tail_capacity_ratio
+                    else (math.inf, 0.0)
                 )
                 in_tail = tail.observe(now, done, working, waiting) or (
                     0 < fc.tail_idle_s <= idle.in_tail_for(now)
                 )
+                if in_tail and not run.stop.is_set():  # only when the next round gains a host
+                    in_tail = tail_cut_pays(self.workbench.polite_capacity(run.found_hosts)[1])
                 if now >= run.deadline or (in_tail and not run.stop.is_set()):
                     if now < run.deadline:
                         out.counters["tail_cut"] = 1
