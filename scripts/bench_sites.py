@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from batchcrawl.config import Config, loopback_test_config, to_toml
+from batchcrawl.config import Config, load_config, loopback_test_config, to_toml
 from batchcrawl.store.crawldir import CrawlDir
 from batchcrawl.store.sql import query
 from batchcrawl.testing.staticsite import PYTHON_DOCS, DirectorySite
@@ -209,6 +209,7 @@ def bench(site: Site, mode: str, workdir: Path, args: argparse.Namespace) -> dic
         app.bind(server.port)
         cfg = site_config(site, delay, args.shards, args.workers, args.threads,
                           args.flush_interval_s)  # fmt: skip
+        cfg = load_config(files=[("bench", to_toml(cfg))], environ={}, sets=args.set)
         crawl_dir = workdir / f"{site.name}-{mode}"
         (workdir / f"{site.name}-{mode}.toml").write_text(to_toml(cfg), encoding="utf-8")
         seeds = [server.base_url(p.hosts[0]) + s for p in site.parts for s in p.seeds]
@@ -260,6 +261,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=16, help="fetch threads per shard")
     ap.add_argument("--flush-interval-s", type=float, default=5.0, help="stream micro-batches")
     ap.add_argument("--max-rounds", type=int, default=60)
+    ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                    help="override a crawl setting (repeatable)")  # fmt: skip
     ap.add_argument("--workdir", type=Path, default=None, help="keep the crawls here")
     ap.add_argument("--json", action="store_true", help="one JSON line per row")
     args = ap.parse_args(argv)
