@@ -394,7 +394,10 @@ class FetchSection:
     """End a shard's fetch phase early once its pages/s over the last ``throughput_window_s`` falls
     below this fraction of its best window, so a few slow hosts (e.g. a large Crawl-delay) do not
     hold the round; their URLs stay queued, first in line, for the next round. 0 never ends early
-    (Nutch's fetcher.throughput.threshold, made relative). Measured by scripts/bench_round.py."""
+    (Nutch's fetcher.throughput.threshold, made relative). Like ``tail_idle_s``, it ends a phase
+    only when a host of the shard ran dry and was given new links (batchcrawl.fetch.idle
+    .tail_cut_pays): otherwise the next round would have the same hosts. Measured by
+    scripts/bench_round.py."""
     tail_capacity_ratio: Annotated[float, Range(0, 1)] = 0.5
     """Also end a shard's fetch phase early once its hosts still with work could give, by
     politeness alone (one fetch per fixed host delay, Crawl-delay included), less than this
@@ -411,8 +414,11 @@ class FetchSection:
     """Window over which the fetch rate is measured for ``tail_rate_ratio``, seconds."""
     tail_idle_s: Annotated[float, Range(0, None)] = 2.0
     """Also end a shard's fetch phase once fewer hosts than half its fetch threads have had work
-    for this many seconds after the phase was busy (its slow tail, batchcrawl.fetch.idle); their
-    URLs stay queued for the next round, first in line. 0 disables. Measured by
+    for this many seconds after the phase was busy (its slow tail, batchcrawl.fetch.idle), and a
+    host of the shard that ran dry was given new links (the next round gains it; without one the
+    cut would only add a round boundary); their URLs stay queued for the next round, first in
+    line. A shard's fetch ends by its own work only: its list, its time limit, or this tail,
+    never because another shard finished (issue 30). 0 disables. Measured by
     scripts/bench_round.py (``fetch_idle_share``)."""
     max_queued_urls: Positive = 20_000
     """Most URLs one shard holds in memory in ``crawl --stream`` (BUbiNG's virtualizer): the rest
