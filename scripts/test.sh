@@ -7,13 +7,15 @@ cd "$(dirname "$0")/.."
 # System packages: the Python HTML documentation is the "real website" of the integration test;
 # Chromium renders the crawl report in tests/test_report_browser.py (headless, no network); nginx
 # serves the sample web as files in tests/test_nginx_web.py (and scripts/bench_peers.py); iproute2's
-# ss reads a listening socket's backlog in tests/test_webserver.py.
-if { [ ! -d /usr/share/doc/python3.11/html ] || ! command -v chromium >/dev/null \
+# ss reads a listening socket's backlog in tests/test_webserver.py. The aptitude manuals (en, fr)
+# are the real site of tests/test_real_sites.py.
+if { [ ! -d /usr/share/doc/python3.11/html ] || [ ! -d /usr/share/doc/aptitude/html/fr ] \
+     || ! command -v chromium >/dev/null \
      || ! [ -x /usr/sbin/nginx ] || ! command -v ss >/dev/null; } && command -v apt-get >/dev/null; then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3.11-doc chromium nginx-light \
-    iproute2 >/dev/null
+    iproute2 aptitude-doc-en aptitude-doc-fr >/dev/null
 fi
 
 python3 -m pip install -q --upgrade pip
