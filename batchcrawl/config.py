@@ -394,7 +394,10 @@ class FetchSection:
     """End a shard's fetch phase early once its pages/s over the last ``throughput_window_s`` falls
     below this fraction of its best window, so a few slow hosts (e.g. a large Crawl-delay) do not
     hold the round; their URLs stay queued, first in line, for the next round. 0 never ends early
-    (Nutch's fetcher.throughput.threshold, made relative). Measured by scripts/bench_round.py."""
+    (Nutch's fetcher.throughput.threshold, made relative). Like ``tail_idle_s``, it ends a phase
+    only when a host of the shard ran dry and was given new links (batchcrawl.fetch.idle
+    .tail_cut_pays): otherwise the next round would have the same hosts. Measured by
+    scripts/bench_round.py."""
     tail_capacity_ratio: Annotated[float, Range(0, 1)] = 0.5
     """Also end a shard's fetch phase early once its hosts still with work could give, by
     politeness alone (one fetch per fixed host delay, Crawl-delay included), less than this
@@ -405,21 +408,17 @@ class FetchSection:
     were given nothing new. Where it pays most is a seed round with no host delay: once only
     the Crawl-delay hosts' home pages wait (2-3 s apart from their robots.txt), the round ends
     instead of idling its threads for them (the benchmark's round 1 at D = 0: 4.9 -> 2.1 s). At a
-    1 s delay, with the 1 s ``shard_grace_s``, the share of the politeness bound went 0.965 ->
-    0.973 (docs/benchmarks.md, "Session 8"). 0 disables it."""
+    1 s delay the share of the politeness bound went 0.965 -> 0.973 (docs/benchmarks.md,
+    "Session 8"). 0 disables it."""
     throughput_window_s: float = 5.0
     """Window over which the fetch rate is measured for ``tail_rate_ratio``, seconds."""
-    shard_grace_s: Annotated[float, Range(0, None)] = 1.0
-    """In a batch round, once the first shard's fetch run is over (its threads stopped; before it
-    writes its facts), the others end theirs within this many seconds (their URLs stay queued,
-    first in line, for the next round), so the round does not keep one shard's threads idle
-    waiting for another (issue 16). A shard ended early loses nothing: what it would have fetched
-    alone in those seconds the next round fetches on every shard. A large value waits for every
-    shard."""
     tail_idle_s: Annotated[float, Range(0, None)] = 2.0
     """Also end a shard's fetch phase once fewer hosts than half its fetch threads have had work
-    for this many seconds after the phase was busy (its slow tail, batchcrawl.fetch.idle); their
-    URLs stay queued for the next round, first in line. 0 disables. Measured by
+    for this many seconds after the phase was busy (its slow tail, batchcrawl.fetch.idle), and a
+    host of the shard that ran dry was given new links (the next round gains it; without one the
+    cut would only add a round boundary); their URLs stay queued for the next round, first in
+    line. A shard's fetch ends by its own work only: its list, its time limit, or this tail,
+    never because another shard finished (issue 30). 0 disables. Measured by
     scripts/bench_round.py (``fetch_idle_share``)."""
     max_queued_urls: Positive = 20_000
     """Most URLs one shard holds in memory in ``crawl --stream`` (BUbiNG's virtualizer): the rest
@@ -576,8 +575,12 @@ class DedupSection:
     """``[dedup]``: exact duplicates across shards and rounds (content-seen DRUM, MRS §20.2.2),
     near-duplicates (SimHash, Manku et al. 2007) and spider traps."""
 
-    skip_duplicate_links: bool = True
-    """Do not follow the links of a page whose payload is a known duplicate."""
+    skip_duplicate_links: bool = False
+    """Do not follow the links of a page whose payload is a known duplicate (it is archived as a
+    WARC revisit either way). Off by default: Nutch, Heritrix, StormCrawler and Common Crawl
+    follow a duplicate's links, so a mirror whose home page duplicates another host's is still
+    crawled (issue 30); on is BUbiNG's choice (Boldi et al. 2014, §4: a duplicate's links are
+    those of its original), which saves the fetches of a mirror's pages."""
     near_hamming: Annotated[int, Range(0, 64)] = 3
     """Largest Hamming distance (bits of 64) at which two pages of a host are near-duplicates."""
     near_window: Positive = 256
@@ -634,6 +637,19 @@ class Config:
 SECTIONS: dict[str, type] = {
     f.name: typing.cast(typing.Callable[[], object], f.default_factory)().__class__
     for f in dataclasses.fields(Config)
+}
+
+
+#: Settings a crawl.toml (or ``--set``, or the environment) may still name but that no longer do
+#: anything: ``(section, key)`` -> why. They are accepted and ignored, so a crawl started by an
+#: older version still opens.
+#:
+#: * ``fetch.shard_grace_s`` (deprecated by issue 30): ended every other shard's fetch this many
+#:   seconds after the first shard's run was over; a site whose hosts all route to one shard then
+#:   fetched about a second's worth of pages per round. A shard's fetch now ends by its own work
+#:   only (its time limit or its own tail, ``fetch.tail_*``).
+RETIRED_KEYS: dict[tuple[str, str], str] = {
+    ("fetch", "shard_grace_s"): "ignored since issue 30: a shard's fetch ends by its own work",
 }
 
 
@@ -746,6 +762,8 @@ def _merge(
                 raise ConfigError(f"{origin}: [{section}] must be a table, got {values!r}")
             known = _field_types(section)
             for key, value in values.items():
+                if (section, key) in RETIRED_KEYS:
+                    continue
                 where = origin
                 if texts and origin in texts:
                     where = _origin_line(origin, texts[origin], section, key)

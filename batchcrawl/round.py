@@ -236,7 +236,7 @@ class Crawler:
     def wait_fetch(self, plan: Planned, pending, cfg: Config, progress, lock) -> list[ShardReport]:
         """The shards' results of ``plan``'s fetch (:meth:`start_fetch`); records its seconds and
         idle share on ``plan``."""
-        results = self._wait_fetch(plan, pending, progress, lock, cfg.fetch.shard_grace_s)
+        results = self._wait_fetch(plan, pending, progress, lock)
         plan.fetch_t1 = time.monotonic()
         return results
 
@@ -281,31 +281,23 @@ class Crawler:
         procmem.trim()  # and what update freed, before the next round's generate
         return summary
 
-    def _wait_fetch(
-        self, plan: Planned, pending, progress, lock, grace_s: float
-    ) -> list[ShardReport]:
-        """The shards' fetch results; ``grace_s`` seconds after the first shard's fetch run is
-        over (:meth:`ShardActor.run_over`: its threads stopped, its facts not yet written), the
-        others are told to end their fetch phase (``fetch.shard_grace_s``)."""
+    def _wait_fetch(self, plan: Planned, pending, progress, lock) -> list[ShardReport]:
+        """The shards' fetch results, once every shard's fetch is over.
+
+        A shard's fetch ends by its own work only (issue 30): its fetch list done, its time
+        limit (``fetch.time_limit_s``, the crawl's deadline), or its own slow tail
+        (``fetch.tail_*``, :class:`batchcrawl.fetch.worker.TailDetector`); never because another
+        shard finished. A shard with nothing to do is over at once and shortens nothing. (Until
+        issue 30, ``fetch.shard_grace_s`` ended every other shard's fetch one second after the
+        first shard's run: a site whose hosts all route to one shard fetched a second's worth
+        of pages per round.)"""
         actors, rnd = self.actors, plan.round
         planned = {s: plan.generated.fetchlists[s].rows for s in actors}
         results: dict[int, ShardReport] = {}
-        first_done: float | None = None
-        ended: list[Any] = []
-        run_over = {s: actors[s].run_over(plan.fetch_token) for s in pending}
         while len(results) < len(pending):
             for s, fut in pending.items():
                 if s not in results and fut.done():
                     results[s] = fut.result()
-            if first_done is None and (results or any(f.done() for f in run_over.values())):
-                first_done = time.monotonic()
-            if (
-                not ended
-                and first_done is not None
-                and len(results) < len(pending)
-                and time.monotonic() - first_done >= grace_s
-            ):
-                ended = [actors[s].end_fetch() for s in pending if s not in results]
             if len(results) < len(pending):
                 if progress is not None:  # snapshot: batchcrawl.console.progress's module docstring
                     shards: dict[int, dict[str, float]] = {}
@@ -315,15 +307,9 @@ class Crawler:
                             with contextlib.suppress(Exception):
                                 shards[s] = actor.progress().result(timeout=5)
                     progress({"round": rnd, "planned": planned, "shards": shards})
-                # wake when a shard is done (not at the next half second: that was up to 0.5 s
-                # of idle fetch threads per round), at least twice a second for the grace check
-                open_ = [fut for s, fut in pending.items() if s not in results]
-                wake_s = 0.5
-                if first_done is None:  # and wake at the first run's end, for the grace
-                    open_ += list(run_over.values())
-                elif not ended:  # and when the grace is over (not up to 0.5 s later)
-                    wake_s = min(wake_s, max(0.0, first_done + grace_s - time.monotonic()))
-                wait_any_done(open_, wake_s)
+                # wake when a shard is done (not at the next half second), at least twice a
+                # second for the progress display
+                wait_any_done([fut for s, fut in pending.items() if s not in results], 0.5)
         return [results[s] for s in sorted(results)]
 
 

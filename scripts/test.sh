@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 # tests/test_nginx_web.py (and scripts/bench_peers.py); iproute2's ss reads a listening socket's
 # backlog in tests/test_webserver.py; python3-venv makes the virtualenvs below (Debian's Python
 # has no ensurepip without it); the aptitude manual in nine languages (aptitude-doc-*) is the
-# multilingual site of tests/test_extract_crawl.py.
+# multilingual site of tests/test_extract_crawl.py and the real site of tests/test_real_sites.py.
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
 if { [ ! -d /usr/share/doc/python3.11/html ] || ! command -v chromium >/dev/null \
      || ! [ -x /usr/sbin/nginx ] || ! command -v ss >/dev/null \

@@ -92,6 +92,22 @@ def hosts_on_two_shards(cfg: Config, prefix: str) -> tuple[str, str]:
     return a, b
 
 
+def hosts_on_one_shard(cfg: Config, prefix: str, n: int = 2) -> list[str]:
+    """``n`` host names ``{prefix}{i}.test`` that ``cfg``'s ring routes to one shard (the shard
+    of ``{prefix}0.test``): a web whose every host is fetched by one shard, the others idle."""
+    from batchcrawl.ring import HashRing
+    from batchcrawl.round import host_shard
+
+    ring = HashRing(cfg.fetch.shards, cfg.fetch.ring_vnodes)
+    names = (f"{prefix}{i}.test" for i in range(1000))
+    first = next(names)
+    shard = host_shard(first, None, cfg, ring)
+    same = [first] + [h for h in names if host_shard(h, None, cfg, ring) == shard][: n - 1]
+    if len(same) < n:
+        raise ValueError(f"fewer than {n} of 1000 names route to shard {shard}")
+    return same
+
+
 def new_crawl(path: str | os.PathLike, cfg: Config, seeds: Iterable[str]) -> CrawlDir:
     """Create a crawl at ``path`` with ``cfg`` as its ``crawl.toml`` and inject ``seeds``."""
     from batchcrawl.frontier.inject import inject

@@ -64,7 +64,8 @@ def _warc_types(crawl) -> dict[str, str]:
 
 
 def test_duplicates_across_shards_and_rounds(tmp_path):
-    cfg = round_config()
+    # with dedup.skip_duplicate_links (BUbiNG's choice; off by default since issue 30)
+    cfg = round_config(dedup={"skip_duplicate_links": True})
     a, b, c = _hosts_on_two_shards(cfg)
     web = SameWeb(c)
     with serve(web) as server:
@@ -96,8 +97,9 @@ def test_duplicates_across_shards_and_rounds(tmp_path):
     assert con.execute("SELECT count(*) FROM content").fetchone()[0] == 4
 
 
-def test_links_of_duplicates_are_followed_when_configured(tmp_path):
-    cfg = round_config(dedup={"skip_duplicate_links": False})
+def test_links_of_duplicates_are_followed_by_default(tmp_path):
+    cfg = round_config()
+    assert cfg.dedup.skip_duplicate_links is False
     a, b, c = _hosts_on_two_shards(cfg)
     web = SameWeb(c)
     with serve(web) as server:

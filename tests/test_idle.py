@@ -90,11 +90,12 @@ def test_worker_run_is_idle_while_fewer_hosts_than_half_its_threads_have_work(
         assert run.idle_s < run.seconds - 0.3  # 5 pages 0.1 s apart kept the host busy
 
 
-@pytest.mark.parametrize("tail_idle_s", [0.5, 0.0])
-def test_worker_ends_its_tail_after_tail_idle_s(web, test_config, tmp_path, tail_idle_s):
+@pytest.mark.parametrize(("tail_idle_s", "links"), [(0.5, True), (0.0, True), (0.5, False)])
+def test_worker_ends_its_tail_after_tail_idle_s(web, test_config, tmp_path, tail_idle_s, links):
     # Two hosts keep 2 of 4 threads in work until the short one is done; then one host is left
     # (the tail): with fetch.tail_idle_s its URLs go back queued, without (the control) all are
-    # fetched.
+    # fetched. The cut only pays when the short host ran dry with new links for the next round
+    # (fetch.idle.tail_cut_pays); without them the next round would have the same one host.
     cfg = test_config.replace(
         politeness={"host_delay_s": 0.2},
         fetch={
@@ -109,7 +110,10 @@ def test_worker_ends_its_tail_after_tail_idle_s(web, test_config, tmp_path, tail
     for host, n in ((short, 3), (long_, 25)):
         web.app.add(host, "/robots.txt", Response(404))
         for i in range(n):
-            web.app.add(host, f"/p{i}", Response(200, [("Content-Type", "text/plain")], b"x"))
+            body, ctype = b"x", "text/plain"
+            if host == short and links:
+                body, ctype = f'<a href="/next{i}">next</a>'.encode(), "text/html"
+            web.app.add(host, f"/p{i}", Response(200, [("Content-Type", ctype)], body))
             items.append(_item(f"{web.base_url(host)}/p{i}"))
     fs = DirFileSystem(str(tmp_path), fsspec.filesystem("file"))
     w = FetchWorker(cfg, 0, fs, seed_hosts={short, long_})
@@ -117,7 +121,7 @@ def test_worker_ends_its_tail_after_tail_idle_s(web, test_config, tmp_path, tail
     w.close()
     assert len(run.fetched) + len(run.unfetched) == len(items)
     assert {r["url_host_name"] for r in run.fetched if r["url"].endswith("/p2")} >= {short}
-    if tail_idle_s:
+    if tail_idle_s and links:
         assert run.counters["tail_cut"] == 1
         assert run.unfetched and {i.host for i in run.unfetched} == {long_}
     else:
@@ -125,7 +129,7 @@ def test_worker_ends_its_tail_after_tail_idle_s(web, test_config, tmp_path, tail
 
 
 def test_end_run_hands_back_the_queued_urls(web, host_name, test_config, tmp_path):
-    # what a round does to the shards still fetching fetch.shard_grace_s after the first ended
+    # a run ended from another thread (FetchWorker.end_run) loses none of its queued URLs
     cfg = test_config.replace(
         politeness={"host_delay_s": 0.2}, fetch={"tail_rate_ratio": 0.0, "tail_capacity_ratio": 0.0}
     )

@@ -107,7 +107,7 @@ def _cfg(pipeline: bool, share: float = 0.0):
     # shard waits for the others (no grace cut), so a round's URLs are all fetched
     return round_config(
         generate={"max_urls_per_host": 2},
-        fetch={"shard_grace_s": 60.0, "tail_capacity_ratio": 0.0, "connect_timeout_s": 20.0, "read_timeout_s": 20.0,
+        fetch={"tail_capacity_ratio": 0.0, "connect_timeout_s": 20.0, "read_timeout_s": 20.0,
                "total_timeout_s": 30.0},  # no timeouts on a loaded machine: all answered
         round={"pipeline": pipeline, "pipeline_min_busy_share": share, "workers": 2,
                "threads_per_worker": 1},

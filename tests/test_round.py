@@ -164,8 +164,7 @@ def test_round_command_json_exit_codes_and_state_reloaded_by_a_new_process(tmp_p
                                                .encode()))  # fmt: skip
     # the slow host is a one-host tail: this test wants each round to wait it out
     cfg = round_config(politeness={"max_crawl_delay_s": 10.0},
-                       fetch={"tail_idle_s": 0.0, "tail_capacity_ratio": 0.0,
-                              "shard_grace_s": 600.0})  # fmt: skip
+                       fetch={"tail_idle_s": 0.0, "tail_capacity_ratio": 0.0})  # fmt: skip
     config_file = tmp_path / "crawl.toml"
     from batchcrawl.config import to_toml
 

@@ -132,6 +132,7 @@ _fetch = st.tuples(
     st.integers(0, 3),  # fetch time, seconds
     st.sampled_from(["ok", "truncated", "not_modified", "gone"]),
     st.integers(0, 2),  # content length
+    st.booleans(),  # archived as a revisit (duplicate_of set)
 )
 
 
@@ -140,12 +141,13 @@ def _fetched(rows: list[tuple]) -> pa.Table:
         "url_key": pa.array([u * 7 + 1 for _, u, *_ in rows], pa.uint64()),
         "url": pa.array([f"http://h{u}.test/" for _, u, *_ in rows], pa.string()),
         "round": pa.array([1] * len(rows), pa.int32()),
-        "fetch_time": pa.array([T0 + dt.timedelta(seconds=t) for _, _, t, _, _ in rows],
+        "fetch_time": pa.array([T0 + dt.timedelta(seconds=t) for _, _, t, *_ in rows],
                                pa.timestamp("ms")),
         "content_digest": pa.array([None if d == 7 else f"sha1:D{d}" for d, *_ in rows],
                                    pa.string()),
-        "outcome": pa.array([o for *_, o, _ in rows], pa.string()),
-        "content_length": pa.array([n for *_, n in rows], pa.int64()),
+        "outcome": pa.array([o for *_, o, _, _ in rows], pa.string()),
+        "content_length": pa.array([n for *_, n, _ in rows], pa.int64()),
+        "duplicate_of": pa.array([99 if r else None for *_, r in rows], pa.uint64()),
     })  # fmt: skip
 
 
@@ -160,9 +162,11 @@ def test_content_of_pieces_equals_content_of_the_whole(rows, cuts):
     """Reducing each piece to its earliest fetch per digest, then folding, gives the rows and the
     stored-fetch count of the whole table."""
     t = _fetched(rows)
-    got, stored = content_mod.round_content(_pieces(t, cuts))
+    got, stored, revisit_only = content_mod.round_content(_pieces(t, cuts))
     assert got.equals(content_mod.content_rows(t))
     assert stored == content_mod.stored_fetches(t).num_rows
+    all_digests = set(content_mod.stored_fetches(t).column("content_digest").to_pylist())
+    assert revisit_only == len(all_digests) - got.num_rows
 
 
 _domain = st.sampled_from([None, "a.test", "b.test", "c.test", "d.test"])

@@ -58,7 +58,6 @@ def spill_config(spill_pages: int):
             "tail_rate_ratio": 0.0,
             "tail_idle_s": 0.0,
             "tail_capacity_ratio": 0.0,
-            "shard_grace_s": 300.0,
             "connect_timeout_s": 20.0,
             "read_timeout_s": 20.0,
             "total_timeout_s": 30.0,

@@ -30,7 +30,7 @@ def test_a_round_after_a_time_limited_one_selects_at_most_its_fit_and_the_rest_s
     cfg = round_config(
         politeness={"host_delay_s": 0.2, "ip_delay_s": 0.0, "ip_concurrency": 8},
         fetch={"shards": 2, "threads": 4, "time_limit_s": 1.0, "tail_rate_ratio": 0.0,
-               "tail_idle_s": 0.0, "tail_capacity_ratio": 0.0, "shard_grace_s": 300.0},
+               "tail_idle_s": 0.0, "tail_capacity_ratio": 0.0},
     )  # fmt: skip
     with serve(_page) as web:
         seeds = [f"{web.base_url(h)}/p{i}" for h in HOSTS for i in range(40)]

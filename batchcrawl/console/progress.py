@@ -232,8 +232,9 @@ def dns_hint(summaries: Sequence[Mapping[str, Any]], crawl_url: str) -> str | No
 
 def left_for_later_why(summaries: Sequence[Mapping[str, Any]]) -> str:
     """Why rounds left URLs of their fetch lists for later, from their summaries: the fetch time
-    limit (``time_limit_hit``), a shard's slow tail cut (``shards_tail_cut``), the shard grace
-    after the first shard finished (``shards_ended_early``); several joined by commas."""
+    limit (``time_limit_hit``), a shard's slow tail cut (``shards_tail_cut``), or, in summaries
+    committed before issue 30 retired it, the shard grace (``shards_ended_early``); several joined
+    by commas."""
     reasons = [
         why
         for key, why in (

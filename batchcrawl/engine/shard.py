@@ -95,9 +95,7 @@ class ShardActor:
 
     async def run_over(self, run_token: str) -> bool:
         """Return (True) once the run of the fetch named ``run_token`` (:meth:`fetch`) is over:
-        its fetch threads stopped, before the shard writes its facts (~0.1-0.6 s per round). The
-        round driver counts ``fetch.shard_grace_s`` from the first shard's run end, not from its
-        result."""
+        its fetch threads stopped, before the shard writes its facts (~0.1-0.6 s per round)."""
         await self._run_over_event(run_token).wait()
         return True
 

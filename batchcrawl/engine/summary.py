@@ -54,10 +54,9 @@ def fetch_by_shard(shard_results: list[ShardReport]) -> list[dict[str, float]]:
 
 
 def _ended_early(shard_result: ShardReport) -> bool:
-    """Whether a shard's fetch ended before its time limit: cut at its slow tail, or ended by the
-    shard grace after the first shard's fetch was over."""
-    counters = shard_result["counters"]
-    return bool(counters.get("tail_cut") or counters.get("ended_early"))
+    """Whether a shard's fetch ended before its time limit: cut at its own slow tail (a shard's
+    fetch ends by its own work only, issue 30)."""
+    return bool(shard_result["counters"].get("tail_cut"))
 
 
 def round_summary(
@@ -103,12 +102,10 @@ def round_summary(
         "host_rows": {k: sum(r.host_rows.get(k, 0) for r in shard_results)
                       for k in ("kept", "read_back")},
         # a shard left URLs because its fetch reached fetch.time_limit_s (or the crawl's
-        # --max-seconds), not because it was cut at its tail or ended by the shard grace
+        # --max-seconds), not because it was cut at its own tail
         "time_limit_hit": any(r["unfetched"] and not _ended_early(r) for r in shard_results),
         # shards whose fetch ended at its slow tail (fetch.tail_rate_ratio, fetch.tail_idle_s)
         "shards_tail_cut": sum(int(r["counters"].get("tail_cut", 0)) for r in shard_results),
-        # shards told to end fetch.shard_grace_s after the first shard's fetch was over
-        "shards_ended_early": sum(int(r["counters"].get("ended_early", 0)) for r in shard_results),
         "robots": {
             k: int(v) for k, v in counters.items() if k.startswith(("robots_state_", "robots_fetches"))
         },

@@ -158,12 +158,11 @@ class _Stale(Exception):
 
 #: ``[fetch]`` settings a round reads afresh (:meth:`batchcrawl.fetch.worker.FetchWorker.run`, the
 #: round driver) and the fetcher never does: the fetch phase's time limit (lowered per round under a
-#: deadline, :meth:`batchcrawl.pipeline.Deadline.round_cfg`), its tail cut and the grace given to the
-#: other shards. A change of any other ``[fetch]`` field rebuilds the fetcher (:func:`http_settings`),
+#: deadline, :meth:`batchcrawl.pipeline.Deadline.round_cfg`) and its tail cut. A change of any other ``[fetch]`` field rebuilds the fetcher (:func:`http_settings`),
 #: so a setting added later reaches the fetcher without being listed anywhere.
 PER_ROUND_FETCH_FIELDS = frozenset({
     "time_limit_s", "tail_rate_ratio", "tail_capacity_ratio", "throughput_window_s",
-    "tail_idle_s", "shard_grace_s",
+    "tail_idle_s",
 })  # fmt: skip
 
 

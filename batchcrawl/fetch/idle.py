@@ -67,3 +67,26 @@ class IdleMeter:
         """Close the phase at ``end_s`` (charging the last interval); returns :attr:`idle_s`."""
         self.observe(end_s, 0)
         return self.idle_s
+
+
+def tail_cut_pays(waiting_capacity: float) -> bool:
+    """Whether ending a fetch phase at its tail lets the next round do more than this one could:
+    only when a host of this shard ran dry and was given new links (issue 30).
+
+    Ending a round at its tail (``fetch.tail_rate_ratio``, ``fetch.tail_idle_s``) pays because
+    the hosts that ran dry get the links found this round one round boundary sooner. When every
+    host given new links still has work (a one-host site, a mirror pair with both hosts busy, one
+    large host beside small ones that ran dry with nothing new), the next round would fetch from
+    the same hosts at the same politeness bound: the cut only adds a round's overhead (a new
+    generation, and for ``batchcrawl round`` a new process and cluster).
+
+    Parameters
+    ----------
+    waiting_capacity
+        Pages/s politeness allows the hosts of the shard's workbench that have no work left and
+        were given new links (after the URL cache and the scope filters) during the phase
+        (:meth:`~batchcrawl.fetch.workbench.Workbench.polite_capacity`'s ``waiting``): more than 0
+        when one of them ran dry. Hosts new to the shard are not counted: a link found here may
+        route to another shard, whose fetch this cut does not start sooner.
+    """
+    return waiting_capacity > 0

@@ -9,7 +9,7 @@ import math
 from collections import Counter
 from collections.abc import Callable
 
-from batchcrawl.fetch.idle import IdleMeter
+from batchcrawl.fetch.idle import IdleMeter, tail_cut_pays
 from batchcrawl.fetch.loop import FetchLoop
 from batchcrawl.fetch.runstate import RunState, ShardRun, new_shard_run
 from batchcrawl.fetch.tail import TailDetector
@@ -58,12 +58,15 @@ def run_batch(
             now = parts.clock()
             with loop.lock:
                 done = pending - run.pending
+            found = run.found_hosts if run.found_hosts is not None else set()
             working, waiting = (
-                (math.inf, 0.0) if run.found_hosts is None else wb.polite_capacity(run.found_hosts)
+                wb.polite_capacity(found) if fc.tail_capacity_ratio else (math.inf, 0.0)
             )
             in_tail = tail.observe(now, done, working, waiting) or (
                 0 < fc.tail_idle_s <= idle.in_tail_for(now)
             )
+            if in_tail and not run.stop.is_set():  # only when the next round gains a host
+                in_tail = tail_cut_pays(wb.polite_capacity(found)[1])
             if now >= run.deadline or (in_tail and not run.stop.is_set()):
                 if now < run.deadline:
                     out.counters["tail_cut"] = 1

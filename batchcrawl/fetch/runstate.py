@@ -69,5 +69,5 @@ class RunState:
     storage_fault: OSError | None = None  # the first full / read-only storage error: ends the run
     ended_early: bool = False  # FetchWorker.end_run was called
     # hosts given a link in scope this run (past the URL cache): they have URLs for the next
-    # round; kept only for fetch.tail_capacity_ratio (None when it is off)
+    # round; for the tail rules (fetch.tail_capacity_ratio, idle.tail_cut_pays); None in a stream
     found_hosts: set[str] | None = None

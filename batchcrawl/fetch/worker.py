@@ -207,7 +207,7 @@ class FetchWorker:
         self.forget_idle_hosts(keep={i.host for i in items})
         run = RunState(round=round, out=new_shard_run(), warc=self.loop.warc_writer(round),
                        deadline=started + limit,
-                       found_hosts=set() if cfg.fetch.tail_capacity_ratio else None)  # fmt: skip
+                       found_hosts=set())  # fmt: skip
         self._batch = run
         try:
             return run_batch(self.loop, run, items, started, progress=progress, spill=spill)

@@ -17,7 +17,8 @@ Who learns what, when
 * A duplicate of content committed in an **earlier round** is known at fetch time: every shard
   loads the previous generation's table (:func:`load_seen`), sets ``fetched.duplicate_of``, writes
   a WARC ``revisit`` (identical-payload-digest) instead of a response and, with
-  ``dedup.skip_duplicate_links``, follows none of its links.
+  ``dedup.skip_duplicate_links`` (off by default), follows none of its links. Such a revisit
+  never becomes a digest's row here (:func:`captures`): every revisit refers to a response.
 * A duplicate fetched by **another shard in the same round** is known only here, at update time:
   the table names the first URL, and the named query ``duplicates`` lists every ``fetched`` row
   whose digest was first fetched elsewhere. Its WARC record stays a ``response`` (the shards do
@@ -42,7 +43,7 @@ from batchcrawl.urls import hash64_many
 
 KEY = "digest_key"
 #: ``fetched`` columns a content row is made from.
-FETCHED_COLUMNS = ["url_key", "url", "round", "fetch_time", "content_digest", "outcome", "content_length"]  # fmt: skip
+FETCHED_COLUMNS = ["url_key", "url", "round", "fetch_time", "content_digest", "outcome", "content_length", "duplicate_of"]  # fmt: skip
 #: Outcomes whose payload is the page itself (not a redirect body, error page or 304).
 STORED_OUTCOMES = ("ok", "truncated")
 
@@ -57,11 +58,27 @@ def stored_fetches(fetched: pa.Table) -> pa.Table:
     return fetched.filter(pc.and_(keep, pc.is_valid(fetched.column("content_digest"))))
 
 
+def captures(fetched: pa.Table) -> pa.Table:
+    """The :func:`stored_fetches` of ``fetched`` archived as WARC ``response`` records: those
+    without ``duplicate_of`` (a fetch the shard knew as a duplicate, of an earlier round's capture
+    or of its own earlier one in this round, was archived as a ``revisit``).
+
+    Only these may become a digest's ``content`` row, the capture later revisits refer to (WARC
+    1.1 §6.7: a revisit's WARC-Refers-To names the record holding the payload). A shard's fetch
+    threads finish out of order, so a revisit may carry an *earlier* ``fetch_time`` (the start of
+    its request) than the response it refers to: a slow page started first and answered last
+    (issue 30; seen in 2 of 14 replays of a small crawl). A digest fetched this round has at least
+    one capture: a revisit refers to a response of an earlier round (then the digest is known
+    already) or of its own shard this round."""
+    t = stored_fetches(fetched)
+    return t.filter(pc.is_null(t.column("duplicate_of")))
+
+
 def content_rows(fetched: pa.Table) -> pa.Table:
     """The ``content`` rows a round's ``fetched`` rows (at least :data:`FETCHED_COLUMNS`) offer:
-    :func:`stored_fetches`, one per digest -- the earliest ``fetch_time`` wins (ties: smallest
-    ``url_key``) -- sorted by ``digest_key``."""
-    t = stored_fetches(fetched)
+    :func:`captures` (responses, not revisits), one per digest -- the earliest ``fetch_time``
+    wins (ties: smallest ``url_key``) -- sorted by ``digest_key``."""
+    t = captures(fetched)
     digests = t.column("content_digest").to_pylist()
     t = pa.table(
         {
@@ -87,16 +104,22 @@ def first_per_digest(rows: pa.Table) -> pa.Table:
     return schemas.conform("content", t.filter(pa.array(first)))
 
 
-def round_content(pieces: Iterable[pa.Table]) -> tuple[pa.Table, int]:
+def round_content(pieces: Iterable[pa.Table]) -> tuple[pa.Table, int, int]:
     """:func:`content_rows` of the ``fetched`` rows in ``pieces`` (e.g. one row group at a time:
-    :meth:`~batchcrawl.store.crawldir.CrawlDir.iter_row_groups`) and the number of their
-    :func:`stored_fetches`. Memory: the round's distinct digests plus about as many rows again:
-    pieces are reduced, then folded into the result once they hold as many rows as it."""
+    :meth:`~batchcrawl.store.crawldir.CrawlDir.iter_row_groups`), the number of their
+    :func:`stored_fetches`, and the number of digests they hold only as revisits (known from
+    an earlier round, so they offer no content row). Memory: the round's distinct digests plus
+    about as many rows again: pieces are reduced, then folded into the result once they hold as
+    many rows as it."""
     acc = schemas.empty("content")
     pending: list[pa.Table] = []
     pending_rows = stored = 0
+    revisited: set[int] = set()  # digest keys of the revisits (a minority of the fetches)
     for piece in pieces:
-        stored += stored_fetches(piece).num_rows
+        all_stored = stored_fetches(piece)
+        stored += all_stored.num_rows
+        revisits = all_stored.filter(pc.is_valid(all_stored.column("duplicate_of")))
+        revisited.update(hash64_many(revisits.column("content_digest").to_pylist()))
         rows = content_rows(piece)
         pending.append(rows)
         pending_rows += rows.num_rows
@@ -105,7 +128,8 @@ def round_content(pieces: Iterable[pa.Table]) -> tuple[pa.Table, int]:
             pending, pending_rows = [], 0
     if pending:
         acc = first_per_digest(pa.concat_tables([acc, *pending]))
-    return acc, stored
+    captured = set(acc.column(KEY).to_pylist()) if revisited else set()
+    return acc, stored, len(revisited - captured)
 
 
 #: The content-seen set: payload digests bucketed by ``digest_key`` (:mod:`.keyset`).
@@ -147,10 +171,12 @@ def update_content(
     (:func:`round_content`; the facts are partitioned by digest here, in the caller) plus one
     bucket's keys per task.
     """
-    stored, fetches = round_content([fetched] if isinstance(fetched, pa.Table) else fetched)
+    stored, fetches, revisit_only = round_content(
+        [fetched] if isinstance(fetched, pa.Table) else fetched
+    )
     done = update_set(crawl, manifest, CONTENT, generation, stored, cfg, mapper)
     new = done.new.num_rows
-    known = stored.num_rows - new
+    known = stored.num_rows - new + revisit_only
     return ContentUpdate(done.listing, new, known, fetches - new)
 
 
