@@ -32,11 +32,11 @@ from pathlib import Path
 
 from warcio.archiveiterator import ArchiveIterator
 
+from batchcrawl.engine.cluster import cluster_url, dask_client
 from batchcrawl.extract import extract_crawl
 from batchcrawl.extract.language import identify
 from batchcrawl.extract.page import PageSkipped, extract_page
 from batchcrawl.extract.payload import read_payload
-from batchcrawl.round import cluster_url, dask_client
 from batchcrawl.store.crawldir import CrawlDir
 from batchcrawl.store.sql import query
 from batchcrawl.testing.manuals import APTITUDE, APTITUDE_LANGUAGES, PYDOC

@@ -57,7 +57,7 @@ _DROP_WARC = {
     "WARC-Block-Digest", "WARC-Payload-Digest", "Content-Length", "WARC-Warcinfo-ID",
 }  # fmt: skip
 _DROP_HTTP = {"date", "content-length"}
-_DROP_HOSTS = {"next_fetch_time", "host_delay_s"}  # host_delay_s follows download times
+_DROP_HOSTS = {"after_round", "next_fetch_time", "host_delay_s"}  # host_delay_s follows download times
 
 
 def sample_web() -> SampleWeb:
@@ -169,9 +169,12 @@ def _normalize(port, workdir, fetched, links, edges, host_rows, counters) -> dic
         {**r, "src_url_key": key(r["src_url_key"]), "dst_url_key": key(r["dst_url_key"])}
         for r in edges
     ]
+    # each host's last row: which rounds list a host depends on when its politeness clock let the
+    # worker forget it (a wall-clock race under load), not on what the row says
+    last = {r["host"]: r for r in host_rows}
     out_hosts = [
         {k: text(v) for k, v in r.items() if k not in _DROP_HOSTS and "time" not in k}
-        for r in host_rows
+        for r in last.values()
     ]
     return {
         "fetched": sorted(out_fetched, key=_sort_key),

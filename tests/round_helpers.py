@@ -95,8 +95,8 @@ def hosts_on_two_shards(cfg: Config, prefix: str) -> tuple[str, str]:
 def hosts_on_one_shard(cfg: Config, prefix: str, n: int = 2) -> list[str]:
     """``n`` host names ``{prefix}{i}.test`` that ``cfg``'s ring routes to one shard (the shard
     of ``{prefix}0.test``): a web whose every host is fetched by one shard, the others idle."""
+    from batchcrawl.engine.shard import host_shard
     from batchcrawl.ring import HashRing
-    from batchcrawl.round import host_shard
 
     ring = HashRing(cfg.fetch.shards, cfg.fetch.ring_vnodes)
     names = (f"{prefix}{i}.test" for i in range(1000))

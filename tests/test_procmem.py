@@ -16,7 +16,7 @@ import pytest
 
 from batchcrawl import procmem
 from batchcrawl.config import Config, loopback_test_config
-from batchcrawl.round import dask_client
+from batchcrawl.engine.cluster import dask_client
 
 
 def _allocators() -> tuple[str | None, ...]:

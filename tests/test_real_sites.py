@@ -14,8 +14,9 @@ import sys
 import pytest
 from round_helpers import REPO, new_crawl, serve
 
+from batchcrawl.engine.shard import host_shard
 from batchcrawl.ring import HashRing
-from batchcrawl.round import host_shard, run_rounds
+from batchcrawl.round import run_rounds
 from batchcrawl.store.sql import query
 
 

@@ -13,7 +13,7 @@ import pytest
 from crawl_helpers import small_crawl
 from round_helpers import cli_command, subprocess_env
 
-from batchcrawl.round import cluster_url
+from batchcrawl.engine.cluster import cluster_url
 
 
 def free_port() -> int:

@@ -1,6 +1,6 @@
 """How a shard's fetch ends (issue 30: by its own work only, never because another shard
 finished; the retired ``fetch.shard_grace_s`` ended it one second after the first shard's run).
-The actor tells when a fetch's run is over (:meth:`batchcrawl.round.ShardActor.run_over`), and a
+The actor tells when a fetch's run is over (:meth:`batchcrawl.engine.shard.ShardActor.run_over`), and a
 crawl's deadline (``crawl --max-seconds``) ends every shard's run by it. Skewed webs, where one
 shard has all the work: tests/test_skewed_webs.py."""
 
@@ -12,9 +12,10 @@ import pytest
 from round_helpers import fetched_rows, hosts_on_two_shards, new_crawl, round_config, serve
 from test_crash import with_crawler
 
+from batchcrawl.engine.cluster import dask_client
+from batchcrawl.engine.shard import ShardActor
 from batchcrawl.errors import CrawlDirError
 from batchcrawl.pipeline import Deadline
-from batchcrawl.round import ShardActor, dask_client
 from batchcrawl.testing.webserver import Response
 
 

@@ -32,12 +32,12 @@ from round_helpers import (
 from test_crash import KillOnPage, killed_helper, steps_until_killed, with_crawler
 
 from batchcrawl.config import to_toml
+from batchcrawl.engine.cluster import dask_client
 from batchcrawl.fetch.spill import FACT_KEYS, FactFiles
 from batchcrawl.fetch.worker import FetchWorker, ShardRun
 from batchcrawl.graph.build import build_graph
 from batchcrawl.graph.linkgraph import LinkGraph
 from batchcrawl.records import FetchItem
-from batchcrawl.round import dask_client
 from batchcrawl.store import paths, sql
 from batchcrawl.store.crawldir import CrawlDir
 from batchcrawl.store.gc import gc
