@@ -57,7 +57,11 @@ _DROP_WARC = {
     "WARC-Block-Digest", "WARC-Payload-Digest", "Content-Length", "WARC-Warcinfo-ID",
 }  # fmt: skip
 _DROP_HTTP = {"date", "content-length"}
-_DROP_HOSTS = {"after_round", "next_fetch_time", "host_delay_s"}  # host_delay_s follows download times
+_DROP_HOSTS = {
+    "after_round",
+    "next_fetch_time",
+    "host_delay_s",
+}  # host_delay_s follows download times
 
 
 def sample_web() -> SampleWeb:
