@@ -80,7 +80,7 @@ CREATE TABLE fetched (
     error                      VARCHAR,               -- 'timeout', 'connect', 'reset', 'body_short', ...
     fetch_redirect             VARCHAR,               -- Location target (canonical) of a 3xx
     content_digest             VARCHAR,               -- 'sha1:BASE32' of the payload, as in WARC
-    content_mime_type          VARCHAR,               -- Content-Type without parameters
+    content_mime_type          VARCHAR,               -- Content-Type type/subtype, lower-case (RFC 9110 §8.3.1); NULL if absent or malformed
     content_charset            VARCHAR,               -- charset used to decode the page
     content_length             BIGINT,                -- payload bytes stored
     content_truncated          VARCHAR,               -- NULL, 'length' or 'time' (cc-index meaning)
@@ -94,14 +94,15 @@ CREATE TABLE fetched (
     warc_record_length         BIGINT,
     robots_noindex             BOOLEAN,               -- meta robots or X-Robots-Tag noindex
     robots_nofollow            BOOLEAN,               -- meta robots or X-Robots-Tag nofollow
-    etag                       VARCHAR,               -- ETag of the response (a 304 without one: the one sent)
-    last_modified              VARCHAR,               -- Last-Modified of the response (likewise)
-    canonical_url              VARCHAR,               -- <link rel=canonical> (or Link header) target, absolute
+    etag                       VARCHAR,               -- ETag of the response (a 304 without one: the one sent); NULL if malformed
+    last_modified              VARCHAR,               -- Last-Modified of the response as IMF-fixdate, any HTTP-date form read (likewise); NULL if malformed
+    canonical_url              VARCHAR,               -- <link rel=canonical> target, else a Link: <..>; rel="canonical" header's, absolute
     retry_after_s              DOUBLE,                -- Retry-After of a 429/503 in seconds (capped); NULL if none or malformed
     duplicate_of               UBIGINT,               -- url_key of the first URL with this payload digest (known at fetch time)
     simhash                    UBIGINT,               -- 64-bit SimHash of the visible text, digits masked (HTML pages)
     simhash_version            UTINYINT,              -- definition of simhash (batchcrawl.fetch.simhash.VERSION); compare fingerprints of one version only; NULL with simhash, or in files written before version 2 (their simhash is version 1)
-    near_duplicate_of          UBIGINT                -- url_key of an earlier page of the host within dedup.near_hamming bits
+    near_duplicate_of          UBIGINT,               -- url_key of an earlier page of the host within dedup.near_hamming bits
+    header_errors              VARCHAR                -- response header fields present but unusable, comma-separated (content_type, etag, last_modified, date, retry_after); their columns are NULL (batchcrawl.fetch.fields); NULL: none, or a file written before the column
 );
 
 -- links/round=R/shard=SS.parquet: outlinks (and redirect targets) found in a round, in discovery order.

@@ -42,8 +42,9 @@ from typing import Any
 
 from batchcrawl.config import Config
 from batchcrawl.errors import InvalidURL
-from batchcrawl.fetch.directives import retry_after_s, x_robots_tag
+from batchcrawl.fetch.directives import retry_after_s
 from batchcrawl.fetch.fetcher import Fetcher, http_settings
+from batchcrawl.fetch.fields import ResponseFields, response_fields
 from batchcrawl.fetch.idle import IdleMeter
 from batchcrawl.fetch.neardup import NearDuplicates
 from batchcrawl.fetch.parse import parse_page
@@ -114,13 +115,6 @@ def _redirect_target(result: FetchResult, base: str) -> str | None:
         return redirect_target(result.header("Location") or "", base)
     except InvalidURL:
         return None
-
-
-def mime_type(content_type: str | None) -> str | None:
-    """``Content-Type`` without parameters, lower-case (cc-index ``content_mime_type``)."""
-    if not content_type:
-        return None
-    return content_type.split(";", 1)[0].strip().lower() or None
 
 
 def _near_duplicates(cfg: Config) -> NearDuplicates:
@@ -1092,23 +1086,25 @@ class FetchWorker:
         found: list[tuple[str, str, bool]] = []  # (absolute url, tag, nofollow)
         cpu_parse_s = cpu_simhash_s = 0.0
         invalid = 0
+        rejected: tuple[str, ...] = ()
         if result.status is not None:
             ctype = result.header("Content-Type")
-            row["content_mime_type"] = mime_type(ctype)
+            fields = self._fields(item, result)  # every header value typed and validated
+            rejected = fields.rejected
+            row["header_errors"] = ",".join(rejected) or None
+            row["content_mime_type"] = fields.content_mime_type
             row["content_length"] = len(result.raw_body)
             row["content_truncated"] = result.truncated
             # a 304 confirms the stored capture: no payload of its own, the stored digest is kept
             digest = None if outcome is Outcome.NOT_MODIFIED else payload_digest(result.raw_body)
             row["content_digest"] = digest
-            row["retry_after_s"] = self._retry_after(result)
-            directives = x_robots_tag(
-                [v for k, v in result.response_headers if k.lower() == "x-robots-tag"], self.agent
-            )
+            row["retry_after_s"] = fields.retry_after_s
+            directives = fields.robots
             if outcome in (Outcome.OK, Outcome.TRUNCATED, Outcome.NOT_MODIFIED):
-                row["etag"] = result.header("ETag") or (
+                row["etag"] = fields.etag or (
                     item.etag if outcome is Outcome.NOT_MODIFIED else None
                 )
-                row["last_modified"] = result.header("Last-Modified") or (
+                row["last_modified"] = fields.last_modified or (
                     item.last_modified if outcome is Outcome.NOT_MODIFIED else None
                 )
                 row["robots_noindex"] = directives.noindex
@@ -1133,7 +1129,7 @@ class FetchWorker:
                 row["content_charset"] = page.charset
                 row["robots_noindex"] = page.robots_noindex or directives.noindex
                 row["robots_nofollow"] = page.robots_nofollow or directives.nofollow
-                row["canonical_url"] = page.canonical
+                row["canonical_url"] = page.canonical or fields.canonical_url
                 found.extend(
                     (link.url, link.tag, link.nofollow or directives.nofollow)
                     for link in page.links
@@ -1182,6 +1178,8 @@ class FetchWorker:
         with self._lock:
             counters = run.out.counters
             counters["links_cached"] += len(canonical) - len(new)
+            for name in rejected:
+                counters[f"header_rejected:{name}"] += 1
             if invalid:
                 counters["links_invalid"] += invalid
             if result.status is not None:
@@ -1203,6 +1201,14 @@ class FetchWorker:
             counters["cpu_simhash_s"] += cpu_simhash_s
             counters["cpu_links_s"] += (t1 - t0) + (t3 - t2)
             counters["cpu_warc_s"] += t2 - t1
+
+    def _fields(self, item: FetchItem, result: FetchResult) -> ResponseFields:
+        """The validated header fields of ``result`` (:func:`~batchcrawl.fetch.fields.response_fields`)."""
+        return response_fields(
+            result.response_headers, status=result.status, url=item.url, agent=self.agent,
+            received=result.finished or self.wall(),
+            max_retry_after_s=self.cfg.politeness.max_retry_after_s,
+        )  # fmt: skip
 
     def _retry_after(self, result: FetchResult) -> float | None:
         """Seconds a 429/503 asks us to wait (``Retry-After``, RFC 9110 §10.2.3), capped at
