@@ -770,7 +770,11 @@ class FetchWorker:
     def _queue_sitemaps(self, run: _Run, host: str, jobs: list[SitemapJob]) -> None:
         """Append new sitemap jobs to ``host``'s visit state (politeness applies) and count them
         pending; call while an item of the run is still pending."""
+        named = len(jobs)
         jobs = self._new_sitemaps(run, jobs)
+        if named > len(jobs):  # named twice (robots.txt, an index, a seed): fetched once
+            with self._lock:
+                run.out.counters["sitemaps_repeated"] += named - len(jobs)
         if not jobs:
             return
         with self._lock:
@@ -984,7 +988,8 @@ class FetchWorker:
         host = host_of(job.url)
         src = FetchItem(url_key(job.url), job.url, host, domain_of(host), depth=0)
         memo = self._canonical.canonical
-        found = [(hit, e.lastmod) for e in sm.urls if (hit := memo(e.loc)) is not None]
+        hits = [(hit, e.lastmod) for e in sm.urls if (hit := memo(e.loc)) is not None]
+        found = [(hit, lm) for hit, lm in hits if job.may_list(hit[1])]  # sitemaps.org location
         with self._lock:
             seen = self.url_cache.seen
             new = [(hit, lm) for hit, lm in found if not seen(hit[0]) or lm is not None]
@@ -998,7 +1003,8 @@ class FetchWorker:
             for name, n in (
                 ("sitemaps_truncated", int(sm.truncated)),
                 ("sitemaps_unreadable", int(sm.error is not None)),
-                ("links_invalid", len(sm.urls) - len(found)),
+                ("links_invalid", len(sm.urls) - len(hits)),
+                ("sitemap_urls_out_of_scope", len(hits) - len(found)),
                 ("links_cached", len(found) - len(new)),
             ):
                 if n:
