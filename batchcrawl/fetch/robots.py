@@ -390,6 +390,15 @@ class RobotsCache:
             self._set(origin, entry)
         return entry
 
+    def hold(self, origin: str, until: float) -> None:
+        """Keep ``origin``'s live ``unavailable`` entry until ``until`` (epoch seconds), the end of
+        its host's back-off (:mod:`batchcrawl.fetch.holds`): robots.txt is not fetched again
+        before. Other entries are left as they are."""
+        with self._lock:
+            entry = self._entries.get(origin)
+            if entry is not None and entry.rules.unavailable and not entry.stale:
+                self._entries[origin] = RobotsEntry(entry.rules, entry.fetch_time, until)
+
     def _set(self, origin: str, entry: RobotsEntry) -> None:
         """Store ``entry`` (lock held)."""
         self._entries[origin] = entry

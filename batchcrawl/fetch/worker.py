@@ -38,6 +38,7 @@ from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from random import Random
 from typing import Any
 
 from batchcrawl.config import Config
@@ -45,6 +46,7 @@ from batchcrawl.errors import InvalidURL
 from batchcrawl.fetch.directives import retry_after_s
 from batchcrawl.fetch.fetcher import Fetcher, http_settings
 from batchcrawl.fetch.fields import ResponseFields, response_fields
+from batchcrawl.fetch.holds import HostHolds, hold_host
 from batchcrawl.fetch.idle import IdleMeter
 from batchcrawl.fetch.neardup import NearDuplicates
 from batchcrawl.fetch.parse import parse_page
@@ -372,6 +374,7 @@ class FetchWorker:
         self.fetcher = Fetcher(cfg.fetch, cfg.crawl, self.resolver, self.policy)
         self.workbench: Workbench = Workbench.from_config(cfg.politeness, clock)
         self.robots = RobotsCache(cfg.robots, self.agent, clock=wall)
+        self.holds = HostHolds(cfg.robots.retry_after_s, cfg.robots.max_hold_s, Random(), wall)
         self.filters = FilterChain.from_config(cfg.filters, seed_hosts, seed_domains)
         self.url_cache = _KeyCache(cfg.fetch.url_cache_size)
         self._canonical = _CanonicalMemo(cfg.fetch.canonical_memo_size)
@@ -405,6 +408,7 @@ class FetchWorker:
         """
         old, self.cfg = self.cfg, cfg
         self.agent = cfg.crawl.robots_agent
+        self.holds.configure(cfg.robots.retry_after_s, cfg.robots.max_hold_s)
         self.filters = FilterChain.from_config(cfg.filters, seed_hosts, seed_domains)
         # a round under a deadline gets a new fetch.time_limit_s: that must not drop every host's
         # connection, cookies and address (each round would start with a burst of new connections)
@@ -448,6 +452,7 @@ class FetchWorker:
         gone = self.workbench.prune_idle(keep=frozenset(keep))
         for host in gone:
             self.robots.forget(host)
+            self.holds.forget(host)
             self.resolver.forget(host)
             self.near.forget(host)
             self._host_counts.pop(host, None)
@@ -482,6 +487,7 @@ class FetchWorker:
         for row in rows:
             host = row["host"]
             self.robots.load_row(host, row)
+            self.holds.load_row(host, row)
             self.near.restore(host, row.get("trap"))
             self._host_counts[host] = [
                 int(row.get("pages_fetched") or 0),
@@ -534,6 +540,7 @@ class FetchWorker:
                 "trap": self.near.trap(state.host),
             }
             row.update(self.robots.to_row(state.host))
+            row.update(self.holds.to_row(state.host))
             rows.append(row)
         return rows
 
@@ -826,7 +833,10 @@ class FetchWorker:
                 continue
             if rules.unavailable:  # this URL's origin only: no request made, so no delay
                 wb.release(vs, None)
-                self._record_failure(run, item, Outcome.ROBOTS_UNAVAILABLE, "robots_unavailable")
+                self._record_failure(
+                    run, item, Outcome.ROBOTS_UNAVAILABLE, "robots_unavailable",
+                    retry_after_s=self.holds.remaining_s(item.host),
+                )  # fmt: skip
                 self._done(run)
                 continue
             if not rules.allowed(item.url, self.agent):
@@ -886,6 +896,7 @@ class FetchWorker:
             chain = [FetchResult(url=origin + "/robots.txt", error="internal")]
         entry = self.robots.put(origin, rules_from_fetch(chain[-1], self.cfg.robots.max_bytes))
         rules = entry.rules  # the last good copy while robots.txt is unreachable (RFC 9309 §2.4)
+        held = hold_host(self.holds, self.robots, vs.host, origin, rules)  # a state of the host
         vs.set_crawl_delay(rules.crawl_delay(self.agent))
         dropped: list[FetchItem] = []
         if rules.unavailable:  # this origin's URLs; the host's other origins keep their place
@@ -918,7 +929,9 @@ class FetchWorker:
                 with self._lock:
                     run.out.counters["sitemaps_robots_unavailable"] += 1
             else:
-                self._record_failure(run, it, Outcome.ROBOTS_UNAVAILABLE, "robots_unavailable")
+                self._record_failure(
+                    run, it, Outcome.ROBOTS_UNAVAILABLE, "robots_unavailable", retry_after_s=held
+                )
         if dropped:
             self._done(run, len(dropped))
 
@@ -1046,9 +1059,10 @@ class FetchWorker:
         error: str | None,
         detail: str | None = None,
         ip: str | None = None,
+        retry_after_s: float | None = None,
     ) -> None:
         row = self._base_row(run, item, self.wall())
-        row.update(outcome=outcome.value, error=error, fetch_ip=ip)
+        row.update(outcome=outcome.value, error=error, fetch_ip=ip, retry_after_s=retry_after_s)
         with self._lock:
             run.out.fetched.append(row)
             run.out.counters[outcome.value] += 1
