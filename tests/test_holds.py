@@ -5,21 +5,25 @@ counted and take no fetch-list slot; once robots.txt answers 200 the host is cra
 from __future__ import annotations
 
 import datetime as dt
+import io
 import random
 import threading
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from rich.console import Console
 from round_helpers import frontier_rows, new_crawl, round_config, serve
 
 from batchcrawl.config import Config, to_toml
+from batchcrawl.console.status_view import status_tables
 from batchcrawl.fetch.holds import HostHolds, backoff_s
 from batchcrawl.frontier.generate import generate
 from batchcrawl.frontier.inject import inject
 from batchcrawl.round import run_rounds
 from batchcrawl.store import sql
 from batchcrawl.store.crawldir import CrawlDir
+from batchcrawl.store.status import crawl_status
 from batchcrawl.testing.webserver import Response
 from batchcrawl.urls import canonicalize
 
@@ -127,6 +131,7 @@ def test_robots_outage_holds_the_host_and_loses_no_url(tmp_path):
             crawl, "SELECT held_reason, held_failures FROM hosts WHERE host = 'down.test'"
         ).to_pylist()
         during = {r["url"]: r for r in frontier_rows(crawl)}
+        status = crawl_status(crawl)
         site.down = False
         recovered = run_rounds(crawl.url, cfg, 4)
         lists = sql.query(
@@ -136,6 +141,18 @@ def test_robots_outage_holds_the_host_and_loses_no_url(tmp_path):
     assert len(outage) == 6 and site.robots_500 > cfg.frontier.max_retries + 1
     assert held == [{"held_reason": "robots_unavailable", "held_failures": site.robots_500}]
     mine = {u: r for u, r in during.items() if "down.test" in u}
+    (shown,) = status["held"]  # batchcrawl status: the outage, per host
+    assert (shown["host"], shown["reason"], shown["queued"]) == (
+        "down.test",
+        "robots_unavailable",
+        len(mine),
+    )
+    assert shown["outage_s"] > 0 and shown["failures"] == site.robots_500
+    text = Console(width=80, record=True, file=io.StringIO())
+    for table in status_tables(status):
+        text.print(table)
+    shown_text = text.export_text()
+    assert "held hosts" in shown_text and "robots_unavailable" in shown_text
     assert len(mine) >= 5 + 2  # the seeds and the URLs found meanwhile: none lost
     assert all((r["status"], r["retries"]) == ("queued", 0) for r in mine.values())
     # no fetch list filled with the held host: after round 1, one probe URL at most
