@@ -209,6 +209,15 @@ class PolitenessSection:
     max_retry_after_s: Annotated[float, _above_zero] = 3600.0
     """A ``Retry-After`` on a 429 or 503 (RFC 9110 §10.2.3) moves the host's next allowed request
     and the URL's retry to then, but at most this many seconds ahead."""
+    rate_limit_backoff_s: Annotated[float, _above_zero] = 60.0
+    """A 429 or 503 without ``Retry-After`` (or one repeating a remembered rate limit) holds the
+    whole host this many seconds, doubled at each further one (+-10 % jitter, never less than its
+    ``Retry-After``); the hold is kept in the ``hosts`` table across rounds and restarts."""
+    max_rate_limit_backoff_s: Annotated[float, _above_zero] = 86400.0
+    """Longest rate-limit hold of a host, seconds."""
+    rate_limit_quiet_s: Annotated[float, Range(0, None)] = 3600.0
+    """A host that answers without a rate limit this many seconds after its rate-limit hold ended
+    has its back-off reset."""
 
 
 @dataclass(frozen=True)

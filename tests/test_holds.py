@@ -39,19 +39,22 @@ def test_backoff_doubles_up_to_its_cap_with_jitter(failures, base, cap, seed):
 
 def test_holds_grow_clear_and_survive_the_hosts_row():
     now = [T0]
-    holds = HostHolds(10.0, 35.0, random.Random(1), clock=lambda: now[0])
-    first = holds.fail("h.test", "robots_unavailable")
+    holds = HostHolds(random.Random(1), clock=lambda: now[0])
+    fail = lambda: holds.fail("h.test", "robots_unavailable", 10.0, 35.0)  # noqa: E731
+    first = fail()
     assert first.failures == 1 and 9 <= first.until - T0 <= 11
     now[0] += 11
-    second = holds.fail("h.test", "robots_unavailable")
+    second = fail()
     assert (second.since, second.failures) == (T0, 2) and 18 <= second.until - now[0] <= 22
     now[0] += 22
-    assert 31.5 <= holds.fail("h.test", "robots_unavailable").until - now[0] <= 35  # capped
+    assert 31.5 <= fail().until - now[0] <= 35  # capped
     row = holds.to_row("h.test")
-    again = HostHolds(10.0, 35.0, random.Random(2), clock=lambda: now[0])
+    again = HostHolds(random.Random(2), clock=lambda: now[0])
     assert again.load_row("h.test", row) == holds.get("h.test")
     assert again.load_row("old.test", {"host": "old.test"}) is None  # a row from before holds
-    assert holds.clear("h.test") is not None and holds.to_row("h.test")["held_until"] is None
+    assert holds.clear("h.test", "rate_limit") is None  # held for another reason
+    assert holds.clear("h.test", "robots_unavailable") is not None
+    assert holds.to_row("h.test")["held_until"] is None
 
 
 # -- generate leaves held hosts out --------------------------------------------------------------

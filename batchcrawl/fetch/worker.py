@@ -46,7 +46,7 @@ from batchcrawl.errors import InvalidURL
 from batchcrawl.fetch.directives import retry_after_s
 from batchcrawl.fetch.fetcher import Fetcher, http_settings
 from batchcrawl.fetch.fields import ResponseFields, response_fields
-from batchcrawl.fetch.holds import HostHolds, hold_host
+from batchcrawl.fetch.holds import HostHolds, hold_host, rate_limit_wait
 from batchcrawl.fetch.idle import IdleMeter
 from batchcrawl.fetch.neardup import NearDuplicates
 from batchcrawl.fetch.parse import parse_page
@@ -374,7 +374,7 @@ class FetchWorker:
         self.fetcher = Fetcher(cfg.fetch, cfg.crawl, self.resolver, self.policy)
         self.workbench: Workbench = Workbench.from_config(cfg.politeness, clock)
         self.robots = RobotsCache(cfg.robots, self.agent, clock=wall)
-        self.holds = HostHolds(cfg.robots.retry_after_s, cfg.robots.max_hold_s, Random(), wall)
+        self.holds = HostHolds(Random(), wall)  # robots.txt outages and rate limits
         self.filters = FilterChain.from_config(cfg.filters, seed_hosts, seed_domains)
         self.url_cache = _KeyCache(cfg.fetch.url_cache_size)
         self._canonical = _CanonicalMemo(cfg.fetch.canonical_memo_size)
@@ -408,7 +408,6 @@ class FetchWorker:
         """
         old, self.cfg = self.cfg, cfg
         self.agent = cfg.crawl.robots_agent
-        self.holds.configure(cfg.robots.retry_after_s, cfg.robots.max_hold_s)
         self.filters = FilterChain.from_config(cfg.filters, seed_hosts, seed_domains)
         # a round under a deadline gets a new fetch.time_limit_s: that must not drop every host's
         # connection, cookies and address (each round would start with a burst of new connections)
@@ -860,7 +859,7 @@ class FetchWorker:
             wb.release(
                 vs,
                 result.download_s if result.status is not None or result.ip else None,
-                retry_after_s=self._retry_after(result),
+                retry_after_s=self._host_wait(vs.host, result),
             )
             if hop:
                 self._archive_hop(run, item, result)
@@ -896,7 +895,7 @@ class FetchWorker:
             chain = [FetchResult(url=origin + "/robots.txt", error="internal")]
         entry = self.robots.put(origin, rules_from_fetch(chain[-1], self.cfg.robots.max_bytes))
         rules = entry.rules  # the last good copy while robots.txt is unreachable (RFC 9309 §2.4)
-        held = hold_host(self.holds, self.robots, vs.host, origin, rules)  # a state of the host
+        held = hold_host(self.holds, self.robots, vs.host, origin, rules, self.cfg.robots)
         vs.set_crawl_delay(rules.crawl_delay(self.agent))
         dropped: list[FetchItem] = []
         if rules.unavailable:  # this origin's URLs; the host's other origins keep their place
@@ -964,7 +963,7 @@ class FetchWorker:
         wb.release(
             vs,
             result.download_s if result.status is not None or result.ip else None,
-            retry_after_s=self._retry_after(result),
+            retry_after_s=self._host_wait(vs.host, result),
         )
         try:
             self._process_sitemap(run, job, result)
@@ -1229,6 +1228,13 @@ class FetchWorker:
             received=result.finished or self.wall(),
             max_retry_after_s=self.cfg.politeness.max_retry_after_s,
         )  # fmt: skip
+
+    def _host_wait(self, host: str, result: FetchResult) -> float | None:
+        """Seconds ``host`` waits after ``result``: a 429/503 holds it (rate-limit back-off,
+        :func:`~batchcrawl.fetch.holds.rate_limit_wait`); None otherwise."""
+        return rate_limit_wait(
+            self.holds, host, result.status, self._retry_after(result), self.cfg.politeness
+        )
 
     def _retry_after(self, result: FetchResult) -> float | None:
         """Seconds a 429/503 asks us to wait (``Retry-After``, RFC 9110 §10.2.3), capped at

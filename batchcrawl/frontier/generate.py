@@ -677,9 +677,12 @@ def finish(
         selected, traps.trap_hosts(crawl, manifest), cfg.dedup.trap_max_urls_per_host
     )
     counts["trap_throttled"] += throttled
-    # a host whose hold is over but whose outage is not (held_reason still set; the held ones
-    # were left out by select) gets one URL: its shard fetches robots.txt again first
-    selected, probed = traps.throttle(selected, set(holds.host_holds(crawl, manifest)), 1)
+    # a host whose robots.txt hold is over but whose outage is not (held_reason still set; the
+    # held ones were left out by select) gets one URL: its shard fetches robots.txt again first
+    probing = {
+        h for h, (why, _) in holds.host_holds(crawl, manifest).items() if why in holds.PROBED
+    }
+    selected, probed = traps.throttle(selected, probing, 1)
     counts["held_probe"] += probed
     lists = assign_fetchlists(selected, round, cfg, host_ips(crawl, manifest, cfg))
     entries = {
