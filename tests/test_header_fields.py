@@ -251,3 +251,59 @@ def test_if_modified_since_is_imf_fixdate_and_link_canonical_is_kept(tmp_path):
     assert bad["outcome"] == "ok"
     rows = {r["url"]: r for r in frontier_rows(crawl)}
     assert rows[url["/asc"]]["last_modified"] == IMF and rows[url["/bad"]]["status"] == "fetched"
+
+
+# -- end to end: raw malformed header blocks through real rounds ---------------------------------
+RAW = {
+    "/nocolon": b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nno colon here\r\n"
+    b"Content-Length: 5\r\n\r\nhello",
+    "/twolength": b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 7\r\n\r\nhello",
+    "/negative": b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\nhello",
+    "/controls": b'HTTP/1.1 200 OK\r\nETag: "a\x00b"\r\nLast-Modified: \xff\xfe\r\n'
+    b"Date: \x01\r\nContent-Type: \x7f/\x80\r\n\r\nhello",
+    "/fold": b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nX-Robots-Tag: noindex\r\n"
+    b"  , nofollow\r\n\r\n<p>folded</p>",
+    "/utf8": b"HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=\xc3\xa9\r\n"
+    b"Link: <\xc3\xa9/\xe2\x80\x8b>; rel=canonical\r\n\r\n<p>x</p>",
+    "/longheader": b"HTTP/1.1 200 OK\r\nX-Long: " + b"x" * 70000 + b"\r\n\r\nhello",
+    "/status999": b"HTTP/1.1 999 Whatever\r\nContent-Length: 2\r\n\r\nhi",
+    "/retry": b"HTTP/1.1 503 Busy\r\nRetry-After: \xb2\r\nContent-Length: 0\r\n\r\n",
+    "/location": b"HTTP/1.1 301 Moved\r\nLocation: http://[::1\r\nContent-Length: 0\r\n\r\n",
+}
+
+
+def _raw_answer(conn, release, head: bytes) -> None:
+    path = head.split(b" ", 2)[1].decode("latin-1")
+    if path == "/robots.txt":
+        conn.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+    elif path == "/":
+        body = "".join(f'<a href="{p}">x</a>' for p in RAW).encode()
+        conn.sendall(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nConnection: close\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+        )
+    else:
+        conn.sendall(RAW.get(path, b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_round_over_malformed_header_blocks_commits(tmp_path):
+    from raw_server import RawServer
+
+    server = RawServer(_raw_answer)
+    try:
+        cfg = round_config(fetch={"shards": 1}, round={"workers": 1})
+        base = f"http://raw.test:{server.port}"
+        crawl = new_crawl(tmp_path / "crawl", cfg, [canonicalize(base + "/")])
+        summaries = run_rounds(crawl.url, cfg, 2)
+    finally:
+        server.close()
+    assert len(summaries) == 2 and all(s["generation"] for s in summaries)
+    got = {r["url"][len(base) :]: r for r in fetched_rows(crawl)}
+    assert set(RAW) <= set(got)  # every malformed answer has its row
+    assert not [p for p, r in got.items() if r["error"] == "internal"]  # no exception path taken
+    assert got["/retry"]["outcome"] == "server_error" and got["/retry"]["retry_after_s"] is None
+    assert got["/controls"]["header_errors"] == "content_type,etag,last_modified,date"
+    rows = {r["url"]: r for r in frontier_rows(crawl)}
+    assert all(canonicalize(base + p) in rows for p in RAW)

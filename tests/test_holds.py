@@ -20,6 +20,8 @@ from batchcrawl.console.status_view import status_tables
 from batchcrawl.fetch.holds import HostHolds, backoff_s
 from batchcrawl.frontier.generate import generate
 from batchcrawl.frontier.inject import inject
+from batchcrawl.report.data import read_report_data
+from batchcrawl.report.page import render
 from batchcrawl.round import run_rounds
 from batchcrawl.store import sql
 from batchcrawl.store.crawldir import CrawlDir
@@ -135,6 +137,7 @@ def test_robots_outage_holds_the_host_and_loses_no_url(tmp_path):
         ).to_pylist()
         during = {r["url"]: r for r in frontier_rows(crawl)}
         status = crawl_status(crawl)
+        page = render(read_report_data(crawl, cfg), [])  # the report's cards
         site.down = False
         recovered = run_rounds(crawl.url, cfg, 4)
         lists = sql.query(
@@ -154,6 +157,7 @@ def test_robots_outage_holds_the_host_and_loses_no_url(tmp_path):
     text = Console(width=80, record=True, file=io.StringIO())
     for table in status_tables(status):
         text.print(table)
+    assert "held: robots_unavailable" in page
     shown_text = text.export_text()
     assert "held hosts" in shown_text and "robots_unavailable" in shown_text
     assert len(mine) >= 5 + 2  # the seeds and the URLs found meanwhile: none lost

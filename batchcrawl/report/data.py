@@ -28,6 +28,7 @@ QUERIES = (
     "host-intervals",
     "robots-outcomes",
     "bytes-by-round",
+    "held-hosts",
 )
 #: At most this many generations (the newest) are read for the frontier-by-generation plot.
 MAX_GENERATIONS = 40
