@@ -49,7 +49,8 @@ CREATE TABLE hosts (
     held_reason       VARCHAR,            -- the host is held (batchcrawl.fetch.holds): 'robots_unavailable' (robots.txt 5xx or unreachable, RFC 9309 §2.3.1.4), 'rate_limit' (429/503; remembered until politeness.rate_limit_quiet_s after held_until); NULL: not held (or a row written before holds)
     held_since        TIMESTAMP_MS,       -- first failure of the current outage
     held_until        TIMESTAMP_MS,       -- no request to the host and no fetch list carrying its URLs before this time (back-off doubling up to robots.max_hold_s / politeness.max_rate_limit_backoff_s, jittered)
-    held_failures     INTEGER             -- consecutive failures of the outage
+    held_failures     INTEGER,            -- consecutive failures of the outage
+    content_signal    VARCHAR             -- robots.txt Content-Signal for our agent's group, normalized ('search=yes,ai-train=no'; contentsignals.org); NULL: none (or a row written before the column)
 );
 
 -- fetchlists/round=R/shard=SS.parquet: what generate handed to one shard, per host in breadth-first order.
