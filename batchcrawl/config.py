@@ -209,6 +209,15 @@ class PolitenessSection:
     max_retry_after_s: Annotated[float, _above_zero] = 3600.0
     """A ``Retry-After`` on a 429 or 503 (RFC 9110 §10.2.3) moves the host's next allowed request
     and the URL's retry to then, but at most this many seconds ahead."""
+    rate_limit_backoff_s: Annotated[float, _above_zero] = 60.0
+    """A 429 or 503 without ``Retry-After`` (or one repeating a remembered rate limit) holds the
+    whole host this many seconds, doubled at each further one (+-10 % jitter, never less than its
+    ``Retry-After``); the hold is kept in the ``hosts`` table across rounds and restarts."""
+    max_rate_limit_backoff_s: Annotated[float, _above_zero] = 86400.0
+    """Longest rate-limit hold of a host, seconds."""
+    rate_limit_quiet_s: Annotated[float, Range(0, None)] = 3600.0
+    """A host that answers without a rate limit this many seconds after its rate-limit hold ended
+    has its back-off reset."""
 
 
 @dataclass(frozen=True)
@@ -225,8 +234,12 @@ class RobotsSection:
     max_redirects: int = 5
     """Redirect hops followed when fetching robots.txt (RFC 9309 §2.3.1.2)."""
     retry_after_s: float = 300.0
-    """After a 5xx or a network failure the host is treated as fully disallowed and robots.txt is
-    fetched again after this many seconds."""
+    """After a 5xx or a network failure (and no good copy in force) the host is held: treated as
+    fully disallowed, its URLs kept queued with no retry counted and left off the fetch lists,
+    and robots.txt fetched again after this many seconds, doubled at each further failure up to
+    ``max_hold_s`` (+-10 % jitter; RFC 9309 §2.3.1.4)."""
+    max_hold_s: Annotated[float, _above_zero] = 86400.0
+    """Longest back-off of a host held while its robots.txt is unavailable, seconds."""
     stale_max_s: Annotated[float, Range(0, 2_592_000)] = 86400.0
     """When robots.txt becomes unreachable (5xx, 429, network) after a successful fetch, the last
     good copy stays in force until this many seconds past its ``cache_ttl_s`` (RFC 9309 §2.4 allows

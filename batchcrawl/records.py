@@ -11,6 +11,8 @@ import enum
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from batchcrawl.fetch.httpdate import http_date, imf_fixdate
+
 
 class UrlStatus(enum.StrEnum):
     """State of a URL in the frontier (column ``frontier.status``)."""
@@ -73,12 +75,16 @@ class FetchItem:
 
     def conditional_headers(self) -> dict[str, str]:
         """``If-None-Match`` / ``If-Modified-Since`` for a refetch (RFC 9110 §13.1.2, §13.1.3):
-        empty for a URL never captured."""
+        empty for a URL never captured. ``If-Modified-Since`` is an IMF-fixdate (RFC 9110
+        §5.6.7: a sender MUST generate it), also for a ``last_modified`` stored in another form
+        by a crawl made before the fetch boundary normalized it; one that is no HTTP-date is not
+        sent."""
         out = {}
         if self.etag:
             out["If-None-Match"] = self.etag
-        if self.last_modified:
-            out["If-Modified-Since"] = self.last_modified
+        when = http_date(self.last_modified)
+        if when is not None:
+            out["If-Modified-Since"] = imf_fixdate(when)
         return out
 
 

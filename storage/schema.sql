@@ -45,7 +45,12 @@ CREATE TABLE hosts (
     pages_fetched     BIGINT    NOT NULL, -- cumulative fetch attempts that got a response
     errors            BIGINT    NOT NULL, -- cumulative failed attempts
     robots_origin     VARCHAR,            -- scheme://host[:port] the robots_* columns belong to (RFC 9309 §2.3); NULL in rows written before it: not restored
-    trap              VARCHAR             -- probable spider trap: 'near' (near-duplicates), 'path' (repeating segments); NULL: no
+    trap              VARCHAR,            -- probable spider trap: 'near' (near-duplicates), 'path' (repeating segments); NULL: no
+    held_reason       VARCHAR,            -- the host is held (batchcrawl.fetch.holds): 'robots_unavailable' (robots.txt 5xx or unreachable, RFC 9309 §2.3.1.4), 'rate_limit' (429/503; remembered until politeness.rate_limit_quiet_s after held_until); NULL: not held (or a row written before holds)
+    held_since        TIMESTAMP_MS,       -- first failure of the current outage
+    held_until        TIMESTAMP_MS,       -- no request to the host and no fetch list carrying its URLs before this time (back-off doubling up to robots.max_hold_s / politeness.max_rate_limit_backoff_s, jittered)
+    held_failures     INTEGER,            -- consecutive failures of the outage
+    content_signal    VARCHAR             -- robots.txt Content-Signal for our agent's group, normalized ('search=yes,ai-train=no'; contentsignals.org); NULL: none (or a row written before the column)
 );
 
 -- fetchlists/round=R/shard=SS.parquet: what generate handed to one shard, per host in breadth-first order.
@@ -80,7 +85,7 @@ CREATE TABLE fetched (
     error                      VARCHAR,               -- 'timeout', 'connect', 'reset', 'body_short', ...
     fetch_redirect             VARCHAR,               -- Location target (canonical) of a 3xx
     content_digest             VARCHAR,               -- 'sha1:BASE32' of the payload, as in WARC
-    content_mime_type          VARCHAR,               -- Content-Type without parameters
+    content_mime_type          VARCHAR,               -- Content-Type type/subtype, lower-case (RFC 9110 §8.3.1); NULL if absent or malformed
     content_charset            VARCHAR,               -- charset used to decode the page
     content_length             BIGINT,                -- payload bytes stored
     content_truncated          VARCHAR,               -- NULL, 'length' or 'time' (cc-index meaning)
@@ -94,14 +99,15 @@ CREATE TABLE fetched (
     warc_record_length         BIGINT,
     robots_noindex             BOOLEAN,               -- meta robots or X-Robots-Tag noindex
     robots_nofollow            BOOLEAN,               -- meta robots or X-Robots-Tag nofollow
-    etag                       VARCHAR,               -- ETag of the response (a 304 without one: the one sent)
-    last_modified              VARCHAR,               -- Last-Modified of the response (likewise)
-    canonical_url              VARCHAR,               -- <link rel=canonical> (or Link header) target, absolute
+    etag                       VARCHAR,               -- ETag of the response (a 304 without one: the one sent); NULL if malformed
+    last_modified              VARCHAR,               -- Last-Modified of the response as IMF-fixdate, any HTTP-date form read (likewise); NULL if malformed
+    canonical_url              VARCHAR,               -- <link rel=canonical> target, else a Link: <..>; rel="canonical" header's, absolute
     retry_after_s              DOUBLE,                -- Retry-After of a 429/503 in seconds (capped); NULL if none or malformed
     duplicate_of               UBIGINT,               -- url_key of the first URL with this payload digest (known at fetch time)
     simhash                    UBIGINT,               -- 64-bit SimHash of the visible text, digits masked (HTML pages)
     simhash_version            UTINYINT,              -- definition of simhash (batchcrawl.fetch.simhash.VERSION); compare fingerprints of one version only; NULL with simhash, or in files written before version 2 (their simhash is version 1)
-    near_duplicate_of          UBIGINT                -- url_key of an earlier page of the host within dedup.near_hamming bits
+    near_duplicate_of          UBIGINT,               -- url_key of an earlier page of the host within dedup.near_hamming bits
+    header_errors              VARCHAR                -- response header fields present but unusable, comma-separated (content_type, etag, last_modified, date, retry_after); their columns are NULL (batchcrawl.fetch.fields); NULL: none, or a file written before the column
 );
 
 -- links/round=R/shard=SS.parquet: outlinks (and redirect targets) found in a round, in discovery order.

@@ -48,7 +48,7 @@ class SitemapSite:
             f"<url><loc>{base}/p2</loc><image:image><image:loc>{base}/img.jpg</image:loc>"
             "</image:image></url>",
             f"<url><loc>{base}/</loc><lastmod>2099-01-01T00:00:00Z</lastmod></url>",  # changed
-            "<url><loc>http://elsewhere.test/x</loc></url>",  # out of the seeds' scope
+            "<url><loc>http://elsewhere.test/x</loc></url>",  # another host: not listable
         )
         self.routes = {
             "/robots.txt": Response(
@@ -117,14 +117,15 @@ def test_sitemaps_from_robots_and_config_feed_the_frontier(tmp_path):
     assert not politeness_violations(s_log, lambda h: cfg.politeness.host_delay_s)
     for p in ("/maps/index.xml", "/maps/pages.xml.gz", "/maps/nested.xml", "/seed-map.txt"):
         assert site.paths.count(p) == 1  # once: robots.txt is cached across rounds
-    # links rows: tag sitemap, lastmod parsed, scope filter applied to the other host's URL
+    # links rows: tag sitemap, lastmod parsed; a URL of another host is no sitemap's to list
+    # (sitemaps.org "Sitemap file location"), the scope filters apply to the rest
     links = sql.query(
         crawl, "SELECT dst_url, lastmod, filter_reason FROM links WHERE tag = 'sitemap'"
     ).to_pylist()
     by = {r["dst_url"]: r for r in links}
     assert by[url["/p1"]]["lastmod"].isoformat().startswith("2024-05-01")
     assert by[url["/p2"]]["lastmod"] is None
-    assert by[canonicalize("http://elsewhere.test/x")]["filter_reason"] is not None
+    assert canonicalize("http://elsewhere.test/x") not in by
     assert by[url["/p3"]]["filter_reason"] is None
     # every sitemap request is archived
     targets = []
@@ -152,7 +153,7 @@ def test_index_children_stop_at_the_depth_limit():
     parent = SitemapJob("http://h.test/i.xml", "h.test", level=1)
     kids = [SitemapEntry("http://h.test/a.xml"), SitemapEntry("http://h2.test/b.xml")]
     jobs, counts = child_jobs(parent, kids, max_depth=2)
-    assert jobs == [SitemapJob("http://h.test/a.xml", "h.test", 2)]
+    assert jobs == [SitemapJob("http://h.test/a.xml", "h.test", 2, cross_submitted=False)]
     assert counts["sitemaps_other_host"] == 1
     jobs, counts = child_jobs(parent, kids, max_depth=1)
     assert jobs == [] and counts["sitemaps_depth_limit"] == 2

@@ -34,7 +34,10 @@ from batchcrawl.store.crawldir import CrawlDir
 from batchcrawl.stream import run_stream
 
 MAX_ROUNDS = 12
-FETCHED_URLS = "SELECT DISTINCT url FROM fetched"
+# URLs given back unfetched because their host's robots.txt is unavailable are left out: rounds
+# leave a held host off their fetch lists (batchcrawl.frontier.holds), while a stream may hand
+# out its newly found URLs before the micro-batch that holds it commits (no request is made)
+FETCHED_URLS = "SELECT DISTINCT url FROM fetched WHERE outcome <> 'robots_unavailable'"
 
 
 def _fetched_urls(crawl: CrawlDir) -> set[str]:

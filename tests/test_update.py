@@ -38,7 +38,7 @@ EXPECTED = {
     Outcome.SERVER_ERROR: ("error", "D", "inc"),
     Outcome.NETWORK_ERROR: ("error", "D", "inc"),
     Outcome.DNS_ERROR: ("error", "D", "inc"),
-    Outcome.ROBOTS_UNAVAILABLE: ("queued", "robots_unavailable", "inc"),
+    Outcome.ROBOTS_UNAVAILABLE: ("queued", "robots_unavailable", "keep"),  # a host state
     Outcome.ROBOTS_DENIED: ("robots_denied", None, "keep"),
     Outcome.REFUSED: ("refused", "D", "keep"),
     Outcome.NOT_FETCHED: ("queued", None, "keep"),
@@ -53,8 +53,7 @@ def test_next_status_every_pair(status, outcome):
     for retries in (0, 1, 3):
         got = next_status(status.value, outcome.value, retries, 3, detail="D")
         if rule == "inc" and retries + 1 > 3:
-            why = "robots_unavailable" if outcome is Outcome.ROBOTS_UNAVAILABLE else "D"
-            assert got == ("gone", f"max_retries:{why}", retries + 1)
+            assert got == ("gone", "max_retries:D", retries + 1)
         else:
             want_retries = {"reset": 0, "inc": retries + 1, "keep": retries}[rule]
             assert got == (want_status, want_reason, want_retries)
@@ -212,7 +211,7 @@ def test_update_round(crawl):
     assert rows["http://s3.test/"]["status"] == "queued"
     assert rows["http://s3.test/"]["retries"] == 0
     s4 = rows["http://s4.test/"]
-    assert (s4["status"], s4["retries"]) == ("queued", 1)
+    assert (s4["status"], s4["retries"]) == ("queued", 0)  # the host was held: no retry counted
     assert s4["next_fetch_time"] == (NOW + dt.timedelta(seconds=60)).replace(tzinfo=None)
     assert rows["http://s5.test/"]["status"] == "redirect"
     a = rows["http://s0.test/a"]

@@ -132,7 +132,24 @@ def status_tables(st: Mapping[str, Any]) -> list[Table]:
     ]
     if st.get("traps"):
         tables.append(traps_table(st["traps"]))
+    if st.get("held"):
+        tables.append(held_table(st["held"]))
     return [*tables, generations_table(st["generations"])]
+
+
+def held_table(held: list[Mapping[str, Any]]) -> Table:
+    """Hosts held by the crawl (``hosts.held_reason``, :mod:`batchcrawl.fetch.holds`): why, how
+    long the outage has lasted, failures in a row, until when, URLs waiting."""
+    t = _table(
+        "held hosts", ["host", "why", "outage", "failures", "until (UTC)", "queued"],
+        numeric=["outage", "failures", "queued"],
+    )  # fmt: skip
+    for r in held:
+        t.add_row(
+            str(r["host"]), str(r["reason"]), f"{_num(r['outage_s'])} s", _num(r["failures"]),
+            _when(r["until"]), _num(r["queued"]),
+        )  # fmt: skip
+    return t
 
 
 def traps_table(traps: list[Mapping[str, Any]]) -> Table:

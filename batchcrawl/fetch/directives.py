@@ -11,11 +11,13 @@
 
 from __future__ import annotations
 
-import datetime as dt
-import email.utils
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from batchcrawl.fetch.httpdate import http_date
+
+_DIGITS = re.compile(r"[0-9]+", re.ASCII)
 _KNOWN = frozenset(("noindex", "nofollow", "none", "all", "index", "follow"))
 
 
@@ -64,21 +66,24 @@ def x_robots_tag(values: Iterable[str], agent: str) -> RobotsDirectives:
     return RobotsDirectives(noindex, nofollow)
 
 
+#: Longest delay-seconds value read (more digits: :data:`MAX_DELAY_S`), digits.
+_MAX_DIGITS = 12
+#: Delay given for a delay-seconds value longer than ``_MAX_DIGITS`` digits, seconds.
+MAX_DELAY_S = 10.0**12
+
+
 def retry_after_s(value: str | None, now: float) -> float | None:
-    """Seconds to wait from ``now`` (epoch seconds) per a ``Retry-After`` header value, or None
-    when absent or malformed (the caller then uses its normal back-off). A date in the past gives
-    0; a negative number is malformed."""
+    """Seconds to wait from ``now`` (epoch seconds) per a ``Retry-After`` header value
+    (RFC 9110 §10.2.3: delay-seconds, ASCII digits, or an HTTP-date in any of the forms of
+    §5.6.7), or None when absent or malformed (the caller then uses its normal back-off). A date in
+    the past gives 0; a negative number is malformed; an absurdly long number gives
+    :data:`MAX_DELAY_S` (the caller caps it). Never raises."""
     if value is None:
         return None
     value = value.strip()
-    if value.isdigit():
-        return float(int(value))
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
+    if _DIGITS.fullmatch(value):
+        return float(int(value)) if len(value) <= _MAX_DIGITS else MAX_DELAY_S
+    when = http_date(value, now=now)
     if when is None:
         return None
-    if when.tzinfo is None:  # RFC 9110 dates are GMT
-        when = when.replace(tzinfo=dt.UTC)
-    return max(0.0, when.timestamp() - now)
+    return max(0.0, when - now)

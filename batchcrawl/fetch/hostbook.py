@@ -57,6 +57,7 @@ class HostBook:
         gone = p.workbench.prune_idle(keep=frozenset(keep))
         for host in gone:
             p.robots.forget(host)
+            p.holds.forget(host)
             p.resolver.forget(host)
             self.near.forget(host)
             self.counts.pop(host, None)
@@ -83,6 +84,7 @@ class HostBook:
         for row in rows:
             host = row["host"]
             p.robots.load_row(host, row)
+            p.holds.load_row(host, row)
             self.near.restore(host, row.get("trap"))
             self.counts[host] = [int(row.get("pages_fetched") or 0), int(row.get("errors") or 0)]
             nxt = row.get("next_fetch_time")
@@ -134,5 +136,6 @@ class HostBook:
                 "trap": self.near.trap(state.host),
             }
             row.update(p.robots.to_row(state.host))
+            row.update(p.holds.to_row(state.host))
             out.append(row)
         return out

@@ -26,6 +26,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from batchcrawl.fetch.holds import hold_host, rate_limit_wait
 from batchcrawl.fetch.hostbook import HostBook
 from batchcrawl.fetch.linksink import LinkSink
 from batchcrawl.fetch.outcome import HOST_OK, classify, location_target, retry_after
@@ -222,7 +223,13 @@ class FetchLoop:
         wb.release(
             vs,
             result.download_s if result.status is not None or result.ip else None,
-            retry_after_s=retry_after(result, p.wall(), p.cfg.politeness.max_retry_after_s),
+            retry_after_s=rate_limit_wait(  # a 429/503 holds the host (issue 31)
+                p.holds,
+                vs.host,
+                result.status,
+                retry_after(result, p.wall(), p.cfg.politeness.max_retry_after_s),
+                p.cfg.politeness,
+            ),  # fmt: skip
         )
         try:
             if isinstance(entry, SitemapJob):
@@ -307,10 +314,12 @@ class FetchLoop:
         error: str | None,
         detail: str | None = None,
         ip: str | None = None,
+        retry_after_s: float | None = None,
     ) -> None:
-        """Record ``item`` as fetched with ``outcome`` and no response (``detail`` is for logs)."""
+        """Record ``item`` as fetched with ``outcome`` and no response (``detail`` is for logs);
+        ``retry_after_s``: seconds until it may be tried again (a held host's hold)."""
         row = base_row(item, run.round, self.parts.shard, self.parts.wall())
-        row.update(outcome=outcome.value, error=error, fetch_ip=ip)
+        row.update(outcome=outcome.value, error=error, fetch_ip=ip, retry_after_s=retry_after_s)
         with self.lock:
             run.out.fetched.append(row)
             run.out.counters[outcome.value] += 1
@@ -326,7 +335,10 @@ class FetchLoop:
             with self.lock:
                 run.out.counters["sitemaps_robots_denied"] += 1
         elif rules.unavailable:
-            self.record_failure(run, entry, Outcome.ROBOTS_UNAVAILABLE, "robots_unavailable")
+            self.record_failure(
+                run, entry, Outcome.ROBOTS_UNAVAILABLE, "robots_unavailable",
+                retry_after_s=self.parts.holds.remaining_s(entry.host),
+            )  # fmt: skip
         else:
             self.record_failure(run, entry, Outcome.ROBOTS_DENIED, "robots_denied")
         self._done(run)
@@ -367,6 +379,7 @@ class FetchLoop:
             chain = [FetchResult(url=origin + "/robots.txt", error="internal")]
         entry = p.robots.put(origin, rules_from_fetch(chain[-1], p.cfg.robots.max_bytes))
         rules = entry.rules  # the last good copy while robots.txt is unreachable (RFC 9309 §2.4)
+        held = hold_host(p.holds, p.robots, vs.host, origin, rules, p.cfg.robots)
         vs.set_crawl_delay(rules.crawl_delay(p.agent))
         dropped: list[FetchItem | SitemapJob] = []
         if rules.unavailable:  # this origin's URLs; the host's other origins keep their place
@@ -399,7 +412,9 @@ class FetchLoop:
                 with self.lock:
                     run.out.counters["sitemaps_robots_unavailable"] += 1
             else:
-                self.record_failure(run, it, Outcome.ROBOTS_UNAVAILABLE, "robots_unavailable")
+                self.record_failure(
+                    run, it, Outcome.ROBOTS_UNAVAILABLE, "robots_unavailable", retry_after_s=held
+                )
         if dropped:
             self._done(run, len(dropped))
 
@@ -414,7 +429,11 @@ class FetchLoop:
     def _queue_sitemaps(self, run: RunState, host: str, jobs: list[SitemapJob]) -> None:
         """Append new sitemap jobs to ``host``'s visit state (politeness applies) and count them
         pending; call while an item of the run is still pending."""
+        named = len(jobs)
         jobs = self._new_sitemaps(run, jobs)
+        if named > len(jobs):  # named twice (robots.txt, an index, a seed): fetched once
+            with self.lock:
+                run.out.counters["sitemaps_repeated"] += named - len(jobs)
         if not jobs:
             return
         with self.lock:
@@ -443,7 +462,8 @@ class FetchLoop:
         host = host_of(job.url)
         src = FetchItem(url_key(job.url), job.url, host, domain_of(host), depth=0)
         memo = self.sink.memo.canonical
-        found = [(hit, e.lastmod) for e in sm.urls if (hit := memo(e.loc)) is not None]
+        hits = [(hit, e.lastmod) for e in sm.urls if (hit := memo(e.loc)) is not None]
+        found = [(hit, lm) for hit, lm in hits if job.may_list(hit[1])]  # sitemaps.org location
         with self.lock:
             seen = self.sink.url_cache.seen
             new = [(hit, lm) for hit, lm in found if not seen(hit[0]) or lm is not None]
@@ -457,7 +477,8 @@ class FetchLoop:
             for name, n in (
                 ("sitemaps_truncated", int(sm.truncated)),
                 ("sitemaps_unreadable", int(sm.error is not None)),
-                ("links_invalid", len(sm.urls) - len(found)),
+                ("links_invalid", len(sm.urls) - len(hits)),
+                ("sitemap_urls_out_of_scope", len(hits) - len(found)),
                 ("links_cached", len(found) - len(new)),
             ):
                 if n:

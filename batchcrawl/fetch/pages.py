@@ -2,8 +2,9 @@
 disposition chain, StormCrawler's parser bolt).
 
 :meth:`PageProcessor.process` turns ``(fetch item, response)`` into a :class:`PageRecord`: it
-classifies the response (:func:`~batchcrawl.fetch.outcome.classify`), reads ``X-Robots-Tag``
-(:func:`~batchcrawl.fetch.directives.x_robots_tag`), parses HTML
+classifies the response (:func:`~batchcrawl.fetch.outcome.classify`), types and validates its header
+fields (:func:`~batchcrawl.fetch.fields.response_fields`: ``X-Robots-Tag``, validators, ``Link``
+canonical, ``Retry-After``; a malformed value NULL, named in ``header_errors``), parses HTML
 (:func:`~batchcrawl.fetch.parse.parse_page`), fingerprints the text
 (:func:`~batchcrawl.fetch.simhash.page_simhash`), checks exact and near duplicates
 (:class:`~batchcrawl.fetch.dedup.ShardDedup`) and archives the fetch (a WARC ``response``, or a
@@ -24,8 +25,8 @@ from typing import Any
 
 from batchcrawl.config import Config
 from batchcrawl.fetch.dedup import ShardDedup
-from batchcrawl.fetch.directives import x_robots_tag
-from batchcrawl.fetch.outcome import classify, location_target, mime_type, retry_after
+from batchcrawl.fetch.fields import response_fields
+from batchcrawl.fetch.outcome import classify, location_target
 from batchcrawl.fetch.parse import parse_page
 from batchcrawl.fetch.simhash import VERSION as SIMHASH_VERSION
 from batchcrawl.fetch.simhash import page_simhash
@@ -138,24 +139,27 @@ class PageProcessor:
         for a 304, which confirms the stored capture and keeps its digest)."""
         row, outcome = rec.row, rec.outcome
         ctype = result.header("Content-Type")
-        row["content_mime_type"] = mime_type(ctype)
+        agent = self.cfg.crawl.robots_agent
+        fields = response_fields(  # every header value typed and validated (issue 31)
+            result.response_headers, status=result.status, url=item.url, agent=agent,
+            received=result.finished or self.wall(),
+            max_retry_after_s=self.cfg.politeness.max_retry_after_s,
+        )  # fmt: skip
+        row["header_errors"] = ",".join(fields.rejected) or None
+        for name in fields.rejected:
+            key = f"header_rejected:{name}"
+            rec.counts[key] = rec.counts.get(key, 0) + 1
+        row["content_mime_type"] = fields.content_mime_type
         row["content_length"] = len(result.raw_body)
         row["content_truncated"] = result.truncated
         digest = None if outcome is Outcome.NOT_MODIFIED else payload_digest(result.raw_body)
         row["content_digest"] = digest
-        row["retry_after_s"] = retry_after(
-            result, self.wall(), self.cfg.politeness.max_retry_after_s
-        )
-        agent = self.cfg.crawl.robots_agent
-        directives = x_robots_tag(
-            [v for k, v in result.response_headers if k.lower() == "x-robots-tag"], agent
-        )
+        row["retry_after_s"] = fields.retry_after_s
+        directives = fields.robots
         if outcome in (Outcome.OK, Outcome.TRUNCATED, Outcome.NOT_MODIFIED):
             kept = outcome is Outcome.NOT_MODIFIED
-            row["etag"] = result.header("ETag") or (item.etag if kept else None)
-            row["last_modified"] = result.header("Last-Modified") or (
-                item.last_modified if kept else None
-            )
+            row["etag"] = fields.etag or (item.etag if kept else None)
+            row["last_modified"] = fields.last_modified or (item.last_modified if kept else None)
             row["robots_noindex"] = directives.noindex
             row["robots_nofollow"] = directives.nofollow
         if outcome is Outcome.REDIRECT:
@@ -174,7 +178,7 @@ class PageProcessor:
             row["content_charset"] = page.charset
             row["robots_noindex"] = page.robots_noindex or directives.noindex
             row["robots_nofollow"] = page.robots_nofollow or directives.nofollow
-            row["canonical_url"] = page.canonical
+            row["canonical_url"] = page.canonical or fields.canonical_url
             rec.found.extend(
                 (link.url, link.tag, link.nofollow or directives.nofollow) for link in page.links
             )

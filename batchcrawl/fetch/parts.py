@@ -1,7 +1,7 @@
 """The long-lived parts of one shard's fetch worker, held in one place so the fetch loop, the
 host book and the facade always see the current ones: the configuration, the clocks, the HTTP
-stack (resolver, address policy, fetcher), the politeness workbench, the robots.txt cache and the
-scope filters. :meth:`ShardParts.reconfigure` swaps what a new configuration changes and keeps the
+stack (resolver, address policy, fetcher), the politeness workbench, the robots.txt cache, the
+host holds and the scope filters. :meth:`ShardParts.reconfigure` swaps what a new configuration changes and keeps the
 per-host state (visit states, robots.txt rules)."""
 
 from __future__ import annotations
@@ -9,10 +9,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from random import Random
 from typing import Any
 
 from batchcrawl.config import Config
 from batchcrawl.fetch.fetcher import Fetcher, http_settings
+from batchcrawl.fetch.holds import HostHolds
 from batchcrawl.fetch.resolver import AddressPolicy, Resolver
 from batchcrawl.fetch.robots import RobotsCache
 from batchcrawl.fetch.workbench import Workbench
@@ -39,6 +41,7 @@ class ShardParts:
     fetcher: Fetcher = field(init=False)
     workbench: Workbench[QueueEntry] = field(init=False)
     robots: RobotsCache = field(init=False)
+    holds: HostHolds = field(init=False)  # robots.txt outages and rate limits
     filters: FilterChain = field(init=False)
 
     def __post_init__(self) -> None:
@@ -46,6 +49,7 @@ class ShardParts:
         self._http(cfg)
         self.workbench = Workbench.from_config(cfg.politeness, self.clock)
         self.robots = RobotsCache(cfg.robots, self.agent, clock=self.wall)
+        self.holds = HostHolds(Random(), self.wall)
         self.filters = FilterChain.from_config(cfg.filters, self.seed_hosts, self.seed_domains)
 
     @property

@@ -34,6 +34,7 @@ from protego import Protego
 
 from batchcrawl.config import RobotsSection
 from batchcrawl.errors import InvalidURL
+from batchcrawl.fetch.contentsignal import content_signal
 from batchcrawl.records import FetchResult
 from batchcrawl.urls import redirect_target
 
@@ -175,6 +176,11 @@ class RobotsRules:
         if self._parser is None:
             return None
         return self._parser.crawl_delay(agent)
+
+    def content_signal(self, agent: str) -> str | None:
+        """The ``Content-Signal`` that applies to ``agent`` (:mod:`batchcrawl.fetch.contentsignal`:
+        ``"search=yes,ai-train=no"``), or None."""
+        return content_signal(self.text, agent)
 
     @property
     def sitemaps(self) -> list[str]:
@@ -389,6 +395,15 @@ class RobotsCache:
             self._set(origin, entry)
         return entry
 
+    def hold(self, origin: str, until: float) -> None:
+        """Keep ``origin``'s live ``unavailable`` entry until ``until`` (epoch seconds), the end of
+        its host's back-off (:mod:`batchcrawl.fetch.holds`): robots.txt is not fetched again
+        before. Other entries are left as they are."""
+        with self._lock:
+            entry = self._entries.get(origin)
+            if entry is not None and entry.rules.unavailable and not entry.stale:
+                self._entries[origin] = RobotsEntry(entry.rules, entry.fetch_time, until)
+
     def _set(self, origin: str, entry: RobotsEntry) -> None:
         """Store ``entry`` (lock held)."""
         self._entries[origin] = entry
@@ -440,13 +455,13 @@ class RobotsCache:
         """The ``hosts`` columns for ``host``'s most recently fetched live origin (all None when
         nothing live is cached): ``robots_origin``, ``robots_status``, ``robots_txt``,
         ``robots_fetch_time``, ``robots_expires`` (naive UTC datetimes), ``crawl_delay_s``,
-        ``sitemaps``. A stale copy in force keeps its own fetch time and status."""
+        ``sitemaps``, ``content_signal``. A stale copy in force keeps its own fetch time and status."""
         origin = self._latest_origin(host)
         entry = self.entry(origin) if origin is not None else None
         if entry is None:
             return dict.fromkeys(
                 ("robots_origin", "robots_status", "robots_txt", "robots_fetch_time",
-                 "robots_expires", "crawl_delay_s", "sitemaps")
+                 "robots_expires", "crawl_delay_s", "sitemaps", "content_signal")
             )  # fmt: skip
         rules = entry.rules
         return {
@@ -457,6 +472,7 @@ class RobotsCache:
             "robots_expires": _to_datetime(entry.expires),
             "crawl_delay_s": rules.crawl_delay(self._agent),
             "sitemaps": rules.sitemaps,
+            "content_signal": rules.content_signal(self._agent),
         }
 
     def load_row(self, host: str, row: Mapping[str, Any]) -> RobotsEntry | None:

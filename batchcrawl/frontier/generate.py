@@ -41,7 +41,9 @@ come from older crawls or a future streaming mode; update clears the lease of ev
 Counters (``summary["not_selected"]``): ``not_due`` (due later, or in a status that is never due:
 the index does not read these rows), ``leased``, ``capped_host``, ``capped_domain``,
 ``capped_round``, ``capped_time`` (the round's fit to its time limit, :func:`fair_share`),
-``filtered:<reason>`` (rejected now). ``frontier_rows = selected + sum(not_selected)``.
+``filtered:<reason>`` (rejected now), ``held:<reason>`` (a held host's URLs, left out before the
+caps, :mod:`batchcrawl.frontier.holds`), ``held_probe`` (a host whose hold is over gets one URL
+while its outage lasts). ``frontier_rows = selected + sum(not_selected)``.
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from batchcrawl.config import Config
-from batchcrawl.frontier import due, indegree, traps
+from batchcrawl.frontier import due, holds, indegree, traps
 from batchcrawl.frontier import hosts as host_runs
 from batchcrawl.frontier.budget import DomainBudgets, beast_delay_s
 from batchcrawl.frontier.runs import BucketFiles, Mapper, bucket_files, bucket_rows, thread_mapper
@@ -255,18 +257,23 @@ def select_files(
     now: dt.datetime | float,
     budgets: DomainBudgets | None = None,
     leased: np.ndarray | None = None,
+    held: dict[str, str] | None = None,
 ) -> tuple[int, pa.Table, Counter, pa.Table]:
     """Generate, one bucket (one Dask task): read its rows due at ``now`` through the due-time
     index (:func:`batchcrawl.frontier.due.due_rows`: about as many rows as are due, newest run
     wins), leave out the ``leased`` url keys (counted ``leased``, before the caps: a pipelined
-    round's selection, :mod:`batchcrawl.pipeline`) and :func:`select_bucket` them. The rows not
-    read count as ``not_due`` (not due yet, or in a status that is never due). Returns ``(bucket
-    rows, candidates, counts, delayed)``."""
+    round's selection, :mod:`batchcrawl.pipeline`) and the rows of ``held`` hosts (``{host:
+    reason}``, :func:`batchcrawl.frontier.holds.in_force`; counted ``held:<reason>``, before the
+    caps: they take no slot) and :func:`select_bucket` them. The rows not read count as
+    ``not_due`` (not due yet, or in a status that is never due). Returns ``(bucket rows,
+    candidates, counts, delayed)``."""
     table, n_leased = drop_leased(due.due_rows(crawl, files.files, epoch_ms(now)), leased)
+    table, n_held = holds.leave_out_held(table, held)
     candidates, counts, delayed = select_bucket(table, round, cfg, now, budgets)
     counts["leased"] += n_leased
+    counts.update(n_held)
     rows = bucket_rows(crawl, files)
-    counts["not_due"] += rows - table.num_rows - n_leased
+    counts["not_due"] += rows - table.num_rows - n_leased - sum(n_held.values())
     return rows, candidates, counts, delayed
 
 
@@ -435,15 +442,19 @@ def select_task(
     now: dt.datetime | float,
     budgets: DomainBudgets | None = None,
     leased: np.ndarray | None = None,
+    held: dict[str, str] | None = None,
 ) -> tuple[int, pa.Table, Counter, pa.Table]:
     """:func:`select_files` as a task for any worker (opens the crawl at ``crawl_url``): what
     :func:`select` maps over the buckets, and a stream over the buckets it re-selects.
     ``budgets``: :func:`domain_budgets` of the generation (default: read here, in STAR mode);
-    ``leased``: url keys of this bucket to leave out."""
+    ``leased``: url keys of this bucket to leave out; ``held``: hosts held at ``now`` (default:
+    read here from the current generation's ``hosts`` table)."""
     crawl = CrawlDir.open(crawl_url)
     if budgets is None and cfg.generate.budget == "star":
         budgets = domain_budgets(crawl, crawl.manifest(), cfg)
-    return select_files(crawl, files, round, cfg, now, budgets, leased)
+    if held is None:
+        held = holds.in_force(holds.host_holds(crawl, crawl.manifest()), now)
+    return select_files(crawl, files, round, cfg, now, budgets, leased, held)
 
 
 def _select_leased_task(item: tuple[BucketFiles, np.ndarray | None], **kwargs) -> tuple:
@@ -562,9 +573,12 @@ def select(
     (pipelined rounds, :mod:`batchcrawl.pipeline`). ``fit``: ``(n, min_per_host)`` of
     :func:`fair_share`, the round's fit to its time limit (the URLs left out stay due, counted
     ``capped_time``). ``buckets``: select only these bucket ids (a stream's changed buckets);
-    ``budgets``: :func:`domain_budgets` of ``manifest`` if already read."""
+    ``budgets``: :func:`domain_budgets` of ``manifest`` if already read. Hosts held by a
+    robots.txt outage or a rate-limit back-off (:mod:`batchcrawl.frontier.holds`) are left out
+    before the caps, counted ``held:<reason>``."""
     budgets = budgets or domain_budgets(crawl, manifest, cfg)
-    kwargs = dict(round=round, cfg=cfg, now=now, budgets=budgets)
+    held = holds.in_force(holds.host_holds(crawl, manifest), now)  # read once
+    kwargs = dict(round=round, cfg=cfg, now=now, budgets=budgets, held=held)
     files = bucket_files(manifest)
     if buckets is not None:
         files = [files[b] for b in sorted(set(buckets))]
@@ -668,6 +682,13 @@ def narrow(
         selected, traps.trap_hosts(crawl, manifest), cfg.dedup.trap_max_urls_per_host, held
     )
     counts["trap_throttled"] += throttled
+    # a host whose robots.txt hold is over but whose outage is not (held_reason still set; the
+    # held ones were left out by select) gets one URL: its shard fetches robots.txt again first
+    probing = {
+        h for h, (why, _) in holds.host_holds(crawl, manifest).items() if why in holds.PROBED
+    }
+    selected, probed = traps.throttle(selected, probing, 1)
+    counts["held_probe"] += probed
     return selected, refiltered, bool(refilter_urls)
 
 

@@ -27,8 +27,7 @@ http_error (4xx)    gone                        HTTP status (``403``)           
 server_error        error, or gone after        detail (``503``, ``timeout``,   +1
 network_error       ``max_retries``             ``dns``); ``max_retries:``
 dns_error                                       prefix when gone
-robots_unavailable  queued, or gone after       ``robots_unavailable``          +1
-                    ``max_retries``
+robots_unavailable  queued                      ``robots_unavailable``          unchanged
 robots_denied       robots_denied               None                            unchanged
 refused             refused                     detail                          unchanged
 not_fetched         queued                      None                            unchanged
@@ -39,7 +38,9 @@ not_fetched         queued                      None                            
 schedule, :mod:`batchcrawl.frontier.schedule`): a ``fetched`` URL after its fetch interval (adaptive:
 shrunk when the content changed, grown on a 304 or the same digest), a ``gone`` one after
 ``recrawl.gone_interval_s``, an ``error`` one after ``retry_backoff_s * 2**(retries-1)`` (or the
-server's ``Retry-After``), a ``robots_unavailable`` one after ``robots.retry_after_s``, a
+server's ``Retry-After``), a ``robots_unavailable`` one when its host's hold ends (the row's
+``retry_after_s``: a robots.txt outage is a state of the host, RFC 9309 §2.3.1.4, not a failure of
+the URL, so no retry is counted; ``robots.retry_after_s`` without one), a
 ``not_fetched`` one from ``now``; a sitemap ``lastmod`` later than the last capture makes a fetched
 URL due now. Other states are not due by time (:func:`batchcrawl.frontier.due.due_time` reads it).
 New URLs are due from ``now``. The lease of every URL touched is cleared.
@@ -150,13 +151,13 @@ def next_status(
         return UrlStatus.GONE.value, f"redirect_loop:{detail}" if detail else o.value, 0
     if o in (Outcome.GONE, Outcome.HTTP_ERROR):
         return UrlStatus.GONE.value, detail or o.value, 0
-    if o in _RETRIED or o is Outcome.ROBOTS_UNAVAILABLE:
-        why = o.value if o is Outcome.ROBOTS_UNAVAILABLE else (detail or o.value)
+    if o is Outcome.ROBOTS_UNAVAILABLE:  # the host is held; the URL did not fail
+        return UrlStatus.QUEUED.value, o.value, retries
+    if o in _RETRIED:
+        why = detail or o.value
         retries += 1
         if retries > max_retries:
             return UrlStatus.GONE.value, f"max_retries:{why}", retries
-        if o is Outcome.ROBOTS_UNAVAILABLE:
-            return UrlStatus.QUEUED.value, why, retries
         return UrlStatus.ERROR.value, why, retries
     if o is Outcome.ROBOTS_DENIED:
         return UrlStatus.ROBOTS_DENIED.value, None, retries
@@ -349,7 +350,8 @@ def next_fetch_time(
       interval → first; ``gone`` :meth:`~FetchSchedule.after_gone`; ``error``
       :meth:`~FetchSchedule.after_failure` from ``now``, or ``now + retry_after_s`` when the server
       sent a usable ``Retry-After`` (RFC 9110 §10.2.3); ``robots_unavailable`` ``now +
-      robots.retry_after_s``; ``queued`` after ``not_fetched`` ``now``; every other state NULL
+      retry_after_s`` (the end of the host's hold), or ``now + robots.retry_after_s`` without
+      one; ``queued`` after ``not_fetched`` ``now``; every other state NULL
       (not due by time).
     * sitemap facts (rows with a ``lastmod`` column, from links tagged ``sitemap``): a ``fetched``
       URL whose ``lastmod`` is later than its last capture is due ``now`` (sitemaps.org); others
@@ -397,7 +399,8 @@ def next_fetch_time(
             else:
                 nft[i] = now_ms + after[i]
         elif s == UrlStatus.QUEUED.value and outcome[i] == Outcome.ROBOTS_UNAVAILABLE.value:
-            nft[i] = now_ms + cfg.robots.retry_after_s * 1000.0
+            held_ms = cfg.robots.retry_after_s * 1000.0 if np.isnan(after[i]) else after[i]
+            nft[i] = now_ms + held_ms
         elif s == UrlStatus.QUEUED.value:  # not_fetched: never tried, due again now
             nft[i] = now_ms
     captured = np.isin(outcome, [Outcome.OK.value, Outcome.TRUNCATED.value])

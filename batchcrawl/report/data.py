@@ -30,6 +30,7 @@ QUERIES = (
     "bytes-by-round",
     "pages-per-language",
     "languages-per-host",
+    "held-hosts",
 )
 #: At most this many generations (the newest) are read for the frontier-by-generation plot.
 MAX_GENERATIONS = 40

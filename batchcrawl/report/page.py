@@ -41,7 +41,17 @@ def _cards(d: ReportData) -> list[tuple[str, str]]:
         ("failed", f"{failed:,}"),
         ("known URLs", f"{urls:,}"),
         ("WARC stored", human_bytes(warc)),
+        # robots.txt outages and rate limits (batchcrawl.fetch.holds), by reason
+        *((f"held: {why}", f"{n:,}") for why, n in _held(t.get("held-hosts", [])).items()),
     ]
+
+
+def _held(rows: list[dict]) -> dict[str, int]:
+    """Hosts held, by ``held_reason`` (rows of the ``held-hosts`` query)."""
+    out: dict[str, int] = {}
+    for r in rows:
+        out[r["held_reason"]] = out.get(r["held_reason"], 0) + 1
+    return out
 
 
 def render(d: ReportData, drawn: list[Drawn]) -> str:

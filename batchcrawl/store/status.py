@@ -50,6 +50,8 @@ def crawl_status(crawl: CrawlDir, generation: int | None = None) -> dict[str, An
              "depth": {"0": n, "1": n, ...},
              "fetched": {"attempts": n, "by_outcome": {"ok": n, ...}},
              "traps": [{"host": h, "trap": "near", "pages_fetched": n, "queued": n}, ...],
+             "held": [{"host": h, "reason": "robots_unavailable", "since": iso, "until": iso,
+                       "failures": n, "outage_s": s, "queued": n}, ...],
              "generations": [{"generation": g, "round": r, "step": ..., "created": iso,
                               "stored": n, "elapsed_s": s, ...}, ...]}
 
@@ -77,6 +79,13 @@ def crawl_status(crawl: CrawlDir, generation: int | None = None) -> dict[str, An
                 {"host": h, "trap": t, "pages_fetched": n, "queued": q}
                 for h, t, n, q in con.execute(sql.named_query("probable-traps")).fetchall()
             ]
+            held = [
+                {"host": h, "reason": r, "since": since.isoformat(), "until": until.isoformat(),
+                 "failures": k, "outage_s": round(float(s), 3), "queued": q}
+                for h, r, since, until, k, s, q in con.execute(
+                    sql.named_query("held-hosts")
+                ).fetchall()
+            ]  # fmt: skip
             by_outcome = dict(
                 con.execute(
                     "SELECT outcome, count(*) AS n FROM fetched GROUP BY outcome"
@@ -109,5 +118,6 @@ def crawl_status(crawl: CrawlDir, generation: int | None = None) -> dict[str, An
         "depth": depth,
         "fetched": {"attempts": sum(by_outcome.values()), "by_outcome": by_outcome},
         "traps": traps,
+        "held": held,
         "generations": generations,
     }

@@ -1,0 +1,246 @@
+"""Hosts held by the crawl: a state of the host, not a failure of each of its URLs.
+
+Two reasons hold a host: its robots.txt is unavailable, or it asks us to slow down (429/503).
+
+**robots_unavailable.** While a host's robots.txt answers 5xx or cannot be reached (and no good copy is in force), RFC 9309
+§2.3.1.4 has the crawler assume complete disallow: the host is **held**. Its URLs are given back
+without a retry counted (``robots_unavailable`` with the time the hold ends), generate leaves the
+host out of the fetch lists until then (counted ``held:robots_unavailable``,
+:mod:`batchcrawl.frontier.holds`), and robots.txt is tried again then, with an exponential
+back-off: ``base_s`` after the first failure, doubling at each further one up to ``max_s``, with
++-10 % jitter so that hosts failing together do not come back together. One success ends the
+hold (:func:`hold_host`).
+
+**rate_limit.** A 429 or 503 without ``Retry-After``, or one that repeats a rate limit still
+remembered, holds the whole host, not only the URL (RFC 6585 §4, RFC 9110 §15.6.4; Nutch's
+NUTCH-2946, StormCrawler): no request to it for ``politeness.rate_limit_backoff_s`` (60 s),
+doubled at each further one up to ``politeness.max_rate_limit_backoff_s`` (a day), jittered, and
+never less than the server's ``Retry-After``. A first one *with* ``Retry-After`` waits what the
+server asked and is remembered. The rate limit is forgotten (the back-off resets) once the host
+has answered without one ``politeness.rate_limit_quiet_s`` after its hold ended
+(:func:`rate_limit_wait`). Within a round the fetch worker's workbench keeps the host's next
+request after the hold; across rounds generate leaves the host out while the hold is in force.
+
+A hold is persisted in the ``hosts`` table (``held_reason``, ``held_since``, ``held_until``,
+``held_failures``) by :meth:`HostHolds.to_row` and restored by :meth:`HostHolds.load_row`, so it
+survives rounds, streams and restarts, and a long outage is visible per host in SQL and
+``status``. This module does no I/O; clock and random source are passed in.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from batchcrawl.config import PolitenessSection, RobotsSection
+    from batchcrawl.fetch.robots import RobotsCache, RobotsRules
+
+__all__ = ["HOLD_COLUMNS", "Hold", "HostHolds", "backoff_s", "hold_host", "rate_limit_wait"]
+
+#: The ``hosts`` columns of a hold.
+HOLD_COLUMNS = ("held_reason", "held_since", "held_until", "held_failures")
+#: Relative jitter of a back-off: the wait is drawn from ``[1 - JITTER, 1 + JITTER]`` x the step.
+JITTER = 0.1
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """One held host. Times are wall-clock epoch seconds (they are stored in the ``hosts`` table).
+
+    Attributes
+    ----------
+    reason : str
+        Why: ``robots_unavailable`` or ``rate_limit``.
+    since : float
+        The first failure of the current outage.
+    until : float
+        No request to the host, and no fetch-list URL of it, before this time.
+    failures : int
+        Consecutive failures of the outage (>= 1): the back-off exponent.
+    """
+
+    reason: str
+    since: float
+    until: float
+    failures: int
+
+
+def backoff_s(failures: int, base_s: float, max_s: float, rng: random.Random) -> float:
+    """Seconds a host is held after its ``failures``-th consecutive failure (>= 1): ``base_s x
+    2**(failures - 1)``, capped at ``max_s``, times a jitter factor in ``[0.9, 1.1]``, never above
+    ``max_s``."""
+    step = min(max_s, base_s * 2.0 ** min(failures - 1, 64))
+    return min(max_s, step * (1.0 + JITTER * (2.0 * rng.random() - 1.0)))
+
+
+class HostHolds:
+    """The holds of the hosts a fetch worker serves.
+
+    Parameters
+    ----------
+    rng
+        Random source of the jitter.
+    clock
+        Wall clock, epoch seconds.
+
+    Thread-safe.
+    """
+
+    def __init__(self, rng: random.Random, clock: Callable[[], float] = time.time) -> None:
+        self._rng = rng
+        self._clock = clock
+        self._holds: dict[str, Hold] = {}
+        self._lock = threading.Lock()
+
+    def now(self) -> float:
+        """The holds' wall clock, epoch seconds."""
+        return self._clock()
+
+    def remaining_s(self, host: str) -> float | None:
+        """Seconds until ``host``'s hold ends (0 if past), or None when it is not held."""
+        hold = self.get(host)
+        return None if hold is None else max(0.0, hold.until - self._clock())
+
+    def fail(
+        self, host: str, reason: str, base_s: float, max_s: float, *,
+        at_least_s: float = 0.0, first_s: float | None = None,
+    ) -> Hold:  # fmt: skip
+        """Record a failure of ``host`` for ``reason`` now and return its hold: the next
+        back-off step (:func:`backoff_s` of the failures in a row, ``base_s``, ``max_s``), at
+        least ``at_least_s``; a first failure waits ``first_s`` instead when given (a server's
+        ``Retry-After``). A hold of another reason is replaced, its count kept."""
+        now = self._clock()
+        with self._lock:
+            old = self._holds.get(host)
+            since, failures = (old.since, old.failures + 1) if old is not None else (now, 1)
+            if failures == 1 and first_s is not None:
+                wait = first_s
+            else:
+                wait = max(at_least_s, backoff_s(failures, base_s, max(max_s, base_s), self._rng))
+            hold = self._holds[host] = Hold(reason, since, now + wait, failures)
+        return hold
+
+    def clear(self, host: str, reason: str) -> Hold | None:
+        """End ``host``'s hold if it is held for ``reason``; returns the hold ended, or None."""
+        with self._lock:
+            hold = self._holds.get(host)
+            if hold is None or hold.reason != reason:
+                return None
+            return self._holds.pop(host)
+
+    def settle(self, host: str, quiet_s: float) -> Hold | None:
+        """``host`` answered without a rate limit: forget its ``rate_limit`` hold if that ended
+        ``quiet_s`` seconds ago or more (the back-off resets); returns the hold forgotten."""
+        with self._lock:
+            hold = self._holds.get(host)
+            if hold is None or hold.reason != "rate_limit":
+                return None
+            if self._clock() < hold.until + quiet_s:
+                return None
+            return self._holds.pop(host)
+
+    def get(self, host: str) -> Hold | None:
+        """``host``'s hold, or None (also after it ended but before :meth:`clear`: see ``until``)."""
+        with self._lock:
+            return self._holds.get(host)
+
+    def forget(self, host: str) -> None:
+        """Drop ``host`` (a worker that no longer serves it; its row keeps the hold)."""
+        with self._lock:
+            self._holds.pop(host, None)
+
+    def to_row(self, host: str) -> dict[str, Any]:
+        """``host``'s :data:`HOLD_COLUMNS` (naive UTC datetimes; all None when not held)."""
+        hold = self.get(host)
+        if hold is None:
+            return dict.fromkeys(HOLD_COLUMNS)
+        return {
+            "held_reason": hold.reason,
+            "held_since": _utc(hold.since),
+            "held_until": _utc(hold.until),
+            "held_failures": hold.failures,
+        }
+
+    def load_row(self, host: str, row: Mapping[str, Any]) -> Hold | None:
+        """Restore ``host``'s hold from its ``hosts`` row; a row written before the hold columns
+        (or with none) restores nothing."""
+        if row.get("held_until") is None or row.get("held_reason") is None:
+            return None
+        since = row.get("held_since") or row["held_until"]
+        hold = Hold(
+            str(row["held_reason"]), _epoch(since), _epoch(row["held_until"]),
+            max(1, int(row.get("held_failures") or 1)),
+        )  # fmt: skip
+        with self._lock:
+            self._holds[host] = hold
+        return hold
+
+
+def _utc(epoch_s: float) -> datetime:
+    return datetime.fromtimestamp(epoch_s, UTC).replace(tzinfo=None)
+
+
+def _epoch(value: datetime | float) -> float:
+    if isinstance(value, datetime):
+        return (value if value.tzinfo else value.replace(tzinfo=UTC)).timestamp()
+    return float(value) / 1000.0  # TIMESTAMP_MS as epoch milliseconds
+
+
+def hold_host(
+    holds: HostHolds,
+    robots: RobotsCache,
+    host: str,
+    origin: str,
+    rules: RobotsRules,
+    cfg: RobotsSection,
+) -> float | None:
+    """After a robots.txt fetch of ``origin`` (of ``host``) whose rules in force are ``rules``
+    (:class:`~batchcrawl.fetch.robots.RobotsRules`, the last good copy if one is kept): hold the
+    host while they are ``unavailable`` (back-off ``cfg.retry_after_s`` doubling to
+    ``cfg.max_hold_s``; the cache keeps that entry until the hold ends, so robots.txt is fetched
+    again only then) and end a ``robots_unavailable`` hold otherwise.
+
+    Returns the seconds the host is held from now, or None when it is not held.
+    """
+    if not rules.unavailable:
+        holds.clear(host, "robots_unavailable")
+        return None
+    hold = holds.fail(host, "robots_unavailable", cfg.retry_after_s, cfg.max_hold_s)
+    robots.hold(origin, hold.until)
+    return holds.remaining_s(host)
+
+
+#: Statuses that ask a client to slow down (RFC 6585 §4; RFC 9110 §15.6.4).
+RATE_LIMIT_STATUSES = frozenset((429, 503))
+
+
+def rate_limit_wait(
+    holds: HostHolds,
+    host: str,
+    status: int | None,
+    retry_after_s: float | None,
+    cfg: PolitenessSection,
+) -> float | None:
+    """Seconds ``host`` must wait after a response with ``status`` (None: no response) whose
+    ``Retry-After`` was ``retry_after_s`` (seconds, already capped; None if absent or bad).
+
+    A 429/503 holds the host (module docstring, ``rate_limit``): the returned wait is the hold's.
+    Another response settles a remembered rate limit (:meth:`HostHolds.settle`) and returns
+    None, as does no response.
+    """
+    if status is None:
+        return None
+    if status not in RATE_LIMIT_STATUSES:
+        holds.settle(host, cfg.rate_limit_quiet_s)
+        return None
+    hold = holds.fail(
+        host, "rate_limit", cfg.rate_limit_backoff_s, cfg.max_rate_limit_backoff_s,
+        at_least_s=retry_after_s or 0.0, first_s=retry_after_s,
+    )  # fmt: skip
+    return max(0.0, hold.until - holds.now())

@@ -1,0 +1,176 @@
+"""Issue 31, item 4: a robots.txt outage is a state of the host. While robots.txt answers 5xx the
+host is held (back-off, persisted in the hosts table); its URLs stay queued with no retry
+counted and take no fetch-list slot; once robots.txt answers 200 the host is crawled normally."""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import random
+import threading
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from rich.console import Console
+from round_helpers import frontier_rows, new_crawl, round_config, serve
+
+from batchcrawl.config import Config, to_toml
+from batchcrawl.console.status_view import status_tables
+from batchcrawl.fetch.holds import HostHolds, backoff_s
+from batchcrawl.frontier.generate import generate
+from batchcrawl.frontier.inject import inject
+from batchcrawl.report.data import read_report_data
+from batchcrawl.report.page import render
+from batchcrawl.round import run_rounds
+from batchcrawl.store import sql
+from batchcrawl.store.crawldir import CrawlDir
+from batchcrawl.store.status import crawl_status
+from batchcrawl.testing.webserver import Response
+from batchcrawl.urls import canonicalize
+
+T0 = 1_700_000_000.0
+
+
+@given(st.integers(1, 80), st.floats(0.01, 1000), st.floats(0.01, 10**6), st.integers(0, 2**32))
+def test_backoff_doubles_up_to_its_cap_with_jitter(failures, base, cap, seed):
+    got = backoff_s(failures, base, cap, random.Random(seed))
+    step = min(cap, base * 2.0 ** (failures - 1))
+    assert 0.9 * step - 1e-9 <= got <= min(cap, 1.1 * step) + 1e-9
+
+
+def test_holds_grow_clear_and_survive_the_hosts_row():
+    now = [T0]
+    holds = HostHolds(random.Random(1), clock=lambda: now[0])
+    fail = lambda: holds.fail("h.test", "robots_unavailable", 10.0, 35.0)  # noqa: E731
+    first = fail()
+    assert first.failures == 1 and 9 <= first.until - T0 <= 11
+    now[0] += 11
+    second = fail()
+    assert (second.since, second.failures) == (T0, 2) and 18 <= second.until - now[0] <= 22
+    now[0] += 22
+    assert 31.5 <= fail().until - now[0] <= 35  # capped
+    row = holds.to_row("h.test")
+    again = HostHolds(random.Random(2), clock=lambda: now[0])
+    assert again.load_row("h.test", row) == holds.get("h.test")
+    assert again.load_row("old.test", {"host": "old.test"}) is None  # a row from before holds
+    assert holds.clear("h.test", "rate_limit") is None  # held for another reason
+    assert holds.clear("h.test", "robots_unavailable") is not None
+    assert holds.to_row("h.test")["held_until"] is None
+
+
+# -- generate leaves held hosts out --------------------------------------------------------------
+def _hosts_row(host: str, until: float | None) -> dict:
+    utc = lambda s: dt.datetime.fromtimestamp(s, dt.UTC).replace(tzinfo=None)  # noqa: E731
+    return {
+        "host": host, "shard": 0, "host_delay_s": 1.0, "pages_fetched": 0, "errors": 1,
+        "held_reason": None if until is None else "robots_unavailable",
+        "held_since": None if until is None else utc(T0 - 60),
+        "held_until": None if until is None else utc(until), "held_failures": 1,
+    }  # fmt: skip
+
+
+def test_generate_gives_held_hosts_no_slot_and_probes_when_the_hold_ends(tmp_path):
+    cfg = Config().replace(frontier={"buckets": 2}, fetch={"shards": 1})
+    crawl = CrawlDir.create(str(tmp_path / "c"), to_toml(cfg), 2)
+    urls = [f"http://down.test/{i}" for i in range(6)] + [f"http://up.test/{i}" for i in range(3)]
+    inject(crawl, cfg, urls, clock=lambda: T0 - 100)
+    m = crawl.manifest()
+    entry = crawl.write_table(
+        "hosts", "hosts/gen=9/shard=00.parquet", [_hosts_row("down.test", T0 + 300),
+                                                  _hosts_row("up.test", None)],
+    )  # fmt: skip
+    m = crawl.commit(m, {"hosts": [entry]}, {"step": "test"})
+    during = generate(crawl, m, 1, cfg, T0)
+    assert during.summary["selected"] == 3
+    assert during.summary["not_selected"]["held:robots_unavailable"] == 6
+    after = generate(crawl, m, 1, cfg, T0 + 301)
+    assert after.summary["selected"] == 3 + 1  # one probe URL of the host whose hold ended
+    assert after.summary["not_selected"]["held_probe"] == 5
+
+
+# -- end to end: an outage longer than the URL retry limit ---------------------------------------
+class OutageSite:
+    """``down.test`` answers robots.txt with 500 while ``down`` is set; its pages link nowhere.
+    ``up.test`` is a chain ``/0 -> /1 -> ...``, each page also linking to a new ``down.test``
+    page, so every round has work and finds a new URL of the held host."""
+
+    def __init__(self) -> None:
+        self.port = 0  # the server's, for the links to down.test
+        self.down = True
+        self.robots_500 = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, host, path, headers):
+        if path == "/robots.txt":
+            if host == "down.test" and self.down:
+                with self._lock:
+                    self.robots_500 += 1
+                return Response(500, [("Content-Type", "text/plain")], b"down")
+            return Response(404, [("Content-Type", "text/plain")], b"")
+        html = [("Content-Type", "text/html")]
+        if host == "up.test":
+            n = int(path.strip("/") or 0)
+            body = f'<a href="/{n + 1}">next</a><a href="http://down.test:{self.port}/n{n}">d</a>'
+            return Response(200, html, body.encode())
+        return Response(200, html, b"<p>down.test page</p>")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_robots_outage_holds_the_host_and_loses_no_url(tmp_path):
+    site = OutageSite()
+    cfg = round_config(
+        robots={"retry_after_s": 0.3, "max_hold_s": 0.6},
+        frontier={"buckets": 4, "max_retries": 1, "retry_backoff_s": 0.1},
+        fetch={"shards": 1},
+        round={"workers": 1},
+    )
+    with serve(site) as server:
+        site.port = server.port
+        down = [canonicalize(server.base_url("down.test") + f"/s{i}") for i in range(5)]
+        up = canonicalize(server.base_url("up.test") + "/0")
+        crawl = new_crawl(tmp_path / "crawl", cfg, [up, *down])
+        outage = run_rounds(crawl.url, cfg, 6)
+        held = sql.query(
+            crawl, "SELECT held_reason, held_failures FROM hosts WHERE host = 'down.test'"
+        ).to_pylist()
+        during = {r["url"]: r for r in frontier_rows(crawl)}
+        status = crawl_status(crawl)
+        page = render(read_report_data(crawl, cfg), [])  # the report's cards
+        site.down = False
+        recovered = run_rounds(crawl.url, cfg, 4)
+        lists = sql.query(
+            crawl, "SELECT round, count(*) AS n FROM fetchlists WHERE host = 'down.test' "
+            "GROUP BY round ORDER BY round",
+        ).to_pylist()  # fmt: skip
+    assert len(outage) == 6 and site.robots_500 > cfg.frontier.max_retries + 1
+    assert held == [{"held_reason": "robots_unavailable", "held_failures": site.robots_500}]
+    mine = {u: r for u, r in during.items() if "down.test" in u}
+    (shown,) = status["held"]  # batchcrawl status: the outage, per host
+    assert (shown["host"], shown["reason"], shown["queued"]) == (
+        "down.test",
+        "robots_unavailable",
+        len(mine),
+    )
+    assert shown["outage_s"] > 0 and shown["failures"] == site.robots_500
+    text = Console(width=80, record=True, file=io.StringIO())
+    for table in status_tables(status):
+        text.print(table)
+    assert "held: robots_unavailable" in page
+    shown_text = text.export_text()
+    assert "held hosts" in shown_text and "robots_unavailable" in shown_text
+    assert len(mine) >= 5 + 2  # the seeds and the URLs found meanwhile: none lost
+    assert all((r["status"], r["retries"]) == ("queued", 0) for r in mine.values())
+    # no fetch list filled with the held host: after round 1, one probe URL at most
+    n_by_round = {r["round"]: r["n"] for r in lists}
+    assert n_by_round[1] == 5
+    assert all(n <= 1 for rnd, n in n_by_round.items() if 1 < rnd <= len(outage))
+    assert any(s["generate"]["not_selected"].get("held_probe") for s in outage)
+    # robots.txt answers again: the hold ends and every URL of the host is fetched
+    assert recovered
+    after = {r["url"]: r for r in frontier_rows(crawl) if "down.test" in r["url"]}
+    assert set(mine) <= set(after)
+    assert all(after[u]["status"] == "fetched" for u in mine)
+    rows = sql.query(crawl, "SELECT held_reason FROM hosts WHERE host = 'down.test'").to_pylist()
+    assert rows == [{"held_reason": None}]

@@ -1,0 +1,153 @@
+"""Issue 31, item 2: a rate limit (429/503) holds the whole host with a back-off that doubles up to
+a cap, is jittered, resets after a quiet period and survives rounds and process restarts."""
+
+from __future__ import annotations
+
+import random
+import statistics
+import subprocess
+
+import fsspec
+import pytest
+from fsspec.implementations.dirfs import DirFileSystem
+from round_helpers import cli_command, new_crawl, round_config, serve, subprocess_env
+
+from batchcrawl.config import Config
+from batchcrawl.fetch.holds import HostHolds, rate_limit_wait
+from batchcrawl.fetch.worker import FetchWorker
+from batchcrawl.records import FetchItem
+from batchcrawl.store import sql
+from batchcrawl.testing.webserver import Response
+from batchcrawl.urls import canonicalize, domain_of, host_of, url_key
+
+T0 = 1_700_000_000.0
+#: Jitter and clock slack of the gap checks: a hold is at least 0.9 x its step (JITTER), and a gap
+#: measured by the server (request starts) is never shorter than the hold (it counts from the end
+#: of the previous response); the log's millisecond rounding.
+LOW = 0.9
+SLACK_S = 0.002
+
+
+def _step(n: int, base: float, cap: float) -> float:
+    """The back-off step after the n-th rate limit in a row (n >= 1)."""
+    return min(cap, base * 2 ** (n - 1))
+
+
+def test_rate_limit_back_off_doubles_resets_and_honours_retry_after():
+    now = [T0]
+    holds = HostHolds(random.Random(3), clock=lambda: now[0])
+    pol = Config().politeness  # 60 s doubling to a day, quiet 3600 s
+
+    def wait(status, retry_after=None):
+        return rate_limit_wait(holds, "h.test", status, retry_after, pol)
+
+    assert wait(429) == pytest.approx(60, rel=0.1)
+    assert wait(503) == pytest.approx(120, rel=0.1)  # repeated: doubled
+    assert wait(429, retry_after=1000.0) == pytest.approx(1000)  # never below Retry-After
+    assert wait(429) == pytest.approx(480, rel=0.1)
+    now[0] += 600
+    assert wait(200) is None and holds.get("h.test") is not None  # not quiet long enough
+    now[0] += 3600
+    assert wait(200) is None and holds.get("h.test") is None  # quiet: the back-off resets
+    assert wait(429, retry_after=5.0) == pytest.approx(5.0)  # a first one with Retry-After
+    assert wait(429, retry_after=5.0) == pytest.approx(120, rel=0.1)  # repeated: held
+    assert wait(None) is None
+    for _ in range(40):
+        last = wait(429)
+    assert last <= pol.max_rate_limit_backoff_s  # capped at a day
+
+
+# -- a fetch worker: twenty 429s in a row are spaced by the back-off, another host keeps its pace ----
+def _item(url: str) -> FetchItem:
+    host = host_of(url)
+    return FetchItem(url_key(url), url, host, domain_of(host), 0)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_twenty_429s_are_spaced_by_the_back_off_and_other_hosts_keep_their_pace(
+    web, test_config, tmp_path
+):
+    base, cap = 0.2, 0.8
+    cfg = test_config.replace(
+        politeness={"rate_limit_backoff_s": base, "max_rate_limit_backoff_s": cap,
+                    "host_delay_s": 0.02},
+        fetch={"time_limit_s": 120.0, "tail_rate_ratio": 0.0, "tail_capacity_ratio": 0.0,
+               "tail_idle_s": 0.0},  # no early end: all twenty requests in one run
+    )  # fmt: skip
+    busy, calm = "busy429.test", "calm429.test"
+    for host in (busy, calm):
+        web.app.add(host, "/robots.txt", Response(404, [], b""))
+    mark = web.log.mark()
+    urls = []
+    for i in range(20):
+        web.app.add(busy, f"/p{i}", Response(429, [("Content-Type", "text/plain")], b"slow down"))
+        web.app.add(calm, f"/p{i}", Response(200, [("Content-Type", "text/html")], b"<p>ok</p>"))
+        urls += [web.base_url(busy) + f"/p{i}", web.base_url(calm) + f"/p{i}"]
+    fs = DirFileSystem(str(tmp_path), fsspec.filesystem("file"))
+    w = FetchWorker(cfg, 0, fs, seed_hosts={busy, calm}, seed_domains=["busy429.test"])
+    try:
+        run = w.run([_item(canonicalize(u)) for u in urls], round=1)
+        row = next(r for r in w.host_rows([busy]))
+    finally:
+        w.close()
+    log = web.log.since(mark)
+    got = [e.t_ms / 1000 for e in log if e.host == busy and e.path != "/robots.txt"]
+    assert len(got) == 20 and sum(r["fetch_status"] == 429 for r in run.fetched) == 20
+    for n, (a, b) in enumerate(zip(got, got[1:], strict=False), 1):
+        assert b - a >= LOW * _step(n, base, cap) - SLACK_S, (n, b - a)
+    calm_t = [e.t_ms / 1000 for e in log if e.host == calm and e.path != "/robots.txt"]
+    assert len(calm_t) == 20
+    # the calm host is not held: its gaps follow its own delay, far below the busy host's
+    assert statistics.median(b - a for a, b in zip(calm_t, calm_t[1:], strict=False)) < LOW * base
+    assert (row["held_reason"], row["held_failures"]) == ("rate_limit", 20)
+
+
+# -- across `batchcrawl round` processes -----------------------------------------------------------
+class BusySite:
+    """``busy.test`` answers 429 to every page; ``calm.test`` is a chain of pages."""
+
+    def __call__(self, host, path, headers):
+        if path == "/robots.txt":
+            return Response(404, [("Content-Type", "text/plain")], b"")
+        if host == "busy.test":
+            return Response(429, [("Content-Type", "text/plain")], b"slow down")
+        n = int(path.strip("/") or 0)
+        return Response(200, [("Content-Type", "text/html")], f'<a href="/{n + 1}">n</a>'.encode())
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_the_back_off_survives_round_processes(tmp_path):
+    base, cap = 0.5, 4.0
+    cfg = round_config(
+        politeness={"host_delay_s": 0.05, "ip_delay_s": 0.0, "ip_concurrency": 8,
+                    "max_crawl_delay_s": 0.3, "rate_limit_backoff_s": base,
+                    "max_rate_limit_backoff_s": cap},
+        frontier={"buckets": 4, "retry_backoff_s": 0.1},
+        fetch={"shards": 1}, round={"workers": 1},
+    )  # fmt: skip
+    with serve(BusySite()) as server:
+        busy = [canonicalize(server.base_url("busy.test") + f"/b{i}") for i in range(4)]
+        crawl = new_crawl(
+            tmp_path / "crawl", cfg, [canonicalize(server.base_url("calm.test")), *busy]
+        )
+        counts = []
+        for _ in range(3):
+            done = subprocess.run(
+                cli_command("round", crawl.url), env=subprocess_env(), capture_output=True,
+                text=True, timeout=300,
+            )  # fmt: skip
+            assert done.returncode == 0, done.stderr[-3000:]
+            counts.append(sum(e.host == "busy.test" for e in server.log.entries()))
+        log = server.log.entries()
+    got = [e.t_ms / 1000 for e in log if e.host == "busy.test" and e.path != "/robots.txt"]
+    assert counts[0] < counts[-1]  # the host was asked again by a later process, and then too
+    for n, (a, b) in enumerate(zip(got, got[1:], strict=False), 1):
+        assert b - a >= LOW * _step(n, base, cap) - SLACK_S, (n, b - a)
+    rows = sql.query(
+        crawl, "SELECT held_reason, held_failures FROM hosts WHERE host = 'busy.test'"
+    ).to_pylist()
+    assert rows == [{"held_reason": "rate_limit", "held_failures": len(got)}]
+    calm = [e for e in log if e.host == "calm.test" and e.path != "/robots.txt"]
+    assert len(calm) >= 3  # one page a round at least: the calm host is not held
