@@ -126,7 +126,9 @@ ROBOTS_LINES = st.lists(
     st.one_of(
         VALUE,
         st.tuples(
-            st.sampled_from(["User-agent", "Disallow", "Allow", "Crawl-delay", "Sitemap", "x"]),
+            st.sampled_from(
+                ["User-agent", "Disallow", "Allow", "Crawl-delay", "Sitemap", "Content-Signal", "x"]
+            ),
             VALUE,
         ).map(": ".join),
     ),
@@ -147,7 +149,13 @@ _hosts = itertools.count()
 @pytest.mark.timeout(600)
 def test_arbitrary_header_values_never_fail_the_round(web, test_config, tmp_path_factory):
     cfg = test_config.replace(
-        politeness={"host_delay_s": 0.0, "max_crawl_delay_s": 0.0, "max_retry_after_s": 5.0},
+        politeness={
+            "host_delay_s": 0.0,
+            "max_crawl_delay_s": 0.0,
+            "max_retry_after_s": 0.05,
+            "rate_limit_backoff_s": 0.01,
+            "max_rate_limit_backoff_s": 0.05,
+        },
         frontier={"buckets": 2},
     )
     fs = DirFileSystem(str(tmp_path_factory.mktemp("fz")), fsspec.filesystem("file"))
