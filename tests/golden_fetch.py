@@ -74,7 +74,10 @@ def sample_web() -> SampleWeb:
 def _config():
     return loopback_test_config(
         crawl={"name": "golden"},
-        politeness={"host_delay_s": 0.0, "ip_delay_s": 0.0, "max_crawl_delay_s": 0.01},
+        # every delay 0 (no download-time factor, no Crawl-delay): the one thread takes the hosts in
+        # the order they were released, not by the real clock's race between them
+        politeness={"host_delay_s": 0.0, "ip_delay_s": 0.0, "max_crawl_delay_s": 0.0,
+                    "adaptive_delay_factor": 0.0},
         fetch={"threads": 1, "connect_timeout_s": 2.0, "read_timeout_s": 2.0,
                "total_timeout_s": 5.0, "url_cache_size": 0, "tail_rate_ratio": 0.0,
                "tail_capacity_ratio": 0.0, "tail_idle_s": 0.0, "time_limit_s": 600.0},
@@ -157,6 +160,8 @@ def _normalize(port, workdir, fetched, links, edges, host_rows, counters) -> dic
     for row in fetched:
         r = {k: text(v) for k, v in row.items() if k not in _DROP_FETCHED}
         r["url_key"] = key(row["url_key"])
+        if r.get("outcome") == "robots_unavailable" and r.get("retry_after_s") is not None:
+            r["retry_after_s"] = "HELD"  # the host hold's jittered back-off (fetch/holds.py)
         for name in ("duplicate_of", "near_duplicate_of"):
             if r.get(name) is not None:
                 r[name] = key(r[name])
@@ -175,7 +180,10 @@ def _normalize(port, workdir, fetched, links, edges, host_rows, counters) -> dic
     ]
     # each host's last row: which rounds list a host depends on when its politeness clock let the
     # worker forget it (a wall-clock race under load), not on what the row says
-    last = {r["host"]: r for r in host_rows}
+    last = {r["host"]: dict(r) for r in host_rows}
+    for r in last.values():  # a held host's times follow its jittered back-off (fetch/holds.py)
+        if r.get("held_reason") is not None:
+            r["held_until"] = r["robots_expires"] = "HELD"
     out_hosts = [
         {k: text(v) for k, v in r.items() if k not in _DROP_HOSTS and "time" not in k}
         for r in last.values()
