@@ -11,7 +11,7 @@ import enum
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from batchcrawl.fetch.httpdate import http_date, imf_fixdate
+from batchcrawl.httpdate import http_date, imf_fixdate
 
 
 class UrlStatus(enum.StrEnum):

@@ -21,10 +21,10 @@ from round_helpers import fetched_rows, frontier_rows, new_crawl, round_config, 
 from batchcrawl.config import to_toml
 from batchcrawl.fetch.directives import MAX_DELAY_S, retry_after_s
 from batchcrawl.fetch.fields import entity_tag, link_canonical, media_type, response_fields
-from batchcrawl.fetch.httpdate import http_date, imf_fixdate
 from batchcrawl.fetch.worker import FetchWorker
 from batchcrawl.frontier.inject import inject
 from batchcrawl.frontier.update import update
+from batchcrawl.httpdate import http_date, imf_fixdate
 from batchcrawl.records import FetchItem
 from batchcrawl.round import run_rounds
 from batchcrawl.store import schemas

@@ -17,7 +17,7 @@ ALLOWED = {
     "store": {"errors", "config"},
     "scope": {"errors", "config", "urls"},
     "frontier": SHARED | {"store", "scope", "ring"},
-    "fetch": SHARED | {"store", "scope", "cdxj"},
+    "fetch": SHARED | {"store", "scope", "cdxj", "httpdate"},
     "export": {"errors", "config", "urls", "store", "cdxj"},
     "report": {"errors", "config", "store"},
     "graph": {"errors", "config", "urls", "store"},
@@ -29,7 +29,8 @@ ALLOWED = {
     "urls": {"errors"},
     "cdxj": {"errors", "urls"},
     "ring": {"errors", "urls"},
-    "records": {"errors"},
+    "records": {"errors", "httpdate"},
+    "httpdate": set(),
     "config": {"errors"},
 }
 

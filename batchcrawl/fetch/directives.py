@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from batchcrawl.fetch.httpdate import http_date
+from batchcrawl.httpdate import http_date
 
 _DIGITS = re.compile(r"[0-9]+", re.ASCII)
 _KNOWN = frozenset(("noindex", "nofollow", "none", "all", "index", "follow"))

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import ada_url
 
 from batchcrawl.fetch.directives import RobotsDirectives, retry_after_s, x_robots_tag
-from batchcrawl.fetch.httpdate import http_date, imf_fixdate
+from batchcrawl.httpdate import http_date, imf_fixdate
 
 __all__ = [
     "ResponseFields",
