@@ -40,6 +40,22 @@ def _fetching_child(pid: int, port: int) -> psutil.Process:
     raise AssertionError("no child process is connected to the web server")
 
 
+def kill_fetching_worker(proc: subprocess.Popen, app, port: int) -> tuple[str, str]:
+    """Once ``app`` (a :class:`round_helpers.HoldPages`) holds a page request, SIGKILL the Dask
+    worker process of ``proc`` connected to the web on ``port`` (like the OOM killer), release
+    the page and return ``proc``'s (stdout, stderr); the whole group is killed if it hangs."""
+    try:
+        assert app.arrived.wait(90), "no page was fetched"
+        _fetching_child(proc.pid, port).kill()
+        app.release.set()
+        return proc.communicate(timeout=150)
+    finally:
+        app.release.set()
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
 def test_a_worker_killed_mid_fetch_ends_in_one_line_and_a_rerun_recovers(tmp_path):
     web = sample_web(hosts=4, pages=16, zipf_exponent=0.0, extras_every=0, links_per_page=4,
                      menu_links=2)  # fmt: skip
@@ -53,16 +69,7 @@ def test_a_worker_killed_mid_fetch_ends_in_one_line_and_a_rerun_recovers(tmp_pat
             cli_command("round", crawl.url), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             text=True, env=subprocess_env(), start_new_session=True,
         )  # fmt: skip
-        try:
-            assert app.arrived.wait(90), "no page was fetched"
-            _fetching_child(proc.pid, server.port).kill()  # SIGKILL: like the OOM killer
-            app.release.set()
-            out, err = proc.communicate(timeout=150)
-        finally:
-            app.release.set()
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+        out, err = kill_fetching_worker(proc, app, server.port)
         assert proc.returncode == 5, err[-3000:]
         assert out == ""
         # besides distributed's own one-line log records of the lost worker, no traceback

@@ -7,7 +7,6 @@ fetches a page the loopback web holds."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 
 import pytest
@@ -20,7 +19,7 @@ from round_helpers import (
     serve,
     subprocess_env,
 )
-from test_faults import _fetching_child
+from test_faults import kill_fetching_worker
 
 from batchcrawl.store.crawldir import CrawlDir
 from batchcrawl.store.lock import LOCK_FILE
@@ -41,16 +40,7 @@ def test_a_worker_killed_mid_stream_ends_in_one_line_with_exit_5(tmp_path):
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=subprocess_env(),
             start_new_session=True,
         )  # fmt: skip
-        try:
-            assert app.arrived.wait(90), "no page was fetched"
-            _fetching_child(proc.pid, server.port).kill()  # SIGKILL: like the OOM killer
-            app.release.set()
-            out, err = proc.communicate(timeout=150)
-        finally:
-            app.release.set()
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+        out, err = kill_fetching_worker(proc, app, server.port)
         assert proc.returncode == 5, err[-3000:]
         assert "Traceback" not in err, err[-3000:]
         lines = [ln for ln in err.strip().splitlines() if ln.startswith("batchcrawl:")]
