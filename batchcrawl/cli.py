@@ -619,7 +619,7 @@ def extract_command(crawl_url, rounds_range, scheduler, workers, sets) -> None:
     _echo_json(summary)
 
 
-# -- not built yet ---------------------------------------------------------------------------
+# -- round and crawl -------------------------------------------------------------------------------
 def _round_flags(scheduler, workers, time_limit, max_pages) -> dict[str, dict[str, Any]]:
     return {
         "round": {"scheduler": scheduler, "workers": workers},
