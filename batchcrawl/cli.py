@@ -36,7 +36,10 @@ from batchcrawl.console.signals import exit_before_start
 # imported by another: a stop signal while the rest is imported (pyarrow, fsspec: a second on a
 # busy machine) ends the process with one line, not a KeyboardInterrupt traceback (issue 34); the
 # handlers of stop_on_signals take over in _Group.invoke
-if __name__ == "__main__" or sys.argv[0].rsplit("/", 1)[-1] == "batchcrawl":
+if (__name__ == "__main__" or sys.argv[0].rsplit("/", 1)[-1] == "batchcrawl") and not any(
+    "multiprocessing" in arg for arg in sys.orig_argv
+):  # not in a Dask worker process started by spawn (it imports the parent's main script again,
+    # with its argv: the handler there unblocked SIGINT, and a terminal's Ctrl-C killed the workers)
     exit_before_start()
 
 import io  # noqa: E402

@@ -22,6 +22,8 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from round_helpers import (
@@ -86,9 +88,10 @@ def _block_stop_signals() -> None:  # in the child, before exec: the mask surviv
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
 
 
-def _start(crawl: CrawlDir, command: str) -> subprocess.Popen:
+def _start(crawl: CrawlDir, command: str, script: Path | None = None) -> subprocess.Popen:
+    args = [*COMMANDS[command][:1], crawl.url, *COMMANDS[command][1:]]
     return subprocess.Popen(
-        cli_command(*COMMANDS[command][:1], crawl.url, *COMMANDS[command][1:]),
+        cli_command(*args) if script is None else [sys.executable, str(script), *args],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=subprocess_env(),
         start_new_session=True, preexec_fn=_block_stop_signals,
     )  # fmt: skip
@@ -130,5 +133,31 @@ def test_a_signal_mid_fetch_stops_the_command(tmp_path, command, signum):
         try:
             assert app.arrived.wait(120), "no page was fetched"
             _stop_and_check(proc, signum, crawl, before, command)
+        finally:
+            app.release.set()
+
+
+@pytest.mark.parametrize("command", ["round", "stream"])
+def test_ctrl_c_mid_fetch_through_the_batchcrawl_script(tmp_path, command):
+    """The ``batchcrawl`` console script (not ``python -m``): Dask's spawned worker processes
+    import the parent's main script again, with its argv; the CLI's early signal handler was
+    installed there too and unblocked SIGINT, so a terminal's Ctrl-C killed the workers: the
+    stream ended with exit 5 (a lost worker) and no last checkpoint, a round sometimes hung for
+    30 s (issue 34, a fresh user's trial)."""
+    script = tmp_path / "bin" / "batchcrawl"
+    script.parent.mkdir()
+    script.write_text(  # what pip writes for a console script
+        "import sys\nfrom batchcrawl.cli import main\n\nif __name__ == '__main__':\n"
+        "    sys.exit(main())\n"
+    )
+    app = HoldPages(sample_web(hosts=3, pages=30, extras_every=0))
+    with serve(app):
+        crawl = new_crawl(tmp_path / "crawl", round_config(), app.web.seeds())
+        before = crawl.manifest().generation
+        app.armed.set()
+        proc = _start(crawl, command, script)
+        try:
+            assert app.arrived.wait(120), "no page was fetched"
+            _stop_and_check(proc, signal.SIGINT, crawl, before, command)
         finally:
             app.release.set()
