@@ -44,6 +44,9 @@ def report(tmp_path_factory) -> Path:
     with serve(web):
         crawl = new_crawl(work / "crawl", cfg, web.seeds())
         run_rounds(crawl.url, cfg, 3)
+    # the text and languages of the captures too, so the languages plot has data to draw
+    extracted = CliRunner().invoke(main, ["extract", crawl.url, "--workers", "1"])
+    assert extracted.exit_code == 0, extracted.output
     out = work / "report.html"
     result = CliRunner().invoke(main, ["report", crawl.url, "--out", str(out)])
     assert result.exit_code == 0, result.output
