@@ -58,15 +58,14 @@ def run_batch(
             now = parts.clock()
             with loop.lock:
                 done = pending - run.pending
-            found = run.found_hosts if run.found_hosts is not None else set()
-            working, waiting = (
-                wb.polite_capacity(found) if fc.tail_capacity_ratio else (math.inf, 0.0)
-            )
+            found = run.found_hosts or set()
+            capacity = wb.polite_capacity(found) if fc.tail_capacity_ratio else None
+            working, waiting = capacity or (math.inf, 0.0)
             in_tail = tail.observe(now, done, working, waiting) or (
                 0 < fc.tail_idle_s <= idle.in_tail_for(now)
             )
             if in_tail and not run.stop.is_set():  # only when the next round gains a host
-                in_tail = tail_cut_pays(wb.polite_capacity(found)[1])
+                in_tail = tail_cut_pays((capacity or wb.polite_capacity(found))[1])
             if now >= run.deadline or (in_tail and not run.stop.is_set()):
                 if now < run.deadline:
                     out.counters["tail_cut"] = 1

@@ -12,6 +12,7 @@ again with a doubled back-off.
 from __future__ import annotations
 
 import datetime as dt
+import threading
 
 import numpy as np
 import pyarrow as pa
@@ -29,9 +30,28 @@ __all__ = ["PROBED", "host_holds", "in_force", "leave_out_held"]
 PROBED = frozenset({"robots_unavailable"})
 
 
+#: the last generation's holds read by this process: a selection asks twice (its buckets' hold
+#: filter and the probe of hosts whose hold ended), and a committed generation never changes
+_last: dict[tuple[str, int], dict[str, tuple[str, int]]] = {}
+_last_lock = threading.Lock()
+
+
 def host_holds(crawl: CrawlDir, manifest: Manifest) -> dict[str, tuple[str, int]]:
     """``{host: (held_reason, held_until in epoch ms)}`` of the held hosts in ``manifest``'s
-    ``hosts`` table (hold in force or not). Rows written before holds existed are not held."""
+    ``hosts`` table (hold in force or not), read once per generation and process (do not mutate
+    the result). Rows written before holds existed are not held."""
+    key = (crawl.url, manifest.generation)
+    with _last_lock:
+        if key in _last:
+            return _last[key]
+    holds = _read_holds(crawl, manifest)
+    with _last_lock:
+        _last.clear()
+        _last[key] = holds
+    return holds
+
+
+def _read_holds(crawl: CrawlDir, manifest: Manifest) -> dict[str, tuple[str, int]]:
     entries = manifest.tables.get("hosts")
     if not entries:
         return {}
