@@ -52,7 +52,16 @@ class Interrupted(KeyboardInterrupt):
 def _raise_interrupted(signum: int, frame: object) -> None:
     for s in STOP_SIGNALS:  # a second signal: default action, the process ends at once
         signal.signal(s, signal.SIG_DFL)
+    quiet_distributed_for_exit()
     raise Interrupted(signum)
+
+
+def quiet_distributed_for_exit() -> None:
+    """Silence ``distributed``'s loggers in this process for the rest of its life: it is
+    stopping. Its nannies' watcher threads log a worker process that the interpreter's exit reaped
+    first ("process N exit status was already read, will report exitcode 255"), at any moment,
+    after the stop line too (issue 34; CI failed on that line after the stop message)."""
+    logging.getLogger("distributed").setLevel(logging.CRITICAL)
 
 
 @contextlib.contextmanager
@@ -221,6 +230,7 @@ def stop_requested() -> Iterator[StopRequest]:
             _raise_interrupted(signum, frame)
         for s in STOP_SIGNALS:
             signal.signal(s, signal.SIG_DFL)
+        quiet_distributed_for_exit()
         request.signum = int(signum)
         request.event.set()
 
