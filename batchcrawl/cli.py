@@ -247,9 +247,15 @@ def seed_warnings(summary: Mapping[str, Any]) -> list[str]:
     if summary["bad_lines"]:
         listed = summary["bad_line_list"][:_BAD_LINES_SHOWN]
         more = summary["bad_lines"] - len(listed)
+        good = summary["lines"] - summary["skipped"] - summary["bad_lines"]
         out.append(
             f"{source}: {summary['bad_lines']} of {summary['lines']} lines were not injected; "
-            "fix them and inject the file again (the good lines are in, repeats are skipped)"
+            + (
+                "fix them and inject the file again (the good lines are in, repeats are skipped)"
+                if good
+                else "none of its lines is a URL that can be crawled: fix them and inject the file "
+                "again (`batchcrawl inject CRAWL FILE`)"
+            )
         )
         out += [f"  {source}:{b['line']}: {b['reason']}" for b in listed]
         if more:
@@ -919,11 +925,20 @@ def demo(crawl_url, hosts, pages, rounds, sets) -> None:
             progress=progress.update,
             on_round=lambda s: (progress.done(s), _echo_json(s)),
         )  # fmt: skip
+    from rich.text import Text
+
+    from batchcrawl.console.pipe import PipeConsole
+
+    # titles and the headline are word-wrapped by rich to the terminal's width (80 in a pipe); a
+    # table's own title would wrap inside the table's (narrow) width instead
+    console = PipeConsole(soft_wrap=False)
     for name, table in result["queries"].items():
-        _render(_rows_table(f"batchcrawl sql {crawl_url} --query {name}", table.column_names,
-                            [list(r.values()) for r in table.to_pylist()]))  # fmt: skip
+        console.print(Text(f"batchcrawl sql {crawl_url} --query {name}", style="italic"))
+        console.print(_rows_table(None, table.column_names,
+                                  [list(r.values()) for r in table.to_pylist()]))  # fmt: skip
+    console.print()
+    console.print(Text(f"{headline(result)} Explore it with:"))
     click.echo(
-        f"\n{headline(result)} Explore it with:\n"
         f"  batchcrawl status {crawl_url}\n"
         f'  batchcrawl sql {crawl_url} "SELECT host, count(*) FROM frontier GROUP BY 1"\n'
         f"  duckdb {crawl_url}/crawl.duckdb   # with the DuckDB shell, if installed"

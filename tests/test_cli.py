@@ -276,6 +276,18 @@ def test_bad_seed_lines_are_summarized_on_stderr_with_line_numbers(tmp_path):
     assert "base=" not in result.stderr  # a Python argument means nothing on the command line
 
 
+def test_only_bad_seed_lines_do_not_claim_good_lines_are_in():
+    from batchcrawl.cli import seed_warnings
+
+    bad = [{"line": 1, "reason": "URL 'ftp://x' has scheme 'ftp'"}]
+    only_bad = {"source": "s.txt", "lines": 2, "skipped": 1, "bad_lines": 1,
+                "bad_line_list": bad, "seeds_known": 0, "committed": False}  # fmt: skip
+    first = seed_warnings(only_bad)[0]
+    assert "good lines are in" not in first and "none of its lines" in first
+    some_good = {**only_bad, "lines": 3, "committed": True}
+    assert "the good lines are in" in seed_warnings(some_good)[0]
+
+
 def test_an_empty_seed_file_warns_and_injects_nothing(tmp_path):
     seeds = tmp_path / "empty.txt"
     seeds.write_text("# only a comment\n\n")
@@ -542,6 +554,10 @@ def test_demo_headline_counts_what_status_counts(tmp_path):
     attempts = sum(s["attempts"] for s in summaries)
     assert f"{fetched:,} URLs fetched and stored, from {attempts:,} fetch attempts" in proc.stdout
     assert attempts == st["fetched"]["attempts"]
+    # titles and the headline fit an 80-column terminal (stdout is a pipe: rich's width is 80);
+    # the JSON summaries and the commands to copy are left whole
+    shown = [ln for ln in proc.stdout.splitlines() if not ln.startswith(("{", "  "))]
+    assert shown and all(len(ln) <= 80 for ln in shown), [ln for ln in shown if len(ln) > 80]
 
 
 @pytest.mark.parametrize("args", [["sql", "SELECT url FROM frontier", "--all", "--format", "csv"],
