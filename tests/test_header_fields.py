@@ -247,7 +247,8 @@ def test_if_modified_since_is_imf_fixdate_and_link_canonical_is_kept(tmp_path):
         first = run_rounds(crawl.url, cfg, 2)
         assert all(s["generation"] for s in first)
         inject(crawl, cfg, [url["/asc"], url["/rfc850"]], refetch=True)
-        assert run_rounds(crawl.url, cfg, 1)[0]["generation"]
+        later = run_rounds(crawl.url, cfg, 1)
+        assert later[0]["generation"]
     for p in ("/asc", "/rfc850"):
         assert site.seen[p][-1]["if-modified-since"] == IMF  # RFC 9110 §5.6.7
     got = {r["url"]: r for r in fetched_rows(crawl)}
@@ -259,6 +260,18 @@ def test_if_modified_since_is_imf_fixdate_and_link_canonical_is_kept(tmp_path):
     assert bad["outcome"] == "ok"
     rows = {r["url"]: r for r in frontier_rows(crawl)}
     assert rows[url["/asc"]]["last_modified"] == IMF and rows[url["/bad"]]["status"] == "fetched"
+    # rejections are counted by field in the round summaries and in `status` (issue 31)
+    from collections import Counter
+
+    from batchcrawl.store.status import crawl_status
+
+    by_rows = Counter(f for r in got.values() for f in (r["header_errors"] or "").split(",") if f)
+    assert by_rows["last_modified"] >= 1
+    by_rounds = Counter()
+    for s in [*first, *later]:
+        by_rounds.update(s["header_rejected"])
+    assert by_rounds == by_rows
+    assert crawl_status(crawl)["fetched"]["header_rejected"] == dict(by_rows)
 
 
 # -- end to end: raw malformed header blocks through real rounds ---------------------------------

@@ -130,6 +130,9 @@ def status_tables(st: Mapping[str, Any]) -> list[Table]:
         depth,
         _shares("fetch attempts by outcome", "outcome", st["fetched"]["by_outcome"], "attempts"),
     ]
+    rejected = st["fetched"].get("header_rejected")
+    if rejected:  # values a server sent that no table keeps (batchcrawl.fetch.fields)
+        tables.append(_shares("header values rejected", "header field", rejected, "responses"))
     if st.get("traps"):
         tables.append(traps_table(st["traps"]))
     if st.get("held"):

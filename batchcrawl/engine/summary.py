@@ -110,6 +110,10 @@ def round_summary(
             k: int(v) for k, v in counters.items() if k.startswith(("robots_state_", "robots_fetches"))
         },
         "links": {k: int(v) for k, v in counters.items() if k.startswith("links_")},
+        # response header values rejected at the fetch boundary, by field (batchcrawl.fetch.fields;
+        # the row's column is NULL and fetched.header_errors names the field)
+        "header_rejected": {k.partition(":")[2]: int(v) for k, v in sorted(counters.items())
+                            if k.startswith("header_rejected:")},
         # the fetch threads' CPU seconds by phase, all shards (time.thread_time; the worker's
         # other threads -- event loop, actor executor, Dask tasks -- are not in them)
         "fetch_cpu_s": {k[4:-2]: round(float(v), 3) for k, v in counters.items()

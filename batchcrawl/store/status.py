@@ -36,6 +36,16 @@ def queued_urls(crawl: CrawlDir, generation: int | None = None) -> int:
     return int(by_status.get("queued", 0))
 
 
+#: Response header values rejected at the fetch boundary (``fetched.header_errors``, a
+#: comma-separated list of field names; :mod:`batchcrawl.fetch.fields`), counted by field.
+_HEADER_REJECTED = """
+    SELECT field, count(*) AS n
+    FROM (SELECT unnest(string_split(header_errors, ',')) AS field
+          FROM fetched WHERE header_errors IS NOT NULL)
+    GROUP BY field ORDER BY n DESC, field
+"""
+
+
 def crawl_status(crawl: CrawlDir, generation: int | None = None) -> dict[str, Any]:
     """Statistics of ``crawl`` at ``generation`` (default current).
 
@@ -48,7 +58,8 @@ def crawl_status(crawl: CrawlDir, generation: int | None = None) -> dict[str, An
              "urls": {"total": n, "by_status": {"queued": n, ...}},
              "hosts": {"total": n, "domains": n},
              "depth": {"0": n, "1": n, ...},
-             "fetched": {"attempts": n, "by_outcome": {"ok": n, ...}},
+             "fetched": {"attempts": n, "by_outcome": {"ok": n, ...},
+                         "header_rejected": {"last_modified": n, ...}},
              "traps": [{"host": h, "trap": "near", "pages_fetched": n, "queued": n}, ...],
              "held": [{"host": h, "reason": "robots_unavailable", "since": iso, "until": iso,
                        "failures": n, "outage_s": s, "queued": n}, ...],
@@ -92,6 +103,7 @@ def crawl_status(crawl: CrawlDir, generation: int | None = None) -> dict[str, An
                     " ORDER BY n DESC, outcome"
                 ).fetchall()
             )
+            header_rejected = dict(con.execute(_HEADER_REJECTED).fetchall())
     finally:
         con.close()
     generations = []
@@ -116,7 +128,11 @@ def crawl_status(crawl: CrawlDir, generation: int | None = None) -> dict[str, An
         "urls": {"total": sum(by_status.values()), "by_status": by_status},
         "hosts": {"total": hosts, "domains": domains},
         "depth": depth,
-        "fetched": {"attempts": sum(by_outcome.values()), "by_outcome": by_outcome},
+        "fetched": {
+            "attempts": sum(by_outcome.values()),
+            "by_outcome": by_outcome,
+            "header_rejected": header_rejected,
+        },
         "traps": traps,
         "held": held,
         "generations": generations,
