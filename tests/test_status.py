@@ -23,6 +23,7 @@ def test_status_of_a_small_crawl(tmp_path):
     assert st["fetched"] == {
         "attempts": 5,
         "by_outcome": {"ok": 3, "gone": 1, "network_error": 1},
+        "header_rejected": {},
     }
     gens = st["generations"]
     assert [(g["generation"], g["round"], g["step"]) for g in gens] == [
