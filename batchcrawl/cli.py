@@ -854,8 +854,17 @@ def crawl_command(
     show_default=True,
     help="File format of the tables.",
 )
+@click.option(
+    "--exclude-signal",
+    "exclude_signals",
+    multiple=True,
+    metavar="NAME=yes|no",
+    help="Leave out every row of the hosts whose robots.txt Content-Signal holds this pair "
+    "(e.g. ai-train=no; repeatable). Needs --tables without warc and wet. The index table "
+    "carries each host's signal either way (content_signal).",
+)
 @_sets
-def export(crawl_url, dest, rounds_range, tables, fmt, sets) -> None:
+def export(crawl_url, dest, rounds_range, tables, fmt, sets, exclude_signals) -> None:
     """Copy the committed rounds of CRAWL to DEST (a path or fsspec URL, e.g. s3://bucket/lake).
 
     Writes Hive-partitioned Parquet (DEST/TABLE/crawl=NAME/round=N/part-SS.parquet), the WARC
@@ -864,9 +873,11 @@ def export(crawl_url, dest, rounds_range, tables, fmt, sets) -> None:
     fsspec config), never from the command line. Prints a JSON summary.
     """
     from batchcrawl.export.lake import export_crawl, parse_tables
+    from batchcrawl.export.signals import parse_signal_filter
 
     rounds = _parse_rounds(rounds_range) if rounds_range is not None else None
     wanted = parse_tables(tables)
+    exclude = parse_signal_filter(exclude_signals)
     crawl = _open(crawl_url)
     cfg = load_crawl_config(crawl, sets)
     last = crawl.manifest().round
@@ -879,7 +890,8 @@ def export(crawl_url, dest, rounds_range, tables, fmt, sets) -> None:
             else f"--rounds {rounds_range}: {crawl.url} has no committed round yet"
         )
     try:
-        summary = export_crawl(crawl, dest, crawl_name=cfg.crawl.name, rounds=rounds, tables=wanted)
+        summary = export_crawl(crawl, dest, crawl_name=cfg.crawl.name, rounds=rounds,
+                               tables=wanted, exclude_signals=exclude)  # fmt: skip
     except BatchcrawlError:
         raise
     except (OSError, ValueError, ImportError) as exc:  # bad destination: protocol, path, access

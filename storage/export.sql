@@ -38,5 +38,6 @@ CREATE TABLE "index" (
     warc_record_length         INTEGER      NOT NULL, -- bytes
     warc_segment               VARCHAR      NOT NULL, -- the round number
     crawl                      VARCHAR      NOT NULL, -- crawl name
-    subset                     VARCHAR      NOT NULL  -- warc, crawldiagnostics or robotstxt
+    subset                     VARCHAR      NOT NULL, -- warc, crawldiagnostics or robotstxt
+    content_signal             VARCHAR                -- not Common Crawl's: the host's robots.txt Content-Signal for our agent ('search=yes,ai-train=no'; hosts.content_signal of the crawl's current generation, batchcrawl/export/signals.py); NULL: none
 );

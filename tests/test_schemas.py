@@ -30,7 +30,9 @@ def test_index_schema_is_read_from_storage_and_has_common_crawls_types():
     index = schemas.schema("index")
     for name, type_ in CC_WARC_LOCATION.items():
         assert index.field(name).type == type_, name
-    assert index.names[0] == "url_surtkey" and index.names[-2:] == ["crawl", "subset"]
+    # Common Crawl's columns in its order, then batchcrawl's one extension (issue 31)
+    assert index.names[0] == "url_surtkey" and index.names[-3:-1] == ["crawl", "subset"]
+    assert index.names[-1] == "content_signal" and index.field("content_signal").nullable
     assert not index.field("url").nullable and index.field("url_query").nullable
 
 

@@ -23,7 +23,9 @@ byte range holds the HTTP headers only, and the body is in the capture the revis
 Columns left out, because batchcrawl has no data for them: ``content_mime_detected`` (no content
 sniffing) and ``warc_record_id`` (added by Common Crawl in 2026; not carried in ``fetched``).
 ``content_languages`` comes from the crawl's ``text`` table (``batchcrawl extract``; NULL for a
-capture not extracted). ``warc_segment`` is the round number (a round plays the
+capture not extracted). ``content_signal``, the one column Common Crawl's table does not have
+(last, so queries written for Common Crawl's columns run unchanged), is the host's robots.txt
+``Content-Signal`` (:mod:`batchcrawl.export.signals`). ``warc_segment`` is the round number (a round plays the
 role of a Common Crawl segment); ``subset`` is ``warc`` for 2xx captures, ``crawldiagnostics`` for
 every other status, and ``robotstxt`` for robots.txt captures. ``crawl`` is the crawl name; the
 export stores it as the Hive partition ``crawl=NAME`` rather than in the files, as Common Crawl does.
@@ -220,6 +222,7 @@ def index_table(
     extra_rows: Iterable[Mapping[str, Any]] = (),
     revisits: Collection[tuple[str, int]] = (),
     languages: Mapping[tuple[str, int], str] | None = None,
+    content_signals: Mapping[str, str] | None = None,
 ) -> pa.Table:
     """The index rows of a round's ``fetched`` rows (plus ``extra_rows``), sorted by SURT key.
 
@@ -245,6 +248,9 @@ def index_table(
     languages
         ``content_languages`` of captures by ``(warc_filename, warc_record_offset)`` of
         ``fetched`` (the crawl's ``text`` table); a capture not in it gets NULL.
+    content_signals
+        ``content_signal`` by host (``url_host_name``; :func:`batchcrawl.export.signals.host_signals`);
+        a host not in it gets NULL.
 
     Returns
     -------
@@ -282,6 +288,7 @@ def index_table(
     for row in rows:
         row["warc_segment"] = segment
         row["crawl"] = crawl
+        row["content_signal"] = (content_signals or {}).get(row["url_host_name"])
         end = row["warc_record_offset"] + row["warc_record_length"]
         if end > _INT32_MAX:
             raise CCIndexError(

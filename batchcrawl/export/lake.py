@@ -40,6 +40,15 @@ run that dies leaves its round without a manifest and the next run does the roun
 that want only complete rounds read the manifests (:func:`exported_rounds`) rather than globbing
 the folders.
 
+Content signals. The ``index`` table carries each host's robots.txt ``Content-Signal``
+(``content_signal``, e.g. ``search=yes,ai-train=no``; :mod:`batchcrawl.export.signals`), and
+``--exclude-signal ai-train=no`` (``exclude_signals``) leaves out every row of the hosts whose signal
+holds that pair: from ``fetched``, ``fetchlists``, ``text`` and ``index`` by host, from ``links``
+the links found on their pages; the summary counts the hosts and the rows left out. WARC and WET
+files hold many hosts' records and are copied byte for byte, so an exclusion refuses them. Each
+round's manifest records its filter, and a run with another filter refuses rounds exported
+before (a round's tables never mix two filters). Signals never change what is fetched.
+
 Credentials. ``DEST`` is opened with fsspec's usual configuration: ``AWS_ACCESS_KEY_ID``,
 ``AWS_SECRET_ACCESS_KEY``, ``AWS_ENDPOINT_URL`` and the other botocore settings for ``s3://``, or
 ``FSSPEC_S3_*`` variables and fsspec config files. The command line never takes secrets.
@@ -67,7 +76,7 @@ import pyarrow.parquet as pq
 from batchcrawl import __version__
 from batchcrawl.cdxj import scan
 from batchcrawl.errors import BatchcrawlError
-from batchcrawl.export import ccindex
+from batchcrawl.export import ccindex, signals
 from batchcrawl.store import atomic, paths
 from batchcrawl.store.crawldir import CrawlDir, FileEntry, Manifest, utcnow_iso
 
@@ -261,6 +270,8 @@ class _RoundJob:
     round: int
     tables: tuple[str, ...]
     previous: dict[str, Any] | None
+    host_signals: Mapping[str, str]  # content_signal by host (the index column)
+    excluded: frozenset[str]  # hosts left out (--exclude-signal)
 
 
 class Exporter:
@@ -279,6 +290,10 @@ class Exporter:
     on_file
         Called with each DEST-relative path once that file is complete (progress display; tests
         use it to kill an export at a known point). Called from worker threads.
+    exclude_signals
+        ``NAME=yes|no`` pairs (:func:`batchcrawl.export.signals.parse_signal_filter`): the rows
+        of hosts whose robots.txt ``Content-Signal`` holds one of them are left out of every
+        table (module docstring, "Content signals").
     """
 
     def __init__(
@@ -289,6 +304,7 @@ class Exporter:
         *,
         threads: int = 8,
         on_file: Callable[[str], None] | None = None,
+        exclude_signals: Iterable[str] = (),
     ) -> None:
         if threads < 1:
             raise ExportSettingError(f"threads={threads!r}: expected at least 1")
@@ -297,6 +313,7 @@ class Exporter:
         self.name = check_crawl_name(crawl_name)
         self.threads = threads
         self.on_file = on_file or (lambda rel: None)
+        self.exclude_signals = signals.parse_signal_filter(exclude_signals)
         self._lock = threading.Lock()
 
     def run(
@@ -311,12 +328,16 @@ class Exporter:
             (rounds exported before from files the crawl no longer has -- the round was committed
             again after a return to an older generation -- removed and exported anew, all the
             tables exported before), ``missing`` (requested but not committed), ``rows`` per
-            table, ``warc_files``, ``cdxj_lines``, ``bytes`` (WARC bytes copied), ``seconds``.
+            table, ``warc_files``, ``cdxj_lines``, ``bytes`` (WARC bytes copied), ``seconds``;
+            ``exclude_signal`` (the filter) and ``excluded``: ``hosts`` (how many hosts of the
+            crawl have a signal the filter matches) and ``rows`` left out per table.
 
         Raises
         ------
         ExportSettingError
-            Bad ``tables`` or ``rounds``.
+            Bad ``tables`` or ``rounds``; an exclusion with ``warc`` or ``wet`` (files that hold
+            many hosts' records, copied byte for byte); a round exported before with another
+            exclusion (nothing is written then).
         ExportError
             A file could not be read or written; the rounds finished before it keep their manifest.
         """
@@ -330,6 +351,20 @@ class Exporter:
             if lo < 0 or hi < lo:
                 raise ExportSettingError(f"rounds {lo}..{hi}: expected 0 <= A <= B")
         committed = [r for r in range(max(lo, 1), hi + 1) if r <= manifest.round]
+        if self.exclude_signals and {"warc", "wet"} & set(tables):
+            raise ExportSettingError(
+                f"--exclude-signal {','.join(self.exclude_signals)} leaves hosts out of the "
+                "tables, but WARC and WET files hold many hosts' records and are copied byte for "
+                "byte: export without warc and wet (e.g. --tables fetched,links,index)"
+            )
+        markers = {r: self.dest.read_json(marker_path(self.name, r)) for r in committed}
+        self._check_same_exclusion(markers)
+        host_signals = (
+            signals.host_signals(self.crawl, manifest)
+            if "index" in tables or self.exclude_signals
+            else {}
+        )
+        excluded = signals.excluded_hosts(host_signals, self.exclude_signals)
         summary: dict[str, Any] = {
             "step": "export",
             "crawl": self.name,
@@ -345,10 +380,12 @@ class Exporter:
             "wet_files": 0,
             "cdxj_lines": 0,
             "bytes": 0,
+            "exclude_signal": list(self.exclude_signals),
+            "excluded": {"hosts": len(excluded), "rows": {}},
         }
         entries = {t: round_entries(manifest, t) for t in ROUND_TABLES}
         for r in committed:
-            previous = self.dest.read_json(marker_path(self.name, r))
+            previous = markers[r]
             if previous and not self._matches(previous, r, entries):
                 log.warning("round %d of %s in %s was exported from files the crawl no longer "
                             "has (the round was committed again): exporting it again",
@@ -364,14 +401,33 @@ class Exporter:
             if not todo:
                 summary["skipped"].append(r)
                 continue
-            stats = self._export_round(_RoundJob(r, todo, previous), manifest, entries)
+            job = _RoundJob(r, todo, previous, host_signals, excluded)
+            stats = self._export_round(job, manifest, entries)
             summary["exported"].append(r)
             for t, n in stats["rows"].items():
                 summary["rows"][t] = summary["rows"].get(t, 0) + n
+            for t, n in stats["excluded"].items():
+                summary["excluded"]["rows"][t] = summary["excluded"]["rows"].get(t, 0) + n
             for k in ("warc_files", "wet_files", "cdxj_lines", "bytes"):
                 summary[k] += stats[k]
         summary["seconds"] = round(time.monotonic() - started, 3)
         return summary
+
+    def _check_same_exclusion(self, markers: Mapping[int, dict[str, Any] | None]) -> None:
+        """Refuse to add to rounds exported with another ``--exclude-signal`` (a round's tables
+        would mix two filters); nothing is written before this check."""
+        other = {
+            r: m.get("exclude_signal", [])
+            for r, m in markers.items()
+            if m and m.get("exclude_signal", []) != list(self.exclude_signals)
+        }
+        if other:
+            r, then = min(other.items())
+            raise ExportSettingError(
+                f"round {r} of {self.name} was exported to {self.dest.url} with --exclude-signal "
+                f"{','.join(then) or '(none)'}, not {','.join(self.exclude_signals) or '(none)'} "
+                f"({len(other)} such rounds): repeat that filter, or export to another DEST"
+            )
 
     def _matches(self, previous: dict[str, Any], r: int, entries) -> bool:
         """Whether the round's earlier export (its manifest ``previous``) was made from the
@@ -411,16 +467,21 @@ class Exporter:
             "source": self.crawl.root if self.crawl.local else self.crawl.full_url(""),
             "generation": manifest.generation,
             "batchcrawl": __version__,
+            "exclude_signal": list(self.exclude_signals),
             "tables": dict((job.previous or {}).get("tables", {})),
         }
         stats: dict[str, Any] = {
             "rows": {}, "warc_files": 0, "wet_files": 0, "cdxj_lines": 0, "bytes": 0,
+            "excluded": {},
         }  # fmt: skip
+        leave_out = _LeaveOut.of(job.excluded, fetched)
         with ThreadPoolExecutor(self.threads, thread_name_prefix="export") as pool:
             futures = []
             for table in (t for t in todo if t in ROUND_TABLES):
                 for i, entry in enumerate(entries[table].get(r, [])):
-                    futures.append((table, pool.submit(self._copy_table, table, r, entry, i)))
+                    futures.append(
+                        (table, pool.submit(self._copy_table, table, r, entry, i, leave_out))
+                    )
             warc_futures = []
             if "warc" in todo or "index" in todo:
                 for src in warc_files:
@@ -440,10 +501,11 @@ class Exporter:
             if "index" in todo:
                 languages = self._languages(entries["text"].get(r, []))
                 parts = self._index_parts(
-                    fetched, r, scanned, entries["fetched"].get(r, []), languages
+                    fetched, r, scanned, entries["fetched"].get(r, []), languages, job.host_signals
                 )
                 record["tables"]["index"] = [
-                    f.result() for f in [pool.submit(self._write_index, r, p, t) for p, t in parts]
+                    f.result()
+                    for f in [pool.submit(self._write_index, p, t, leave_out) for p, t in parts]
                 ]
         for table in todo:
             files = record["tables"].get(table, [])
@@ -455,6 +517,7 @@ class Exporter:
                 stats["cdxj_lines"] = sum(f["cdxj_lines"] for f in files)
             else:
                 stats["rows"][table] = sum(f["rows"] for f in files)
+                stats["excluded"][table] = sum(f.get("excluded", 0) for f in files)
         record["created"] = utcnow_iso()
         record["tables"] = {t: record["tables"][t] for t in sorted(record["tables"])}
         self.dest.put(
@@ -523,8 +586,11 @@ class Exporter:
     def _done(self, rel: str) -> None:
         self.on_file(rel)
 
-    def _copy_table(self, table: str, r: int, entry: FileEntry, position: int) -> dict[str, Any]:
+    def _copy_table(
+        self, table: str, r: int, entry: FileEntry, position: int, leave_out: _LeaveOut
+    ) -> dict[str, Any]:
         data = self._read_round(table, [entry])
+        data, dropped = leave_out(table, data)
         if "round" in data.column_names:
             bad = pc.sum(pc.not_equal(data.column("round"), r)).as_py()
             if bad:
@@ -538,7 +604,10 @@ class Exporter:
         data = data.drop_columns([c for c in PARTITION_COLUMNS if c in data.column_names])
         rel = table_part(table, self.name, r, _part_number(entry, position))
         self._write_parquet(rel, data)
-        return {"path": rel, "rows": data.num_rows, "source": entry.path}
+        out = {"path": rel, "rows": data.num_rows, "source": entry.path}
+        if leave_out.hosts:
+            out["excluded"] = dropped
+        return out
 
     def _write_parquet(self, rel: str, data: pa.Table) -> None:
         with self.dest.open_write(rel) as fh:
@@ -592,6 +661,7 @@ class Exporter:
         scanned: dict[str, dict],
         fetched_entries: list[FileEntry],
         languages: Mapping[tuple[str, int], str] | None = None,
+        host_signals: Mapping[str, str] | None = None,
     ) -> list[tuple[str, pa.Table]]:
         """One index part per fetch shard: its captures, plus the robots.txt captures of its WARC
         files."""
@@ -640,14 +710,52 @@ class Exporter:
                 extra_rows=extra,
                 revisits=revisits,
                 languages=languages,
+                content_signals=host_signals,
             )
             parts.append((table_part("index", self.name, r, shard), table))
         return parts
 
-    def _write_index(self, r: int, rel: str, table: pa.Table) -> dict[str, Any]:
-        data = table.drop_columns([c for c in PARTITION_COLUMNS if c in table.column_names])
+    def _write_index(self, rel: str, table: pa.Table, leave_out: _LeaveOut) -> dict[str, Any]:
+        data, dropped = leave_out("index", table)
+        data = data.drop_columns([c for c in PARTITION_COLUMNS if c in data.column_names])
         self._write_parquet(rel, data)
-        return {"path": rel, "rows": data.num_rows}
+        out = {"path": rel, "rows": data.num_rows}
+        if leave_out.hosts:
+            out["excluded"] = dropped
+        return out
+
+
+#: The column naming each exported row's host (``links``: its source page, by url key).
+_HOST_COLUMN = {"fetched": "url_host_name", "text": "url_host_name", "index": "url_host_name",
+                "fetchlists": "host"}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _LeaveOut:
+    """Drops the rows of excluded hosts from a round's table: by host column, and for ``links``
+    the links found on the excluded hosts' pages (``src_url_key`` among the round's ``fetched``
+    url keys of those hosts). Returns the table kept and the rows dropped."""
+
+    hosts: frozenset[str]
+    page_keys: pa.Array  # url keys of the round's fetched rows of the excluded hosts
+
+    @classmethod
+    def of(cls, hosts: frozenset[str], fetched: pa.Table) -> _LeaveOut:
+        if not hosts:
+            return cls(hosts, pa.array([], pa.uint64()))
+        mine = pc.is_in(fetched.column("url_host_name"), value_set=pa.array(sorted(hosts)))
+        return cls(hosts, pc.unique(fetched.filter(mine).column("url_key")))
+
+    def __call__(self, table: str, data: pa.Table) -> tuple[pa.Table, int]:
+        if not self.hosts or data.num_rows == 0:
+            return data, 0
+        if table == "links":
+            out = pc.is_in(data.column("src_url_key"), value_set=self.page_keys)
+        else:
+            values = pa.array(sorted(self.hosts))
+            out = pc.is_in(data.column(_HOST_COLUMN[table]), value_set=values)
+        kept = data.filter(pc.invert(out))
+        return kept, data.num_rows - kept.num_rows
 
 
 def _rename_warc_paths(
@@ -669,6 +777,7 @@ def export_crawl(
     storage_options: Mapping[str, Any] | None = None,
     threads: int = 8,
     on_file: Callable[[str], None] | None = None,
+    exclude_signals: Iterable[str] = (),
 ) -> dict[str, Any]:
     """Export the committed rounds of ``crawl`` to ``dest`` (see the module docstring).
 
@@ -690,6 +799,9 @@ def export_crawl(
         Files written concurrently.
     on_file
         Called with each completed DEST-relative file path.
+    exclude_signals
+        ``NAME=yes|no`` pairs: leave out the hosts whose ``Content-Signal`` holds one
+        (:class:`Exporter`).
 
     Returns
     -------
@@ -709,7 +821,7 @@ def export_crawl(
         )
     name = crawl_name_of(crawl, crawl_name)
     exporter = Exporter(crawl, Destination(dest, storage_options), name, threads=threads,
-                        on_file=on_file)  # fmt: skip
+                        on_file=on_file, exclude_signals=exclude_signals)  # fmt: skip
     return exporter.run(rounds, parse_tables(tables))
 
 
