@@ -221,7 +221,7 @@ class PolitenessSection:
     long_crawl_delay: LongCrawlDelay = "slow"
     """A ``Crawl-delay`` above ``max_crawl_delay_s`` (stormcrawler#1979): ``slow`` crawls the host
     at the robots.txt value, with as many URLs per round as fit ``fetch.time_limit_s`` at that
-    delay (at least 1; the rest stays queued, counted ``capped_crawl_delay``); ``skip`` leaves
+    delay (at least 1; the rest stays queued, counted ``capped_host``); ``skip`` leaves
     the host's URLs queued and never selects them (counted ``long_crawl_delay``); ``cap`` uses
     ``max_crawl_delay_s`` instead, breaking the site's robots.txt: only for servers of your own
     (the loopback test webs use it)."""

@@ -26,7 +26,6 @@ them); :class:`PolitenessPolicy` answers per host, memoized.
 from __future__ import annotations
 
 import fnmatch
-import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -49,6 +48,8 @@ __all__ = [
 #: ``politeness.long_crawl_delay`` choices: what a robots.txt Crawl-delay above
 #: ``politeness.max_crawl_delay_s`` does (item 5 of issue 31, stormcrawler#1979)
 LONG_CRAWL_DELAY = ("slow", "skip", "cap")
+#: hosts whose answers a policy remembers before it starts over (bounded memory)
+_MEMO = 1 << 16
 
 
 def host_surt(host: str) -> str:
@@ -248,8 +249,8 @@ class PolitenessPolicy:
         self.host_rules = tuple(host_rules)
         self.group_rules = tuple(group_rules)
         self.max_urls_per_host = max_urls_per_host
-        self.host_rule = functools.lru_cache(maxsize=1 << 16)(self._host_rule)
-        self.group_rule = functools.lru_cache(maxsize=1 << 16)(self._group_rule)
+        self._host_memo: dict[str, HostRule | None] = {}
+        self._group_memo: dict[str, GroupRule | None] = {}
 
     @classmethod
     def from_config(cls, politeness: Any, max_urls_per_host: int = 1000) -> PolitenessPolicy:
@@ -263,11 +264,25 @@ class PolitenessPolicy:
             max_urls_per_host=max_urls_per_host,
         )
 
-    def _host_rule(self, host: str) -> HostRule | None:
-        return next((r for r in self.host_rules if r.matcher.matches(host)), None)
+    def host_rule(self, host: str) -> HostRule | None:
+        """The first ``[[politeness.hosts]]`` rule covering ``host``, or None (memoized)."""
+        if host not in self._host_memo:
+            if len(self._host_memo) >= _MEMO:
+                self._host_memo.clear()
+            self._host_memo[host] = next(
+                (r for r in self.host_rules if r.matcher.matches(host)), None
+            )
+        return self._host_memo[host]
 
-    def _group_rule(self, host: str) -> GroupRule | None:
-        return next((r for r in self.group_rules if r.matcher.matches(host)), None)
+    def group_rule(self, host: str) -> GroupRule | None:
+        """The first ``[[politeness.groups]]`` rule covering ``host``, or None (memoized)."""
+        if host not in self._group_memo:
+            if len(self._group_memo) >= _MEMO:
+                self._group_memo.clear()
+            self._group_memo[host] = next(
+                (r for r in self.group_rules if r.matcher.matches(host)), None
+            )
+        return self._group_memo[host]
 
     def delay_floor_s(self, host: str) -> float:
         """The host's floor delay, seconds: its rule's ``delay_s``, else ``host_delay_s``."""
