@@ -25,7 +25,9 @@ them); :class:`PolitenessPolicy` answers per host, memoized.
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -41,6 +43,7 @@ __all__ = [
     "PolitenessPolicy",
     "Slot",
     "host_surt",
+    "policy_of",
     "parse_group_rules",
     "parse_host_rules",
 ]
@@ -48,6 +51,7 @@ __all__ = [
 #: ``politeness.long_crawl_delay`` choices: what a robots.txt Crawl-delay above
 #: ``politeness.max_crawl_delay_s`` does (item 5 of issue 31, stormcrawler#1979)
 LONG_CRAWL_DELAY = ("slow", "skip", "cap")
+_POLICIES: dict[tuple[str, int], PolitenessPolicy] = {}
 #: hosts whose answers a policy remembers before it starts over (bounded memory)
 _MEMO = 1 << 16
 
@@ -217,6 +221,18 @@ def parse_group_rules(
     return tuple(rules)
 
 
+def policy_of(politeness: Any, max_urls_per_host: int = 1000) -> PolitenessPolicy:
+    """:meth:`PolitenessPolicy.from_config`, reused while the section is the same (the last few
+    are kept: selection and routing ask once per bucket or per call)."""
+    key = (json.dumps(dataclasses.asdict(politeness), sort_keys=True), max_urls_per_host)
+    policy = _POLICIES.get(key)
+    if policy is None:
+        if len(_POLICIES) >= 8:
+            _POLICIES.clear()
+        policy = _POLICIES[key] = PolitenessPolicy.from_config(politeness, max_urls_per_host)
+    return policy
+
+
 class PolitenessPolicy:
     """Per-host answers of the ``[politeness]`` section: the host's delay floor, its URLs per
     round, whether it is enabled, and its workbench entry (:class:`Slot`). Answers are memoized
@@ -301,6 +317,17 @@ class PolitenessPolicy:
         """False when the host's rule says ``enabled = false``."""
         rule = self.host_rule(host)
         return rule is None or rule.enabled
+
+    def route(self, host: str, domain: str, ip: str | None) -> str | None:
+        """The shard route name of a grouped host (:func:`batchcrawl.ring.route_name`): the group
+        for ``by = "pattern"``, the pay-level ``domain`` for ``by = "domain"``, the address (or the
+        host while its address is unknown) for ``by = "ip"``; None for a host in no group."""
+        rule = self.group_rule(host)
+        if rule is None:
+            return None
+        if rule.by == "pattern":
+            return f"group:{rule.name}"
+        return domain if rule.by == "domain" else (ip or host)
 
     def slot(self, host: str, ip: str, domain: str | None = None) -> Slot:
         """The workbench entry of ``host`` at address ``ip`` (``domain``: its pay-level domain,

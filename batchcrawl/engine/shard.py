@@ -22,6 +22,7 @@ from batchcrawl.fetch.spill import FactFiles
 from batchcrawl.fetch.worker import FetchWorker, ShardRun
 from batchcrawl.frontier import content as content_mod
 from batchcrawl.frontier import hosts as host_runs
+from batchcrawl.politeness import policy_of
 from batchcrawl.records import FetchItem
 from batchcrawl.ring import HashRing, route_name
 from batchcrawl.store import schemas
@@ -31,9 +32,11 @@ from batchcrawl.urls import domain_of
 
 
 def host_shard(host: str, ip: str | None, cfg: Config, ring: HashRing) -> int:
-    """The shard owning ``host`` under ``generate.partition_by`` (:func:`batchcrawl.ring.route_name`,
-    the routing generate uses)."""
-    return ring.shard_for(route_name(host, domain_of(host), ip, cfg.generate.partition_by))
+    """The shard owning ``host`` under ``generate.partition_by`` and the politeness groups
+    (:func:`batchcrawl.ring.route_name`, the routing generate uses)."""
+    domain = domain_of(host)
+    group = policy_of(cfg.politeness).route(host, domain, ip)
+    return ring.shard_for(route_name(host, domain, ip, cfg.generate.partition_by, group))
 
 
 class ShardActor:

@@ -70,6 +70,7 @@ from batchcrawl.frontier.budget import DomainBudgets, beast_delay_s
 from batchcrawl.frontier.hostcaps import HostCaps, long_crawl_delays
 from batchcrawl.frontier.runs import BucketFiles, Mapper, bucket_files, bucket_rows, thread_mapper
 from batchcrawl.frontier.table import epoch_ms
+from batchcrawl.politeness import policy_of
 from batchcrawl.ring import HashRing, ring_keys, route_name
 from batchcrawl.scope.filters import FilterChain
 from batchcrawl.store import paths, schemas
@@ -401,7 +402,9 @@ def route_codes(
     uniq, rows = np.unique(pair, return_inverse=True)
     hosts = h.dictionary.take(pa.array(uniq // nd)).to_pylist()
     domains = d.dictionary.take(pa.array(uniq % nd)).to_pylist()
-    names = [route_name(hn, dn, ip_of.get(hn), mode) for hn, dn in zip(hosts, domains, strict=True)]
+    policy = policy_of(cfg.politeness)
+    names = [route_name(hn, dn, ip_of.get(hn), mode, policy.route(hn, dn, ip_of.get(hn)))
+             for hn, dn in zip(hosts, domains, strict=True)]  # fmt: skip
     return rows.reshape(-1).astype(np.int64), names
 
 

@@ -14,8 +14,6 @@ round may take, and which hosts are not selected at all.
 
 from __future__ import annotations
 
-import functools
-import json
 import math
 from collections import Counter
 from collections.abc import Mapping
@@ -24,19 +22,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from batchcrawl.config import Config, PolitenessSection
+from batchcrawl.config import Config
 from batchcrawl.frontier import hosts as host_runs
-from batchcrawl.politeness import PolitenessPolicy
+from batchcrawl.politeness import policy_of
 from batchcrawl.store.crawldir import CrawlDir, Manifest
 
 __all__ = ["HostCaps", "long_crawl_delays"]
-
-
-@functools.lru_cache(maxsize=8)
-def _policy(politeness_json: str, max_urls_per_host: int) -> PolitenessPolicy:
-    return PolitenessPolicy.from_config(
-        PolitenessSection(**json.loads(politeness_json)), max_urls_per_host
-    )
 
 
 def long_crawl_delays(crawl: CrawlDir, manifest: Manifest, cfg: Config) -> dict[str, float]:
@@ -66,8 +57,7 @@ class HostCaps:
 
     def __init__(self, cfg: Config, long_delays: Mapping[str, float] | None = None) -> None:
         pol = cfg.politeness
-        self.policy = _policy(json.dumps(cfg.to_dict()["politeness"], sort_keys=True),
-                              cfg.generate.max_urls_per_host)  # fmt: skip
+        self.policy = policy_of(pol, cfg.generate.max_urls_per_host)
         self.mode = pol.long_crawl_delay
         self.time_limit_s = cfg.fetch.time_limit_s
         self.long_delays = dict(long_delays or {})
