@@ -6,6 +6,7 @@ micro-batches. Both hand back a :class:`~batchcrawl.engine.report.ShardReport`."
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -16,7 +17,7 @@ import pyarrow as pa
 from fsspec.implementations.dirfs import DirFileSystem
 
 from batchcrawl import procmem
-from batchcrawl.config import Config
+from batchcrawl.config import Config, PolitenessSection
 from batchcrawl.engine.report import ShardReport
 from batchcrawl.fetch.spill import FactFiles
 from batchcrawl.fetch.worker import FetchWorker, ShardRun
@@ -273,6 +274,13 @@ class StreamShardActor(ShardActor):
         # topped up (robots.txt, Crawl-delay, politeness clock) and those fetched
         self._touched: set[str] = set()
         self.worker.stream_start(round)
+
+    def set_politeness(self, politeness: PolitenessSection) -> None:
+        """Use a changed ``[politeness]`` section from now on (a stream's next micro-batch,
+        :mod:`batchcrawl.engine.reload`): the workbench takes it in place, without breaking a
+        delay (:meth:`~batchcrawl.fetch.workbench.Workbench.configure`)."""
+        self.cfg = dataclasses.replace(self.cfg, politeness=politeness)
+        self.worker.set_politeness(politeness)
 
     def top_up(self, rows: list[dict[str, Any]]) -> int:
         """Queue fetch items (``fetchlists`` columns, per-host breadth-first order). A host seen
