@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
+import time
 
 import pytest
 from round_helpers import cli_command, new_crawl, round_config, serve, subprocess_env
@@ -124,6 +126,54 @@ def test_group_delay_override_and_long_crawl_delay_hold_and_change_between_round
         queued = sql.query(crawl, "SELECT count(*) AS n FROM frontier "
                                   "WHERE host = 'slow.test' AND status = 'queued'")  # fmt: skip
         assert queued.to_pylist()[0]["n"] >= 1
+
+
+class EditingSite(ChainSite):
+    """:class:`ChainSite` that rewrites the crawl's ``crawl.toml`` (``edit``) when the
+    ``after``-th request to the group arrives, as a user editing it while a stream runs; its
+    server-log time (ms) is kept in ``edited_ms``."""
+
+    def __init__(self, edit, after: int) -> None:
+        self.edit, self.after, self.seen, self.edited_ms = edit, after, 0, None
+        self.lock = threading.Lock()
+
+    def __call__(self, host, path, headers):
+        with self.lock:
+            if host in GROUP:
+                self.seen += 1
+                if self.seen == self.after:
+                    self.edit()
+                    self.edited_ms = time.time() * 1000
+        return super().__call__(host, path, headers)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_running_stream_takes_up_a_changed_group_delay_at_its_next_micro_batch(tmp_path):
+    cfg = _config(0.3, 0.3).replace(stream={"flush_interval_s": 0.5})
+    holder = {}
+
+    def edit():
+        changed = _config(1.0, 0.3).replace(stream={"flush_interval_s": 0.5})
+        holder["crawl"].fs.pipe_file(holder["crawl"].path(CONFIG_FILE), to_toml(changed).encode())
+
+    site = EditingSite(edit, after=6)
+    with serve(site) as server:
+        seeds = [canonicalize(server.base_url(h) + f"/{i}") for h in GROUP for i in range(8)]
+        crawl = holder["crawl"] = new_crawl(tmp_path / "crawl", cfg, seeds)
+        done = subprocess.run(cli_command("crawl", crawl.url, "--stream", "--max-seconds", "30"),
+                              env=subprocess_env(), capture_output=True, text=True,
+                              timeout=300)  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        log = server.log.entries()
+    assert site.edited_ms is not None, "the stream never made six requests to the group"
+    gaps = _gaps(log, GROUP)
+    assert min(gaps) >= 0.3 - SLACK_S, gaps  # the group's delay before and after
+    before = _gaps([e for e in log if e.t_ms <= site.edited_ms], GROUP)
+    after = _gaps([e for e in log if e.t_ms > site.edited_ms], GROUP)
+    assert min(before) < 1.0  # control: the old delay was in force before the edit
+    assert len(after) >= 4, after
+    assert min(after[-3:]) >= 1.0 - SLACK_S, after  # the new one by the next micro-batches
 
 
 def test_rules_match_by_glob_or_surt_first_match_wins():
