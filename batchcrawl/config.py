@@ -230,7 +230,9 @@ class PolitenessSection:
     ``match`` (a glob on the host, ``"*.example.org"``) or ``surt`` (a SURT prefix,
     ``"org,example,"``) covers a host applies: ``delay_s`` replaces ``host_delay_s`` for it,
     ``urls_per_round`` replaces ``generate.max_urls_per_host``, ``enabled = false`` keeps its
-    URLs queued and unselected (counted ``disabled``). Read again at each round and each stream
+    URLs queued and unselected (counted ``disabled``). Drop this line and write each as a table
+    after the ``[politeness]`` keys: ``[[politeness.hosts]]`` ``match = "*.example.org"``
+    ``delay_s = 5.0`` ``urls_per_round = 100``. Read again at each round and each stream
     micro-batch (:mod:`batchcrawl.politeness`)."""
     groups: GroupRules = field(default_factory=list)
     """Politeness groups (``[[politeness.groups]]``, Scrapy's ``DOWNLOAD_SLOTS``): ``name``,
@@ -238,8 +240,10 @@ class PolitenessSection:
     group per pay-level domain; ``ip``: one per address), ``delay_s`` (seconds between the end of
     any fetch of the group and the start of the next) and ``concurrency`` (fetches in flight,
     default 1). A grouped host shares its group's delay and concurrency instead of its IP
-    address's (``ip_delay_s``, ``ip_concurrency``); its own host delay still holds. First match
-    wins; read again at each round and micro-batch."""
+    address's (``ip_delay_s``, ``ip_concurrency``); its own host delay still holds. A group's
+    hosts are fetched by one shard (routed by the group). First match wins; read again at each
+    round and micro-batch. Drop this line and write tables, e.g. ``[[politeness.groups]]`` ``name = "cdn"`` ``match =
+    "*.cdn.example"`` ``delay_s = 1.0`` ``concurrency = 2``."""
     adaptive_delay_factor: float = 1.0
     """The host delay is at least this factor times the host's last download time (0 disables)."""
     max_retry_after_s: Annotated[float, _above_zero] = 3600.0
@@ -921,14 +925,33 @@ def load_config(
 
 
 def to_toml(cfg: Config) -> str:
-    """Serialize a config as TOML (used to write ``CRAWL/crawl.toml`` at init)."""
+    """Serialize a config as TOML (used to write ``CRAWL/crawl.toml`` at init). Arrays of tables
+    (``politeness.hosts``, ``politeness.groups``) are written as ``[[section.key]]`` tables after
+    their section's keys, so a user adds one by appending a table; empty ones are left out."""
     lines: list[str] = []
     for section, values in cfg.to_dict().items():
         lines.append(f"[{section}]")
+        tables = {k: v for k, v in values.items() if isinstance(v, list) and v
+                  and all(isinstance(x, dict) for x in v)}  # fmt: skip
+        hints = _field_types(section)
         for key, value in values.items():
+            if key in tables or (not value and _is_table_array(hints[key])):
+                continue
             lines.append(f"{key} = {toml_value(value)}")
         lines.append("")
+        for key, entries in tables.items():
+            for entry in entries:
+                lines.append(f"[[{section}.{key}]]")
+                lines.extend(f"{k} = {toml_value(v)}" for k, v in entry.items())
+                lines.append("")
     return "\n".join(lines)
+
+
+def _is_table_array(hint: Any) -> bool:
+    """Whether a field's type is a list of tables (``[[section.key]]`` in TOML)."""
+    base, _ = _split_hint(hint)
+    args = typing.get_args(base)
+    return typing.get_origin(base) is list and bool(args) and args[0] is not str
 
 
 def toml_value(value: Any) -> str:
