@@ -52,6 +52,8 @@ __all__ = [
 #: ``politeness.max_crawl_delay_s`` does (item 5 of issue 31, stormcrawler#1979)
 LONG_CRAWL_DELAY = ("slow", "skip", "cap")
 _POLICIES: dict[tuple[str, int], PolitenessPolicy] = {}
+#: the section object last asked for, per URLs-per-host default, and its policy
+_LAST: dict[int, tuple[Any, PolitenessPolicy]] = {}
 #: hosts whose answers a policy remembers before it starts over (bounded memory)
 _MEMO = 1 << 16
 
@@ -223,13 +225,18 @@ def parse_group_rules(
 
 def policy_of(politeness: Any, max_urls_per_host: int = 1000) -> PolitenessPolicy:
     """:meth:`PolitenessPolicy.from_config`, reused while the section is the same (the last few
-    are kept: selection and routing ask once per bucket or per call)."""
+    are kept: selection and routing ask once per bucket or per call; the same section object
+    asked again is answered without serializing it)."""
+    last = _LAST.get(max_urls_per_host)
+    if last is not None and last[0] is politeness:
+        return last[1]
     key = (json.dumps(dataclasses.asdict(politeness), sort_keys=True), max_urls_per_host)
     policy = _POLICIES.get(key)
     if policy is None:
         if len(_POLICIES) >= 8:
             _POLICIES.clear()
         policy = _POLICIES[key] = PolitenessPolicy.from_config(politeness, max_urls_per_host)
+    _LAST[max_urls_per_host] = (politeness, policy)
     return policy
 
 

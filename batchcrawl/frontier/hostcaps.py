@@ -80,6 +80,8 @@ class HostCaps:
 
     def limits(self, hosts: pa.ChunkedArray | pa.Array) -> np.ndarray:
         """Per row of ``hosts``, its host's :meth:`limit` (int64)."""
+        if not (self.long_delays or self.policy.host_rules):  # the common case: one cap for all
+            return np.full(len(hosts), self.policy.max_urls_per_host, dtype=np.int64)
         enc = pc.dictionary_encode(hosts)
         if isinstance(enc, pa.ChunkedArray):
             enc = enc.combine_chunks()
