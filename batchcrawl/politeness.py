@@ -48,9 +48,6 @@ __all__ = [
     "parse_host_rules",
 ]
 
-#: ``politeness.long_crawl_delay`` choices: what a robots.txt Crawl-delay above
-#: ``politeness.max_crawl_delay_s`` does (item 5 of issue 31, stormcrawler#1979)
-LONG_CRAWL_DELAY = ("slow", "skip", "cap")
 _POLICIES: dict[tuple[str, int], PolitenessPolicy] = {}
 #: the section object last asked for, per URLs-per-host default, and its policy
 _LAST: dict[int, tuple[Any, PolitenessPolicy]] = {}

@@ -28,6 +28,13 @@ Choices documented here once:
   already in flight are not affected, and up to k fetches may start at the same instant while no
   fetch from the address has ended within the last ``ip_delay_s``. For k = 1 this is exactly
   BUbiNG's rule.
+* **Politeness groups.** An entry is an IP address or a politeness group
+  (:class:`~batchcrawl.politeness.Slot`, from the policy's ``[[politeness.groups]]``): a grouped
+  host sits in its group's entry, whose delay and concurrency stand for ``ip_delay_s`` and
+  ``ip_concurrency`` above; a host's own floor may come from a ``[[politeness.hosts]]`` rule.
+  :meth:`Workbench.set_policy` moves hosts between entries when the rules change, keeping every
+  delay: an entry's next start is at least the end of its last fetch plus its current delay, and a
+  host moving in brings the end of its own last fetch.
 * **Hosts keep their IP.** The IP given when a host is first added stays with it; later ``ip``
   arguments for that host are ignored. To move a host: :meth:`Workbench.remove_host`, then
   :meth:`Workbench.prune_idle` once its delay has passed, then add it again with the new IP.
