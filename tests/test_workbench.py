@@ -999,8 +999,10 @@ class GroupMachine(WorkbenchMachine):
     (:meth:`Workbench.set_policy`) at random points: every group delay and concurrency and every
     host floor in force is checked at each acquire, as the IP rules are."""
 
+    policies = POLICIES
+
     def __init__(self):
-        self.current = POLICIES[1]
+        self.current = self.policies[min(1, len(self.policies) - 1)]
         super().__init__()
         self.model.policy = self.current
         self.model.set_policy(self.current, self.clock.now)
@@ -1012,7 +1014,7 @@ class GroupMachine(WorkbenchMachine):
 
     @rule(i=st.integers(0, len(POLICIES) - 1))
     def switch_policy(self, i):
-        self.current = POLICIES[i]
+        self.current = self.policies[i % len(self.policies)]
         self.wb.set_policy(self.current)
         self.model.set_policy(self.current, self.clock.now)
 
@@ -1031,8 +1033,11 @@ def test_control_checker_catches_a_group_delay_ignored(monkeypatch):
     monkeypatch.setattr(PolitenessPolicy, "slot", lambda self, host, ip, domain=None:
                         workbench_mod.Slot(f"ip:{ip}", self.ip_delay_s, self.ip_concurrency))  # fmt: skip
 
+    class OneGroup(GroupMachine):  # every host in one group: any two fetches 5 s apart
+        policies = [_policy(groups=[{"name": "all", "match": "*", "delay_s": 5.0}])]
+
     with pytest.raises(AssertionError, match=CHECKER_MESSAGES):
-        run_state_machine_as_test(GroupMachine, settings=CONTROL_SETTINGS)
+        run_state_machine_as_test(OneGroup, settings=CONTROL_SETTINGS)
 
 
 def test_control_checker_catches_a_host_floor_ignored(monkeypatch):
@@ -1041,5 +1046,9 @@ def test_control_checker_catches_a_host_floor_ignored(monkeypatch):
         host_delay_s=self.host_delay_s, crawl_delay_s=vs.crawl_delay_s,
         max_crawl_delay_s=self.max_crawl_delay_s, adaptive_delay_factor=self.adaptive_delay_factor,
         last_download_s=vs.last_download_s))  # fmt: skip
+
+    class SlowHosts(GroupMachine):  # every host's floor 6 s instead of the crawl's 2 s
+        policies = [_policy(hosts=[{"match": "*", "delay_s": 6.0}])]
+
     with pytest.raises(AssertionError, match=CHECKER_MESSAGES):
-        run_state_machine_as_test(GroupMachine, settings=CONTROL_SETTINGS)
+        run_state_machine_as_test(SlowHosts, settings=CONTROL_SETTINGS)
