@@ -216,11 +216,13 @@ class Stream:
     def reload_politeness(self) -> None:
         """Take up a ``[politeness]`` section changed in ``crawl.toml`` since the last micro-batch
         (:func:`batchcrawl.engine.reload.politeness_reloaded`): the shard actors' workbenches apply
-        it at once, the next selection routes and caps with it."""
+        it at once, the next selection routes and caps with it (every bucket: a host enabled or
+        given more URLs per round may have due URLs anywhere)."""
         cfg = politeness_reloaded(self.cfg, self.reload)
         if cfg is self.cfg:
             return
         self.cfg = cfg
+        self.dirty = set(range(self.manifest.buckets))
         for f in [a.set_politeness(cfg.politeness) for a in self.actors.values()]:
             f.result()
 
