@@ -13,6 +13,8 @@ import pytest
 from round_helpers import cli_command, new_crawl, round_config, serve, subprocess_env
 
 from batchcrawl.config import Config, ConfigError, to_toml
+from batchcrawl.engine.reload import politeness_reloaded
+from batchcrawl.frontier.hostcaps import HostCaps
 from batchcrawl.politeness import PolitenessPolicy, host_surt, parse_group_rules
 from batchcrawl.store import sql
 from batchcrawl.store.paths import CONFIG_FILE
@@ -211,3 +213,29 @@ def test_bad_group_tables_are_refused_with_their_index(table):
         Config().replace(politeness={"groups": [table]})
     with pytest.raises(ConfigError):
         parse_group_rules([table])
+
+
+def test_a_running_crawl_takes_up_only_politeness_and_keeps_it_on_a_bad_file(caplog):
+    cfg = Config()
+
+    def bad() -> Config:
+        raise ConfigError("CRAWL/crawl.toml: not valid TOML: Expected '=' (at line 3)")
+
+    assert politeness_reloaded(cfg, bad) is cfg and "not valid TOML" in caplog.text
+    new = cfg.replace(politeness={"host_delay_s": 5.0}, fetch={"shards": 7})
+    got = politeness_reloaded(cfg, lambda: new)
+    assert got.politeness.host_delay_s == 5.0 and got.fetch == cfg.fetch  # politeness only
+    assert politeness_reloaded(cfg, lambda: cfg.replace(fetch={"shards": 7})) is cfg
+    assert politeness_reloaded(cfg, None) is cfg
+
+
+@pytest.mark.parametrize(
+    ("mode", "limit", "excluded"),
+    [("slow", 40, None), ("skip", 1000, "long_crawl_delay"), ("cap", 1000, None)],
+)
+def test_a_long_crawl_delay_fits_the_round_or_skips_the_host(mode, limit, excluded):
+    cfg = Config().replace(politeness={"long_crawl_delay": mode, "max_crawl_delay_s": 30.0},
+                           fetch={"time_limit_s": 3600.0})  # fmt: skip
+    caps = HostCaps(cfg, {"slow.org": 90.0})  # 3600 s / 90 s = 40 URLs
+    assert (caps.limit("slow.org"), caps.excluded("slow.org")) == (limit, excluded)
+    assert (caps.limit("fast.org"), caps.excluded("fast.org")) == (1000, None)
