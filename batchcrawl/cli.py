@@ -47,7 +47,7 @@ import json  # noqa: E402
 import logging  # noqa: E402
 import os  # noqa: E402
 import warnings  # noqa: E402
-from collections.abc import Iterable, Mapping  # noqa: E402
+from collections.abc import Callable, Iterable, Mapping  # noqa: E402
 from typing import Any  # noqa: E402
 
 import click  # noqa: E402
@@ -706,12 +706,13 @@ def _run_rounds(
     known: bool,
     pipeline: bool | None = None,
     max_seconds: float | None = None,
+    reload: Callable[[], Config] | None = None,
 ) -> list[dict]:
     """Run up to ``rounds`` rounds (``known``: shown as "round N of M"; ``pipeline``: default
     ``round.pipeline``; ``max_seconds``: the run's deadline) with progress on stderr
     (:mod:`batchcrawl.console.progress`); print each round's JSON summary on stdout and a human summary
     on stderr at the end. A signal (Ctrl-C, SIGTERM) becomes :class:`Stopped`, saying what was
-    committed."""
+    committed. ``reload``: reads the config again before each round (its ``[politeness]``)."""
     import time
 
     from batchcrawl.console.progress import RoundProgress, closing_summary, dns_hint
@@ -724,7 +725,8 @@ def _run_rounds(
                            rounds=before.round + rounds if known else None) as progress:  # fmt: skip
             summaries = run_rounds(
                 crawl.url, cfg, rounds, progress=progress.update, pipeline=pipeline,
-                max_seconds=max_seconds, on_round=lambda summary: (progress.done(summary), _echo_json(summary)),
+                max_seconds=max_seconds, reload=reload,
+                on_round=lambda summary: (progress.done(summary), _echo_json(summary)),
             )  # fmt: skip
     except KeyboardInterrupt as exc:
         raise stopped(crawl, before, exc) from None
@@ -750,7 +752,12 @@ def _run_rounds(
     return summaries
 
 
-def _run_stream(crawl: CrawlDir, cfg: Config, max_seconds: float | None) -> dict:
+def _run_stream(
+    crawl: CrawlDir,
+    cfg: Config,
+    max_seconds: float | None,
+    reload: Callable[[], Config] | None = None,
+) -> dict:
     """Stream the crawl (:func:`batchcrawl.stream.run_stream`) until nothing is due,
     ``max_seconds``, SIGINT or SIGTERM (each takes a last checkpoint) and print its JSON summary.
     A lost worker or a full disk ends in one line, as for rounds
@@ -764,7 +771,7 @@ def _run_stream(crawl: CrawlDir, cfg: Config, max_seconds: float | None) -> dict
         with (stop_requested() as stop,
               StreamProgress(sys.stderr.isatty(), cfg.progress.interval_s) as progress):  # fmt: skip
             summary = run_stream(crawl.url, cfg, stop, max_seconds=max_seconds,
-                                 progress=progress.update)  # fmt: skip
+                                 progress=progress.update, reload=reload)  # fmt: skip
     except Exception as exc:
         from batchcrawl.console.faults import round_fault
 
@@ -831,12 +838,18 @@ def crawl_command(
     if (rounds is not None or time_limit is not None) and stream:
         raise click.UsageError("--rounds and --time-limit are for rounds, not --stream")
     crawl = _open(crawl_url)
-    cfg = load_crawl_config(crawl, sets, _round_flags(scheduler, workers, time_limit, max_pages))
+    flags = _round_flags(scheduler, workers, time_limit, max_pages)
+    cfg = load_crawl_config(crawl, sets, flags)
     _before_cluster(crawl, cfg, "batchcrawl crawl --stream" if stream else "batchcrawl crawl")
+
+    def reload() -> Config:  # crawl.toml's [politeness] is taken up between rounds/micro-batches
+        return load_crawl_config(crawl, sets, flags)
+
     if stream:
-        _run_stream(crawl, cfg, max_seconds)
+        _run_stream(crawl, cfg, max_seconds, reload)
         return
-    _run_rounds(crawl, cfg, rounds or 1_000_000, known=rounds is not None, max_seconds=max_seconds)
+    _run_rounds(crawl, cfg, rounds or 1_000_000, known=rounds is not None, max_seconds=max_seconds,
+                reload=reload)  # fmt: skip
 
 
 @main.command()

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 from batchcrawl.errors import ConfigError
+from batchcrawl.politeness import parse_group_rules, parse_host_rules
 
 ENV_PREFIX = "BATCHCRAWL_"
 
@@ -150,6 +151,19 @@ SeedScope = Literal["host", "domain", "none"]
 FilterDefault = Literal["allow", "reject"]
 PartitionBy = Literal["host", "domain", "ip"]
 Budget = Literal["fixed", "star"]
+LongCrawlDelay = Literal["slow", "skip", "cap"]
+
+
+def _host_rules(value: list[dict[str, Any]], where: str) -> None:
+    parse_host_rules(value, where)
+
+
+def _group_rules(value: list[dict[str, Any]], where: str) -> None:
+    parse_group_rules(value, where)
+
+
+HostRules = Annotated[list[dict[str, Any]], _host_rules]
+GroupRules = Annotated[list[dict[str, Any]], _group_rules]
 
 
 @dataclass(frozen=True)
@@ -202,8 +216,34 @@ class PolitenessSection:
     """Most fetches in flight at once to one IP address (hosts sharing an address); 1 is
     BUbiNG's one-connection-per-IP rule."""
     max_crawl_delay_s: float = 30.0
-    """robots.txt ``Crawl-delay`` is honoured up to this many seconds; it never lowers the host
-    delay below ``host_delay_s``."""
+    """A robots.txt ``Crawl-delay`` up to this many seconds raises the host's delay (it never
+    lowers it below the host's floor); a longer one does what ``long_crawl_delay`` says."""
+    long_crawl_delay: LongCrawlDelay = "slow"
+    """A ``Crawl-delay`` above ``max_crawl_delay_s`` (stormcrawler#1979): ``slow`` crawls the host
+    at the robots.txt value, with as many URLs per round as fit ``fetch.time_limit_s`` at that
+    delay (at least 1; the rest stays queued, counted ``capped_host``); ``skip`` leaves
+    the host's URLs queued and never selects them (counted ``long_crawl_delay``); ``cap`` uses
+    ``max_crawl_delay_s`` instead, breaking the site's robots.txt: only for servers of your own
+    (the loopback test webs use it)."""
+    hosts: HostRules = field(default_factory=list)
+    """Per-host settings (``[[politeness.hosts]]``, Heritrix's sheets), the first table whose
+    ``match`` (a glob on the host, ``"*.example.org"``) or ``surt`` (a SURT prefix,
+    ``"org,example,"``) covers a host applies: ``delay_s`` replaces ``host_delay_s`` for it,
+    ``urls_per_round`` replaces ``generate.max_urls_per_host``, ``enabled = false`` keeps its
+    URLs queued and unselected (counted ``disabled``). Drop this line and write each as a table
+    after the ``[politeness]`` keys: ``[[politeness.hosts]]`` ``match = "*.example.org"``
+    ``delay_s = 5.0`` ``urls_per_round = 100``. Read again at each round and each stream
+    micro-batch (:mod:`batchcrawl.politeness`)."""
+    groups: GroupRules = field(default_factory=list)
+    """Politeness groups (``[[politeness.groups]]``, Scrapy's ``DOWNLOAD_SLOTS``): ``name``,
+    ``match`` or ``surt``, ``by`` (``pattern``: all matching hosts in one group; ``domain``: one
+    group per pay-level domain; ``ip``: one per address), ``delay_s`` (seconds between the end of
+    any fetch of the group and the start of the next) and ``concurrency`` (fetches in flight,
+    default 1). A grouped host shares its group's delay and concurrency instead of its IP
+    address's (``ip_delay_s``, ``ip_concurrency``); its own host delay still holds. A group's
+    hosts are fetched by one shard (routed by the group). First match wins; read again at each
+    round and micro-batch. Drop this line and write tables, e.g. ``[[politeness.groups]]`` ``name = "cdn"`` ``match =
+    "*.cdn.example"`` ``delay_s = 1.0`` ``concurrency = 2``."""
     adaptive_delay_factor: float = 1.0
     """The host delay is at least this factor times the host's last download time (0 disables)."""
     max_retry_after_s: Annotated[float, _above_zero] = 3600.0
@@ -722,6 +762,11 @@ def _coerce(section: str, key: str, value: Any, origin: str, from_string: bool) 
     elif base is str:
         if not isinstance(value, str):
             raise ConfigError(f"{where}: expected a string, got {value!r}")
+    elif base is list and typing.get_args(hint) and typing.get_args(hint)[0] is not str:
+        if not isinstance(value, list) or not all(isinstance(v, Mapping) for v in value):
+            raise ConfigError(f"{where}: expected an array of tables ([[{section}.{key}]]), "
+                              f"got {value!r}")  # fmt: skip
+        value = [dict(v) for v in value]
     elif base is list:
         if isinstance(value, str) and from_string:
             value = [v.strip() for v in value.split(",") if v.strip()]
@@ -880,14 +925,33 @@ def load_config(
 
 
 def to_toml(cfg: Config) -> str:
-    """Serialize a config as TOML (used to write ``CRAWL/crawl.toml`` at init)."""
+    """Serialize a config as TOML (used to write ``CRAWL/crawl.toml`` at init). Arrays of tables
+    (``politeness.hosts``, ``politeness.groups``) are written as ``[[section.key]]`` tables after
+    their section's keys, so a user adds one by appending a table; empty ones are left out."""
     lines: list[str] = []
     for section, values in cfg.to_dict().items():
         lines.append(f"[{section}]")
+        tables = {k: v for k, v in values.items() if isinstance(v, list) and v
+                  and all(isinstance(x, dict) for x in v)}  # fmt: skip
+        hints = _field_types(section)
         for key, value in values.items():
+            if key in tables or (not value and _is_table_array(hints[key])):
+                continue
             lines.append(f"{key} = {toml_value(value)}")
         lines.append("")
+        for key, entries in tables.items():
+            for entry in entries:
+                lines.append(f"[[{section}.{key}]]")
+                lines.extend(f"{k} = {toml_value(v)}" for k, v in entry.items())
+                lines.append("")
     return "\n".join(lines)
+
+
+def _is_table_array(hint: Any) -> bool:
+    """Whether a field's type is a list of tables (``[[section.key]]`` in TOML)."""
+    base, _ = _split_hint(hint)
+    args = typing.get_args(base)
+    return typing.get_origin(base) is list and bool(args) and args[0] is not str
 
 
 def toml_value(value: Any) -> str:
@@ -911,12 +975,15 @@ def toml_value(value: Any) -> str:
 
 def loopback_test_config(**overrides: Mapping[str, Any]) -> Config:
     """A config for tests, demos and benchmarks: only ``*.test`` names resolve (to 127.0.0.1), no DNS
-    server is asked, and only 127.0.0.0/8 may be contacted (docs/design.md §10)."""
+    server is asked, and only 127.0.0.0/8 may be contacted (docs/design.md §10). The loopback webs
+    are our own servers, so a ``Crawl-delay`` above ``politeness.max_crawl_delay_s`` is capped
+    (``politeness.long_crawl_delay = "cap"``): tests shorten the sample web's delays with it."""
     base = Config().replace(
         network={
             "resolve": {"*.test": "127.0.0.1"},
             "system_dns": False,
             "allow_networks": ["127.0.0.0/8"],
-        }
+        },
+        politeness={"long_crawl_delay": "cap"},
     )
     return base.replace(**overrides) if overrides else base

@@ -47,6 +47,7 @@ import pyarrow.compute as pc
 
 from batchcrawl.config import Config
 from batchcrawl.console.nothing_due import nothing_due
+from batchcrawl.engine.reload import ConfigReload, politeness_reloaded
 from batchcrawl.engine.rerun import crash_rerun
 from batchcrawl.engine.select import Selection, select, write_fetchlists
 from batchcrawl.frontier import generate as gen_mod
@@ -170,6 +171,7 @@ def run_pipelined(
     on_step: Callable[[str], None] | None = None,
     now: Callable[[], float] = time.time,
     max_seconds: float | None = None,
+    reload: ConfigReload | None = None,
 ) -> list[dict[str, Any]]:
     """Run up to ``rounds`` pipelined rounds under one writer lock (see the module doc).
 
@@ -192,6 +194,9 @@ def run_pipelined(
     max_seconds
         Select no round after this many seconds; each round's fetch ends by then
         (``fetch.time_limit_s`` lowered to the time left, at least 1 s).
+    reload
+        Reads the configuration again; its ``[politeness]`` is taken up by each round selected
+        after the first (:mod:`batchcrawl.engine.reload`).
 
     Returns
     -------
@@ -221,6 +226,7 @@ def run_pipelined(
         pending = crawler.start_fetch(crawl, plan, rcfg, cold=rerun.cold,
                                       cool_hosts=rerun.cool_hosts)  # fmt: skip
         while True:
+            cfg = politeness_reloaded(cfg, reload)
             nxt = None
             if len(summaries) + 2 <= rounds and deadline.allows_a_round():
                 on_step("preselect")

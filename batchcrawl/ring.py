@@ -68,16 +68,20 @@ def ring_keys(names: Iterable[str]) -> np.ndarray:
 ROUTE_MODES = ("host", "domain", "ip")
 
 
-def route_name(host: str, domain: str, ip: str | None, mode: str) -> str:
+def route_name(host: str, domain: str, ip: str | None, mode: str, group: str | None = None) -> str:
     """The name a URL's shard is chosen by (the one routing rule of generate and the shard
     workers): its ``host``, its pay-level ``domain``, or its host's ``ip`` (``mode = "ip"``; a host
-    whose IP is not known yet is routed by its host name, so its URLs stay together).
+    whose IP is not known yet is routed by its host name, so its URLs stay together). A host in a
+    politeness group is routed by ``group`` instead (:meth:`PolitenessPolicy.route
+    <batchcrawl.politeness.PolitenessPolicy.route>`), so one fetch worker holds the group's delay.
 
     Raises
     ------
     RingError
         ``mode`` is not one of :data:`ROUTE_MODES`.
     """
+    if group is not None:
+        return group
     if mode == "host":
         return host
     if mode == "domain":

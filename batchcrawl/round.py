@@ -35,6 +35,7 @@ from batchcrawl.config import Config
 from batchcrawl.console.nothing_due import nothing_due
 from batchcrawl.engine.cluster import cluster_url, dask_client, dask_mapper
 from batchcrawl.engine.merge import Work, merge_and_commit
+from batchcrawl.engine.reload import ConfigReload, politeness_reloaded
 from batchcrawl.engine.report import ShardReport
 from batchcrawl.engine.rerun import crash_rerun
 from batchcrawl.engine.select import select
@@ -342,13 +343,16 @@ def run_rounds(
     on_step: Callable[[str], None] | None = None,
     pipeline: bool | None = None,
     max_seconds: float | None = None,
+    reload: ConfigReload | None = None,
 ) -> list[dict[str, Any]]:
     """Run up to ``rounds`` rounds on one cluster, reusing the shard actors (``batchcrawl crawl``).
 
     Stops early when nothing is due (after at least one round). Raises :class:`NothingDue` if the
     very first round has nothing due. ``pipeline`` (default ``round.pipeline``): fetch each round
     while the one before is committed (:func:`batchcrawl.pipeline.run_pipelined`). ``max_seconds``:
-    start no round after this many seconds, and end each round's fetch by then.
+    start no round after this many seconds, and end each round's fetch by then. ``reload``:
+    reads the configuration again before each round after the first; its ``[politeness]``
+    section is taken up (:mod:`batchcrawl.engine.reload`; sequential rounds).
     """
     summaries = []
     crawl_url = cluster_url(crawl_url)
@@ -361,10 +365,13 @@ def run_rounds(
         try:
             if pipelined:
                 return run_pipelined(crawler, cfg, rounds, progress=progress, on_round=on_round,
-                                     on_step=on_step, max_seconds=deadline.left())  # fmt: skip
+                                     on_step=on_step, max_seconds=deadline.left(),
+                                     reload=reload)  # fmt: skip
             for i in range(rounds):
                 if i > 0 and not deadline.allows_a_round():
                     break
+                if i > 0:
+                    cfg = politeness_reloaded(cfg, reload)
                 try:
                     summary = crawler.run_round(deadline.round_cfg(cfg), progress=progress,
                                                 on_step=on_step)  # fmt: skip

@@ -58,6 +58,7 @@ from batchcrawl.console.signals import StopRequest
 from batchcrawl.engine.cluster import cluster_url, dask_client, dask_mapper
 from batchcrawl.engine.latency import DiscoveryLatency
 from batchcrawl.engine.merge import Work, merge_and_commit
+from batchcrawl.engine.reload import ConfigReload, politeness_reloaded
 from batchcrawl.engine.report import ShardReport
 from batchcrawl.engine.rerun import crash_rerun
 from batchcrawl.engine.select import select
@@ -102,8 +103,10 @@ class Stream:
                  stop: StopRequest, clock: Callable[[], float] = time.monotonic,
                  now: Callable[[], float] = time.time,
                  progress: Callable[[dict[str, Any]], None] | None = None,
-                 on_step: Callable[[str], None] | None = None) -> None:  # fmt: skip
+                 on_step: Callable[[str], None] | None = None,
+                 reload: ConfigReload | None = None) -> None:  # fmt: skip
         self.crawler, self.crawl, self.lock, self.cfg = crawler, crawl, lock, cfg
+        self.reload = reload
         self.stop, self.clock, self.now = stop, clock, now
         self.progress = progress or (lambda snap: None)
         self.on_step = on_step or (lambda step: None)
@@ -176,6 +179,7 @@ class Stream:
                 break
             next_at = self.clock() + self.cfg.stream.flush_interval_s
             self.micro_batch(final=False)
+            self.reload_politeness()
             handed = self.hand_out(full=not self.leased)
             self.progress(self.snapshot())
             if handed == 0 and not self.leased:
@@ -208,6 +212,19 @@ class Stream:
             "seconds_by_step": {k: round(v, 3) for k, v in sorted(self.seconds.items())},
             "elapsed_s": round(self.clock() - t_start, 3),
         }
+
+    def reload_politeness(self) -> None:
+        """Take up a ``[politeness]`` section changed in ``crawl.toml`` since the last micro-batch
+        (:func:`batchcrawl.engine.reload.politeness_reloaded`): the shard actors' workbenches apply
+        it at once, the next selection routes and caps with it (every bucket: a host enabled or
+        given more URLs per round may have due URLs anywhere)."""
+        cfg = politeness_reloaded(self.cfg, self.reload)
+        if cfg is self.cfg:
+            return
+        self.cfg = cfg
+        self.dirty = set(range(self.manifest.buckets))
+        for f in [a.set_politeness(cfg.politeness) for a in self.actors.values()]:
+            f.result()
 
     # -- one micro-batch ------------------------------------------------------------------------
     def micro_batch(self, final: bool) -> None:
@@ -350,6 +367,7 @@ def run_stream(
     scheduler: str | None = None,
     progress: Callable[[dict[str, Any]], None] | None = None,
     on_step: Callable[[str], None] | None = None,
+    reload: ConfigReload | None = None,
 ) -> dict[str, Any]:
     """Stream a crawl under its writer lock on one Dask cluster (``batchcrawl crawl --stream``).
 
@@ -368,6 +386,9 @@ def run_stream(
     progress, on_step
         Called with a snapshot after each micro-batch, and with each step's name as it starts
         (see :class:`Stream`).
+    reload
+        Reads the configuration again: its ``[politeness]`` section is taken up after each
+        micro-batch (:mod:`batchcrawl.engine.reload`); None: the politeness of ``cfg`` throughout.
 
     Returns
     -------
@@ -384,7 +405,7 @@ def run_stream(
         try:
             with WriterLock(crawl, owner="batchcrawl crawl --stream") as lock:
                 stream = Stream(crawler, crawl, lock, cfg, stop, progress=progress,
-                                on_step=on_step)  # fmt: skip
+                                on_step=on_step, reload=reload)  # fmt: skip
                 return stream.run(max_seconds)
         finally:
             crawler.close_actors()

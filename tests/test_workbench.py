@@ -31,9 +31,11 @@ import batchcrawl.fetch.workbench as workbench_mod
 from batchcrawl.config import PolitenessSection, load_config
 from batchcrawl.errors import BatchcrawlError, ConfigError
 from batchcrawl.fetch.workbench import HostState, Workbench, WorkbenchError
+from batchcrawl.politeness import PolitenessPolicy, parse_group_rules, parse_host_rules
 
 # The checker keeps its own reference: control tests replace the module's function, not this one.
 reference_delay = workbench_mod.host_delay
+reference_slot = PolitenessPolicy.slot
 host_delay = workbench_mod.host_delay
 
 
@@ -144,7 +146,11 @@ class PolitenessModel:
         max_crawl_delay_s,
         adaptive_delay_factor,
         ip_concurrency=1,
+        policy=None,
     ):
+        self.policy = policy or PolitenessPolicy(
+            host_delay_s=host_delay_s, ip_delay_s=ip_delay_s, ip_concurrency=ip_concurrency
+        )
         self.host_delay_s = host_delay_s
         self.ip_delay_s = ip_delay_s
         self.ip_concurrency = ip_concurrency
@@ -154,11 +160,26 @@ class PolitenessModel:
         self.ip_of: dict[str, str] = {}
         self.not_before: dict[str, float] = {}  # from add(next_allowed=...) / creation time
         self.last_release: dict[str, tuple[float, float]] = {}  # host -> (end time, its delay)
-        self.ip_release: dict[str, float] = {}  # ip -> end time of its last fetch
+        self.ip_release: dict[str, float] = {}  # entry key -> end time of its last fetch
         self.crawl_delay: dict[str, float | None] = {}
         self.last_download: dict[str, float | None] = {}
         self.held: set[str] = set()
-        self.held_per_ip: Counter[str] = Counter()  # ip -> its hosts acquired now
+        self.held_per_ip: Counter[str] = Counter()  # entry key -> its hosts acquired now
+        self.entry_delay: dict[str, float] = {}  # entry key -> the delay it last took
+
+    def slot(self, host):
+        """The host's workbench entry (its IP's, or its politeness group's) under the policy."""
+        return reference_slot(self.policy, host, self.ip_of[host])
+
+    def set_policy(self, policy, now):
+        """A new policy: every host's last fetch end counts for the entry it is in now."""
+        self.policy = policy
+        for host in self.items:
+            self.entry_delay[self.slot(host).key] = self.slot(host).delay_s
+        for host, (end, _) in self.last_release.items():
+            key = self.slot(host).key
+            self.ip_release[key] = max(self.ip_release.get(key, -math.inf), end)
+        self.held_per_ip = Counter(self.slot(h).key for h in self.held)
 
     # -- bookkeeping
     def add(self, host, ip, items, next_allowed, now):
@@ -168,6 +189,7 @@ class PolitenessModel:
             self.not_before[host] = now if next_allowed is None else next_allowed
             self.crawl_delay[host] = None
             self.last_download[host] = None
+            self.entry_delay[self.slot(host).key] = self.slot(host).delay_s
         elif next_allowed is not None:
             self.not_before[host] = max(self.not_before[host], next_allowed)
         self.items[host].extend(items)
@@ -179,23 +201,26 @@ class PolitenessModel:
             t = max(t, end + delay)
         return t
 
-    def ip_ready_at(self, ip) -> float:
-        return self.ip_release[ip] + self.ip_delay_s if ip in self.ip_release else -math.inf
+    def ip_ready_at(self, host) -> float:
+        slot = self.slot(host)
+        end = self.ip_release.get(slot.key)
+        return -math.inf if end is None else end + slot.delay_s
 
     def candidates(self):
-        """Hosts with items, not held, whose IP has a free slot: (host, time it becomes ready)."""
+        """Hosts with items, not held, whose entry has a free slot: (host, time it is ready)."""
         for host, q in self.items.items():
-            ip = self.ip_of[host]
-            if q and host not in self.held and self.held_per_ip[ip] < self.ip_concurrency:
-                yield host, max(self.host_ready_at(host), self.ip_ready_at(ip))
+            slot = self.slot(host)
+            if q and host not in self.held and self.held_per_ip[slot.key] < slot.concurrency:
+                yield host, max(self.host_ready_at(host), self.ip_ready_at(host))
 
     def ready_hosts(self, now):
         return {h for h, t in self.candidates() if t <= now}
 
     def ready_count(self, now) -> int:
         """Acquires that would succeed now in a row: per IP, its ready hosts up to its free slots."""
-        per_ip = Counter(self.ip_of[h] for h in self.ready_hosts(now))
-        return sum(min(n, self.ip_concurrency - self.held_per_ip[ip]) for ip, n in per_ip.items())
+        per_ip = Counter(self.slot(h).key for h in self.ready_hosts(now))
+        conc = {self.slot(h).key: self.slot(h).concurrency for h in self.items}
+        return sum(min(n, conc[k] - self.held_per_ip[k]) for k, n in per_ip.items())
 
     def wait(self, now) -> float:
         times = [t for _, t in self.candidates()]
@@ -217,13 +242,14 @@ class PolitenessModel:
             )
             return
         host = vs.host
-        ip = self.ip_of[host]
+        slot = self.slot(host)
+        ip = slot.key
         assert wait == 0.0
-        assert vs.ip == ip, f"{host} moved from {ip} to {vs.ip}"
+        assert vs.ip == self.ip_of[host], f"{host} moved from {self.ip_of[host]} to {vs.ip}"
         assert host not in self.held, f"{host} handed out while already held"
-        assert self.held_per_ip[ip] < self.ip_concurrency, (
+        assert self.held_per_ip[ip] < slot.concurrency, (
             f"IP {ip} handed out while {self.held_per_ip[ip]} of its hosts are held; "
-            f"ip_concurrency is {self.ip_concurrency}"
+            f"ip_concurrency is {slot.concurrency}"
         )
         assert self.items[host], f"{host} handed out with no items"
         assert now >= self.not_before[host], (
@@ -235,9 +261,9 @@ class PolitenessModel:
                 f"{host} fetched {now - end:.3f}s after its previous fetch ended; delay is {delay}"
             )
         if ip in self.ip_release:
-            assert now >= self.ip_release[ip] + self.ip_delay_s, (
+            assert now >= self.ip_release[ip] + slot.delay_s, (
                 f"IP {ip} fetched {now - self.ip_release[ip]:.3f}s after its previous fetch "
-                f"ended; IP delay is {self.ip_delay_s}"
+                f"ended; IP delay is {slot.delay_s}"
             )
         self.held.add(host)
         self.held_per_ip[ip] += 1
@@ -251,19 +277,19 @@ class PolitenessModel:
 
     def release(self, host, download_s, now):
         self.held.remove(host)
-        self.held_per_ip[self.ip_of[host]] -= 1
+        self.held_per_ip[self.slot(host).key] -= 1
         if download_s is None:
             return
         self.last_download[host] = download_s
         delay = reference_delay(
-            host_delay_s=self.host_delay_s,
+            host_delay_s=self.policy.delay_floor_s(host),
             crawl_delay_s=self.crawl_delay[host],
             max_crawl_delay_s=self.max_crawl_delay_s,
             adaptive_delay_factor=self.adaptive_delay_factor,
             last_download_s=download_s,
         )
         self.last_release[host] = (now, delay)
-        self.ip_release[self.ip_of[host]] = now
+        self.ip_release[self.slot(host).key] = now
 
     def forget_idle(self, now) -> int:
         gone = [
@@ -276,6 +302,12 @@ class PolitenessModel:
                 d.pop(h, None)
             self.crawl_delay.pop(h)
             self.last_download.pop(h)
+        # entries left without hosts whose delay has passed are forgotten too
+        # (with the delay they last had: no host tells them a newer one)
+        used = {self.slot(h).key for h in self.items}
+        for key in [k for k in self.ip_release if k not in used]:
+            if self.ip_release[key] + self.entry_delay[key] <= now:
+                del self.ip_release[key]
         return len(gone)
 
 
@@ -936,3 +968,87 @@ def test_threads_exclusive_fifo_nothing_lost(k):
     assert errors == []
     assert all(fetched[h] == list(range(per_host)) for h in hosts)
     assert len(wb) == 0
+
+
+# ----------------------------------------------------------------------------- politeness groups
+
+
+def _policy(hosts=(), groups=(), **base) -> PolitenessPolicy:
+    base = {"host_delay_s": CONFIG["host_delay_s"], "ip_delay_s": CONFIG["ip_delay_s"],
+            "ip_concurrency": 1, **base}  # fmt: skip
+    return PolitenessPolicy(host_rules=parse_host_rules(hosts),
+                            group_rules=parse_group_rules(groups), **base)  # fmt: skip
+
+
+#: policies a crawl may switch between from one round or micro-batch to the next: hosts join and
+#: leave groups, groups change delay and concurrency, per-host floors come and go
+POLICIES = [
+    _policy(),
+    _policy(hosts=[{"match": "h3.test", "delay_s": 4.0}],
+            groups=[{"name": "g", "match": "h[0-2].test", "delay_s": 1.5}]),
+    _policy(hosts=[{"surt": "test,h0,", "delay_s": 0.5}],
+            groups=[{"name": "g", "match": "h[1-4].test", "delay_s": 0.5, "concurrency": 2},
+                    {"name": "d", "match": "h[5-6].test", "by": "ip", "delay_s": 3.0}]),
+    _policy(groups=[{"name": "all", "match": "*", "by": "domain", "delay_s": 2.5,
+                     "concurrency": 3}], ip_concurrency=2),
+]  # fmt: skip
+
+
+class GroupMachine(WorkbenchMachine):
+    """The state machine under politeness groups and per-host floors, switching the policy
+    (:meth:`Workbench.set_policy`) at random points: every group delay and concurrency and every
+    host floor in force is checked at each acquire, as the IP rules are."""
+
+    policies = POLICIES
+
+    def __init__(self):
+        self.current = self.policies[min(1, len(self.policies) - 1)]
+        super().__init__()
+        self.model.policy = self.current
+        self.model.set_policy(self.current, self.clock.now)
+
+    def make_workbench(self):
+        return Workbench(self.clock, **{k: v for k, v in CONFIG.items()
+                                        if k in ("max_crawl_delay_s", "adaptive_delay_factor")},
+                         policy=self.current)  # fmt: skip
+
+    @rule(i=st.integers(0, len(POLICIES) - 1))
+    def switch_policy(self, i):
+        self.current = self.policies[i % len(self.policies)]
+        self.wb.set_policy(self.current)
+        self.model.set_policy(self.current, self.clock.now)
+
+    def in_flight_per_ip(
+        self,
+    ):  # a lowered concurrency leaves fetches in flight: checked at acquire
+        pass
+
+
+def test_workbench_stateful_groups():
+    run_state_machine_as_test(GroupMachine, settings=STATEFUL_SETTINGS)
+
+
+def test_control_checker_catches_a_group_delay_ignored(monkeypatch):
+    """A workbench that keeps every host in its IP entry (no groups) must be caught."""
+    monkeypatch.setattr(PolitenessPolicy, "slot", lambda self, host, ip, domain=None:
+                        workbench_mod.Slot(f"ip:{ip}", self.ip_delay_s, self.ip_concurrency))  # fmt: skip
+
+    class OneGroup(GroupMachine):  # every host in one group: any two fetches 5 s apart
+        policies = [_policy(groups=[{"name": "all", "match": "*", "delay_s": 5.0}])]
+
+    with pytest.raises(AssertionError, match=CHECKER_MESSAGES):
+        run_state_machine_as_test(OneGroup, settings=CONTROL_SETTINGS)
+
+
+def test_control_checker_catches_a_host_floor_ignored(monkeypatch):
+    """A workbench that applies the crawl-wide floor to every host (no per-host delay) is caught."""
+    monkeypatch.setattr(workbench_mod.Workbench, "_delay", lambda self, vs: reference_delay(
+        host_delay_s=self.host_delay_s, crawl_delay_s=vs.crawl_delay_s,
+        max_crawl_delay_s=self.max_crawl_delay_s, adaptive_delay_factor=self.adaptive_delay_factor,
+        last_download_s=vs.last_download_s))  # fmt: skip
+
+    class SlowHosts(GroupMachine):  # every host's floor 6 s instead of the crawl's 2 s
+        policies = [_policy(hosts=[{"match": "*", "delay_s": 6.0}])]
+
+    with pytest.raises(AssertionError, match=CHECKER_MESSAGES):
+        run_state_machine_as_test(SlowHosts, settings=CONTROL_SETTINGS)

@@ -6,6 +6,7 @@ micro-batches. Both hand back a :class:`~batchcrawl.engine.report.ShardReport`."
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -16,12 +17,13 @@ import pyarrow as pa
 from fsspec.implementations.dirfs import DirFileSystem
 
 from batchcrawl import procmem
-from batchcrawl.config import Config
+from batchcrawl.config import Config, PolitenessSection
 from batchcrawl.engine.report import ShardReport
 from batchcrawl.fetch.spill import FactFiles
 from batchcrawl.fetch.worker import FetchWorker, ShardRun
 from batchcrawl.frontier import content as content_mod
 from batchcrawl.frontier import hosts as host_runs
+from batchcrawl.politeness import policy_of
 from batchcrawl.records import FetchItem
 from batchcrawl.ring import HashRing, route_name
 from batchcrawl.store import schemas
@@ -31,9 +33,11 @@ from batchcrawl.urls import domain_of
 
 
 def host_shard(host: str, ip: str | None, cfg: Config, ring: HashRing) -> int:
-    """The shard owning ``host`` under ``generate.partition_by`` (:func:`batchcrawl.ring.route_name`,
-    the routing generate uses)."""
-    return ring.shard_for(route_name(host, domain_of(host), ip, cfg.generate.partition_by))
+    """The shard owning ``host`` under ``generate.partition_by`` and the politeness groups
+    (:func:`batchcrawl.ring.route_name`, the routing generate uses)."""
+    domain = domain_of(host)
+    group = policy_of(cfg.politeness).route(host, domain, ip)
+    return ring.shard_for(route_name(host, domain, ip, cfg.generate.partition_by, group))
 
 
 class ShardActor:
@@ -270,6 +274,13 @@ class StreamShardActor(ShardActor):
         # topped up (robots.txt, Crawl-delay, politeness clock) and those fetched
         self._touched: set[str] = set()
         self.worker.stream_start(round)
+
+    def set_politeness(self, politeness: PolitenessSection) -> None:
+        """Use a changed ``[politeness]`` section from now on (a stream's next micro-batch,
+        :mod:`batchcrawl.engine.reload`): the workbench takes it in place, without breaking a
+        delay (:meth:`~batchcrawl.fetch.workbench.Workbench.configure`)."""
+        self.cfg = dataclasses.replace(self.cfg, politeness=politeness)
+        self.worker.set_politeness(politeness)
 
     def top_up(self, rows: list[dict[str, Any]]) -> int:
         """Queue fetch items (``fetchlists`` columns, per-host breadth-first order). A host seen

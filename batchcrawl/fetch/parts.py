@@ -71,7 +71,8 @@ class ShardParts:
         ``[fetch]`` field other than the per-round ones
         (:func:`~batchcrawl.fetch.fetcher.http_settings`) changed, so a round under a deadline
         keeps its hosts' connections, cookies and addresses. A changed ``politeness`` section
-        moves the visit states into a new workbench; a changed ``robots`` section (or agent)
+        is applied to the workbench in place (:meth:`Workbench.configure
+        <batchcrawl.fetch.workbench.Workbench.configure>`: per-host rules and groups); a changed ``robots`` section (or agent)
         reloads the live robots.txt entries into a new cache.
         """
         old, self.cfg = self.cfg, cfg
@@ -81,10 +82,8 @@ class ShardParts:
         ):
             self.fetcher.close()
             self._http(cfg)
-        if old.politeness != cfg.politeness:
-            states = self.workbench.snapshot()
-            self.workbench = Workbench.from_config(cfg.politeness, self.clock)
-            self.workbench.restore(states)
+        if old.politeness != cfg.politeness:  # hosts move between entries; no delay is broken
+            self.workbench.configure(cfg.politeness)
         if old.robots != cfg.robots or old.crawl.robots_agent != cfg.crawl.robots_agent:
             hosts = [st.host for st in self.workbench.snapshot()]
             rows = {h: self.robots.to_row(h) for h in hosts}

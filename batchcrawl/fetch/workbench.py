@@ -28,6 +28,13 @@ Choices documented here once:
   already in flight are not affected, and up to k fetches may start at the same instant while no
   fetch from the address has ended within the last ``ip_delay_s``. For k = 1 this is exactly
   BUbiNG's rule.
+* **Politeness groups.** An entry is an IP address or a politeness group
+  (:class:`~batchcrawl.politeness.Slot`, from the policy's ``[[politeness.groups]]``): a grouped
+  host sits in its group's entry, whose delay and concurrency stand for ``ip_delay_s`` and
+  ``ip_concurrency`` above; a host's own floor may come from a ``[[politeness.hosts]]`` rule.
+  :meth:`Workbench.set_policy` moves hosts between entries when the rules change, keeping every
+  delay: an entry's next start is at least the end of its last fetch plus its current delay, and a
+  host moving in brings the end of its own last fetch.
 * **Hosts keep their IP.** The IP given when a host is first added stays with it; later ``ip``
   arguments for that host are ignored. To move a host: :meth:`Workbench.remove_host`, then
   :meth:`Workbench.prune_idle` once its delay has passed, then add it again with the new IP.
@@ -60,6 +67,7 @@ from typing import Any, Generic, TypeVar
 
 from batchcrawl.config import PolitenessSection
 from batchcrawl.errors import BatchcrawlError
+from batchcrawl.politeness import PolitenessPolicy, Slot
 
 T = TypeVar("T")
 
@@ -87,6 +95,7 @@ def host_delay(
     max_crawl_delay_s: float = 30.0,
     adaptive_delay_factor: float = 0.0,
     last_download_s: float | None = None,
+    cap_crawl_delay: bool = True,
 ) -> float:
     """Seconds to wait after one fetch from a host ends before the next may start.
 
@@ -94,7 +103,9 @@ def host_delay(
     last_download_s)``: politeness as a pure function with bounds, after Heritrix's
     ``DispositionProcessor`` (``minDelayMs``, ``respectCrawlDelayUpToSeconds``, ``delayFactor``) and
     BUbiNG's per-host delay. robots.txt ``Crawl-delay`` may raise the delay (up to
-    ``max_crawl_delay_s``) but never lowers it below the floor ``host_delay_s``.
+    ``max_crawl_delay_s``, or without bound when ``cap_crawl_delay`` is False:
+    ``politeness.long_crawl_delay`` ``slow`` and ``skip``) but never lowers it below the floor
+    ``host_delay_s``.
 
     Parameters
     ----------
@@ -108,6 +119,8 @@ def host_delay(
         The delay is at least this factor times ``last_download_s`` (0 disables).
     last_download_s
         Duration of the host's last download, seconds; None when nothing was downloaded yet.
+    cap_crawl_delay
+        Cap ``crawl_delay_s`` at ``max_crawl_delay_s`` (``politeness.long_crawl_delay = "cap"``).
 
     Returns
     -------
@@ -126,7 +139,9 @@ def host_delay(
     _check_seconds("last_download_s", last_download_s, optional=True)
     delay = host_delay_s
     if crawl_delay_s is not None:
-        delay = max(delay, min(crawl_delay_s, max_crawl_delay_s))
+        delay = max(
+            delay, min(crawl_delay_s, max_crawl_delay_s) if cap_crawl_delay else crawl_delay_s
+        )
     if last_download_s is not None and adaptive_delay_factor > 0:
         delay = max(delay, adaptive_delay_factor * last_download_s)
     return delay
@@ -222,13 +237,19 @@ def _count_ready(a: list[Any], now: float, cap: int) -> int:
 
 
 class _IPEntry:
-    """BUbiNG's workbench entry: one IP address, its next-allowed time and its hosts' heap."""
+    """BUbiNG's workbench entry: one IP address -- or one politeness group (:class:`Slot`) --,
+    its delay and concurrency, its next-allowed time, the end of its last fetch and its hosts'
+    heap."""
 
-    __slots__ = ("ip", "next_allowed", "heap", "active", "hosts", "key", "pos")
+    __slots__ = ("ip", "delay_s", "concurrency", "next_allowed", "last_end", "heap", "active",
+                 "hosts", "key", "pos")  # fmt: skip
 
-    def __init__(self, ip: str, next_allowed: float) -> None:
-        self.ip = ip
+    def __init__(self, slot: Slot, next_allowed: float) -> None:
+        self.ip = slot.key  # the slot key: ip:ADDRESS or group:NAME[:DOMAIN|:ADDRESS]
+        self.delay_s = slot.delay_s
+        self.concurrency = slot.concurrency
         self.next_allowed = next_allowed
+        self.last_end: float | None = None  # clock time the last fetch of the entry ended
         self.heap = _Heap()
         self.active = 0  # visit states of this IP that are acquired (fetches in flight)
         self.hosts = 0  # visit states that belong to this entry
@@ -265,6 +286,7 @@ class VisitState(Generic[T]):
         "next_allowed",
         "crawl_delay_s",
         "last_download_s",
+        "last_end",
         "acquired",
         "_wb",
         "_entry",
@@ -272,13 +294,16 @@ class VisitState(Generic[T]):
         "pos",
     )
 
-    def __init__(self, wb: Workbench[T], entry: _IPEntry, host: str, next_allowed: float) -> None:
+    def __init__(
+        self, wb: Workbench[T], entry: _IPEntry, host: str, ip: str, next_allowed: float
+    ) -> None:
         self.host = host
-        self.ip = entry.ip
+        self.ip = ip
         self.queue: deque[T] = deque()
         self.next_allowed = next_allowed
         self.crawl_delay_s: float | None = None
         self.last_download_s: float | None = None
+        self.last_end: float | None = None  # clock time its last fetch ended
         self.acquired = False
         self._wb = wb
         self._entry = entry
@@ -390,6 +415,19 @@ class Workbench(Generic[T]):
         robots.txt ``Crawl-delay`` is honoured up to this many seconds.
     adaptive_delay_factor
         The host delay is at least this factor times the host's last download time (0 disables).
+    policy
+        Per-host floors and politeness groups (:class:`~batchcrawl.politeness.PolitenessPolicy`);
+        default: none, every host at ``host_delay_s`` in its IP address's entry. When given, its
+        ``host_delay_s``, ``ip_delay_s`` and ``ip_concurrency`` are the ones in force.
+    cap_crawl_delay
+        Cap a ``Crawl-delay`` at ``max_crawl_delay_s`` (``politeness.long_crawl_delay = "cap"``);
+        False honours any ``Crawl-delay`` in full.
+
+    A host in a politeness group (:meth:`PolitenessPolicy.slot
+    <batchcrawl.politeness.PolitenessPolicy.slot>`) sits in its group's entry instead of its IP
+    address's: the group's ``delay_s`` and ``concurrency`` play the IP delay's and
+    ``ip_concurrency``'s part for all its hosts. :meth:`set_policy` moves hosts between entries
+    without breaking a delay.
 
     Raises
     ------
@@ -406,7 +444,12 @@ class Workbench(Generic[T]):
         max_crawl_delay_s: float = 30.0,
         adaptive_delay_factor: float = 0.0,
         ip_concurrency: int = 1,
+        policy: PolitenessPolicy | None = None,
+        cap_crawl_delay: bool = True,
     ) -> None:
+        if policy is not None:
+            host_delay_s, ip_delay_s = policy.host_delay_s, policy.ip_delay_s
+            ip_concurrency = policy.ip_concurrency
         _check_seconds("host_delay_s", host_delay_s)
         _check_seconds("ip_delay_s", ip_delay_s)
         _check_seconds("max_crawl_delay_s", max_crawl_delay_s)
@@ -426,6 +469,12 @@ class Workbench(Generic[T]):
         self.max_crawl_delay_s = float(max_crawl_delay_s)
         self.adaptive_delay_factor = float(adaptive_delay_factor)
         self.ip_concurrency = ip_concurrency
+        self.cap_crawl_delay = cap_crawl_delay
+        self.policy = policy or PolitenessPolicy(
+            host_delay_s=self.host_delay_s,
+            ip_delay_s=self.ip_delay_s,
+            ip_concurrency=ip_concurrency,
+        )
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._hosts: dict[str, VisitState[T]] = {}
@@ -439,27 +488,91 @@ class Workbench(Generic[T]):
     def from_config(
         cls, politeness: PolitenessSection, clock: Callable[[], float] = time.monotonic
     ) -> Workbench[T]:
-        """A workbench with the delays and the per-IP concurrency of the ``[politeness]`` config
-        section."""
+        """A workbench with the delays, the per-IP concurrency, the per-host rules and the
+        politeness groups of the ``[politeness]`` config section."""
         return cls(
             clock,
-            host_delay_s=politeness.host_delay_s,
-            ip_delay_s=politeness.ip_delay_s,
             max_crawl_delay_s=politeness.max_crawl_delay_s,
             adaptive_delay_factor=politeness.adaptive_delay_factor,
-            ip_concurrency=politeness.ip_concurrency,
+            policy=PolitenessPolicy.from_config(politeness),
+            cap_crawl_delay=politeness.long_crawl_delay == "cap",
         )
+
+    def configure(self, politeness: PolitenessSection) -> None:
+        """Apply a changed ``[politeness]`` section to this workbench, keeping every host's
+        queue and times (:meth:`set_policy` for the rules and groups)."""
+        _check_seconds("max_crawl_delay_s", politeness.max_crawl_delay_s)
+        _check_seconds("adaptive_delay_factor", politeness.adaptive_delay_factor)
+        with self._cond:
+            self.max_crawl_delay_s = float(politeness.max_crawl_delay_s)
+            self.adaptive_delay_factor = float(politeness.adaptive_delay_factor)
+            self.cap_crawl_delay = politeness.long_crawl_delay == "cap"
+        self.set_policy(PolitenessPolicy.from_config(politeness))
+
+    def set_policy(self, policy: PolitenessPolicy) -> None:
+        """Use ``policy`` from now on (a changed config between rounds or micro-batches).
+
+        Every host is put into the entry its new :class:`~batchcrawl.politeness.Slot` names (a
+        new entry is created as needed) and every entry takes its slot's delay and concurrency.
+        No delay is broken: an entry whose delay changed may next start ``last fetch end + new
+        delay``; a host moved into an entry brings the end of its last fetch with it (the entry
+        may not start before ``that end + its delay``); an acquired host's fetch counts towards
+        its new entry's concurrency. Queues, order and host times are kept.
+        """
+        with self._cond:
+            self.policy = policy
+            self.host_delay_s = policy.host_delay_s
+            self.ip_delay_s = policy.ip_delay_s
+            self.ip_concurrency = policy.ip_concurrency
+            touched: dict[int, _IPEntry] = {}
+            for vs in self._hosts.values():
+                slot = policy.slot(vs.host, vs.ip)
+                old = vs._entry
+                new = self._entry_for(slot, self._clock())
+                if new is not old:
+                    if vs.pos is not None:
+                        old.heap.remove(vs)
+                    old.hosts -= 1
+                    new.hosts += 1
+                    if vs.acquired:
+                        old.active -= 1
+                        new.active += 1
+                    vs._entry = new
+                    if vs.last_end is not None:
+                        new.next_allowed = max(new.next_allowed, vs.last_end + new.delay_s)
+                        new.last_end = max(new.last_end or vs.last_end, vs.last_end)
+                    if vs.queue and not vs.acquired:
+                        new.heap.push(vs)
+                touched[id(old)], touched[id(new)] = old, new
+            for entry in self._ips.values():
+                touched[id(entry)] = entry
+            for entry in touched.values():
+                self._reposition(entry)
+            self._cond.notify_all()
 
     # ----------------------------------------------------------------- internals (lock held)
 
     def _delay(self, vs: VisitState[T]) -> float:
         return host_delay(
-            host_delay_s=self.host_delay_s,
+            host_delay_s=self.policy.delay_floor_s(vs.host),
             crawl_delay_s=vs.crawl_delay_s,
             max_crawl_delay_s=self.max_crawl_delay_s,
             adaptive_delay_factor=self.adaptive_delay_factor,
             last_download_s=vs.last_download_s,
+            cap_crawl_delay=self.cap_crawl_delay,
         )
+
+    def _entry_for(self, slot: Slot, now: float) -> _IPEntry:
+        """The entry of ``slot``, created (ready at ``now``) if new; an existing one takes the
+        slot's delay and concurrency (its next start: the end of its last fetch + the delay)."""
+        entry = self._ips.get(slot.key)
+        if entry is None:
+            entry = self._ips[slot.key] = _IPEntry(slot, now)
+        elif (entry.delay_s, entry.concurrency) != (slot.delay_s, slot.concurrency):
+            entry.delay_s, entry.concurrency = slot.delay_s, slot.concurrency
+            if entry.last_end is not None:
+                entry.next_allowed = entry.last_end + entry.delay_s
+        return entry
 
     def _enqueue(self, vs: VisitState[T]) -> None:
         """Put a non-empty, not acquired visit state into its entry's heap."""
@@ -473,7 +586,7 @@ class Workbench(Generic[T]):
         changed; it is there exactly while it has a queued visit state and fewer than
         ``ip_concurrency`` acquired."""
         hosts = entry.heap.a
-        if not hosts or entry.active >= self.ip_concurrency:
+        if not hosts or entry.active >= entry.concurrency:
             if entry.pos is not None:
                 self._entries.remove(entry)
             return
@@ -502,11 +615,9 @@ class Workbench(Generic[T]):
                     f"add({host!r}): a host the workbench does not know needs its IP address "
                     "(resolve it first)"
                 )
-            entry = self._ips.get(ip)
-            if entry is None:
-                entry = self._ips[ip] = _IPEntry(ip, now)
+            entry = self._entry_for(self.policy.slot(host, ip), now)
             entry.hosts += 1
-            vs = VisitState(self, entry, host, now if next_allowed is None else next_allowed)
+            vs = VisitState(self, entry, host, ip, now if next_allowed is None else next_allowed)
             self._hosts[host] = vs
         elif next_allowed is not None and next_allowed > vs.next_allowed:
             vs.next_allowed = next_allowed
@@ -657,10 +768,11 @@ class Workbench(Generic[T]):
             if download_s is not None:
                 now = self._clock()
                 vs.last_download_s = download_s
+                vs.last_end = entry.last_end = now
                 vs.next_allowed = max(vs.next_allowed, now + self._delay(vs))
                 if retry_after_s is not None:
                     vs.next_allowed = max(vs.next_allowed, now + retry_after_s)
-                entry.next_allowed = max(entry.next_allowed, now + self.ip_delay_s)
+                entry.next_allowed = max(entry.next_allowed, now + entry.delay_s)
             vs.acquired = False
             entry.active -= 1
             if vs.queue:
@@ -819,11 +931,15 @@ class Workbench(Generic[T]):
                     per_ip = sums[1]
                 else:
                     continue
-                delay = host_delay(host_delay_s=self.host_delay_s, crawl_delay_s=vs.crawl_delay_s,
-                                   max_crawl_delay_s=self.max_crawl_delay_s)  # fmt: skip
-                per_ip[vs.ip] = per_ip.get(vs.ip, 0.0) + (1.0 / delay if delay > 0 else math.inf)
-        cap = self.ip_concurrency / self.ip_delay_s if self.ip_delay_s > 0 else math.inf
-        working, waiting_ = (sum(min(r, cap) for r in per_ip.values()) for per_ip in sums)
+                delay = host_delay(host_delay_s=self.policy.delay_floor_s(vs.host),
+                                   crawl_delay_s=vs.crawl_delay_s,
+                                   max_crawl_delay_s=self.max_crawl_delay_s,
+                                   cap_crawl_delay=self.cap_crawl_delay)  # fmt: skip
+                e = vs._entry
+                per_ip[e.ip] = per_ip.get(e.ip, 0.0) + (1.0 / delay if delay > 0 else math.inf)
+            caps = {k: e.concurrency / e.delay_s if e.delay_s > 0 else math.inf
+                    for k, e in self._ips.items()}  # fmt: skip
+        working, waiting_ = (sum(min(r, caps[k]) for k, r in per_ip.items()) for per_ip in sums)
         return working, waiting_
 
     @property
@@ -840,6 +956,6 @@ class Workbench(Generic[T]):
                 i = stack.pop()
                 entry = a[i]
                 if entry.key[0] <= now:
-                    count += _count_ready(entry.heap.a, now, self.ip_concurrency - entry.active)
+                    count += _count_ready(entry.heap.a, now, entry.concurrency - entry.active)
                     stack.extend(j for j in (2 * i + 1, 2 * i + 2) if j < len(a))
             return count

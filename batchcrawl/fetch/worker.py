@@ -21,13 +21,14 @@ is restored by :meth:`FetchWorker.restore_hosts` in the next round; if the same 
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from batchcrawl.config import Config
+from batchcrawl.config import Config, PolitenessSection
 from batchcrawl.fetch.dedup import ShardDedup
 from batchcrawl.fetch.fetcher import Fetcher
 from batchcrawl.fetch.hostbook import HostBook
@@ -137,6 +138,14 @@ class FetchWorker:
         self.sink.filters = self.parts.filters
         self.sink.resize(cfg.fetch.url_cache_size, cfg.fetch.canonical_memo_size)
         self.processor.cfg = cfg
+
+    def set_politeness(self, politeness: PolitenessSection) -> None:
+        """Use a changed ``[politeness]`` section at once, also while fetch threads run (a
+        stream): per-host rules, groups and delays apply from the next fetch on, without breaking
+        a delay (:meth:`Workbench.configure <batchcrawl.fetch.workbench.Workbench.configure>`)."""
+        cfg = dataclasses.replace(self.parts.cfg, politeness=politeness)
+        self.parts.cfg = self.processor.cfg = cfg
+        self.parts.workbench.configure(politeness)
 
     def know_content(self, seen: Mapping[str, tuple[int, str, datetime]]) -> None:
         """Use ``seen`` (``{digest: (url_key, url, fetch_time)}``, the committed ``content``

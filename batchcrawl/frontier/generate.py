@@ -43,7 +43,9 @@ the index does not read these rows), ``leased``, ``capped_host``, ``capped_domai
 ``capped_round``, ``capped_time`` (the round's fit to its time limit, :func:`fair_share`),
 ``filtered:<reason>`` (rejected now), ``held:<reason>`` (a held host's URLs, left out before the
 caps, :mod:`batchcrawl.frontier.holds`), ``held_probe`` (a host whose hold is over gets one URL
-while its outage lasts). ``frontier_rows = selected + sum(not_selected)``.
+while its outage lasts), ``disabled`` (a host a ``[[politeness.hosts]]`` rule disables) and
+``long_crawl_delay`` (a host whose Crawl-delay is above ``politeness.max_crawl_delay_s``, with
+``long_crawl_delay = "skip"``; :mod:`batchcrawl.frontier.hostcaps`). ``frontier_rows = selected + sum(not_selected)``.
 """
 
 from __future__ import annotations
@@ -65,8 +67,10 @@ from batchcrawl.config import Config
 from batchcrawl.frontier import due, holds, indegree, traps
 from batchcrawl.frontier import hosts as host_runs
 from batchcrawl.frontier.budget import DomainBudgets, beast_delay_s
+from batchcrawl.frontier.hostcaps import HostCaps, long_crawl_delays
 from batchcrawl.frontier.runs import BucketFiles, Mapper, bucket_files, bucket_rows, thread_mapper
 from batchcrawl.frontier.table import epoch_ms
+from batchcrawl.politeness import policy_of
 from batchcrawl.ring import HashRing, ring_keys, route_name
 from batchcrawl.scope.filters import FilterChain
 from batchcrawl.store import paths, schemas
@@ -117,15 +121,23 @@ def _np(col: pa.ChunkedArray | pa.Array, idx: np.ndarray | None = None) -> np.nd
 
 
 def _cap(
-    t: pa.Table, idx: np.ndarray, cfg: Config, budgets: DomainBudgets
+    t: pa.Table,
+    idx: np.ndarray,
+    cfg: Config,
+    budgets: DomainBudgets,
+    host_caps: HostCaps | None = None,
 ) -> tuple[np.ndarray, pa.Table]:
     """For rows ``idx`` of ``t`` in breadth-first order: 0 taken, else 1 + index in
     :data:`_CAP_REASONS` (the first cap the row exceeds: host, then domain -- its
     :class:`~batchcrawl.frontier.budget.DomainBudgets` cap -- then round); and the rows BEAST
-    delays (:func:`_delays`)."""
+    delays (:func:`_delays`). A host's cap is its :meth:`HostCaps.limit
+    <batchcrawl.frontier.hostcaps.HostCaps.limit>` (``generate.max_urls_per_host`` unless a
+    ``[[politeness.hosts]]`` rule or a long Crawl-delay says less or more)."""
     g = cfg.generate
     why = np.zeros(len(idx), dtype=np.int8)
-    host_ok = _ranks(_codes(t.column("host"))[idx]) < g.max_urls_per_host
+    hosts = t.column("host").take(pa.array(idx)) if len(idx) else t.column("host").slice(0, 0)
+    limit = (host_caps or HostCaps(cfg)).limits(hosts)
+    host_ok = _ranks(_codes(t.column("host"))[idx]) < limit
     why[~host_ok] = 1
     ok = np.flatnonzero(host_ok)
     rank = _ranks(_codes(t.column("domain"))[idx[ok]])
@@ -165,6 +177,7 @@ def select_bucket(
     cfg: Config,
     now: dt.datetime | float,
     budgets: DomainBudgets | None = None,
+    host_caps: HostCaps | None = None,
 ) -> tuple[pa.Table, Counter, pa.Table]:
     """The due URLs of one bucket, pre-capped within the bucket (one Dask task per bucket).
 
@@ -220,7 +233,7 @@ def select_bucket(
     counts["leased"] += int((due_status & ~waiting & live).sum())
     idx = np.flatnonzero(due_status & ~waiting & ~live)
     idx = idx[_bfs_argsort(bucket, idx)]
-    why, delayed = _cap(bucket, idx, cfg, budgets)
+    why, delayed = _cap(bucket, idx, cfg, budgets, host_caps)
     for i, name in enumerate(_CAP_REASONS, 1):
         counts[name] += int((why == i).sum())
     return (
@@ -258,6 +271,7 @@ def select_files(
     budgets: DomainBudgets | None = None,
     leased: np.ndarray | None = None,
     held: dict[str, str] | None = None,
+    host_caps: HostCaps | None = None,
 ) -> tuple[int, pa.Table, Counter, pa.Table]:
     """Generate, one bucket (one Dask task): read its rows due at ``now`` through the due-time
     index (:func:`batchcrawl.frontier.due.due_rows`: about as many rows as are due, newest run
@@ -269,7 +283,10 @@ def select_files(
     candidates, counts, delayed)``."""
     table, n_leased = drop_leased(due.due_rows(crawl, files.files, epoch_ms(now)), leased)
     table, n_held = holds.leave_out_held(table, held)
-    candidates, counts, delayed = select_bucket(table, round, cfg, now, budgets)
+    host_caps = host_caps or HostCaps(cfg)
+    table, n_out = host_caps.leave_out(table)  # disabled hosts, skipped long Crawl-delays
+    n_held.update(n_out)
+    candidates, counts, delayed = select_bucket(table, round, cfg, now, budgets, host_caps)
     counts["leased"] += n_leased
     counts.update(n_held)
     rows = bucket_rows(crawl, files)
@@ -282,6 +299,7 @@ def merge_candidates(
     candidates: pa.Table,
     cfg: Config,
     budgets: DomainBudgets | None = None,
+    host_caps: HostCaps | None = None,
 ) -> tuple[pa.Table, Counter, pa.Table]:
     """Global step (a fold): the candidates of ``acc`` and ``candidates`` that pass the caps taken
     over both, in breadth-first order, the count of those dropped by cap, and BEAST's delays of
@@ -289,7 +307,7 @@ def merge_candidates(
     both = candidates if acc is None else pa.concat_tables([acc, candidates])
     idx = np.arange(both.num_rows)
     idx = idx[_bfs_argsort(both, idx)]
-    why, delayed = _cap(both, idx, cfg, budgets or DomainBudgets.of(cfg))
+    why, delayed = _cap(both, idx, cfg, budgets or DomainBudgets.of(cfg), host_caps)
     counts: Counter = Counter()
     for i, name in enumerate(_CAP_REASONS, 1):
         counts[name] += int((why == i).sum())
@@ -384,7 +402,9 @@ def route_codes(
     uniq, rows = np.unique(pair, return_inverse=True)
     hosts = h.dictionary.take(pa.array(uniq // nd)).to_pylist()
     domains = d.dictionary.take(pa.array(uniq % nd)).to_pylist()
-    names = [route_name(hn, dn, ip_of.get(hn), mode) for hn, dn in zip(hosts, domains, strict=True)]
+    policy = policy_of(cfg.politeness)
+    names = [route_name(hn, dn, ip_of.get(hn), mode, policy.route(hn, dn, ip_of.get(hn)))
+             for hn, dn in zip(hosts, domains, strict=True)]  # fmt: skip
     return rows.reshape(-1).astype(np.int64), names
 
 
@@ -443,6 +463,7 @@ def select_task(
     budgets: DomainBudgets | None = None,
     leased: np.ndarray | None = None,
     held: dict[str, str] | None = None,
+    host_caps: HostCaps | None = None,
 ) -> tuple[int, pa.Table, Counter, pa.Table]:
     """:func:`select_files` as a task for any worker (opens the crawl at ``crawl_url``): what
     :func:`select` maps over the buckets, and a stream over the buckets it re-selects.
@@ -454,7 +475,7 @@ def select_task(
         budgets = domain_budgets(crawl, crawl.manifest(), cfg)
     if held is None:
         held = holds.in_force(holds.host_holds(crawl, crawl.manifest()), now)
-    return select_files(crawl, files, round, cfg, now, budgets, leased, held)
+    return select_files(crawl, files, round, cfg, now, budgets, leased, held, host_caps)
 
 
 def _select_leased_task(item: tuple[BucketFiles, np.ndarray | None], **kwargs) -> tuple:
@@ -578,7 +599,8 @@ def select(
     before the caps, counted ``held:<reason>``."""
     budgets = budgets or domain_budgets(crawl, manifest, cfg)
     held = holds.in_force(holds.host_holds(crawl, manifest), now)  # read once
-    kwargs = dict(round=round, cfg=cfg, now=now, budgets=budgets, held=held)
+    host_caps = HostCaps(cfg, long_crawl_delays(crawl, manifest, cfg))
+    kwargs = dict(round=round, cfg=cfg, now=now, budgets=budgets, held=held, host_caps=host_caps)
     files = bucket_files(manifest)
     if buckets is not None:
         files = [files[b] for b in sorted(set(buckets))]
@@ -589,7 +611,7 @@ def select(
         task = functools.partial(_select_leased_task, crawl_url=crawl.url, **kwargs)
         items = [(bf, by_bucket.get(bf.bucket)) for bf in files]
     selections = (mapper or thread_mapper(1))(task, items)
-    selected, counts, rows, delayed = fold_candidates(selections, cfg, budgets)
+    selected, counts, rows, delayed = fold_candidates(selections, cfg, budgets, host_caps)
     if fit is not None:
         n = selected.num_rows
         selected = fair_share(selected, *fit)
@@ -601,6 +623,7 @@ def fold_candidates(
     selections: Iterable[tuple[int, pa.Table, Counter, pa.Table]],
     cfg: Config,
     budgets: DomainBudgets | None = None,
+    host_caps: HostCaps | None = None,
 ) -> tuple[pa.Table, Counter, int, pa.Table]:
     """Fold the per-bucket results of :func:`select_files` (``(bucket rows, candidates, counts,
     delayed)``, in any order) into the round's selection with :func:`merge_candidates`.
@@ -628,14 +651,15 @@ def fold_candidates(
         pending.append(cands)
         pending_rows += cands.num_rows
         if pending_rows + (0 if acc is None else acc.num_rows) > limit:
-            acc, c, late = merge_candidates(acc, pa.concat_tables(pending), cfg, budgets)
+            acc, c, late = merge_candidates(acc, pa.concat_tables(pending), cfg, budgets,
+                                            host_caps)  # fmt: skip
             counts.update(c)
             delayed.append(late)
             pending, pending_rows = [], 0
     if pending or acc is None:
         empty = schemas.empty("fetchlists").select(schemas.fetch_item_columns())
         acc, c, late = merge_candidates(
-            acc, pa.concat_tables(pending) if pending else empty, cfg, budgets
+            acc, pa.concat_tables(pending) if pending else empty, cfg, budgets, host_caps
         )
         counts.update(c)
         delayed.append(late)
