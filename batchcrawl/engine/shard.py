@@ -154,7 +154,7 @@ class ShardActor:
         hosts = self.write_hosts(crawl, generation, {i.host for i in items})
         result = ShardReport(
             shard=self.shard, fetched=fetched, links=links, edges=edges, hosts=hosts,
-            counters=dict(run.counters), outcomes=dict(facts.outcomes),
+            text=run.text_files, counters=dict(run.counters), outcomes=dict(facts.outcomes),
             unfetched=len(run.unfetched), spills=facts.spills, spill_s=facts.seconds,
             host_rows={"kept": len(self.known_hosts), "read_back": rows_read},
             seconds=time.monotonic() - started, fetch_seconds=run.seconds, startup_s=startup_s,
@@ -307,6 +307,7 @@ class StreamShardActor(ShardActor):
         out.edges["round"] = [round] * len(out.edges["round"])
         report = ShardReport(
             shard=self.shard, counters=dict(out.counters), outcomes=outcome_counts(out),
+            text=out.text_files,
             unfetched=len(out.unfetched), done_keys=[row["url_key"] for row in out.fetched],
             held=0 if final else self.worker.stream_held,
         )  # fmt: skip

@@ -26,6 +26,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from batchcrawl.extract.atfetch import TextsAtFetch
 from batchcrawl.fetch.holds import hold_host, rate_limit_wait
 from batchcrawl.fetch.hostbook import HostBook
 from batchcrawl.fetch.linksink import LinkSink
@@ -119,6 +120,11 @@ class FetchLoop:
             compress_level=cfg.fetch.warc_compress_level,
             cdxj_name=paths.warc_cdxj if cfg.fetch.warc_cdxj else None,
         )  # fmt: skip
+
+    def texts_at_fetch(self) -> TextsAtFetch | None:
+        """The text rows and WET files of a run's WARC files when ``extract.at_fetch`` is on
+        (:mod:`batchcrawl.extract.atfetch`), else None."""
+        return TextsAtFetch(self.parts.fs) if self.parts.cfg.extract.at_fetch else None
 
     def enqueue(self, run: RunState, items: Iterable[FetchItem]) -> int:
         """Queue ``items`` (per-host breadth-first order) in the workbench: each host resolved
@@ -263,7 +269,8 @@ class FetchLoop:
         if run.self_hops:  # a self-redirect chain may end here: its count goes with it
             with self.lock:
                 hops = run.self_hops.pop(item.url_key, 0)
-        rec = self.processor.process(item, result, run.round, run.warc, self_hops=hops)
+        rec = self.processor.process(item, result, run.round, run.warc, self_hops=hops,
+                                     texts=run.texts)  # fmt: skip
         sink = self.sink
         t0 = time.thread_time()
         canonical, invalid = sink.canonical(rec.found)

@@ -37,7 +37,7 @@ from batchcrawl.fetch.monitor import run_batch
 from batchcrawl.fetch.outcome import classify, mime_type
 from batchcrawl.fetch.pages import PageProcessor
 from batchcrawl.fetch.parts import ShardParts
-from batchcrawl.fetch.runstate import RunState, ShardRun, new_shard_run
+from batchcrawl.fetch.runstate import RunState, ShardRun, close_texts, new_shard_run
 from batchcrawl.fetch.tail import TailDetector
 from batchcrawl.fetch.urlcache import KeyCache
 from batchcrawl.fetch.workbench import Workbench
@@ -206,7 +206,7 @@ class FetchWorker:
         items = list(items)
         self.forget_idle_hosts(keep={i.host for i in items})
         run = RunState(round=round, out=new_shard_run(), warc=self.loop.warc_writer(round),
-                       deadline=started + limit,
+                       texts=self.loop.texts_at_fetch(), deadline=started + limit,
                        found_hosts=set())  # fmt: skip
         self._batch = run
         try:
@@ -238,7 +238,8 @@ class FetchWorker:
         if self._stream is not None:
             raise RuntimeError("stream_start: this worker is already streaming")
         run = RunState(round=round, out=new_shard_run(), warc=self.loop.warc_writer(round),
-                       deadline=float("inf"), streaming=True)  # fmt: skip
+                       texts=self.loop.texts_at_fetch(), deadline=float("inf"),
+                       streaming=True)  # fmt: skip
         self._stream = run
         self._stream_threads = self.loop.start(run, self.parts.cfg.fetch.threads, "stream")
 
@@ -271,12 +272,14 @@ class FetchWorker:
         run = self._streaming("stream_take")
         if run.storage_fault is not None:
             raise run.storage_fault
-        new_warc = self.loop.warc_writer(next_round)
+        new_warc, new_texts = self.loop.warc_writer(next_round), self.loop.texts_at_fetch()
         with self.loop.processing, self.loop.lock:
             out, run.out = run.out, new_shard_run()
             old_warc, run.warc = run.warc, new_warc
+            old_texts, run.texts = run.texts, new_texts
             run.round, run.seq = next_round, 0
         old_warc.close()
+        close_texts(old_texts, out)
         out.warc_files = list(old_warc.files)
         return out
 
@@ -294,6 +297,7 @@ class FetchWorker:
         if run.storage_fault is not None:
             raise run.storage_fault
         out = run.out
+        close_texts(run.texts, out)
         out.unfetched.extend(self.loop.drain())
         out.warc_files = list(run.warc.files)
         return out
