@@ -18,6 +18,7 @@ from fsspec.implementations.dirfs import DirFileSystem
 from batchcrawl import procmem
 from batchcrawl.config import Config
 from batchcrawl.engine.report import ShardReport
+from batchcrawl.extract.atfetch import TextsAtFetch
 from batchcrawl.fetch.spill import FactFiles
 from batchcrawl.fetch.worker import FetchWorker, ShardRun
 from batchcrawl.frontier import content as content_mod
@@ -187,6 +188,7 @@ class ShardActor:
             self.worker.restore_hosts(rows)
         else:
             self.worker.reconfigure(cfg, seed_hosts=seed_hosts, seed_domains=seed_domains)
+        self.worker.extract_at_fetch(TextsAtFetch if cfg.extract.at_fetch else None)
         return self.worker
 
     def restore_returning(self, items: list[FetchItem]) -> int:

@@ -23,15 +23,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from batchcrawl.extract.atfetch import TextsAtFetch
 from batchcrawl.fetch.holds import hold_host, rate_limit_wait
 from batchcrawl.fetch.hostbook import HostBook
 from batchcrawl.fetch.linksink import LinkSink
 from batchcrawl.fetch.outcome import HOST_OK, classify, location_target, retry_after
-from batchcrawl.fetch.pages import PageProcessor, base_row, utc
+from batchcrawl.fetch.pages import PageProcessor, TextSink, base_row, utc
 from batchcrawl.fetch.parts import ShardParts
 from batchcrawl.fetch.resolver import DNSError
 from batchcrawl.fetch.robots import RobotsRules, fetch_robots, robots_origin, rules_from_fetch
@@ -89,6 +88,9 @@ class FetchLoop:
         self.book = book
         self.lock = threading.Lock()
         self.processing = threading.Lock()
+        #: makes a run's text sink from the crawl filesystem (``extract.at_fetch``; None: off),
+        #: set by :meth:`~batchcrawl.fetch.worker.FetchWorker.extract_at_fetch`
+        self.new_texts: Callable[[Any], TextSink] | None = None
 
     # -- a run's threads and queue -----------------------------------------------------------
     def start(self, run: RunState, threads: int, name: str) -> list[threading.Thread]:
@@ -121,10 +123,10 @@ class FetchLoop:
             cdxj_name=paths.warc_cdxj if cfg.fetch.warc_cdxj else None,
         )  # fmt: skip
 
-    def texts_at_fetch(self) -> TextsAtFetch | None:
-        """The text rows and WET files of a run's WARC files when ``extract.at_fetch`` is on
-        (:mod:`batchcrawl.extract.atfetch`), else None."""
-        return TextsAtFetch(self.parts.fs) if self.parts.cfg.extract.at_fetch else None
+    def texts_at_fetch(self) -> TextSink | None:
+        """A new run's text sink (``extract.at_fetch``): made by :attr:`new_texts` from the crawl
+        directory's filesystem, or None when that is None (off)."""
+        return self.new_texts(self.parts.fs) if self.new_texts is not None else None
 
     def enqueue(self, run: RunState, items: Iterable[FetchItem]) -> int:
         """Queue ``items`` (per-host breadth-first order) in the workbench: each host resolved

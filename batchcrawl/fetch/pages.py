@@ -18,13 +18,13 @@ processing lock) and hands the record's links to the link sink. Tests feed it ca
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from batchcrawl.config import Config
-from batchcrawl.extract.atfetch import TextsAtFetch
 from batchcrawl.fetch.dedup import ShardDedup
 from batchcrawl.fetch.fields import response_fields
 from batchcrawl.fetch.outcome import classify, location_target
@@ -36,6 +36,29 @@ from batchcrawl.records import FetchItem, FetchResult, Outcome
 
 #: an outlink as found on a page: ``(absolute URL, tag, nofollow)``
 FoundLink = tuple[str, str, bool]
+
+
+class TextSink(Protocol):
+    """Text extraction at fetch time (``extract.at_fetch``): what the page processor hands each
+    archived capture to. The engine provides it (:class:`batchcrawl.extract.atfetch.
+    TextsAtFetch`), one per run; fetch does not import extract (which imports fetch's decoder).
+    ``counts``: captures by reason."""
+
+    counts: Counter[str]
+
+    def add(
+        self,
+        fetched: dict[str, Any],
+        result: FetchResult,
+        location: WarcLocation,
+        warcinfo_date: str,
+    ) -> float:
+        """Extract the capture of ``fetched`` archived at ``location``; returns CPU seconds."""
+        ...
+
+    def close(self) -> list[Any]:
+        """Finish the run's files; returns the ``text`` file entries written."""
+        ...
 
 
 def utc(epoch_s: float) -> datetime:
@@ -109,7 +132,7 @@ class PageProcessor:
         warc: WarcWriter,
         *,
         self_hops: int = 0,
-        texts: TextsAtFetch | None = None,
+        texts: TextSink | None = None,
     ) -> PageRecord:
         """Process ``result``, the fetch of ``item`` in round ``round_no``, and archive it in
         ``warc``. ``self_hops``: redirects of the item to its own URL already followed (a

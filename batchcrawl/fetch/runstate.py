@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from batchcrawl.extract.atfetch import TextsAtFetch
+from batchcrawl.fetch.pages import TextSink
 from batchcrawl.fetch.warc import WarcWriter
 from batchcrawl.records import FetchItem
 from batchcrawl.store import schemas
@@ -46,7 +46,7 @@ def new_shard_run() -> ShardRun:
     )
 
 
-def close_texts(texts: TextsAtFetch | None, out: ShardRun) -> None:
+def close_texts(texts: TextSink | None, out: ShardRun) -> None:
     """Finish the text files of a run's last WARC file (``extract.at_fetch``; ``texts`` None:
     off): their entries and the captures by reason (counters ``extract:<reason>``) go into
     ``out``. Call once the run's WARC writer is closed, with no page being processed."""
@@ -73,7 +73,7 @@ class RunState:
     round: int
     out: ShardRun  # lock
     warc: WarcWriter
-    texts: TextsAtFetch | None  # extract.at_fetch: its text rows and WET files, else None
+    texts: TextSink | None  # extract.at_fetch: its text rows and WET files, else None
     deadline: float  # on the worker's monotonic clock, seconds
     pending: int = 0  # items not finished yet (lock)
     seq: int = 0  # discovery order of the links of this run (lock)

@@ -35,7 +35,7 @@ from batchcrawl.fetch.linksink import LinkSink
 from batchcrawl.fetch.loop import FetchLoop
 from batchcrawl.fetch.monitor import run_batch
 from batchcrawl.fetch.outcome import classify, mime_type
-from batchcrawl.fetch.pages import PageProcessor
+from batchcrawl.fetch.pages import PageProcessor, TextSink
 from batchcrawl.fetch.parts import ShardParts
 from batchcrawl.fetch.runstate import RunState, ShardRun, close_texts, new_shard_run
 from batchcrawl.fetch.tail import TailDetector
@@ -179,6 +179,12 @@ class FetchWorker:
         """``hosts`` table rows for the hosts this worker knows (all, or only ``hosts``): politeness
         clock as wall-clock UTC, effective delay, robots.txt cache entry, cumulative counters."""
         return self.book.rows(hosts)
+
+    def extract_at_fetch(self, new_texts: Callable[[Any], TextSink] | None) -> None:
+        """Extract text at fetch time from the next run on (``extract.at_fetch``): each run gets
+        ``new_texts(fs)`` (the crawl filesystem; :class:`batchcrawl.extract.atfetch.
+        TextsAtFetch`) as its page processor's text sink; None turns it off. Call between runs."""
+        self.loop.new_texts = new_texts
 
     # -- one round ------------------------------------------------------------------------------
     def run(
