@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from batchcrawl.config import loopback_test_config
+from batchcrawl.extract import atfetch
 from batchcrawl.extract.atfetch import TextsAtFetch
 from batchcrawl.extract.warcfile import extract_warc
 from batchcrawl.fetch.dedup import ShardDedup
@@ -160,6 +161,21 @@ def test_rotated_warc_files_each_get_their_own_text_and_wet_file(tmp_path):
     assert [e.rows for e in entries] == [1, 1, 1] and len(shard.warc.files) == 3
     for at_fetch, extracted, wet_a, wet_b in _extract_again(shard, tmp_path, entries):
         assert at_fetch == extracted and wet_a == wet_b
+
+
+def test_a_text_file_written_in_row_groups_holds_the_rows_extract_writes_at_once(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(atfetch, "ROWS_PER_GROUP", 2)  # a worker holds at most 2 rows
+    shard = Shard(tmp_path / "crawl")
+    for n in range(5):
+        body = PAGE.replace(b"Paquets", f"Paquets {n}".encode())
+        shard.fetch(f"/g{n}", 200, body, HTML, {}, n)
+    [entry] = shard.close()
+    assert entry.rows == 5
+    assert pq.ParquetFile(shard.crawl.path(entry.path)).num_row_groups == 3
+    [(at_fetch, extracted, wet_a, wet_b)] = _extract_again(shard, tmp_path, [entry])
+    assert at_fetch == extracted and wet_a == wet_b
 
 
 _markup = st.sampled_from(["<p>", "</p>", "<div>", "<title>", "</title>", "<main>", "<nav>",

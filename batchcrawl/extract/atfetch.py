@@ -11,12 +11,14 @@ decoded from the stored body and headers (:func:`~batchcrawl.extract.payload.dec
 WET file gets the WARC file's ``warcinfo`` date and its captures in file order (pages are
 archived one at a time, under the fetch loop's processing lock). StormCrawler and Nutch parse in
 the fetch topology the same way; the CPU it costs per page is measured by
-``scripts/bench_extract.py --at-fetch``.
+``scripts/bench_extract.py --at-fetch-pairs``.
 
 Files: a WET file is written in place as its WARC file is (readers find both only through the
-rows of a committed round, :mod:`batchcrawl.fetch.warc`), the ``text`` file whole, once its WARC
-file is done (the next page goes to another file, or the run ends). The rows of one WARC file are
-held until then: memory grows with ``fetch.warc_rotate_bytes``.
+rows of a committed round, :mod:`batchcrawl.fetch.warc`). The ``text`` file is written whole or not
+at all (:func:`batchcrawl.store.atomic.open_whole`), one row group per :data:`ROWS_PER_GROUP`
+rows, and published when its WARC file is done (the next page goes to another file, or the run
+ends): a worker holds at most that many rows, whatever ``fetch.warc_rotate_bytes``. Its rows are
+those ``batchcrawl extract`` writes in one row group.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ import logging
 import posixpath
 import time
 from collections import Counter
-from dataclasses import dataclass
+from contextlib import ExitStack
+from dataclasses import dataclass, field
 from typing import IO, Any
 
 import pyarrow as pa
@@ -42,15 +45,28 @@ from batchcrawl.store.crawldir import TABLE_PARQUET_OPTIONS, FileEntry
 
 log = logging.getLogger(__name__)
 
+#: Text rows a worker holds before it writes them as a row group of their text file (~5 KB each).
+ROWS_PER_GROUP = 1000
+
 
 @dataclass
 class _TextFile:
-    """The WET file and ``text`` rows of one WARC file, while its pages come."""
+    """The WET file and ``text`` file of one WARC file, while its pages come: ``rows`` not
+    written yet, ``out`` holding the text file's whole-or-nothing handle once one was opened."""
 
     warc: str
     handle: IO[bytes]
     wet: WetWriter
-    rows: list[dict[str, Any]]
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    out: ExitStack = field(default_factory=ExitStack)
+    parquet: pq.ParquetWriter | None = None
+    written: int = 0
+
+    @property
+    def text_rel(self) -> str:
+        """The text file's path: ``text/round=R/<WARC name>.parquet``, as extract names it."""
+        round_ = paths.parse_round(self.warc)
+        return paths.text_file(round_ if round_ is not None else 0, self.warc)
 
 
 class TextsAtFetch:
@@ -115,6 +131,8 @@ class TextsAtFetch:
             }
         if row is not None:
             f.rows.append(row)
+            if len(f.rows) >= ROWS_PER_GROUP:
+                self._write_rows(f)
         return time.thread_time() - t0
 
     def close(self) -> list[FileEntry]:
@@ -128,21 +146,30 @@ class TextsAtFetch:
         handle = self.fs.open(wet_rel, "wb")
         wet = WetWriter(handle, posixpath.basename(wet_rel))
         wet.write_warcinfo(warcinfo_date, warcinfo_fields(warc_rel))
-        self._file = _TextFile(warc_rel, handle, wet, [])
+        self._file = _TextFile(warc_rel, handle, wet)
         return self._file
 
-    def _finish(self) -> None:
-        f, self._file = self._file, None
-        if f is None:
-            return
-        f.handle.close()
+    def _write_rows(self, f: _TextFile) -> None:
+        """Write ``f``'s held rows as a row group of its text file (opened on first use)."""
         wet_rel = paths.wet_file(f.warc)
         for row in f.rows:
             if row.get("wet_record_offset") is not None:
                 row["wet_filename"] = wet_rel
-        round_ = paths.parse_round(f.warc)
-        text_rel = paths.text_file(round_ if round_ is not None else 0, f.warc)
         table = schemas.conform("text", pa.Table.from_pylist(f.rows, schema=schemas.schema("text")))
-        with atomic.open_whole(self.fs, text_rel) as fh:
-            pq.write_table(table, fh, **TABLE_PARQUET_OPTIONS)
-        self.files.append(FileEntry(text_rel, table.num_rows))
+        if f.parquet is None:
+            fh = f.out.enter_context(atomic.open_whole(self.fs, f.text_rel))
+            f.parquet = pq.ParquetWriter(fh, table.schema, **TABLE_PARQUET_OPTIONS)
+        f.parquet.write_table(table)
+        f.written += table.num_rows
+        f.rows = []
+
+    def _finish(self) -> None:
+        """Close the current WET file and publish its text file (even without rows)."""
+        f, self._file = self._file, None
+        if f is None:
+            return
+        f.handle.close()
+        self._write_rows(f)
+        f.parquet.close()
+        f.out.close()  # the text file appears whole at its name
+        self.files.append(FileEntry(f.text_rel, f.written))
