@@ -18,8 +18,9 @@ The at-fetch CPU cost per page (issue 32 item 2, ``extract.at_fetch``): the site
 ``--at-fetch-pairs`` times in pairs, once with ``at_fetch`` off and once on (the order alternating
 from pair to pair, so drift in the machine's load falls on both sides), and each crawl's fetch
 threads' CPU seconds (``fetch_cpu_s`` of its round summaries, all phases) are divided by its stored
-captures: ``at_fetch.cpu_ms_per_page`` off and on per pair, their difference per pair, its median,
-and ``extract_ms_per_page`` (the ``extract`` phase alone, ``cpu_extract_s``, per stored capture).
+captures: ``off_ms`` and ``on_ms`` per pair, their difference ``delta_ms``, its median, and
+``extract_ms`` (the ``extract`` phase alone, ``cpu_extract_s``, per stored capture); and the
+at-fetch crawl's HTML 200 captures and those with a ``text`` row (every one should have one).
 
 Prints one JSON line. The machine may be shared: rates are as measured.
 Usage: ``PYTHONPATH=. python3 scripts/bench_extract.py [--site aptitude|pydoc] [--workers 2]
@@ -96,6 +97,16 @@ def fetch_cpu_per_page(run) -> tuple[float, float, int]:
     return 1000 * cpu / stored, 1000 * extract / stored, stored
 
 
+def covered(crawl: CrawlDir) -> tuple[int, int]:
+    """(HTML 200 captures, those with a ``text`` row) of ``crawl``."""
+    html_200 = query(crawl, "SELECT count(*) AS n FROM fetched WHERE fetch_status = 200 AND "
+                            "content_mime_type = 'text/html'").to_pylist()[0]["n"]  # fmt: skip
+    with_row = query(crawl, "SELECT count(*) AS n FROM text JOIN fetched USING (warc_filename, "
+                            "warc_record_offset) WHERE fetched.fetch_status = 200 AND "
+                            "fetched.content_mime_type = 'text/html'").to_pylist()[0]["n"]  # fmt: skip
+    return html_200, with_row
+
+
 def at_fetch_pairs(mod, site: Path, work: Path, pairs: int) -> dict:
     """Crawl ``site`` ``pairs`` times with ``extract.at_fetch`` off and on (alternating which
     goes first) and compare the fetch threads' CPU per page (see the module docstring)."""
@@ -104,11 +115,12 @@ def at_fetch_pairs(mod, site: Path, work: Path, pairs: int) -> dict:
         got = {}
         for on in (False, True) if i % 2 == 0 else (True, False):
             run = mod.crawl_docs(site, work / f"pair{i}-{int(on)}", max_rounds=60, at_fetch=on)
-            got[on] = fetch_cpu_per_page(run)
-        (off_ms, _, off_n), (on_ms, ext_ms, on_n) = got[False], got[True]
+            got[on] = (*fetch_cpu_per_page(run), covered(run.crawl) if on else None)
+        (off_ms, _, off_n, _), (on_ms, ext_ms, on_n, cover) = got[False], got[True]
         rows.append({"off_ms": round(off_ms, 3), "on_ms": round(on_ms, 3),
                      "delta_ms": round(on_ms - off_ms, 3), "extract_ms": round(ext_ms, 3),
-                     "pages": [off_n, on_n]})  # fmt: skip
+                     "pages": [off_n, on_n],
+                     "html_200_with_text_row": list(cover)})  # fmt: skip
     deltas = sorted(r["delta_ms"] for r in rows)
     extracts = sorted(r["extract_ms"] for r in rows)
     return {
@@ -158,12 +170,7 @@ def main() -> None:
         for text in texts:
             identify(text)
         lang_cpu = time.process_time() - t0
-        a = CrawlDir.open(str(copies[0]))
-        html_200 = query(a, "SELECT count(*) AS n FROM fetched WHERE fetch_status = 200 AND "
-                            "content_mime_type = 'text/html'").to_pylist()[0]["n"]  # fmt: skip
-        covered = query(a, "SELECT count(*) AS n FROM text JOIN fetched USING (warc_filename, "
-                           "warc_record_offset) WHERE fetched.fetch_status = 200 AND "
-                           "fetched.content_mime_type = 'text/html'").to_pylist()[0]["n"]  # fmt: skip
+        html_200, with_row = covered(CrawlDir.open(str(copies[0])))
         at_fetch = at_fetch_pairs(mod, site, work, args.at_fetch_pairs)
     pages = local["rows"]
     print(json.dumps({
@@ -171,7 +178,7 @@ def main() -> None:
         "pages": pages,
         "warc_files": local["warc_files"],
         "html_200_captures": html_200,
-        "with_text_row": covered,
+        "with_text_row": with_row,
         "cpu_s": round(cpu, 3),
         "pages_per_cpu_s": round(pages / cpu, 1),
         "in_process_wall_s": round(wall, 3),
