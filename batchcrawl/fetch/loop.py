@@ -34,7 +34,7 @@ from batchcrawl.fetch.pages import PageProcessor, TextSink, base_row, utc
 from batchcrawl.fetch.parts import ShardParts
 from batchcrawl.fetch.resolver import DNSError
 from batchcrawl.fetch.robots import RobotsRules, fetch_robots, robots_origin, rules_from_fetch
-from batchcrawl.fetch.runstate import RunState, add_counts
+from batchcrawl.fetch.runstate import RunState, add_counts, new_shard_run
 from batchcrawl.fetch.sitemap_jobs import (
     SitemapJob,
     child_jobs,
@@ -122,6 +122,13 @@ class FetchLoop:
             compress_level=cfg.fetch.warc_compress_level,
             cdxj_name=paths.warc_cdxj if cfg.fetch.warc_cdxj else None,
         )  # fmt: skip
+
+    def new_run(self, round_no: int, deadline: float, **fields: Any) -> RunState:
+        """The state of a new run (or stream micro-batch) ``round_no``: empty output, its WARC
+        writer and text sink; ``deadline`` on the worker's monotonic clock; ``fields``: other
+        :class:`RunState` fields."""
+        return RunState(round=round_no, out=new_shard_run(), warc=self.warc_writer(round_no),
+                        texts=self.texts_at_fetch(), deadline=deadline, **fields)  # fmt: skip
 
     def texts_at_fetch(self) -> TextSink | None:
         """A new run's text sink (``extract.at_fetch``): made by :attr:`new_texts` from the crawl

@@ -56,6 +56,14 @@ def close_texts(texts: TextSink | None, out: ShardRun) -> None:
     add_counts(out.counters, {f"extract:{k}": n for k, n in texts.counts.items()})
 
 
+def close_files(warc: WarcWriter, texts: TextSink | None, out: ShardRun) -> None:
+    """Close a run's WARC writer and text sink (:func:`close_texts`); their files go into
+    ``out``. Call with no page being processed."""
+    warc.close()
+    close_texts(texts, out)
+    out.warc_files = list(warc.files)
+
+
 def add_counts(counters: Counter[str], counts: Mapping[str, float]) -> None:
     """Add ``counts`` to a run's counters. They are a ``Counter`` but also carry float seconds
     (``cpu_*_s``), which its type does not say."""
