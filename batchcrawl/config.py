@@ -660,6 +660,19 @@ class DedupSection:
 
 
 @dataclass(frozen=True)
+class ExtractSection:
+    """``[extract]``: text, language and page metadata of HTML captures (issue 32,
+    :mod:`batchcrawl.extract`)."""
+
+    at_fetch: bool = False
+    """Extract each HTML page's text and languages in the fetch worker as it is fetched
+    (:mod:`batchcrawl.extract.atfetch`): the round (or micro-batch) commits the ``text`` rows and WET
+    files with its other files, the same rows ``batchcrawl extract`` makes, which then skips them.
+    Off by default: it costs fetch-worker CPU per page (``scripts/bench_extract.py --at-fetch``,
+    docs/benchmarks.md), which ``batchcrawl extract`` spends later, on any machine, instead."""
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole configuration: one frozen section object per TOML table."""
 
@@ -677,6 +690,7 @@ class Config:
     stream: StreamSection = field(default_factory=StreamSection)
     progress: ProgressSection = field(default_factory=ProgressSection)
     dedup: DedupSection = field(default_factory=DedupSection)
+    extract: ExtractSection = field(default_factory=ExtractSection)
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
         """Plain nested dict (TOML/JSON-serializable)."""

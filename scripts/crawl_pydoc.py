@@ -106,6 +106,7 @@ def docs_config(
     shards: int = 2,
     workers: int = 2,
     flush_interval_s: float = 5.0,
+    at_fetch: bool = False,
 ) -> Config:
     """Loopback-only config keeping the crawl on :data:`HOSTS` (an allow-list scope).
 
@@ -119,6 +120,8 @@ def docs_config(
         Fetch threads per shard, fetch shards, LocalCluster worker processes.
     flush_interval_s
         Seconds between a stream's micro-batches (``stream.flush_interval_s``).
+    at_fetch
+        Extract text and languages at fetch time (``extract.at_fetch``).
     """
     return loopback_test_config(
         politeness={"host_delay_s": host_delay_s, "ip_delay_s": 0.0,
@@ -130,6 +133,7 @@ def docs_config(
         frontier={"buckets": 8},
         round={"workers": workers, "threads_per_worker": 1},
         stream={"flush_interval_s": flush_interval_s},
+        extract={"at_fetch": at_fetch},
     )  # fmt: skip
 
 

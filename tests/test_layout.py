@@ -23,8 +23,19 @@ ALLOWED = {
     "graph": {"errors", "config", "urls", "store"},
     # the stages every driver shares: never a driver (round, pipeline, stream) or the CLI
     "engine": SHARED
-    | {"store", "scope", "frontier", "fetch", "ring", "procmem", "workersetup", "console"},
-    "extract": {"errors", "config", "store", "fetch"},  # fetch: its bounded content decoder
+    | {
+        "store",
+        "scope",
+        "frontier",
+        "fetch",
+        "extract",
+        "ring",
+        "procmem",
+        "workersetup",
+        "console",
+    },
+    # fetch: its bounded content decoder and the WARC location a text sink gets (extract.at_fetch)
+    "extract": {"errors", "config", "store", "fetch", "records"},
     "errors": set(),
     "urls": {"errors"},
     "cdxj": {"errors", "urls"},

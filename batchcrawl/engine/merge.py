@@ -191,7 +191,9 @@ def _listing(
     def appended(table: str, entries: Iterable[FileEntry]) -> list[FileEntry]:
         return list(parent.tables.get(table, ())) + list(entries)
 
+    text = [entry for r in work.reports for entry in r.text]  # extract.at_fetch
     return {
+        **({"text": appended("text", text)} if text else {}),
         "frontier": runs.frontier_listing(buckets),
         "hosts": host_runs.next_listing(crawl, parent.tables.get("hosts", ()),
                                         [r.hosts for r in work.reports], work.generation, cfg),

@@ -23,6 +23,8 @@ class ShardReport:
         The shard.
     fetched, links, edges
         Its partitioned fact files (None: a micro-batch that wrote none).
+    text
+        Its ``text`` files, one per WARC file, written at fetch time (``extract.at_fetch``).
     hosts
         Its ``hosts`` run of the generation being committed (None: no host touched).
     counters
@@ -54,6 +56,7 @@ class ShardReport:
     links: Partitioned | None = None
     edges: Partitioned | None = None
     hosts: FileEntry | None = None
+    text: list[FileEntry] = field(default_factory=list)
     counters: dict[str, float] = field(default_factory=dict)
     outcomes: dict[str, int] = field(default_factory=dict)
     unfetched: int = 0

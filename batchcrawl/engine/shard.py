@@ -19,6 +19,7 @@ from fsspec.implementations.dirfs import DirFileSystem
 from batchcrawl import procmem
 from batchcrawl.config import Config, PolitenessSection
 from batchcrawl.engine.report import ShardReport
+from batchcrawl.extract.atfetch import TextsAtFetch
 from batchcrawl.fetch.spill import FactFiles
 from batchcrawl.fetch.worker import FetchWorker, ShardRun
 from batchcrawl.frontier import content as content_mod
@@ -158,7 +159,7 @@ class ShardActor:
         hosts = self.write_hosts(crawl, generation, {i.host for i in items})
         result = ShardReport(
             shard=self.shard, fetched=fetched, links=links, edges=edges, hosts=hosts,
-            counters=dict(run.counters), outcomes=dict(facts.outcomes),
+            text=run.text_files, counters=dict(run.counters), outcomes=dict(facts.outcomes),
             unfetched=len(run.unfetched), spills=facts.spills, spill_s=facts.seconds,
             host_rows={"kept": len(self.known_hosts), "read_back": rows_read},
             seconds=time.monotonic() - started, fetch_seconds=run.seconds, startup_s=startup_s,
@@ -191,6 +192,7 @@ class ShardActor:
             self.worker.restore_hosts(rows)
         else:
             self.worker.reconfigure(cfg, seed_hosts=seed_hosts, seed_domains=seed_domains)
+        self.worker.extract_at_fetch(TextsAtFetch if cfg.extract.at_fetch else None)
         return self.worker
 
     def restore_returning(self, items: list[FetchItem]) -> int:
@@ -318,6 +320,7 @@ class StreamShardActor(ShardActor):
         out.edges["round"] = [round] * len(out.edges["round"])
         report = ShardReport(
             shard=self.shard, counters=dict(out.counters), outcomes=outcome_counts(out),
+            text=out.text_files,
             unfetched=len(out.unfetched), done_keys=[row["url_key"] for row in out.fetched],
             held=0 if final else self.worker.stream_held,
         )  # fmt: skip

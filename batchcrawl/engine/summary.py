@@ -114,6 +114,9 @@ def round_summary(
         # the row's column is NULL and fetched.header_errors names the field)
         "header_rejected": {k.partition(":")[2]: int(v) for k, v in sorted(counters.items())
                             if k.startswith("header_rejected:")},
+        # extract.at_fetch: the captures by text row reason (as batchcrawl extract counts them)
+        **({"extract": extracted} if (extracted := {k[8:]: int(v) for k, v in counters.items()
+                                                    if k.startswith("extract:")}) else {}),
         # the fetch threads' CPU seconds by phase, all shards (time.thread_time; the worker's
         # other threads -- event loop, actor executor, Dask tasks -- are not in them)
         "fetch_cpu_s": {k[4:-2]: round(float(v), 3) for k, v in counters.items()

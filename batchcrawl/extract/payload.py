@@ -32,10 +32,30 @@ def read_payload(record, limit: int = MAX_PAYLOAD_BYTES) -> bytes:
     """
     http = record.http_headers
     raw = record.raw_stream.read()
+    if http is None:
+        return decode_body(raw, "", "", limit)
+    return decode_body(raw, http.get_header("Transfer-Encoding") or "",
+                       http.get_header("Content-Encoding") or "", limit)  # fmt: skip
+
+
+def decode_body(
+    raw: bytes, transfer_encoding: str, content_encoding: str, limit: int = MAX_PAYLOAD_BYTES
+) -> bytes:
+    """``raw`` (an HTTP body as stored) with its transfer coding (``chunked``) and content coding
+    (the ``Content-Encoding`` value, e.g. ``gzip``; empty or ``identity``: none) undone, at most
+    ``limit`` bytes. The one decoding of ``batchcrawl extract`` (a stored record's headers) and of
+    extraction at fetch time (the headers as the WARC record stores them), so both give the same
+    bytes.
+
+    Raises
+    ------
+    PayloadError
+        The chunked transfer coding or the content coding is broken or unknown.
+    """
     try:
-        if http is not None and "chunked" in (http.get_header("Transfer-Encoding") or "").lower():
+        if "chunked" in transfer_encoding.lower():
             raw = ChunkedDataReader(io.BytesIO(raw)).read()
-        coding = (http.get_header("Content-Encoding") or "").strip() if http is not None else ""
+        coding = content_encoding.strip()
         if not coding or coding.lower() == "identity":
             return raw[:limit]
         body, _ = decode_all(coding, raw, limit)

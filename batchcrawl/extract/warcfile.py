@@ -25,11 +25,9 @@ from warcio.archiveiterator import ArchiveIterator
 from warcio.exceptions import ArchiveLoadFailed
 
 from batchcrawl.errors import first_line
-from batchcrawl.extract.language import identify
-from batchcrawl.extract.page import PageSkipped, extract_page
+from batchcrawl.extract.capture import capture_row
 from batchcrawl.extract.payload import PayloadError, read_payload
-from batchcrawl.extract.rows import base_row, page_columns, wants_text
-from batchcrawl.extract.wet import WetWriter
+from batchcrawl.extract.wet import WetWriter, warcinfo_fields
 from batchcrawl.store import paths, schemas
 from batchcrawl.store.crawldir import CrawlDir
 
@@ -104,7 +102,7 @@ def _read_warc(
                 if wet.records == 0:
                     wet.write_warcinfo(
                         record.rec_headers.get_header("WARC-Date") or "",
-                        {"software": "batchcrawl extract", "isPartOf": warc_rel},
+                        warcinfo_fields(warc_rel),
                     )
                 if record.rec_type not in ("response", "revisit"):
                     continue
@@ -139,48 +137,11 @@ def _record_row(
     counts: Counter,
 ) -> dict[str, Any] | None:
     """The text row of one response or revisit record, or None (counted by reason)."""
-    kind = record.rec_type
     fetched = by_offset.get(offset)
     if fetched is None:
         counts["not_in_fetched"] += 1
         return None
-    digest = record.rec_headers.get_header("WARC-Payload-Digest")
-    if kind == "revisit":
-        counts["revisit"] += 1
-        return {**base_row(fetched, kind, digest), "reason": "revisit"}
-    skip = wants_text(fetched)
-    if skip is not None:
-        counts[skip] += 1
-        return None
-    row = base_row(fetched, kind, digest)
-    if isinstance(payload, Exception):
-        counts["undecodable"] += 1
-        return {**row, "reason": f"undecodable: {first_line(payload)}"}
-    try:
-        page = extract_page(payload, fetched.get("content_charset"))
-    except PageSkipped as exc:
-        counts[exc.reason] += 1
-        return {**row, "reason": exc.reason}
-    languages = identify(page.main_text or "")
-    row.update(page_columns(page, languages))
-    if not page.main_text:
-        counts["no_text"] += 1
-        row["reason"] = "no_text"
-        return row
-    if record.rec_headers.get_header("WARC-Truncated"):
-        counts["truncated"] += 1
-        row["reason"] = "truncated"
-    else:
-        counts["text"] += 1
-    offset_len = wet.write_conversion(
-        page.main_text,
-        target_uri=record.rec_headers.get_header("WARC-Target-URI"),
-        refers_to=record.rec_headers.get_header("WARC-Record-ID"),
-        date=record.rec_headers.get_header("WARC-Date"),
-        languages=languages.content_languages,
-    )
-    row["wet_record_offset"], row["wet_record_length"] = offset_len
-    return row
+    return capture_row(fetched, record.rec_headers, payload, wet, counts)
 
 
 def _printable(text: str, limit: int = 120) -> str:

@@ -28,6 +28,12 @@ def record_id(*parts: str) -> str:
     return f"<urn:uuid:{uuid.uuid5(RECORD_NAMESPACE, ' '.join(parts))}>"
 
 
+def warcinfo_fields(warc_rel: str) -> dict[str, str]:
+    """The fields of the ``warcinfo`` record of the WET file of ``warc_rel`` (the WARC file's
+    path relative to the crawl root), the same whoever extracts it."""
+    return {"software": "batchcrawl extract", "isPartOf": warc_rel}
+
+
 class WetWriter:
     """Appends WET records to ``out`` (a binary file open for writing, at its start).
 

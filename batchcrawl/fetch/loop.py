@@ -23,18 +23,18 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from batchcrawl.fetch.holds import hold_host, rate_limit_wait
 from batchcrawl.fetch.hostbook import HostBook
 from batchcrawl.fetch.linksink import LinkSink
 from batchcrawl.fetch.outcome import HOST_OK, classify, location_target, retry_after
-from batchcrawl.fetch.pages import PageProcessor, base_row, utc
+from batchcrawl.fetch.pages import PageProcessor, TextSink, base_row, utc
 from batchcrawl.fetch.parts import ShardParts
 from batchcrawl.fetch.resolver import DNSError
 from batchcrawl.fetch.robots import RobotsRules, fetch_robots, robots_origin, rules_from_fetch
-from batchcrawl.fetch.runstate import RunState, add_counts
+from batchcrawl.fetch.runstate import RunState, add_counts, new_shard_run
 from batchcrawl.fetch.sitemap_jobs import (
     SitemapJob,
     child_jobs,
@@ -88,6 +88,9 @@ class FetchLoop:
         self.book = book
         self.lock = threading.Lock()
         self.processing = threading.Lock()
+        #: makes a run's text sink from the crawl filesystem (``extract.at_fetch``; None: off),
+        #: set by :meth:`~batchcrawl.fetch.worker.FetchWorker.extract_at_fetch`
+        self.new_texts: Callable[[Any], TextSink] | None = None
 
     # -- a run's threads and queue -----------------------------------------------------------
     def start(self, run: RunState, threads: int, name: str) -> list[threading.Thread]:
@@ -119,6 +122,18 @@ class FetchLoop:
             compress_level=cfg.fetch.warc_compress_level,
             cdxj_name=paths.warc_cdxj if cfg.fetch.warc_cdxj else None,
         )  # fmt: skip
+
+    def new_run(self, round_no: int, deadline: float, **fields: Any) -> RunState:
+        """The state of a new run (or stream micro-batch) ``round_no``: empty output, its WARC
+        writer and text sink; ``deadline`` on the worker's monotonic clock; ``fields``: other
+        :class:`RunState` fields."""
+        return RunState(round=round_no, out=new_shard_run(), warc=self.warc_writer(round_no),
+                        texts=self.texts_at_fetch(), deadline=deadline, **fields)  # fmt: skip
+
+    def texts_at_fetch(self) -> TextSink | None:
+        """A new run's text sink (``extract.at_fetch``): made by :attr:`new_texts` from the crawl
+        directory's filesystem, or None when that is None (off)."""
+        return self.new_texts(self.parts.fs) if self.new_texts is not None else None
 
     def enqueue(self, run: RunState, items: Iterable[FetchItem]) -> int:
         """Queue ``items`` (per-host breadth-first order) in the workbench: each host resolved
@@ -263,7 +278,8 @@ class FetchLoop:
         if run.self_hops:  # a self-redirect chain may end here: its count goes with it
             with self.lock:
                 hops = run.self_hops.pop(item.url_key, 0)
-        rec = self.processor.process(item, result, run.round, run.warc, self_hops=hops)
+        rec = self.processor.process(item, result, run.round, run.warc, self_hops=hops,
+                                     texts=run.texts)  # fmt: skip
         sink = self.sink
         t0 = time.thread_time()
         canonical, invalid = sink.canonical(rec.found)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from batchcrawl.fetch.idle import IdleMeter, tail_cut_pays
 from batchcrawl.fetch.loop import FetchLoop
-from batchcrawl.fetch.runstate import RunState, ShardRun, new_shard_run
+from batchcrawl.fetch.runstate import RunState, ShardRun, close_texts, new_shard_run
 from batchcrawl.fetch.tail import TailDetector
 from batchcrawl.records import FetchItem
 
@@ -77,6 +77,7 @@ def run_batch(
         run.warc.close()
     if run.storage_fault is not None:
         raise run.storage_fault
+    close_texts(run.texts, out)
     if run.ended_early:
         out.counters["ended_early"] = 1
     out.unfetched.extend(loop.drain())

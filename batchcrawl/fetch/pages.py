@@ -18,10 +18,11 @@ processing lock) and hands the record's links to the link sink. Tests feed it ca
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from batchcrawl.config import Config
 from batchcrawl.fetch.dedup import ShardDedup
@@ -30,11 +31,34 @@ from batchcrawl.fetch.outcome import classify, location_target
 from batchcrawl.fetch.parse import parse_page
 from batchcrawl.fetch.simhash import VERSION as SIMHASH_VERSION
 from batchcrawl.fetch.simhash import page_simhash
-from batchcrawl.fetch.warc import WarcWriter, payload_digest, warc_date
+from batchcrawl.fetch.warc import WarcLocation, WarcWriter, payload_digest, warc_date
 from batchcrawl.records import FetchItem, FetchResult, Outcome
 
 #: an outlink as found on a page: ``(absolute URL, tag, nofollow)``
 FoundLink = tuple[str, str, bool]
+
+
+class TextSink(Protocol):
+    """Text extraction at fetch time (``extract.at_fetch``): what the page processor hands each
+    archived capture to. The engine provides it (:class:`batchcrawl.extract.atfetch.
+    TextsAtFetch`), one per run; fetch does not import extract (which imports fetch's decoder).
+    ``counts``: captures by reason."""
+
+    counts: Counter[str]
+
+    def add(
+        self,
+        fetched: dict[str, Any],
+        result: FetchResult,
+        location: WarcLocation,
+        warcinfo_date: str,
+    ) -> float:
+        """Extract the capture of ``fetched`` archived at ``location``; returns CPU seconds."""
+        ...
+
+    def close(self) -> list[Any]:
+        """Finish the run's files; returns the ``text`` file entries written."""
+        ...
 
 
 def utc(epoch_s: float) -> datetime:
@@ -108,11 +132,13 @@ class PageProcessor:
         warc: WarcWriter,
         *,
         self_hops: int = 0,
+        texts: TextSink | None = None,
     ) -> PageRecord:
         """Process ``result``, the fetch of ``item`` in round ``round_no``, and archive it in
         ``warc``. ``self_hops``: redirects of the item to its own URL already followed (a
-        redirect to itself now ends the chain as ``redirect_loop``). Raises what the WARC writer
-        raises (``OSError`` on full or read-only storage)."""
+        redirect to itself now ends the chain as ``redirect_loop``). ``texts``: extract the
+        archived capture's text at fetch time (``extract.at_fetch``; counter ``cpu_extract_s``).
+        Raises what the WARC writer raises (``OSError`` on full or read-only storage)."""
         outcome = classify(result)
         # whole milliseconds: fetched.fetch_time (TIMESTAMP_MS) then equals the WARC-Date, so a
         # later 304's WARC-Refers-To-Date (from the frontier) names this capture exactly
@@ -127,8 +153,10 @@ class PageProcessor:
             return rec
         digest = self._response(rec, item, result, self_hops)
         t0 = time.thread_time()
-        self._archive(rec, item, result, warc, digest)
+        loc = self._archive(rec, item, result, warc, digest)
         rec.counts["cpu_warc_s"] = time.thread_time() - t0
+        if texts is not None and loc is not None:
+            rec.counts["cpu_extract_s"] = texts.add(rec.row, result, loc, warc.dates[loc.filename])
         rec.counts[rec.outcome.value] = 1
         return rec
 
@@ -195,8 +223,9 @@ class PageProcessor:
         result: FetchResult,
         warc: WarcWriter,
         digest: str | None,
-    ) -> None:
-        """Dedup the payload, write the fetch's WARC records and remember a first capture."""
+    ) -> WarcLocation | None:
+        """Dedup the payload, write the fetch's WARC records and remember a first capture;
+        returns where its response (or revisit) record is."""
         row, outcome, dedup = rec.row, rec.outcome, self.dedup
         revisit = None
         if outcome is Outcome.OK and row["content_length"] and digest is not None:
@@ -230,3 +259,4 @@ class PageProcessor:
             dedup.remember(digest, result.url, result.started, item.url_key, limit)
         else:
             rec.counts["revisits"] = int(revisit is not None)
+        return loc

@@ -11,9 +11,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from batchcrawl.fetch.pages import TextSink
 from batchcrawl.fetch.warc import WarcWriter
 from batchcrawl.records import FetchItem
 from batchcrawl.store import schemas
+from batchcrawl.store.crawldir import FileEntry
 
 
 @dataclass
@@ -27,6 +29,8 @@ class ShardRun:
     unfetched: list[FetchItem] = field(default_factory=list)
     counters: Counter[str] = field(default_factory=Counter)
     warc_files: list[str] = field(default_factory=list)
+    #: ``text`` files written at fetch time (``extract.at_fetch``), one per WARC file
+    text_files: list[FileEntry] = field(default_factory=list)
     seconds: float = 0.0
     #: seconds of the run in which fewer than half the fetch threads had work
     #: (:class:`~batchcrawl.fetch.idle.IdleMeter`), and the trailing part of them (the tail)
@@ -40,6 +44,24 @@ def new_shard_run() -> ShardRun:
         links={c: [] for c in schemas.schema("links").names},
         edges={c: [] for c in schemas.schema("edges").names},
     )
+
+
+def close_texts(texts: TextSink | None, out: ShardRun) -> None:
+    """Finish the text files of a run's last WARC file (``extract.at_fetch``; ``texts`` None:
+    off): their entries and the captures by reason (counters ``extract:<reason>``) go into
+    ``out``. Call once the run's WARC writer is closed, with no page being processed."""
+    if texts is None:
+        return
+    out.text_files = texts.close()
+    add_counts(out.counters, {f"extract:{k}": n for k, n in texts.counts.items()})
+
+
+def close_files(warc: WarcWriter, texts: TextSink | None, out: ShardRun) -> None:
+    """Close a run's WARC writer and text sink (:func:`close_texts`); their files go into
+    ``out``. Call with no page being processed."""
+    warc.close()
+    close_texts(texts, out)
+    out.warc_files = list(warc.files)
 
 
 def add_counts(counters: Counter[str], counts: Mapping[str, float]) -> None:
@@ -59,6 +81,7 @@ class RunState:
     round: int
     out: ShardRun  # lock
     warc: WarcWriter
+    texts: TextSink | None  # extract.at_fetch: its text rows and WET files, else None
     deadline: float  # on the worker's monotonic clock, seconds
     pending: int = 0  # items not finished yet (lock)
     seq: int = 0  # discovery order of the links of this run (lock)

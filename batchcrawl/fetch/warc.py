@@ -105,6 +105,8 @@ class WarcLocation:
     filename: str
     offset: int
     length: int
+    #: the record's WARC header block (warcio ``StatusAndHeaders``), for extraction at fetch time
+    headers: Any = field(default=None, compare=False, repr=False)
 
 
 @dataclass
@@ -114,6 +116,7 @@ class _OpenFile:
     size: int = 0
     records: int = 0
     warcinfo_id: str = ""
+    date: str = ""
     captures: list[Capture] = field(default_factory=list)
 
 
@@ -211,6 +214,8 @@ class WarcWriter:
         """Paths of the files opened so far, in order."""
         self.records_written = 0
         """Number of WARC records written (all types, all files)."""
+        self.dates: dict[str, str] = {}
+        """``WARC-Date`` of the ``warcinfo`` record of each file opened so far, by path."""
 
     # -- context manager ----------------------------------------------------------------------
     def __enter__(self) -> WarcWriter:
@@ -290,12 +295,14 @@ class WarcWriter:
         refers: tuple[str, str | None] | None = revisit_of
         if not_modified_of is not None:
             refers, digest = not_modified_of, ""
-        parts, capture = self._records(result, outlinks, refers, digest, f.warcinfo_id)
+        parts, capture, headers = self._records(result, outlinks, refers, digest, f.warcinfo_id)
         with self._lock:
             if self._file is not f:  # rotated (or closed) meanwhile: rebuild for the new file
                 f = self._file or self._open_next()
-                parts, capture = self._records(result, outlinks, refers, digest, f.warcinfo_id)
-            location = WarcLocation(f.name, f.size + len(parts[0]), len(parts[1]))
+                parts, capture, headers = self._records(
+                    result, outlinks, refers, digest, f.warcinfo_id
+                )
+            location = WarcLocation(f.name, f.size + len(parts[0]), len(parts[1]), headers)
             if self.cdxj_name is not None and capture is not None:
                 rec_type, date, fields = capture
                 f.captures.append(Capture(rec_type, date, fields, location.offset, location.length))
@@ -311,7 +318,7 @@ class WarcWriter:
         revisit_of: tuple[str, str | None] | None,
         digest: str | None,
         warcinfo_id: str,
-    ) -> tuple[list[bytes], tuple[str, str, dict[str, str]] | None]:
+    ) -> tuple[list[bytes], tuple[str, str, dict[str, str]] | None, Any]:
         return fetch_records(result, outlinks, revisit_of, digest, warcinfo_id, clock=self.clock,
                              new_id=self.record_id_maker, level=self.compress_level)  # fmt: skip
 
@@ -346,11 +353,12 @@ class WarcWriter:
             **self.warcinfo_fields,
         }
         body = "".join(f"{k}: {v}\r\n" for k, v in fields.items() if v).encode("utf-8")
+        f.date = self.dates[path] = warc_date(self.clock())
         records = Records()
         records.add(
             "warcinfo",
             [("WARC-Type", "warcinfo"), ("WARC-Record-ID", info_id), ("WARC-Filename", name),
-             ("WARC-Date", warc_date(self.clock()))],
+             ("WARC-Date", f.date)],
             payload=body,
         )  # fmt: skip
         self._append(f, records.compress(self.compress_level)[0], 1)

@@ -254,10 +254,11 @@ def fetch_records(
     clock: Callable[[], float],
     new_id: Callable[[], str],
     level: int,
-) -> tuple[list[bytes], tuple[str, str, dict[str, str]] | None]:
-    """The gzip members of one fetch's records (request, response or revisit, [metadata]) and
-    the CDXJ capture of its response or revisit (type, WARC-Date, fields; None if the record is
-    not indexed). ``revisit_of``: the ``(WARC-Refers-To-Target-URI, -Date)`` of a revisit, with
+) -> tuple[list[bytes], tuple[str, str, dict[str, str]] | None, Any]:
+    """The gzip members of one fetch's records (request, response or revisit, [metadata]), the
+    CDXJ capture of its response or revisit (type, WARC-Date, fields; None if the record is not
+    indexed) and that record's WARC header block (a warcio ``StatusAndHeaders``: what a reader of
+    the record finds in ``rec_headers``). ``revisit_of``: the ``(WARC-Refers-To-Target-URI, -Date)`` of a revisit, with
     ``digest`` ``""`` for a 304 (server-not-modified, WARC 1.1 §6.7.3) and the payload digest
     otherwise (identical-payload-digest, §6.7.2); ``digest`` None: computed here. ``clock``
     (epoch seconds) dates a fetch without a start time; ``new_id`` makes record ids; ``level``
@@ -323,4 +324,4 @@ def fetch_records(
             payload=meta,
         )  # fmt: skip
 
-    return records.compress(level), capture
+    return records.compress(level), capture, response.rec_headers

@@ -36,9 +36,9 @@ from batchcrawl.fetch.linksink import LinkSink
 from batchcrawl.fetch.loop import FetchLoop
 from batchcrawl.fetch.monitor import run_batch
 from batchcrawl.fetch.outcome import classify, mime_type
-from batchcrawl.fetch.pages import PageProcessor
+from batchcrawl.fetch.pages import PageProcessor, TextSink
 from batchcrawl.fetch.parts import ShardParts
-from batchcrawl.fetch.runstate import RunState, ShardRun, new_shard_run
+from batchcrawl.fetch.runstate import RunState, ShardRun, close_files, close_texts
 from batchcrawl.fetch.tail import TailDetector
 from batchcrawl.fetch.urlcache import KeyCache
 from batchcrawl.fetch.workbench import Workbench
@@ -189,6 +189,10 @@ class FetchWorker:
         clock as wall-clock UTC, effective delay, robots.txt cache entry, cumulative counters."""
         return self.book.rows(hosts)
 
+    def extract_at_fetch(self, new_texts: Callable[[Any], TextSink] | None) -> None:
+        """Runs hand their captures to ``new_texts(fs)`` (``extract.at_fetch``); None: off."""
+        self.loop.new_texts = new_texts
+
     # -- one round ------------------------------------------------------------------------------
     def run(
         self,
@@ -214,9 +218,7 @@ class FetchWorker:
         limit = cfg.fetch.time_limit_s if time_limit_s is None else time_limit_s
         items = list(items)
         self.forget_idle_hosts(keep={i.host for i in items})
-        run = RunState(round=round, out=new_shard_run(), warc=self.loop.warc_writer(round),
-                       deadline=started + limit,
-                       found_hosts=set())  # fmt: skip
+        run = self.loop.new_run(round, started + limit, found_hosts=set())
         self._batch = run
         try:
             return run_batch(self.loop, run, items, started, progress=progress, spill=spill)
@@ -246,8 +248,7 @@ class FetchWorker:
         Raises ``RuntimeError`` if a stream is running."""
         if self._stream is not None:
             raise RuntimeError("stream_start: this worker is already streaming")
-        run = RunState(round=round, out=new_shard_run(), warc=self.loop.warc_writer(round),
-                       deadline=float("inf"), streaming=True)  # fmt: skip
+        run = self.loop.new_run(round, float("inf"), streaming=True)
         self._stream = run
         self._stream_threads = self.loop.start(run, self.parts.cfg.fetch.threads, "stream")
 
@@ -280,13 +281,12 @@ class FetchWorker:
         run = self._streaming("stream_take")
         if run.storage_fault is not None:
             raise run.storage_fault
-        new_warc = self.loop.warc_writer(next_round)
+        new = self.loop.new_run(next_round, run.deadline)
         with self.loop.processing, self.loop.lock:
-            out, run.out = run.out, new_shard_run()
-            old_warc, run.warc = run.warc, new_warc
+            out, old_warc, old_texts = run.out, run.warc, run.texts
+            run.out, run.warc, run.texts = new.out, new.warc, new.texts
             run.round, run.seq = next_round, 0
-        old_warc.close()
-        out.warc_files = list(old_warc.files)
+        close_files(old_warc, old_texts, out)
         return out
 
     def stream_stop(self) -> ShardRun:
@@ -303,6 +303,7 @@ class FetchWorker:
         if run.storage_fault is not None:
             raise run.storage_fault
         out = run.out
+        close_texts(run.texts, out)
         out.unfetched.extend(self.loop.drain())
         out.warc_files = list(run.warc.files)
         return out
