@@ -106,15 +106,21 @@ class FetchLoop:
         run.stop.set()
         self.parts.workbench.wakeup()
 
-    def warc_writer(self, round_no: int) -> WarcWriter:
-        """A WARC writer for ``round_no`` (``warc/round=R/<warc_prefix>-NNNNN.warc.gz``)."""
+    def warc_target(self, round_no: int) -> tuple[str, str]:
+        """``(folder, file name prefix)`` of the WARC files opened during round (or micro-batch)
+        ``round_no``: ``warc/round=R`` and :func:`~batchcrawl.store.paths.warc_prefix`."""
         p, cfg = self.parts, self.parts.cfg
         root = str(getattr(p.fs, "path", "")).rstrip("/")
         name = cfg.crawl.name or root.rsplit("/", 1)[-1] or "crawl"
+        return paths.warc_dir(round_no), paths.warc_prefix(name, round_no, p.shard, p.wall())
+
+    def warc_writer(self, round_no: int) -> WarcWriter:
+        """A WARC writer for ``round_no`` (``warc/round=R/<warc_prefix>-NNNNN.warc.gz``), rotating
+        at ``fetch.warc_max_bytes``."""
+        p, cfg = self.parts, self.parts.cfg
+        directory, prefix = self.warc_target(round_no)
         return WarcWriter(
-            p.fs, paths.warc_dir(round_no),
-            paths.warc_prefix(name, round_no, p.shard, p.wall()),
-            cfg.fetch.warc_rotate_bytes, cfg.crawl.user_agent, clock=p.wall,
+            p.fs, directory, prefix, cfg.fetch.warc_max_bytes, cfg.crawl.user_agent, clock=p.wall,
             warcinfo_fields={"robots": "classic", "isPartOf": cfg.crawl.name or "batchcrawl"},
             compress_level=cfg.fetch.warc_compress_level,
             cdxj_name=paths.warc_cdxj if cfg.fetch.warc_cdxj else None,

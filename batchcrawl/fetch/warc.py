@@ -52,17 +52,30 @@ Files are written in place, not under a temporary name: a rename is a copy on ob
 safe because readers find WARC files only through the ``fetched`` rows of a committed round; the
 file of a round that died is an orphan that ``gc`` removes (docs/design.md §3). Since records are separate
 gzip members, a partial file is still readable up to its last complete record.
+
+Checkpoints (a stream, docs/design.md §8c). :meth:`WarcWriter.checkpoint` commits what was written so
+far without closing the file: the file is flushed and fsynced, its CDXJ rewritten (whole, sorted) with
+the captures so far, and the caller gets a :class:`WarcCheckpoint` -- the files closed since the last
+checkpoint and the open file's size, always the end of a whole gzip member (a fetch's records are
+appended under the writer's lock with one ``write``). That size goes into the commit; after a crash the
+open file is cut back to it (:mod:`batchcrawl.engine.warcopen`), which leaves whole members only. So a
+stream writes one file per shard per ``fetch.warc_max_bytes`` (Common Crawl's ~1 GB files), not one per
+micro-batch. Only a local filesystem can be read while it grows and be cut back (``os.truncate``): on
+an object store an object exists only once its upload is complete, so there a checkpoint closes the file
+(one file per shard per checkpoint, as before) -- :attr:`WarcWriter.appends_in_place` says which.
 """
 
 from __future__ import annotations
 
 import io
+import os
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from fsspec.implementations.dirfs import DirFileSystem
 from warcio.archiveiterator import ArchiveIterator
 
 from batchcrawl.cdxj import Capture
@@ -87,7 +100,8 @@ from batchcrawl.store import atomic
 
 __all__ = [
     "CONFORMS_TO", "EMPTY_DIGEST", "ISAL_LEVELS", "NOT_MODIFIED_PROFILE", "REVISIT_PROFILE",
-    "WARC_VERSION", "StoredRecord", "WarcLocation", "WarcSettingError", "WarcWriter",
+    "WARC_VERSION", "StoredRecord", "WarcCheckpoint", "WarcLocation", "WarcSettingError",
+    "WarcWriter",
     "gzip_member", "make_record_id", "payload_digest", "read_record", "stored_response_headers",
     "warc_date",
 ]  # fmt: skip
@@ -107,6 +121,26 @@ class WarcLocation:
     length: int
 
 
+@dataclass(frozen=True, slots=True)
+class WarcCheckpoint:
+    """What :meth:`WarcWriter.checkpoint` commits.
+
+    Attributes
+    ----------
+    closed
+        Files closed (complete, with their CDXJ) since the previous checkpoint, in order.
+    open_file
+        The file still open (its records so far flushed, fsynced and indexed), or None.
+    open_end
+        ``open_file``'s size in bytes: the end of its last whole record (0 without an open file).
+        A crash cuts the file back to it.
+    """
+
+    closed: tuple[str, ...] = ()
+    open_file: str | None = None
+    open_end: int = 0
+
+
 @dataclass
 class _OpenFile:
     name: str
@@ -115,6 +149,15 @@ class _OpenFile:
     records: int = 0
     warcinfo_id: str = ""
     captures: list[Capture] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)  # CDXJ lines of captures[: len(lines)]
+
+
+def appends_in_place(fs: Any) -> bool:
+    """True if files of ``fs`` (an fsspec filesystem, possibly a ``DirFileSystem`` over one) can
+    be read while they grow and cut back (``os.truncate``): the local filesystem."""
+    while isinstance(fs, DirFileSystem):
+        fs = fs.fs
+    return atomic.is_local(fs)
 
 
 class WarcWriter:
@@ -190,10 +233,7 @@ class WarcWriter:
             raise WarcSettingError(
                 f"compress_level={compress_level!r}: expected 0 (none) to 9 (smallest)"
             )
-        if not prefix or "/" in prefix:
-            raise WarcSettingError(
-                f"prefix={prefix!r}: expected a non-empty file name prefix without '/'"
-            )
+        _check_prefix(prefix)
         self.fs = fs
         self.directory = directory.rstrip("/")
         self.prefix = prefix
@@ -209,6 +249,9 @@ class WarcWriter:
         self.cdxj_name = cdxj_name
         self.files: list[str] = []
         """Paths of the files opened so far, in order."""
+        self._closed: list[str] = []  # closed since the last checkpoint
+        self.appends_in_place = appends_in_place(fs)
+        """Whether a checkpoint keeps the file open (:func:`appends_in_place`)."""
         self.records_written = 0
         """Number of WARC records written (all types, all files)."""
 
@@ -233,12 +276,54 @@ class WarcWriter:
                 raise WarcError(f"{f.name}: cannot close WARC file: {exc}") from exc
             if self.cdxj_name is not None:
                 self._write_cdxj(f, self.cdxj_name)
+            self._closed.append(f.name)
+
+    def checkpoint(self, directory: str | None = None, prefix: str | None = None) -> WarcCheckpoint:
+        """Commit the records written so far (see the module doc, "Checkpoints").
+
+        The open file is flushed and fsynced and its CDXJ (if ``cdxj_name``) rewritten with every
+        capture so far; it stays open when :attr:`appends_in_place`, else it is closed. Files
+        opened from now on go to ``directory`` with ``prefix`` when given (the next micro-batch's
+        folder and name), the serial going on.
+
+        Raises
+        ------
+        WarcError
+            The file cannot be flushed or its CDXJ written (the message names it).
+        WarcSettingError
+            ``prefix`` is empty or holds ``/``.
+        """
+        with self._lock:
+            f = self._file
+            if f is not None and not self.appends_in_place:
+                self._close()
+                f = None
+            if f is not None:
+                try:
+                    f.handle.flush()
+                    os.fsync(f.handle.fileno())
+                except OSError as exc:
+                    raise WarcError(f"{f.name}: cannot flush WARC records: {exc}") from exc
+                if self.cdxj_name is not None:
+                    self._write_cdxj(f, self.cdxj_name)
+            if prefix is not None:
+                _check_prefix(prefix)
+                self.prefix = prefix
+            if directory is not None:
+                self.directory = directory.rstrip("/")
+            closed, self._closed = tuple(self._closed), []
+            if f is None:
+                return WarcCheckpoint(closed)
+            return WarcCheckpoint(closed, f.name, f.size)
 
     def _write_cdxj(self, f: _OpenFile, cdxj_name: Callable[[str], str]) -> None:
-        """The sorted CDXJ index of the closed file ``f`` beside it (``cdxj_name``)."""
+        """The sorted CDXJ index of ``f``'s captures so far beside it (``cdxj_name``), written
+        whole (a reader sees the old or the new index)."""
         path = cdxj_name(f.name)
         name = f.name.rsplit("/", 1)[-1]
-        text = "".join(sorted(c.line(name) + "\n" for c in f.captures))
+        f.lines.extend(c.line(name) + "\n" for c in f.captures[len(f.lines) :])
+        f.lines.sort()  # mostly sorted already: timsort merges the new run in
+        text = "".join(f.lines)
         try:
             with atomic.open_whole(self.fs, path) as out:
                 out.write(text.encode("utf-8"))
@@ -356,6 +441,13 @@ class WarcWriter:
         self._append(f, records.compress(self.compress_level)[0], 1)
         f.warcinfo_id = info_id
         return f
+
+
+def _check_prefix(prefix: str) -> None:
+    if not prefix or "/" in prefix:
+        raise WarcSettingError(
+            f"prefix={prefix!r}: expected a non-empty file name prefix without '/'"
+        )
 
 
 # --- reading ---------------------------------------------------------------------------------------

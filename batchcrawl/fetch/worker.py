@@ -262,22 +262,29 @@ class FetchWorker:
         return max(0, self._streaming("stream_held").pending)
 
     def stream_take(self, next_round: int) -> ShardRun:
-        """What the stream produced since the last take (micro-batch ``run.round``), closing its
-        WARC files; rows from now on belong to micro-batch ``next_round``. The fetch threads keep
-        running; taking waits only for the page being processed (the processing lock).
+        """What the stream produced since the last take (micro-batch ``run.round``), with a WARC
+        checkpoint (:meth:`~batchcrawl.fetch.warc.WarcWriter.checkpoint`): the open WARC file
+        stays open across takes until ``fetch.warc_max_bytes`` (on a local crawl directory), and
+        ``ShardRun.warc_open`` gives it with the end of the records the rows point into. Rows
+        from now on belong to micro-batch ``next_round``; WARC files opened from now on go to its
+        folder. The fetch threads keep running; taking waits only for the page being processed
+        (the processing lock), so every row taken has its records before the checkpoint's end.
 
         Raises the run's storage fault (``OSError``: full or read-only storage), if one stopped
         the threads: nothing since the last take is trustworthy (:mod:`batchcrawl.store.faults`)."""
         run = self._streaming("stream_take")
         if run.storage_fault is not None:
             raise run.storage_fault
-        new_warc = self.loop.warc_writer(next_round)
-        with self.loop.processing, self.loop.lock:
-            out, run.out = run.out, new_shard_run()
-            old_warc, run.warc = run.warc, new_warc
-            run.round, run.seq = next_round, 0
-        old_warc.close()
-        out.warc_files = list(old_warc.files)
+        directory, prefix = self.loop.warc_target(next_round)
+        with self.loop.processing:
+            with self.loop.lock:
+                out, run.out = run.out, new_shard_run()
+                run.round, run.seq = next_round, 0
+            point = run.warc.checkpoint(directory, prefix)
+        out.warc_files = list(point.closed)
+        if point.open_file is not None:
+            out.warc_files.append(point.open_file)
+            out.warc_open = (point.open_file, point.open_end)
         return out
 
     def stream_stop(self) -> ShardRun:
@@ -295,5 +302,5 @@ class FetchWorker:
             raise run.storage_fault
         out = run.out
         out.unfetched.extend(self.loop.drain())
-        out.warc_files = list(run.warc.files)
+        out.warc_files = list(run.warc.checkpoint().closed)
         return out
