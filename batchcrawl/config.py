@@ -391,8 +391,9 @@ class FetchSection:
     then (on a local crawl directory; on an object store each checkpoint closes the file); a
     round closes its files at its end. Formerly ``warc_rotate_bytes``."""
     warc_cdxj: bool = True
-    """Write each closed WARC file's CDXJ index beside it (``X.warc.gz`` -> ``X.cdxj``, the lines
-    cdxj-indexer would write), so pywb replays the crawl directory without an export."""
+    """Write each WARC file's CDXJ index beside it (``X.warc.gz`` -> ``X.cdxj``, the lines
+    cdxj-indexer would write) when it closes and, for a file a stream keeps open, at each
+    checkpoint, so pywb replays the crawl directory without an export."""
     warc_compress_level: Annotated[int, Range(0, 9)] = 1
     """zlib-style level (0-9) of each WARC record's gzip member; 1 costs about 60% of the WARC CPU of 6
     for ~16% more bytes with zlib; levels 1-3 use ISA-L when python-isal is installed

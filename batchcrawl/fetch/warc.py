@@ -192,7 +192,7 @@ class WarcWriter:
         ``fetch.warc_compress_level``.
     cdxj_name
         If given, maps a WARC file's path to the path of its CDXJ index, written (whole, sorted)
-        when the file is closed: one line per response or revisit record, made from the records
+        when the file is closed and at each :meth:`checkpoint` it stays open across: one line per response or revisit record, made from the records
         as they are written (:func:`batchcrawl.cdxj.capture_fields`, the same fields a reader
         finds), ``filename`` the WARC file's bare name. The fetch worker passes
         ``store.paths.warc_cdxj`` when ``fetch.warc_cdxj`` is on, so each closed WARC file of a
