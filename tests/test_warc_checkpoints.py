@@ -31,7 +31,7 @@ from round_helpers import (
     subprocess_env,
     wait_gone,
 )
-from warc_checks import check_committed_warcs, files_by_shard
+from warc_checks import bytes_past_committed_end, check_committed_warcs, files_by_shard
 
 from batchcrawl.engine.warcopen import committed_open_warcs
 from batchcrawl.store.crawldir import CrawlDir
@@ -83,12 +83,6 @@ def test_a_stream_writes_one_warc_file_per_shard_per_warc_max_bytes(tmp_path, ma
 SELF_KILLS = [("take", 3), ("update", 2), ("compact", 2), ("commit", 2)]
 
 
-def _past_committed_end(crawl: CrawlDir) -> int:
-    """Bytes the open WARC files hold past their committed ends."""
-    return sum(max(0, os.path.getsize(crawl.path(n)) - end)
-               for n, end in committed_open_warcs(crawl).items())  # fmt: skip
-
-
 def _kill_mid_fetch(crawl: CrawlDir) -> subprocess.Popen:
     """A stream SIGKILLed by the test once its open files hold records written after the last
     checkpoint."""
@@ -97,7 +91,7 @@ def _kill_mid_fetch(crawl: CrawlDir) -> subprocess.Popen:
                             start_new_session=True)  # fmt: skip
     deadline = time.monotonic() + 120
     try:
-        while not (committed_open_warcs(crawl) and _past_committed_end(crawl) > 0):
+        while not (committed_open_warcs(crawl) and bytes_past_committed_end(crawl) > 0):
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
             time.sleep(0.02)
     finally:
@@ -125,7 +119,7 @@ def test_sigkill_at_each_point_of_a_checkpoint_leaves_every_warc_file_whole(tmp_
         assert wait_gone(group_members(proc.pid), timeout_s=15) == []
         left_open = committed_open_warcs(crawl)
         assert left_open, "the killed stream had committed a checkpoint with open files"
-        past = _past_committed_end(crawl)
+        past = bytes_past_committed_end(crawl)
         if kill_at != "take-3":  # a take (or the test) flushed records past the last commit
             assert past > 0
         rerun = _stream(crawl)

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from warcio.archiveiterator import ArchiveIterator
 
 from batchcrawl import cdxj
+from batchcrawl.engine.warcopen import committed_open_warcs
 from batchcrawl.store import paths
 from batchcrawl.store.crawldir import CrawlDir
 
@@ -79,3 +80,10 @@ def files_by_shard(names: list[str]) -> dict[int, list[str]]:
     for name in names:
         out[int(name.rsplit("/", 1)[-1].split("-")[-3])].append(name)
     return dict(out)
+
+
+def bytes_past_committed_end(crawl: CrawlDir) -> int:
+    """Bytes the WARC files left open by the newest checkpoint hold past their committed ends
+    (records of a micro-batch not committed yet)."""
+    return sum(max(0, os.path.getsize(crawl.path(name)) - end)
+               for name, end in committed_open_warcs(crawl).items())  # fmt: skip
