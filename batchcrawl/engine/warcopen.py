@@ -8,7 +8,7 @@ committed rows point into -- always the end of a whole gzip member. A clean stop
 a crawl commit whose ``warc_open`` is not empty was followed by a crash (SIGKILL, a lost machine):
 the files may hold records of uncommitted micro-batches and end inside a record. Before the next
 writer (a stream or a round) fetches anything, :func:`close_open_warcs` truncates each such file to
-its committed end and rewrites its CDXJ from what is left (:func:`batchcrawl.cdxj.scan`). The file is
+its committed end and rewrites its CDXJ from what is left (:func:`batchcrawl.fetch.warc.reindex`). The file is
 then closed for good (the next writer starts new ones), every committed row points at a whole record,
 and ``warcio check`` passes on it. Truncating to the same end again is harmless, so a crash during
 the cut-back is repaired by the next start.
@@ -25,8 +25,8 @@ import logging
 import os
 from typing import Any
 
-from batchcrawl import cdxj
 from batchcrawl.errors import WarcError
+from batchcrawl.fetch.warc import reindex
 from batchcrawl.store import atomic, paths
 from batchcrawl.store.crawldir import CrawlDir
 
@@ -95,10 +95,7 @@ def _cut_back(crawl: CrawlDir, name: str, end: int) -> int:
             fh.truncate(end)
             fh.flush()
             os.fsync(fh.fileno())
-    index = paths.warc_cdxj(name)
-    if crawl.fs.exists(crawl.path(index)):
-        with open(path, "rb") as fh:
-            lines = cdxj.cdxj_lines(fh, name.rsplit("/", 1)[-1])
-        with atomic.open_whole(crawl.fs, crawl.path(index)) as out:
-            out.write("".join(sorted(line + "\n" for line in lines)).encode("utf-8"))
+    index = crawl.path(paths.warc_cdxj(name))
+    if crawl.fs.exists(index):
+        reindex(crawl.fs, path, index)
     return size - end

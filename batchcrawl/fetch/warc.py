@@ -78,7 +78,7 @@ from typing import Any
 from fsspec.implementations.dirfs import DirFileSystem
 from warcio.archiveiterator import ArchiveIterator
 
-from batchcrawl.cdxj import Capture
+from batchcrawl.cdxj import Capture, cdxj_lines
 from batchcrawl.errors import WarcError
 from batchcrawl.fetch.warcrecords import (
     CONFORMS_TO,
@@ -101,7 +101,7 @@ from batchcrawl.store import atomic
 __all__ = [
     "CONFORMS_TO", "EMPTY_DIGEST", "ISAL_LEVELS", "NOT_MODIFIED_PROFILE", "REVISIT_PROFILE",
     "WARC_VERSION", "StoredRecord", "WarcCheckpoint", "WarcLocation", "WarcSettingError",
-    "WarcWriter",
+    "WarcWriter", "appends_in_place", "reindex",
     "gzip_member", "make_record_id", "payload_digest", "read_record", "stored_response_headers",
     "warc_date",
 ]  # fmt: skip
@@ -441,6 +441,27 @@ class WarcWriter:
         self._append(f, records.compress(self.compress_level)[0], 1)
         f.warcinfo_id = info_id
         return f
+
+
+def reindex(fs: Any, warc_path: str, cdxj_path: str) -> int:
+    """Write the sorted CDXJ index of the WARC file ``warc_path`` of ``fs`` at ``cdxj_path``,
+    whole, from its records read back (:func:`batchcrawl.cdxj.scan`: the lines the writer
+    makes); returns the lines written. For a file cut back after a crash
+    (:mod:`batchcrawl.engine.warcopen`).
+
+    Raises
+    ------
+    WarcError
+        The file cannot be read as WARC, or the index cannot be written.
+    """
+    try:
+        with fs.open(warc_path, "rb") as fh:
+            lines = sorted(cdxj_lines(fh, warc_path.rsplit("/", 1)[-1]))
+        with atomic.open_whole(fs, cdxj_path) as out:
+            out.write("".join(line + "\n" for line in lines).encode("utf-8"))
+    except OSError as exc:
+        raise WarcError(f"{cdxj_path}: cannot index {warc_path}: {exc}") from exc
+    return len(lines)
 
 
 def _check_prefix(prefix: str) -> None:
