@@ -54,15 +54,18 @@ file of a round that died is an orphan that ``gc`` removes (docs/design.md §3).
 gzip members, a partial file is still readable up to its last complete record.
 
 Checkpoints (a stream, docs/design.md §8c). :meth:`WarcWriter.checkpoint` commits what was written so
-far without closing the file: the file is flushed and fsynced, its CDXJ rewritten (whole, sorted) with
-the captures so far, and the caller gets a :class:`WarcCheckpoint` -- the files closed since the last
+far without closing the file: the file is flushed and fsynced, and the caller gets a :class:`WarcCheckpoint` -- the files closed since the last
 checkpoint and the open file's size, always the end of a whole gzip member (a fetch's records are
 appended under the writer's lock with one ``write``). That size goes into the commit; after a crash the
 open file is cut back to it (:mod:`batchcrawl.engine.warcopen`), which leaves whole members only. So a
 stream writes one file per shard per ``fetch.warc_max_bytes`` (Common Crawl's ~1 GB files), not one per
 micro-batch. Only a local filesystem can be read while it grows and be cut back (``os.truncate``): on
 an object store an object exists only once its upload is complete, so there a checkpoint closes the file
-(one file per shard per checkpoint, as before) -- :attr:`WarcWriter.appends_in_place` says which.
+(one file per shard per checkpoint, as before) -- :attr:`WarcWriter.appends_in_place` says which. The
+CDXJ of an open file is rewritten (whole, sorted, never past the last checkpoint's end) at a
+checkpoint once its captures grew by a quarter since it was last written (:meth:`WarcWriter.index_open`:
+rewriting a 1 GB file's ~32 MB index at every checkpoint would cost more than the records), and
+whole when the file closes.
 """
 
 from __future__ import annotations
@@ -107,6 +110,11 @@ __all__ = [
 ]  # fmt: skip
 
 
+#: An open file's CDXJ is rewritten at a checkpoint once its committed captures are more than this
+#: many times those of its last CDXJ (:meth:`WarcWriter.index_open`).
+CDXJ_GROWTH = 1.25
+
+
 class WarcSettingError(WarcError, ValueError):
     """A :class:`WarcWriter` argument is out of range (the message names it)."""
 
@@ -149,7 +157,8 @@ class _OpenFile:
     records: int = 0
     warcinfo_id: str = ""
     captures: list[Capture] = field(default_factory=list)
-    lines: list[str] = field(default_factory=list)  # CDXJ lines of captures[: len(lines)]
+    committed: int = 0  # captures[:committed] are before the last checkpoint's end
+    indexed: int = 0  # captures in the CDXJ written last (guarded by the writer's index lock)
 
 
 def appends_in_place(fs: Any) -> bool:
@@ -245,6 +254,7 @@ class WarcWriter:
         self._serial = first_serial
         self._file: _OpenFile | None = None
         self._lock = threading.Lock()
+        self._index_lock = threading.Lock()  # orders CDXJ writes of one file (close, checkpoint)
         self.compress_level = compress_level
         self.cdxj_name = cdxj_name
         self.files: list[str] = []
@@ -275,16 +285,19 @@ class WarcWriter:
             except OSError as exc:
                 raise WarcError(f"{f.name}: cannot close WARC file: {exc}") from exc
             if self.cdxj_name is not None:
-                self._write_cdxj(f, self.cdxj_name)
+                self._write_cdxj(f, self.cdxj_name, f.captures)
             self._closed.append(f.name)
 
-    def checkpoint(self, directory: str | None = None, prefix: str | None = None) -> WarcCheckpoint:
+    def checkpoint(
+        self, directory: str | None = None, prefix: str | None = None, *, index: bool = True
+    ) -> WarcCheckpoint:
         """Commit the records written so far (see the module doc, "Checkpoints").
 
-        The open file is flushed and fsynced and its CDXJ (if ``cdxj_name``) rewritten with every
-        capture so far; it stays open when :attr:`appends_in_place`, else it is closed. Files
-        opened from now on go to ``directory`` with ``prefix`` when given (the next micro-batch's
-        folder and name), the serial going on.
+        The open file is flushed and fsynced; it stays open when :attr:`appends_in_place`, else it
+        is closed (and indexed). Files opened from now on go to ``directory`` with ``prefix``
+        when given (the next micro-batch's folder and name), the serial going on. ``index``: also
+        call :meth:`index_open` (a caller holding a lock that fetch threads wait on passes False
+        and calls it after releasing that lock).
 
         Raises
         ------
@@ -304,31 +317,50 @@ class WarcWriter:
                     os.fsync(f.handle.fileno())
                 except OSError as exc:
                     raise WarcError(f"{f.name}: cannot flush WARC records: {exc}") from exc
-                if self.cdxj_name is not None:
-                    self._write_cdxj(f, self.cdxj_name)
+                f.committed = len(f.captures)
             if prefix is not None:
                 _check_prefix(prefix)
                 self.prefix = prefix
             if directory is not None:
                 self.directory = directory.rstrip("/")
             closed, self._closed = tuple(self._closed), []
-            if f is None:
-                return WarcCheckpoint(closed)
-            return WarcCheckpoint(closed, f.name, f.size)
+            point = WarcCheckpoint(closed) if f is None else WarcCheckpoint(closed, f.name, f.size)
+        if index:
+            self.index_open()
+        return point
 
-    def _write_cdxj(self, f: _OpenFile, cdxj_name: Callable[[str], str]) -> None:
-        """The sorted CDXJ index of ``f``'s captures so far beside it (``cdxj_name``), written
-        whole (a reader sees the old or the new index)."""
+    def index_open(self) -> bool:
+        """Rewrite the open file's CDXJ (whole, sorted) with the captures before its last
+        checkpoint, if they grew by :data:`CDXJ_GROWTH` since it was last written (so the
+        rewrites of one file cost a few times its index, not its index per checkpoint; the
+        newest captures of an open file may wait for a later rewrite or the close). Returns
+        whether it wrote. Runs outside the writer's lock: fetch threads go on writing."""
+        with self._lock:
+            f = self._file
+            if f is None or self.cdxj_name is None or f.committed <= f.indexed * CDXJ_GROWTH:
+                return False
+            captures = f.captures[: f.committed]
+        self._write_cdxj(f, self.cdxj_name, captures)
+        return True
+
+    def _write_cdxj(
+        self, f: _OpenFile, cdxj_name: Callable[[str], str], captures: list[Capture]
+    ) -> None:
+        """The sorted CDXJ index of ``captures`` of ``f`` beside it (``cdxj_name``), written whole
+        (a reader sees the old or the new index), unless one of more captures was written since
+        they were taken (the close's, racing a checkpoint's)."""
         path = cdxj_name(f.name)
         name = f.name.rsplit("/", 1)[-1]
-        f.lines.extend(c.line(name) + "\n" for c in f.captures[len(f.lines) :])
-        f.lines.sort()  # mostly sorted already: timsort merges the new run in
-        text = "".join(f.lines)
-        try:
-            with atomic.open_whole(self.fs, path) as out:
-                out.write(text.encode("utf-8"))
-        except OSError as exc:
-            raise WarcError(f"{path}: cannot write the CDXJ index of {f.name}: {exc}") from exc
+        text = "".join(sorted(c.line(name) + "\n" for c in captures))
+        with self._index_lock:
+            if len(captures) <= f.indexed and f.indexed:
+                return
+            try:
+                with atomic.open_whole(self.fs, path) as out:
+                    out.write(text.encode("utf-8"))
+            except OSError as exc:
+                raise WarcError(f"{path}: cannot write the CDXJ index of {f.name}: {exc}") from exc
+            f.indexed = len(captures)
 
     # -- writing ------------------------------------------------------------------------------
     def write_fetch(

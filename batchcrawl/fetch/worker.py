@@ -280,7 +280,8 @@ class FetchWorker:
             with self.loop.lock:
                 out, run.out = run.out, new_shard_run()
                 run.round, run.seq = next_round, 0
-            point = run.warc.checkpoint(directory, prefix)
+            point = run.warc.checkpoint(directory, prefix, index=False)
+        run.warc.index_open()  # the fetch threads go on meanwhile
         out.warc_files = list(point.closed)
         if point.open_file is not None:
             out.warc_files.append(point.open_file)
