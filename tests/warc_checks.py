@@ -75,9 +75,10 @@ def check_committed_warcs(crawl: CrawlDir, also: Sequence[str] = ()) -> dict[str
 
 
 def files_by_shard(names: list[str]) -> dict[int, list[str]]:
-    """WARC file names grouped by the shard in their name (``<crawl>-RRRRR-SS-<stamp>-NNNNN``)."""
+    """WARC file names grouped by the shard in their name (``<crawl>-RRRRR-SS-<stamp>-NNNNN``),
+    each group in the order the files were opened (by name: zero-padded round, then serial)."""
     out: dict[int, list[str]] = defaultdict(list)
-    for name in names:
+    for name in sorted(names, key=lambda n: n.rsplit("/", 1)[-1]):
         out[int(name.rsplit("/", 1)[-1].split("-")[-3])].append(name)
     return dict(out)
 
