@@ -425,11 +425,15 @@ class FetchSection:
     ] = 3600.0
     """Longest fetch phase of one round, seconds (more than 0); what is left stays queued for the
     next round."""
-    warc_rotate_bytes: Positive = 1_000_000_000
-    """A WARC file is closed and a new one started past this many bytes."""
+    warc_max_bytes: Positive = 1_000_000_000
+    """A WARC file is closed and a new one started past this many bytes (compressed; about 1 GB,
+    as Common Crawl). A stream keeps appending to one file per shard across checkpoints until
+    then (on a local crawl directory; on an object store each checkpoint closes the file); a
+    round closes its files at its end. Formerly ``warc_rotate_bytes``."""
     warc_cdxj: bool = True
-    """Write each closed WARC file's CDXJ index beside it (``X.warc.gz`` -> ``X.cdxj``, the lines
-    cdxj-indexer would write), so pywb replays the crawl directory without an export."""
+    """Write each WARC file's CDXJ index beside it (``X.warc.gz`` -> ``X.cdxj``, the lines
+    cdxj-indexer would write) when it closes and, for a file a stream keeps open, at each
+    checkpoint, so pywb replays the crawl directory without an export."""
     warc_compress_level: Annotated[int, Range(0, 9)] = 1
     """zlib-style level (0-9) of each WARC record's gzip member; 1 costs about 60% of the WARC CPU of 6
     for ~16% more bytes with zlib; levels 1-3 use ISA-L when python-isal is installed
@@ -715,6 +719,12 @@ SECTIONS: dict[str, type] = {
 #:   seconds after the first shard's run was over; a site whose hosts all route to one shard then
 #:   fetched about a second's worth of pages per round. A shard's fetch now ends by its own work
 #:   only (its time limit or its own tail, ``fetch.tail_*``).
+#: Settings that were renamed: ``(section, old key)`` -> new key. The old name is still read (as the
+#: new one), so a crawl.toml written by an older version opens with the same value.
+RENAMED_KEYS: dict[tuple[str, str], str] = {
+    ("fetch", "warc_rotate_bytes"): "warc_max_bytes",  # issue 35: rotation by size in a stream
+}
+
 RETIRED_KEYS: dict[tuple[str, str], str] = {
     ("fetch", "shard_grace_s"): "ignored since issue 30: a shard's fetch ends by its own work",
 }
@@ -839,6 +849,7 @@ def _merge(
                 where = origin
                 if texts and origin in texts:
                     where = _origin_line(origin, texts[origin], section, key)
+                key = RENAMED_KEYS.get((section, key), key)
                 if key not in known:
                     raise ConfigError(
                         f"{section}.{key} (from {where}): unknown key; keys of [{section}]: "

@@ -233,8 +233,11 @@ class Stream:
         t0 = self.clock()
         rnd, gen = self.round, self.manifest.generation + 1
         # every shard's hosts file in the first commit; an empty last take writes nothing, so a
-        # batch round after a clean stop does not take it for a crashed one (engine.rerun)
-        force = self.commits == 0
+        # batch round after a clean stop does not take it for a crashed one (engine.rerun) --
+        # unless the last commit left WARC files open: the last take closes them, and a commit
+        # must say so, or the next start would cut them back as a crash's (engine.warcopen)
+        closes_warcs = final and bool(self.manifest.summary.get("warc_open"))
+        force = self.commits == 0 or closes_warcs
         self.on_step("take")
         reports: list[ShardReport] = [f.result() for f in [
             a.take_batch(round=rnd, next_round=rnd + 1, generation=gen,
@@ -250,7 +253,7 @@ class Stream:
         t1 = self.clock()
         parts = [p for r in reports for p in (r.fetched, r.links) if p is not None]
         delayed = pa.concat_tables(self.delayed) if self.delayed else None
-        if (not any(p.entry.rows for p in parts) and self.refiltered is None
+        if (not any(p.entry.rows for p in parts) and self.refiltered is None and not closes_warcs
                 and delayed is None and not any(r.hosts for r in reports)):  # fmt: skip
             return  # nothing to merge: no generation for an empty micro-batch
         touched = {b for p in parts for b in p.row_groups}

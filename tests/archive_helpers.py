@@ -32,7 +32,7 @@ def archive_crawl(path: str | os.PathLike, rounds: int = 2) -> tuple[CrawlDir, S
                         "max_crawl_delay_s": 0.05},
             frontier={"buckets": 2},
             fetch={"shards": 2, "threads": 4, "connect_timeout_s": 2.0, "read_timeout_s": 2.0,
-                   "total_timeout_s": 5.0, "warc_rotate_bytes": 60_000},
+                   "total_timeout_s": 5.0, "warc_max_bytes": 60_000},
             round={"workers": 1, "threads_per_worker": 1},
         )  # fmt: skip
         crawl = CrawlDir.create(str(path), to_toml(cfg), buckets=cfg.frontier.buckets)

@@ -189,3 +189,14 @@ def test_the_local_web_config_keeps_a_crawl_on_loopback(tmp_path):
     assert cfg.network.system_dns is False and cfg.network.allow_networks == ["127.0.0.0/8"]
     assert cfg.politeness.ip_delay_s == 0.0 and cfg.politeness.host_delay_s > 0
     assert cfg.politeness.ip_concurrency >= cfg.fetch.threads
+
+
+def test_a_renamed_key_is_read_as_its_new_name_from_every_layer():
+    # fetch.warc_rotate_bytes became fetch.warc_max_bytes (issue 35): old crawl.toml files open
+    old = load_config(files=[("crawl.toml", "[fetch]\nwarc_rotate_bytes = 5000\n")], environ={})
+    assert old.fetch.warc_max_bytes == 5000
+    cfg = load_config(environ={"BATCHCRAWL_FETCH__WARC_ROTATE_BYTES": "7000"},
+                      sets=["fetch.warc_rotate_bytes=6000"])  # fmt: skip
+    assert cfg.fetch.warc_max_bytes == 6000  # --set wins over the environment, as for any key
+    with pytest.raises(ConfigError, match="warc_max_bytes"):
+        load_config(files=[("c.toml", "[fetch]\nwarc_rotate_bytes = 0\n")], environ={})

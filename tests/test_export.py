@@ -508,7 +508,7 @@ def test_index_refuses_offsets_beyond_32_bits(crawl):
     rows = captures(crawl).slice(0, 1).to_pylist()
     rows[0]["warc_record_offset"] = 2**31 - 10
     table = pa.Table.from_pylist(rows, schema=crawl.read_current("fetched").schema)
-    with pytest.raises(ccindex.CCIndexError, match="warc_rotate_bytes"):
+    with pytest.raises(ccindex.CCIndexError, match="warc_max_bytes"):
         ccindex.index_table(table, crawl=NAME, segment="1")
     rows[0]["warc_record_offset"] = 100
     assert ccindex.index_table(pa.Table.from_pylist(rows, schema=table.schema), crawl=NAME,

@@ -26,6 +26,7 @@ from round_helpers import (
     subprocess_env,
     wait_gone,
 )
+from warc_checks import bytes_past_committed_end
 
 from batchcrawl.console.signals import StopRequest
 from batchcrawl.round import run_rounds
@@ -197,7 +198,8 @@ def test_sigkill_keeps_the_last_checkpoint_and_a_rerun_completes_politely(tmp_pa
             assert steps[-1] == [step, "2"], out
             # the first checkpoint committed, the second micro-batch's files written, not it
             assert crawl.manifest().generation == start + 1
-            assert crawl.fs.exists(crawl.path(paths.warc_dir(crawl.manifest().round + 1)))
+            pending = paths.round_dir("fetched", crawl.manifest().round + 1)
+            assert crawl.fs.exists(crawl.path(pending))
         else:
             proc = _start(crawl, start_new_session=True)
             try:
@@ -232,25 +234,25 @@ def test_sigkill_keeps_the_last_checkpoint_and_a_rerun_completes_politely(tmp_pa
 
 
 def test_rounds_after_a_sigkilled_stream_cool_every_host_down(tmp_path):
-    # a stream writes no fetch list: the batch round knows the crash by the killed micro-batch's
-    # WARC files (engine.rerun.crash_rerun), and waits a full delay before each host's first request
+    # a stream writes no fetch list: the batch round knows the crash by the WARC files the last
+    # checkpoint left open (engine.rerun.crash_rerun, engine.warcopen), and waits a full delay
+    # before each host's first request
     web = sample_web()
     cfg = round_config(stream={"flush_interval_s": 3.0}, politeness={"host_delay_s": 0.3})
     with serve(web) as server:
         crawl = new_crawl(tmp_path / "crawl", cfg, web.seeds())
         proc = _start(crawl)
         try:
-            gen = _wait_for_generation(crawl, crawl.manifest().generation, proc)
-            pending = paths.warc_dir(crawl.manifest(gen).round + 1)
+            _wait_for_generation(crawl, crawl.manifest().generation, proc)
             deadline = time.monotonic() + 60
-            while not crawl.fs.exists(crawl.path(pending)):  # a request answered after it
+            while not bytes_past_committed_end(crawl):  # a request answered after the checkpoint
                 assert proc.poll() is None and time.monotonic() < deadline
                 time.sleep(0.05)
         finally:
             proc.kill()
             proc.communicate()
         # the micro-batch being fetched at the kill answered requests and was never committed
-        assert crawl.fs.exists(crawl.path(paths.warc_dir(crawl.manifest().round + 1)))
+        assert bytes_past_committed_end(crawl) > 0
         rerun = subprocess.run(cli_command("crawl", crawl.url, "--rounds", "1"),
                                capture_output=True, text=True, env=subprocess_env(),
                                timeout=300)  # fmt: skip

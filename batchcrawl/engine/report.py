@@ -49,6 +49,10 @@ class ShardReport:
         earliest per target): a stream's discovery times.
     fetched_keys, fetched_at
         URLs it fetched and when (epoch seconds): a stream's fetch times.
+    warc_open
+        A stream: the WARC file it keeps open across the checkpoint and the end (bytes) of the
+        records committed in it (:class:`~batchcrawl.fetch.warc.WarcCheckpoint`); None when it
+        keeps none open (every round, a stream's last take, an object store).
     """
 
     shard: int
@@ -74,6 +78,7 @@ class ShardReport:
     found_at: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
     fetched_keys: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64), repr=False)
     fetched_at: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
+    warc_open: tuple[str, int] | None = None
 
     def __getitem__(self, name: str) -> Any:
         """A field by name (``report["counters"]``), for code written against the dict reports

@@ -7,6 +7,11 @@ the dead run may have contacted a full politeness delay before its first fetch
 (:meth:`~batchcrawl.fetch.worker.FetchWorker.cool_down`): the hosts of the rerun's own fetch lists,
 and those of the fetch lists of any later uncommitted round (a dead pipelined crawl's round in
 flight). A stream cools every host it tops up for the first time anyway.
+
+A stream that died also left its open WARC files (one per shard) holding records past the last
+checkpoint: they are cut back to their committed end first (:func:`batchcrawl.engine.warcopen.
+close_open_warcs`), and such a crash makes the rerun cold too -- the stream's later micro-batches
+write into the file opened earlier, so they leave no WARC folder of their own.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+from batchcrawl.engine.warcopen import close_open_warcs
 from batchcrawl.store.crawldir import CrawlDir
 from batchcrawl.store.orphans import uncommitted_hosts, uncommitted_rounds
 
@@ -40,8 +46,11 @@ class Rerun:
 def crash_rerun(crawl: CrawlDir, rnd: int, who: str) -> Rerun:
     """The rule for round ``rnd`` (the next, uncommitted one) of ``crawl``
     (:func:`batchcrawl.store.orphans.uncommitted_rounds`: a batch round's fetch lists, a
-    micro-batch's ``fetched`` or WARC files). Logs a warning naming ``who`` reruns it."""
-    if not uncommitted_rounds(crawl, rnd):
+    micro-batch's ``fetched`` or WARC files, or WARC files a stream left open). Cuts those open
+    files back to their committed end (call it under the writer lock). Logs a warning naming
+    ``who`` reruns it."""
+    cut = close_open_warcs(crawl)
+    if not uncommitted_rounds(crawl, rnd) and not cut:
         return Rerun(rnd, False)
     log.warning("round %d was started before (a round, a pipelined round or a stream) and did "
                 "not commit: %s reruns it, with a full politeness delay first for every host it "

@@ -322,7 +322,7 @@ class StreamShardActor(ShardActor):
             shard=self.shard, counters=dict(out.counters), outcomes=outcome_counts(out),
             text=out.text_files,
             unfetched=len(out.unfetched), done_keys=[row["url_key"] for row in out.fetched],
-            held=0 if final else self.worker.stream_held,
+            held=0 if final else self.worker.stream_held, warc_open=out.warc_open,
         )  # fmt: skip
         (report.found_keys, report.found_at, report.fetched_keys,
          report.fetched_at) = discoveries(out)  # fmt: skip

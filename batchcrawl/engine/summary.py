@@ -93,6 +93,9 @@ def round_summary(
                                                                  "not_modified")},
         "outcomes": outcomes,
         "not_fetched": sum(r.unfetched for r in shard_results),
+        # WARC files a stream keeps open across this checkpoint: shard -> [file, committed end in
+        # bytes]; after a crash each is cut back to its end (batchcrawl.engine.warcopen)
+        "warc_open": {str(r.shard): list(r.warc_open) for r in shard_results if r.warc_open},
         # spills of a shard's rows during its fetch (round.spill_pages, batchcrawl.fetch.spill;
         # the last one at its end); 0 when every shard stayed under the bound
         "spills": sum(r.spills for r in shard_results),

@@ -261,7 +261,7 @@ def index_table(
     ------
     CCIndexError
         A WARC offset or length does not fit Common Crawl's 32-bit integer columns (a WARC file of
-        2 GiB or more: lower ``fetch.warc_rotate_bytes``), or a URL has no host.
+        2 GiB or more: lower ``fetch.warc_max_bytes``), or a URL has no host.
     """
     captures = fetched.filter(pc.is_valid(fetched.column("warc_filename")))
     rows = []
@@ -293,7 +293,7 @@ def index_table(
         if end > _INT32_MAX:
             raise CCIndexError(
                 f"{row['warc_filename']}: record at offset {row['warc_record_offset']} is past "
-                f"2 GiB, beyond the index's 32-bit offsets; set fetch.warc_rotate_bytes below 2 GiB"
+                f"2 GiB, beyond the index's 32-bit offsets; set fetch.warc_max_bytes below 2 GiB"
             )
     rows.sort(key=lambda r: (r["url_surtkey"], r["fetch_time"], r["warc_record_offset"]))
     return pa.Table.from_pylist(rows, schema=schemas.schema("index"))

@@ -34,7 +34,7 @@ from batchcrawl.fetch.pages import PageProcessor, TextSink, base_row, utc
 from batchcrawl.fetch.parts import ShardParts
 from batchcrawl.fetch.resolver import DNSError
 from batchcrawl.fetch.robots import RobotsRules, fetch_robots, robots_origin, rules_from_fetch
-from batchcrawl.fetch.runstate import RunState, add_counts, new_shard_run
+from batchcrawl.fetch.runstate import RunState, ShardRun, add_counts, close_texts, new_shard_run
 from batchcrawl.fetch.sitemap_jobs import (
     SitemapJob,
     child_jobs,
@@ -109,19 +109,55 @@ class FetchLoop:
         run.stop.set()
         self.parts.workbench.wakeup()
 
-    def warc_writer(self, round_no: int) -> WarcWriter:
-        """A WARC writer for ``round_no`` (``warc/round=R/<warc_prefix>-NNNNN.warc.gz``)."""
+    def warc_target(self, round_no: int) -> tuple[str, str]:
+        """``(folder, file name prefix)`` of the WARC files opened during round (or micro-batch)
+        ``round_no``: ``warc/round=R`` and :func:`~batchcrawl.store.paths.warc_prefix`."""
         p, cfg = self.parts, self.parts.cfg
         root = str(getattr(p.fs, "path", "")).rstrip("/")
         name = cfg.crawl.name or root.rsplit("/", 1)[-1] or "crawl"
+        return paths.warc_dir(round_no), paths.warc_prefix(name, round_no, p.shard, p.wall())
+
+    def warc_writer(self, round_no: int) -> WarcWriter:
+        """A WARC writer for ``round_no`` (``warc/round=R/<warc_prefix>-NNNNN.warc.gz``), rotating
+        at ``fetch.warc_max_bytes``."""
+        p, cfg = self.parts, self.parts.cfg
+        directory, prefix = self.warc_target(round_no)
         return WarcWriter(
-            p.fs, paths.warc_dir(round_no),
-            paths.warc_prefix(name, round_no, p.shard, p.wall()),
-            cfg.fetch.warc_rotate_bytes, cfg.crawl.user_agent, clock=p.wall,
+            p.fs, directory, prefix, cfg.fetch.warc_max_bytes, cfg.crawl.user_agent, clock=p.wall,
             warcinfo_fields={"robots": "classic", "isPartOf": cfg.crawl.name or "batchcrawl"},
             compress_level=cfg.fetch.warc_compress_level,
             cdxj_name=paths.warc_cdxj if cfg.fetch.warc_cdxj else None,
         )  # fmt: skip
+
+    def take(self, run: RunState, next_round: int) -> ShardRun:
+        """A stream's take (:meth:`~batchcrawl.fetch.worker.FetchWorker.stream_take`): swap out
+        ``run``'s output under the processing lock, checkpoint its WARC writer (the open file
+        stays open, ``ShardRun.warc_open`` gives it and its committed end in bytes) and, with
+        ``extract.at_fetch``, close the WARC file and its text sink (a text and WET file per WARC
+        file). Rows from now on belong to micro-batch ``next_round``; WARC files opened from now
+        on go to its folder. Taking waits only for the page being processed (the processing
+        lock), so every row taken has its records before the checkpoint's end.
+
+        Raises ``WarcError`` when the WARC file cannot be flushed."""
+        directory, prefix = self.warc_target(next_round)
+        old_texts = None
+        with self.processing:
+            with self.lock:
+                out, run.out = run.out, new_shard_run()
+                run.round, run.seq = next_round, 0
+                if run.texts is not None:
+                    # extract.at_fetch writes a text and a WET file per WARC file: the WARC file
+                    # closes at each take, as the text rows are committed with it
+                    run.warc.close()
+                    old_texts, run.texts = run.texts, self.texts_at_fetch()
+            point = run.warc.checkpoint(directory, prefix, index=False)
+        run.warc.index_open()  # the fetch threads go on meanwhile
+        close_texts(old_texts, out)
+        out.warc_files = list(point.closed)
+        if point.open_file is not None:
+            out.warc_files.append(point.open_file)
+            out.warc_open = (point.open_file, point.open_end)
+        return out
 
     def new_run(self, round_no: int, deadline: float, **fields: Any) -> RunState:
         """The state of a new run (or stream micro-batch) ``round_no``: empty output, its WARC

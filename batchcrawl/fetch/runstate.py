@@ -31,6 +31,9 @@ class ShardRun:
     warc_files: list[str] = field(default_factory=list)
     #: ``text`` files written at fetch time (``extract.at_fetch``), one per WARC file
     text_files: list[FileEntry] = field(default_factory=list)
+    #: a stream's take: the WARC file left open across the checkpoint and its committed end
+    #: (bytes), or None (:class:`~batchcrawl.fetch.warc.WarcCheckpoint`)
+    warc_open: tuple[str, int] | None = None
     seconds: float = 0.0
     #: seconds of the run in which fewer than half the fetch threads had work
     #: (:class:`~batchcrawl.fetch.idle.IdleMeter`), and the trailing part of them (the tail)

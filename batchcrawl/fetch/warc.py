@@ -52,20 +52,36 @@ Files are written in place, not under a temporary name: a rename is a copy on ob
 safe because readers find WARC files only through the ``fetched`` rows of a committed round; the
 file of a round that died is an orphan that ``gc`` removes (docs/design.md §3). Since records are separate
 gzip members, a partial file is still readable up to its last complete record.
+
+Checkpoints (a stream, docs/design.md §8c). :meth:`WarcWriter.checkpoint` commits what was written so
+far without closing the file: the file is flushed and fsynced, and the caller gets a :class:`WarcCheckpoint` -- the files closed since the last
+checkpoint and the open file's size, always the end of a whole gzip member (a fetch's records are
+appended under the writer's lock with one ``write``). That size goes into the commit; after a crash the
+open file is cut back to it (:mod:`batchcrawl.engine.warcopen`), which leaves whole members only. So a
+stream writes one file per shard per ``fetch.warc_max_bytes`` (Common Crawl's ~1 GB files), not one per
+micro-batch. Only a local filesystem can be read while it grows and be cut back (``os.truncate``): on
+an object store an object exists only once its upload is complete, so there a checkpoint closes the file
+(one file per shard per checkpoint, as before) -- :attr:`WarcWriter.appends_in_place` says which. The
+CDXJ of an open file is rewritten (whole, sorted, never past the last checkpoint's end) at a
+checkpoint once its captures grew by a quarter since it was last written (:meth:`WarcWriter.index_open`:
+rewriting a 1 GB file's ~32 MB index at every checkpoint would cost more than the records), and
+whole when the file closes.
 """
 
 from __future__ import annotations
 
 import io
+import os
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from fsspec.implementations.dirfs import DirFileSystem
 from warcio.archiveiterator import ArchiveIterator
 
-from batchcrawl.cdxj import Capture
+from batchcrawl.cdxj import Capture, cdxj_lines
 from batchcrawl.errors import WarcError
 from batchcrawl.fetch.warcrecords import (
     CONFORMS_TO,
@@ -87,10 +103,16 @@ from batchcrawl.store import atomic
 
 __all__ = [
     "CONFORMS_TO", "EMPTY_DIGEST", "ISAL_LEVELS", "NOT_MODIFIED_PROFILE", "REVISIT_PROFILE",
-    "WARC_VERSION", "StoredRecord", "WarcLocation", "WarcSettingError", "WarcWriter",
+    "WARC_VERSION", "StoredRecord", "WarcCheckpoint", "WarcLocation", "WarcSettingError",
+    "WarcWriter", "appends_in_place", "reindex",
     "gzip_member", "make_record_id", "payload_digest", "read_record", "stored_response_headers",
     "warc_date",
 ]  # fmt: skip
+
+
+#: An open file's CDXJ is rewritten at a checkpoint once its committed captures are more than this
+#: many times those of its last CDXJ (:meth:`WarcWriter.index_open`).
+CDXJ_GROWTH = 1.25
 
 
 class WarcSettingError(WarcError, ValueError):
@@ -109,6 +131,26 @@ class WarcLocation:
     headers: Any = field(default=None, compare=False, repr=False)
 
 
+@dataclass(frozen=True, slots=True)
+class WarcCheckpoint:
+    """What :meth:`WarcWriter.checkpoint` commits.
+
+    Attributes
+    ----------
+    closed
+        Files closed (complete, with their CDXJ) since the previous checkpoint, in order.
+    open_file
+        The file still open (its records so far flushed, fsynced and indexed), or None.
+    open_end
+        ``open_file``'s size in bytes: the end of its last whole record (0 without an open file).
+        A crash cuts the file back to it.
+    """
+
+    closed: tuple[str, ...] = ()
+    open_file: str | None = None
+    open_end: int = 0
+
+
 @dataclass
 class _OpenFile:
     name: str
@@ -118,6 +160,16 @@ class _OpenFile:
     warcinfo_id: str = ""
     date: str = ""
     captures: list[Capture] = field(default_factory=list)
+    committed: int = 0  # captures[:committed] are before the last checkpoint's end
+    indexed: int = 0  # captures in the CDXJ written last (guarded by the writer's index lock)
+
+
+def appends_in_place(fs: Any) -> bool:
+    """True if files of ``fs`` (an fsspec filesystem, possibly a ``DirFileSystem`` over one) can
+    be read while they grow and cut back (``os.truncate``): the local filesystem."""
+    while isinstance(fs, DirFileSystem):
+        fs = fs.fs
+    return atomic.is_local(fs)
 
 
 class WarcWriter:
@@ -152,7 +204,7 @@ class WarcWriter:
         ``fetch.warc_compress_level``.
     cdxj_name
         If given, maps a WARC file's path to the path of its CDXJ index, written (whole, sorted)
-        when the file is closed: one line per response or revisit record, made from the records
+        when the file is closed and at each :meth:`checkpoint` it stays open across: one line per response or revisit record, made from the records
         as they are written (:func:`batchcrawl.cdxj.capture_fields`, the same fields a reader
         finds), ``filename`` the WARC file's bare name. The fetch worker passes
         ``store.paths.warc_cdxj`` when ``fetch.warc_cdxj`` is on, so each closed WARC file of a
@@ -193,10 +245,7 @@ class WarcWriter:
             raise WarcSettingError(
                 f"compress_level={compress_level!r}: expected 0 (none) to 9 (smallest)"
             )
-        if not prefix or "/" in prefix:
-            raise WarcSettingError(
-                f"prefix={prefix!r}: expected a non-empty file name prefix without '/'"
-            )
+        _check_prefix(prefix)
         self.fs = fs
         self.directory = directory.rstrip("/")
         self.prefix = prefix
@@ -208,10 +257,14 @@ class WarcWriter:
         self._serial = first_serial
         self._file: _OpenFile | None = None
         self._lock = threading.Lock()
+        self._index_lock = threading.Lock()  # orders CDXJ writes of one file (close, checkpoint)
         self.compress_level = compress_level
         self.cdxj_name = cdxj_name
         self.files: list[str] = []
         """Paths of the files opened so far, in order."""
+        self._closed: list[str] = []  # closed since the last checkpoint
+        self.appends_in_place = appends_in_place(fs)
+        """Whether a checkpoint keeps the file open (:func:`appends_in_place`)."""
         self.records_written = 0
         """Number of WARC records written (all types, all files)."""
         self.dates: dict[str, str] = {}
@@ -237,18 +290,82 @@ class WarcWriter:
             except OSError as exc:
                 raise WarcError(f"{f.name}: cannot close WARC file: {exc}") from exc
             if self.cdxj_name is not None:
-                self._write_cdxj(f, self.cdxj_name)
+                self._write_cdxj(f, self.cdxj_name, f.captures)
+            self._closed.append(f.name)
 
-    def _write_cdxj(self, f: _OpenFile, cdxj_name: Callable[[str], str]) -> None:
-        """The sorted CDXJ index of the closed file ``f`` beside it (``cdxj_name``)."""
+    def checkpoint(
+        self, directory: str | None = None, prefix: str | None = None, *, index: bool = True
+    ) -> WarcCheckpoint:
+        """Commit the records written so far (see the module doc, "Checkpoints").
+
+        The open file is flushed and fsynced; it stays open when :attr:`appends_in_place`, else it
+        is closed (and indexed). Files opened from now on go to ``directory`` with ``prefix``
+        when given (the next micro-batch's folder and name), the serial going on. ``index``: also
+        call :meth:`index_open` (a caller holding a lock that fetch threads wait on passes False
+        and calls it after releasing that lock).
+
+        Raises
+        ------
+        WarcError
+            The file cannot be flushed or its CDXJ written (the message names it).
+        WarcSettingError
+            ``prefix`` is empty or holds ``/``.
+        """
+        with self._lock:
+            f = self._file
+            if f is not None and not self.appends_in_place:
+                self._close()
+                f = None
+            if f is not None:
+                try:
+                    f.handle.flush()
+                    os.fsync(f.handle.fileno())
+                except OSError as exc:
+                    raise WarcError(f"{f.name}: cannot flush WARC records: {exc}") from exc
+                f.committed = len(f.captures)
+            if prefix is not None:
+                _check_prefix(prefix)
+                self.prefix = prefix
+            if directory is not None:
+                self.directory = directory.rstrip("/")
+            closed, self._closed = tuple(self._closed), []
+            point = WarcCheckpoint(closed) if f is None else WarcCheckpoint(closed, f.name, f.size)
+        if index:
+            self.index_open()
+        return point
+
+    def index_open(self) -> bool:
+        """Rewrite the open file's CDXJ (whole, sorted) with the captures before its last
+        checkpoint, if they grew by :data:`CDXJ_GROWTH` since it was last written (so the
+        rewrites of one file cost a few times its index, not its index per checkpoint; the
+        newest captures of an open file may wait for a later rewrite or the close). Returns
+        whether it wrote. Runs outside the writer's lock: fetch threads go on writing."""
+        with self._lock:
+            f = self._file
+            if f is None or self.cdxj_name is None or f.committed <= f.indexed * CDXJ_GROWTH:
+                return False
+            captures = f.captures[: f.committed]
+        self._write_cdxj(f, self.cdxj_name, captures)
+        return True
+
+    def _write_cdxj(
+        self, f: _OpenFile, cdxj_name: Callable[[str], str], captures: list[Capture]
+    ) -> None:
+        """The sorted CDXJ index of ``captures`` of ``f`` beside it (``cdxj_name``), written whole
+        (a reader sees the old or the new index), unless one of more captures was written since
+        they were taken (the close's, racing a checkpoint's)."""
         path = cdxj_name(f.name)
         name = f.name.rsplit("/", 1)[-1]
-        text = "".join(sorted(c.line(name) + "\n" for c in f.captures))
-        try:
-            with atomic.open_whole(self.fs, path) as out:
-                out.write(text.encode("utf-8"))
-        except OSError as exc:
-            raise WarcError(f"{path}: cannot write the CDXJ index of {f.name}: {exc}") from exc
+        text = "".join(sorted(c.line(name) + "\n" for c in captures))
+        with self._index_lock:
+            if len(captures) <= f.indexed and f.indexed:
+                return
+            try:
+                with atomic.open_whole(self.fs, path) as out:
+                    out.write(text.encode("utf-8"))
+            except OSError as exc:
+                raise WarcError(f"{path}: cannot write the CDXJ index of {f.name}: {exc}") from exc
+            f.indexed = len(captures)
 
     # -- writing ------------------------------------------------------------------------------
     def write_fetch(
@@ -364,6 +481,34 @@ class WarcWriter:
         self._append(f, records.compress(self.compress_level)[0], 1)
         f.warcinfo_id = info_id
         return f
+
+
+def reindex(fs: Any, warc_path: str, cdxj_path: str) -> int:
+    """Write the sorted CDXJ index of the WARC file ``warc_path`` of ``fs`` at ``cdxj_path``,
+    whole, from its records read back (:func:`batchcrawl.cdxj.scan`: the lines the writer
+    makes); returns the lines written. For a file cut back after a crash
+    (:mod:`batchcrawl.engine.warcopen`).
+
+    Raises
+    ------
+    WarcError
+        The file cannot be read as WARC, or the index cannot be written.
+    """
+    try:
+        with fs.open(warc_path, "rb") as fh:
+            lines = sorted(cdxj_lines(fh, warc_path.rsplit("/", 1)[-1]))
+        with atomic.open_whole(fs, cdxj_path) as out:
+            out.write("".join(line + "\n" for line in lines).encode("utf-8"))
+    except OSError as exc:
+        raise WarcError(f"{cdxj_path}: cannot index {warc_path}: {exc}") from exc
+    return len(lines)
+
+
+def _check_prefix(prefix: str) -> None:
+    if not prefix or "/" in prefix:
+        raise WarcSettingError(
+            f"prefix={prefix!r}: expected a non-empty file name prefix without '/'"
+        )
 
 
 # --- reading ---------------------------------------------------------------------------------------

@@ -12,11 +12,9 @@ is split by stage, as Heritrix's ToeThread and processor chains and StormCrawler
 * :mod:`batchcrawl.fetch.hostbook`: per-host state and the ``hosts`` table mapping;
 * :mod:`batchcrawl.fetch.monitor`: a batch run's monitor (progress, spill, tail, time limit).
 
-The worker is a plain library object (tested without Dask); :func:`batchcrawl.round` runs one per
-shard on a Dask worker. Its state that must survive the round (each host's next allowed time, its
-robots.txt rules, counters) comes back from :meth:`FetchWorker.host_rows` for the ``hosts`` table and
-is restored by :meth:`FetchWorker.restore_hosts` in the next round; if the same object is kept alive
-(a long-lived Dask actor), it simply keeps them in memory.
+A plain library object (tested without Dask), one per shard on a Dask worker. What must survive
+the round (host next allowed times, robots.txt rules, counters) goes out by :meth:`host_rows` to the
+``hosts`` table and back by :meth:`restore_hosts`; a long-lived actor keeps them in memory.
 """
 
 from __future__ import annotations
@@ -38,7 +36,7 @@ from batchcrawl.fetch.monitor import run_batch
 from batchcrawl.fetch.outcome import classify, mime_type
 from batchcrawl.fetch.pages import PageProcessor, TextSink
 from batchcrawl.fetch.parts import ShardParts
-from batchcrawl.fetch.runstate import RunState, ShardRun, close_files, close_texts
+from batchcrawl.fetch.runstate import RunState, ShardRun, close_texts
 from batchcrawl.fetch.tail import TailDetector
 from batchcrawl.fetch.urlcache import KeyCache
 from batchcrawl.fetch.workbench import Workbench
@@ -272,22 +270,14 @@ class FetchWorker:
         return max(0, self._streaming("stream_held").pending)
 
     def stream_take(self, next_round: int) -> ShardRun:
-        """What the stream produced since the last take (micro-batch ``run.round``), closing its
-        WARC files; rows from now on belong to micro-batch ``next_round``. The fetch threads keep
-        running; taking waits only for the page being processed (the processing lock).
-
-        Raises the run's storage fault (``OSError``: full or read-only storage), if one stopped
-        the threads: nothing since the last take is trustworthy (:mod:`batchcrawl.store.faults`)."""
+        """What the stream produced since the last take (micro-batch ``run.round``), with a WARC
+        checkpoint (:meth:`~batchcrawl.fetch.loop.FetchLoop.take`; the fetch threads keep
+        running). Raises the run's storage fault (``OSError``: full or read-only storage), if one
+        stopped the threads: nothing since the last take is trustworthy (``store.faults``)."""
         run = self._streaming("stream_take")
         if run.storage_fault is not None:
             raise run.storage_fault
-        new = self.loop.new_run(next_round, run.deadline)
-        with self.loop.processing, self.loop.lock:
-            out, old_warc, old_texts = run.out, run.warc, run.texts
-            run.out, run.warc, run.texts = new.out, new.warc, new.texts
-            run.round, run.seq = next_round, 0
-        close_files(old_warc, old_texts, out)
-        return out
+        return self.loop.take(run, next_round)
 
     def stream_stop(self) -> ShardRun:
         """Stop the fetch threads (each finishes its fetch in flight) and return what was produced
@@ -305,5 +295,5 @@ class FetchWorker:
         out = run.out
         close_texts(run.texts, out)
         out.unfetched.extend(self.loop.drain())
-        out.warc_files = list(run.warc.files)
+        out.warc_files = list(run.warc.checkpoint().closed)
         return out

@@ -1,0 +1,63 @@
+"""The cut-back of WARC files a stream left open (:mod:`batchcrawl.engine.warcopen`, issue 35),
+on a real crawl directory with commits made by hand: which commit's ``warc_open`` counts, the
+truncation to the committed end and the CDXJ rewritten from what is left, repeatable; a file
+shorter than its committed end is an error, not a silent loss. The same cut-back after real
+SIGKILLed streams: ``tests/test_warc_checkpoints.py``."""
+
+from __future__ import annotations
+
+import os
+
+import fsspec
+import pytest
+from fsspec.implementations.dirfs import DirFileSystem
+from test_warc import fetch, writer
+from warc_checks import check_committed_warcs
+
+from batchcrawl.engine.warcopen import close_open_warcs, committed_open_warcs
+from batchcrawl.errors import WarcError
+from batchcrawl.store import paths
+from batchcrawl.store.crawldir import CrawlDir
+
+
+def _commit(crawl: CrawlDir, summary: dict) -> None:
+    crawl.commit(crawl.manifest(), {}, summary)
+
+
+@pytest.fixture
+def left_open(tmp_path):
+    """A crawl whose newest round commit left one WARC file open at ``end``, with records of a
+    micro-batch never committed after it: ``(crawl, file, end)``."""
+    crawl = CrawlDir.create(str(tmp_path / "c"), "", buckets=1)
+    w = writer(DirFileSystem(crawl.root, fsspec.filesystem("file")), paths.warc_dir(1),
+               cdxj_name=paths.warc_cdxj)  # fmt: skip
+    w.write_fetch(fetch(path="/a"))
+    point = w.checkpoint()
+    w.write_fetch(fetch(path="/b"))
+    w.checkpoint()  # the uncommitted micro-batch's take: flushed and indexed, never committed
+    w.write_fetch(fetch(path="/c"))
+    _commit(crawl, {"step": "round", "warc_open": {"3": [point.open_file, point.open_end]}})
+    return crawl, point.open_file, point.open_end
+
+
+def test_the_open_file_is_cut_back_to_its_committed_end_with_its_cdxj(left_open):
+    crawl, name, end = left_open
+    size = os.path.getsize(crawl.path(name))
+    _commit(crawl, {"step": "extract"})  # not a crawl step: looked past
+    assert committed_open_warcs(crawl) == {name: end}
+    assert close_open_warcs(crawl) == {name: {"end": end, "cut_bytes": size - end}} and size > end
+    assert os.path.getsize(crawl.path(name)) == end
+    check_committed_warcs(crawl, also=[name])  # whole records, warcio check, CDXJ exact
+    with open(crawl.path(paths.warc_cdxj(name)), encoding="utf-8") as fh:
+        assert [line.split('"url": "')[1].split('"')[0] for line in fh] == ["http://a.test/a"]
+    assert close_open_warcs(crawl) == {name: {"end": end, "cut_bytes": 0}}  # repeatable
+    _commit(crawl, {"step": "round", "warc_open": {}})  # the next writer committed
+    assert committed_open_warcs(crawl) == {} and close_open_warcs(crawl) == {}
+
+
+def test_a_file_shorter_than_its_committed_end_is_an_error(left_open):
+    crawl, name, end = left_open
+    with open(crawl.path(name), "r+b") as fh:
+        fh.truncate(end - 10)
+    with pytest.raises(WarcError, match="committed records were lost"):
+        close_open_warcs(crawl)
