@@ -12,7 +12,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "batchcrawl"
 
 # part -> the parts it may import (itself always allowed). Top-level modules are parts of their own.
-SHARED = {"errors", "config", "urls", "records"}
+SHARED = {"errors", "config", "urls", "records", "politeness"}
 ALLOWED = {
     "store": {"errors", "config"},
     "scope": {"errors", "config", "urls"},
@@ -42,7 +42,9 @@ ALLOWED = {
     "ring": {"errors", "urls"},
     "records": {"errors", "httpdate"},
     "httpdate": set(),
-    "config": {"errors"},
+    # per-host politeness rules and groups: parsed by config, applied by selection and fetch
+    "politeness": {"errors", "urls"},
+    "config": {"errors", "politeness"},
 }
 
 
