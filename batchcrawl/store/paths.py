@@ -8,6 +8,7 @@ parses it is defined here too, next to the function that builds it::
     crawl.duckdb                                 DUCKDB_FILE
     _lock.json                                   LOCK_FILE
     _commits/000007.json                         commit_file(7)
+    _commits/lists/fetched-000007-9f3c...json    file_list("fetched", 7, "9f3c..."): a file list
     frontier/gen=7/bucket=042.parquet            bucket_base(7, 42): a bucket's base file
     frontier/gen=7/bucket=042.run.parquet        bucket_run(7, 42): a delta run written by gen 7
     frontier/gen=7/bucket=042.run.due.parquet    due_index(bucket_run(7, 42)): its due-time index
@@ -61,6 +62,19 @@ BUCKET_RE = re.compile(r"^frontier/gen=(\d+)/bucket=(\d+)(\.run)?\.parquet$")
 def commit_file(generation: int) -> str:
     """``_commits/GGGGGG.json``: the manifest of ``generation`` (zero-padded to 6 digits)."""
     return f"{COMMITS_DIR}/{generation:06d}.json"
+
+
+#: A file list under ``_commits/lists/`` -> table (1), generation that wrote it (2).
+LIST_RE = re.compile(r"^_commits/lists/([a-z]+)-(\d{6,})-[0-9a-f]+\.json$")
+
+
+def file_list(table: str, generation: int, token: str) -> str:
+    """``_commits/lists/TABLE-GGGGGG-TOKEN.json``: an immutable list of ``table``'s file entries,
+    written by the commit of ``generation`` (``token``: hex digits, unique per write) and named
+    by its manifest and those after it (:class:`batchcrawl.store.crawldir.FileList`)."""
+    if not token or any(c not in "0123456789abcdef" for c in token):
+        raise ValueError(f"file list token {token!r}: hex digits only")
+    return f"{COMMITS_DIR}/lists/{table}-{generation:06d}-{token}.json"
 
 
 def bucket_base(generation: int, bucket: int) -> str:
@@ -247,7 +261,7 @@ LAYOUT = {
     ),
     "warc": rf"warc/round=\d+/{_WARC_NAME}(?:\.warc\.gz|\.warc\.wet\.gz|\.cdxj){_TMP}",
     "text": rf"text/round=\d+/{_WARC_NAME}\.parquet{_TMP}",
-    COMMITS_DIR: rf"{COMMITS_DIR}/\d{{6,}}\.json{_TMP}",
+    COMMITS_DIR: rf"{COMMITS_DIR}/(?:\d{{6,}}|lists/[a-z]+-\d{{6,}}-[0-9a-f]+)\.json{_TMP}",
     "": r"(?:crawl\.duckdb\.tmp-[0-9A-Za-z]+(?:\.wal)?|_lock\.json\.(?:tmp|stale)-[0-9A-Za-z]+)",
 }
 LAYOUT_RE = {folder: re.compile(pattern) for folder, pattern in LAYOUT.items()}
