@@ -50,7 +50,7 @@ def referenced_files(crawl: CrawlDir, generations: list[int]) -> set[str]:
             keep.update(manifest.files(table))
             keep.update(manifest.side_files(table))
         fetched.update(manifest.files("fetched"))
-        keep.update(_graph_files(crawl, gen))
+        keep.update(graph_files(crawl, gen))
     for rel in sorted(fetched):
         column = crawl.read_table("fetched", [rel], columns=["warc_filename"]).column(0)
         for name in pc.unique(column.drop_null()).to_pylist():
@@ -61,7 +61,7 @@ def referenced_files(crawl: CrawlDir, generations: list[int]) -> set[str]:
     return keep
 
 
-def _graph_files(crawl: CrawlDir, generation: int) -> list[str]:
+def graph_files(crawl: CrawlDir, generation: int) -> list[str]:
     """The files of the link graph of ``generation`` (none if it was never built)."""
     rel = paths.graph_manifest(generation)
     try:
