@@ -148,7 +148,9 @@ def main(argv: list[str] | None = None) -> int:
     tmp = None if args.keep else tempfile.mkdtemp(prefix="bench_store-")
     url = args.keep or os.path.join(tmp, "crawl")
     try:
-        cfg = loopback_test_config(frontier={"buckets": 16})
+        # the time-travel window by count alone: this runs ~5 checkpoints a second, so the
+        # default hour (gc.keep_seconds) would keep ~18,000 generations, a stream's 5 s ~720
+        cfg = loopback_test_config(frontier={"buckets": 16}, gc={"keep_seconds": 0.0})
         cfg = load_config(files=[("bench", to_toml(cfg))], environ={}, sets=args.sets)
         crawl = CrawlDir.create(url, to_toml(cfg), cfg.frontier.buckets)
         urls = universe(args.hosts, args.urls)
