@@ -9,7 +9,7 @@ import json
 import os
 
 import pytest
-from crawl_helpers import fetched_row, small_crawl
+from crawl_helpers import fetched_row, frontier_row, small_crawl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -152,3 +152,65 @@ def test_gc_keeps_the_lists_of_kept_generations_only(tmp_path, monkeypatch):
     assert lists == want and orphan not in lists
     crawldir._LIST_CACHE.clear()
     assert crawl.read_current("fetched").num_rows == 5 + 5  # small_crawl wrote 5 rows
+
+
+@settings(max_examples=15, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(
+    steps=st.lists(st.sampled_from(["append", "merge", "bucket"]), min_size=1, max_size=16),
+    keep=st.integers(1, 4),
+    inline_max=st.integers(0, 3),
+)
+def test_retention_after_every_commit_leaves_what_a_full_gc_keeps(
+    tmp_path_factory, steps, keep, inline_max
+):
+    """Whatever the history (fact files appended, merged into one, frontier buckets rewritten),
+    expiring after every commit leaves the newest ``keep`` generations whole and exactly the
+    files a full ``gc`` keeps: a gc run after it finds nothing to delete."""
+    from batchcrawl.store import retention
+
+    monkey = pytest.MonkeyPatch()
+    monkey.setattr(crawldir, "INLINE_MAX", inline_max)
+    try:
+        crawl = CrawlDir.create(str(tmp_path_factory.mktemp("r") / "c"), "", buckets=1)
+        parent = crawl.manifest()
+        for g, kind in enumerate(steps, start=1):
+            tables = {}
+            if kind == "append":
+                f = crawl.write_table(
+                    "fetched", paths.round_file("fetched", g, 0), [fetched_row(g, round=g)]
+                )
+                tables["fetched"] = [*parent.tables["fetched"], f]
+            elif kind == "merge" and parent.tables["fetched"]:
+                rows = crawl.read_table("fetched", parent.tables["fetched"])
+                rel = paths.compacted_file("fetched", 1, g, 1, g, 0)
+                tables["fetched"] = [crawl.write_table("fetched", rel, rows)]
+            else:
+                rel = paths.bucket_base(g, 0)
+                tables["frontier"] = [crawl.write_table("frontier", rel, [frontier_row(g)])]
+            parent = crawl.commit(parent, tables, {"step": kind})
+            retention.expire(crawl, keep, 0.0)
+        assert crawl.generations() == list(range(len(steps) + 1))[-keep:]
+        dry = gc(crawl, keep=keep, tmp_min_age_s=1e9, dry_run=True)
+        assert dry["deleted_files"] == 0 and dry["deleted_manifests"] == 0
+        for gen in crawl.generations():
+            m = crawl.manifest(gen)
+            assert crawl.read_current("fetched", generation=gen).num_rows == m.rows("fetched")
+            assert crawl.read_current("frontier", generation=gen).num_rows == m.rows("frontier")
+    finally:
+        monkey.undo()
+
+
+def test_retention_keeps_the_generations_of_the_time_window(tmp_path):
+    from batchcrawl.store import retention
+
+    crawl = small_crawl(tmp_path / "c")
+    parent = crawl.manifest()
+    for _ in range(4):
+        parent = crawl.commit(parent, {}, {"step": "noop"})
+    assert retention.expire(crawl, 1, 3600.0)["expired"] == []  # all younger than an hour
+    assert len(crawl.generations()) == 6
+    later = retention.expire(crawl, 2, 3600.0, clock=lambda: 2e9)  # in 2033: all old
+    assert later["expired"] == [0, 1, 2, 3] and crawl.generations() == [4, 5]
+    with pytest.raises(ValueError, match="at least 1"):
+        retention.expire(crawl, 0, 0.0)
