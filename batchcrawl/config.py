@@ -604,7 +604,9 @@ class GcSection:
     keep_seconds: Annotated[float, Range(0, None)] = 3600.0
     """The automatic expiry keeps every generation committed less than this many seconds ago,
     besides the newest ``crawl.keep_generations`` (0: the count alone). ``batchcrawl gc`` keeps
-    the count alone."""
+    the count alone. A read of a generation that expires meanwhile (``sql --generation``, a
+    background ``crawl.duckdb`` refresh, up to ~30 s behind) meets a missing file: the refresh
+    logs it and the next one writes the file; keep the window longer than such reads."""
 
 
 @dataclass(frozen=True)
