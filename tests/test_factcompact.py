@@ -142,3 +142,52 @@ def test_retention_keeps_the_window_and_exactly_what_gc_would(compacted_crawl):
     dry = gc(crawl, keep=2, tmp_min_age_s=1e9, dry_run=True)
     assert dry["deleted_manifests"] == 0 and dry["deleted_files"] == 0
     assert retention.expire(crawl, 2, 0.0) == {"expired": [], "deleted_files": 0}
+
+
+KILLED_MERGE = """
+import os, signal, sys
+sys.path.insert(0, sys.argv[2])
+from batchcrawl.store import factcompact
+from batchcrawl.store.crawldir import CrawlDir
+real = factcompact._merge
+def merge(*args, **kwargs):
+    real(*args, **kwargs)  # one merged file written whole, then the process dies
+    os.kill(os.getpid(), signal.SIGKILL)
+factcompact._merge = merge
+crawl = CrawlDir.open(sys.argv[1])
+m = crawl.manifest()
+policy = factcompact.FactCompaction(2, 1000, 0)
+listing, _ = factcompact.compact_listing(crawl, "fetched", m.tables["fetched"], 9, m.generation + 1, policy)
+crawl.commit(m, {"fetched": listing}, {})
+"""
+
+
+def test_sigkill_during_a_merge_keeps_the_committed_generation_and_gc_clears_it(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    crawl = CrawlDir.create(str(tmp_path / "c"), "", buckets=1)
+    parent = crawl.manifest()
+    for r in range(1, 5):
+        f = crawl.write_table(
+            "fetched", paths.round_file("fetched", r, 0), [fetched_row(r, round=r)]
+        )
+        parent = crawl.commit(parent, {"fetched": [*parent.tables["fetched"], f]}, {}, round=r)
+    before = crawl.read_current("fetched")
+    repo = str(Path(__file__).resolve().parents[1])
+    proc = subprocess.run([sys.executable, "-c", KILLED_MERGE, crawl.url, repo], check=False)
+    assert proc.returncode == -9
+    assert crawl.manifest().generation == parent.generation  # nothing committed
+    assert keyed(crawl.read_current("fetched")) == keyed(before)
+    orphans = [p for p in Path(crawl.root, "fetched").rglob("*.parquet") if "rounds=" in str(p)]
+    assert orphans  # the merged file written before the kill
+    gc(crawl, keep=1, tmp_min_age_s=0)
+    assert not [p for p in Path(crawl.root, "fetched").rglob("*") if "rounds=" in str(p)]
+    listing, merged = compact_listing(
+        crawl, "fetched", parent.tables["fetched"], 9, parent.generation + 1,
+        FactCompaction(2, 1000, 0),
+    )  # fmt: skip
+    assert merged == 4
+    crawl.commit(parent, {"fetched": listing}, {})
+    assert keyed(crawl.read_current("fetched")) == keyed(before)
