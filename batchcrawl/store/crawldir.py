@@ -147,11 +147,18 @@ class Manifest:
         DRUM bucket count K, fixed at init.
     tables
         Table name -> its files. ``frontier`` has one entry per bucket, in bucket order; ``hosts`` one
-        per shard; ``fetchlists``, ``fetched`` and ``links`` accumulate the files of every round.
+        per shard; ``fetchlists``, ``fetched``, ``links`` and ``edges`` accumulate the files of
+        every round (small ones merged by :mod:`batchcrawl.store.factcompact`).
     summary
         What made this generation (``{"step": "round", ...}``): the round's JSON summary.
     created
         ISO 8601 UTC time of the commit.
+    parent
+        The generation this one was committed on (None for generation 0).
+    lists
+        Table name -> the :class:`FileList` files its entries start with (format 2; the rest of
+        its entries are inline in the manifest). Not part of equality: two manifests with the
+        same files are equal however they are stored.
     """
 
     generation: int
