@@ -619,6 +619,41 @@ class StreamSection:
 
 
 @dataclass(frozen=True)
+class StoreSection:
+    """``[store]``: the crawl directory's fact files (docs/design.md §3, "Fact compaction")."""
+
+    compact_facts_min_files: Annotated[int, Range(2, None)] = 64
+    """Merge the small files of a fact table (``fetched``, ``links``, ``edges``) once this many
+    are due (small and old enough), in the commit of a round or stream checkpoint: the number of
+    files then grows with the data, not with the checkpoints (Nutch's segment merge)."""
+    compact_facts_target_rows: Positive = 1_000_000
+    """Rows of a merged fact file; a file with fewer rows is small (merged again later)."""
+    compact_facts_min_age_rounds: Annotated[int, Range(0, None)] = 4
+    """Only files of rounds (stream checkpoints) at least this many rounds old are merged: the
+    newest rounds keep their own files (``export`` and ``extract`` of a round just done read
+    them), and a file is not rewritten in the checkpoint after it was written."""
+
+
+@dataclass(frozen=True)
+class GcSection:
+    """``[gc]``: removing old generations (docs/design.md §3, "Retention")."""
+
+    auto: bool = True
+    """After each commit of ``round``, ``crawl`` and ``crawl --stream``, expire the generations
+    outside the time-travel window and delete the files only they used (Iceberg's
+    ``expire_snapshots`` as a routine): kept are the newest ``crawl.keep_generations`` and every
+    generation younger than ``keep_seconds`` (the time-travel window). Temp files and orphans of
+    killed rounds are left to ``batchcrawl gc``. False keeps every generation until
+    ``batchcrawl gc`` runs."""
+    keep_seconds: Annotated[float, Range(0, None)] = 3600.0
+    """The automatic expiry keeps every generation committed less than this many seconds ago,
+    besides the newest ``crawl.keep_generations`` (0: the count alone). ``batchcrawl gc`` keeps
+    the count alone. A read of a generation that expires meanwhile (``sql --generation``, a
+    background ``crawl.duckdb`` refresh, up to ~30 s behind) meets a missing file: the refresh
+    logs it and the next one writes the file; keep the window longer than such reads."""
+
+
+@dataclass(frozen=True)
 class ProgressSection:
     """``[progress]``: what ``round`` and ``crawl`` print while they run (on stderr)."""
 
@@ -693,6 +728,8 @@ class Config:
     round: RoundSection = field(default_factory=RoundSection)
     stream: StreamSection = field(default_factory=StreamSection)
     progress: ProgressSection = field(default_factory=ProgressSection)
+    store: StoreSection = field(default_factory=StoreSection)
+    gc: GcSection = field(default_factory=GcSection)
     dedup: DedupSection = field(default_factory=DedupSection)
     extract: ExtractSection = field(default_factory=ExtractSection)
 

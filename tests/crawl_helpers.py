@@ -19,11 +19,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from batchcrawl.store import crawldir  # noqa: E402
 from batchcrawl.store.crawldir import CrawlDir, FileEntry, Manifest  # noqa: E402
 
 PAUSE_POINTS = (
     "data_tmp",  # a data file's temp written, before its rename into place
     "data",  # all data files of the step written, before the commit
+    "list_tmp",  # a file list's temp written, before its rename (before the manifest)
     "manifest_tmp",  # the temp manifest written and fsynced, before the link
     "linked",  # the manifest linked, before its temp is removed
     "duckdb",  # published; crawl.duckdb's temp written, before its rename
@@ -169,6 +171,8 @@ def _install_pause(point: str):
             pause("linked")
 
     def replace(src, dst, *args, **kwargs):
+        if "_commits/lists/" in str(dst):
+            pause("list_tmp")
         if str(dst).endswith(".parquet"):
             pause("data_tmp")
         if str(dst).endswith("crawl.duckdb"):
@@ -182,6 +186,8 @@ def _install_pause(point: str):
 
 def main(argv: list[str]) -> int:
     path, commits = argv[0], int(argv[1])
+    if os.environ.get("BATCHCRAWL_TEST_INLINE_MAX") is not None:  # spill lists at each commit
+        crawldir.INLINE_MAX = int(os.environ["BATCHCRAWL_TEST_INLINE_MAX"])
     point = argv[2] if len(argv) > 2 else None
     crawl = (
         CrawlDir.open(path)

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from batchcrawl.errors import CommitConflict, CrawlDirError, SchemaError
-from batchcrawl.store import schemas, views
+from batchcrawl.store import crawldir, schemas, views
 from batchcrawl.store.crawldir import CrawlDir
 from batchcrawl.store.gc import gc
 
@@ -201,7 +201,9 @@ def test_a_failed_background_refresh_is_logged_and_the_next_one_writes_the_file(
 
 # -- crash safety ----------------------------------------------------------------------------
 @pytest.mark.parametrize("point", PAUSE_POINTS)
-def test_sigkill_during_commit_leaves_previous_generation_whole(tmp_path, point):
+def test_sigkill_during_commit_leaves_previous_generation_whole(tmp_path, point, monkeypatch):
+    # every commit past the first writes a file list (``list_tmp`` pauses in it)
+    monkeypatch.setattr(crawldir, "INLINE_MAX", 0)
     path = str(tmp_path / "c")
     crawl = CrawlDir.create(path, "", buckets=1)
     parent = crawl.manifest()
@@ -210,6 +212,7 @@ def test_sigkill_during_commit_leaves_previous_generation_whole(tmp_path, point)
     before = parent.generation
     proc = subprocess.Popen(
         [sys.executable, str(HELPER), path, "1", point],
+        env={**os.environ, "BATCHCRAWL_TEST_INLINE_MAX": "0"},
         stdout=subprocess.PIPE,
         stdin=subprocess.PIPE,
         text=True,
@@ -244,6 +247,10 @@ def test_sigkill_during_commit_leaves_previous_generation_whole(tmp_path, point)
     gc(crawl, keep=1, tmp_min_age_s=0)
     left = all_files(crawl.root)
     assert not [f for f in left if ".tmp-" in f]
+    assert {f for f in left if f.startswith("_commits/lists/")} == set(
+        crawl.manifest().list_files()
+    )
+    assert crawl.manifest().list_files()
     assert_generation_complete(crawl)
 
 

@@ -23,8 +23,11 @@ from batchcrawl.frontier import hosts as host_runs
 from batchcrawl.frontier import runs
 from batchcrawl.frontier.runs import BucketFiles
 from batchcrawl.frontier.updatedb import UpdatedbResult, updatedb
+from batchcrawl.store import retention
 from batchcrawl.store.crawldir import CrawlDir, FileEntry, Manifest
+from batchcrawl.store.factcompact import FactCompaction, compact_listing
 from batchcrawl.store.lock import WriterLock
+from batchcrawl.store.paths import COMPACTED_TABLES
 
 
 @dataclass
@@ -166,6 +169,8 @@ def merge_and_commit(
     lock.check()
     manifest = crawl.commit(parent, _listing(crawl, parent, work, merged, buckets, fparts,
                                              lparts, eparts, cfg), summary, round=rnd)  # fmt: skip
+    if cfg.gc.auto:  # under the lock, before the next commit: the window's routine expiry
+        retention.expire(crawl, cfg.crawl.keep_generations, cfg.gc.keep_seconds)
     _timed(steps, spans, "commit", t0)
     summary["generation"] = manifest.generation
     summary["seconds_by_step"] = {k: round(v, 3) for k, v in steps.items()}
@@ -185,11 +190,16 @@ def _listing(
     buckets: list[BucketFiles], fparts: Iterable, lparts: Iterable, eparts: Iterable, cfg: Config,
 ) -> dict[str, list[FileEntry]]:  # fmt: skip
     """The next generation's listing: the frontier's buckets, the hosts runs (compacted when
-    due), the fact files and fetch lists appended to the parent's, the content and in-degree
-    listings of the merge."""
+    due), the fact files (their due small files merged, :mod:`batchcrawl.store.factcompact`)
+    and fetch lists appended to the parent's, the content and in-degree listings of the merge."""
+    policy = FactCompaction(cfg.store.compact_facts_min_files, cfg.store.compact_facts_target_rows,
+                            cfg.store.compact_facts_min_age_rounds)  # fmt: skip
 
     def appended(table: str, entries: Iterable[FileEntry]) -> list[FileEntry]:
-        return list(parent.tables.get(table, ())) + list(entries)
+        listing = list(parent.tables.get(table, ())) + list(entries)
+        if table not in COMPACTED_TABLES:
+            return listing
+        return compact_listing(crawl, table, listing, work.round, work.generation, policy)[0]
 
     text = [entry for r in work.reports for entry in r.text]  # extract.at_fetch
     return {

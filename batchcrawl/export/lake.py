@@ -77,7 +77,7 @@ from batchcrawl import __version__
 from batchcrawl.cdxj import scan
 from batchcrawl.errors import BatchcrawlError
 from batchcrawl.export import ccindex, signals
-from batchcrawl.store import atomic, paths
+from batchcrawl.store import atomic, factcompact, paths
 from batchcrawl.store.crawldir import CrawlDir, FileEntry, Manifest, utcnow_iso
 
 log = logging.getLogger(__name__)
@@ -230,17 +230,25 @@ class Destination(atomic.Location):
 
 # -- reading the crawl --------------------------------------------------------------------------
 def round_entries(manifest: Manifest, table: str) -> dict[int, list[FileEntry]]:
-    """``{round: entries}`` of a per-round table in a manifest (paths ``TABLE/round=N/...``)."""
+    """``{round: entries}`` of a per-round table in a manifest (paths ``TABLE/round=N/...``, or a
+    merged fact file under every round it spans: :mod:`batchcrawl.store.factcompact`)."""
     out: dict[int, list[FileEntry]] = {}
     for entry in manifest.tables.get(table, ()):
-        rnd = paths.parse_round(entry.path)
-        if rnd is None:
+        if paths.fact_rounds(entry.path) is None:
             raise ExportError(f"{table}: manifest entry {entry.path!r} is not under round=N/")
-        out.setdefault(rnd, []).append(entry)
-    return {r: sorted(es, key=lambda e: e.path) for r, es in out.items()}
+    for rnd, es in factcompact.round_entries(manifest.tables.get(table, ())).items():
+        out[rnd] = sorted(es, key=lambda e: e.path)
+    return out
+
+
+#: Part numbers of a round's rows taken from merged fact files start here (a round's own files
+#: are numbered by their shard).
+MERGED_PART_BASE = 1000
 
 
 def _part_number(entry: FileEntry, position: int) -> int:
+    if factcompact.is_merged(entry):
+        return MERGED_PART_BASE + position
     shard = paths.parse_shard(posixpath.basename(entry.path))
     return position if shard is None else shard
 
@@ -437,10 +445,22 @@ class Exporter:
             if table not in ROUND_TABLES:
                 continue
             then = sorted((f.get("source"), f.get("rows")) for f in files)
-            now = sorted((e.path, e.rows) for e in entries[table].get(r, []))
+            current = entries[table].get(r, [])
+            if any(factcompact.is_merged(e) for e in current):
+                # merged since: the same rows of the round, now inside larger files
+                if sum(int(f.get("rows") or 0) for f in files) != self._round_rows(
+                    table, current, r
+                ):
+                    return False
+                continue
+            now = sorted((e.path, e.rows) for e in current)
             if then != now:
                 return False
         return True
+
+    def _round_rows(self, table: str, entries: list[FileEntry], r: int) -> int:
+        """Rows of round ``r`` in ``entries`` (merged files counted by their ``round`` column)."""
+        return self._read_round(table, entries, r, columns=["round"]).num_rows
 
     def _drop_round(self, r: int, previous: dict[str, Any]) -> None:
         """Remove round ``r``'s manifest first (the round is incomplete from then on), then every
@@ -458,7 +478,7 @@ class Exporter:
     # -- one round ------------------------------------------------------------------------------
     def _export_round(self, job: _RoundJob, manifest: Manifest, entries) -> dict[str, Any]:
         r, todo = job.round, job.tables
-        fetched = self._read_round("fetched", entries["fetched"].get(r, []))
+        fetched = self._read_round("fetched", entries["fetched"].get(r, []), r)
         warc_files = self._warc_files(fetched, r)
         record: dict[str, Any] = {
             "format": FORMAT_VERSION,
@@ -527,9 +547,12 @@ class Exporter:
         log.info("exported round %d of %s: %s", r, self.name, stats)
         return stats
 
-    def _read_round(self, table: str, entries: list[FileEntry]) -> pa.Table:
+    def _read_round(
+        self, table: str, entries: list[FileEntry], r: int, columns: list[str] | None = None
+    ) -> pa.Table:
+        """Round ``r``'s rows of ``table`` in ``entries`` (merged files filtered by round)."""
         try:
-            return self.crawl.read_table(table, entries)
+            return factcompact.read_round(self.crawl, table, entries, r, columns)
         except OSError as exc:
             raise ExportError(f"{self.crawl.url}: cannot read {table}: {exc}") from exc
 
@@ -549,7 +572,7 @@ class Exporter:
 
     def _wet_files(self, text_entries: list[FileEntry]) -> list[str]:
         """The WET files the round's committed ``text`` rows point into."""
-        data = self._read_round("text", text_entries)
+        data = self.crawl.read_table("text", text_entries)
         return sorted(pc.unique(data.column("wet_filename").drop_null()).to_pylist())
 
     def _wet_file(self, r: int, src: str) -> dict[str, Any]:
@@ -589,7 +612,7 @@ class Exporter:
     def _copy_table(
         self, table: str, r: int, entry: FileEntry, position: int, leave_out: _LeaveOut
     ) -> dict[str, Any]:
-        data = self._read_round(table, [entry])
+        data = self._read_round(table, [entry], r)
         data, dropped = leave_out(table, data)
         if "round" in data.column_names:
             bad = pc.sum(pc.not_equal(data.column("round"), r)).as_py()

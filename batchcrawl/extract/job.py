@@ -34,11 +34,14 @@ def plan(
     done = set(manifest.files("text"))
     todo = []
     for rel in manifest.files("fetched"):
-        r = paths.parse_round(rel)
-        if rounds is not None and (r is None or not rounds[0] <= r <= rounds[1]):
+        span = paths.fact_rounds(rel)  # a merged fetched file spans rounds: its WARC files tell
+        if rounds is not None and (span is None or span[1] < rounds[0] or span[0] > rounds[1]):
             continue
         names = crawl.read_table("fetched", [rel], columns=["warc_filename"]).column(0)
         for warc in sorted(pc.unique(names.drop_null()).to_pylist()):
+            r = paths.parse_round(warc)
+            if rounds is not None and (r is None or not rounds[0] <= r <= rounds[1]):
+                continue
             if warc.endswith(".warc.gz") and paths.text_file(r or 0, warc) not in done:
                 todo.append((warc, rel))
     return todo

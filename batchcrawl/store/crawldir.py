@@ -27,6 +27,7 @@ import datetime as dt
 import json
 import os
 import posixpath
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -39,7 +40,27 @@ from batchcrawl.errors import CommitConflict, CrawlDirError, first_line
 from batchcrawl.store import atomic, paths, schemas
 from batchcrawl.store.paths import COMMITS_DIR, CONFIG_FILE
 
-FORMAT_VERSION = 1
+#: Manifest format written: 2 lists the append-only tables through immutable file lists
+#: (:class:`FileList`); format 1 (every file inline) still reads, and its next commit moves its
+#: files into lists.
+FORMAT_VERSION = 2
+READABLE_FORMATS = (1, 2)
+#: Tables whose listing grows by appending (each round's or micro-batch's files): their files
+#: beyond the parent's lists go into the manifest inline until more than :data:`INLINE_MAX`, then
+#: into a new immutable file list (Iceberg's manifest list, Delta's log checkpoint).
+APPENDED_TABLES = ("fetchlists", "fetched", "links", "edges", "text")
+#: Most file entries of an appended table kept inline in a manifest before they go to a file list.
+INLINE_MAX = 32
+#: A new file list absorbs the lists before it that are smaller than this many times its size,
+#: so the lists of a table shrink geometrically and there are O(log files) of them (a log-
+#: structured merge of the lists, as Iceberg merges small manifests).
+LIST_FANOUT = 4
+#: A file list with this many entries is never merged again (Iceberg's target manifest size):
+#: no commit rewrites more than this many entries of history.
+LIST_MAX_FILES = 8192
+#: File lists parsed, by full path (they never change once written): the newest few hundred.
+_LIST_CACHE: dict[str, tuple[FileEntry, ...]] = {}
+_LIST_CACHE_MAX = 512
 
 #: Parquet options of :meth:`CrawlDir.write_table` (fetch lists, hosts runs, the content-seen and
 #: domain-link key sets, in-degree, graph nodes): zstd without dictionary pages. These tables'
@@ -95,6 +116,24 @@ class FileEntry:
 
 
 @dataclass(frozen=True)
+class FileList:
+    """An immutable file list (``_commits/lists/TABLE-GGGGGG-TOKEN.json``, written once by the
+    commit of generation G): ``files`` consecutive entries of one table's listing, ``rows`` their
+    row count. A manifest names its lists in order, then its inline entries (docs/design.md §3)."""
+
+    path: str
+    files: int
+    rows: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "files": self.files, "rows": self.rows}
+
+    @classmethod
+    def from_json(cls, e: Mapping[str, Any]) -> FileList:
+        return cls(str(e["path"]), int(e["files"]), int(e["rows"]))
+
+
+@dataclass(frozen=True)
 class Manifest:
     """One committed generation.
 
@@ -108,11 +147,18 @@ class Manifest:
         DRUM bucket count K, fixed at init.
     tables
         Table name -> its files. ``frontier`` has one entry per bucket, in bucket order; ``hosts`` one
-        per shard; ``fetchlists``, ``fetched`` and ``links`` accumulate the files of every round.
+        per shard; ``fetchlists``, ``fetched``, ``links`` and ``edges`` accumulate the files of
+        every round (small ones merged by :mod:`batchcrawl.store.factcompact`).
     summary
         What made this generation (``{"step": "round", ...}``): the round's JSON summary.
     created
         ISO 8601 UTC time of the commit.
+    parent
+        The generation this one was committed on (None for generation 0).
+    lists
+        Table name -> the :class:`FileList` files its entries start with (format 2; the rest of
+        its entries are inline in the manifest). Not part of equality: two manifests with the
+        same files are equal however they are stored.
     """
 
     generation: int
@@ -122,6 +168,7 @@ class Manifest:
     summary: Mapping[str, Any] = field(default_factory=dict)
     created: str = ""
     parent: int | None = None
+    lists: Mapping[str, tuple[FileList, ...]] = field(default_factory=dict, compare=False)
 
     def files(self, table: str) -> list[str]:
         """Paths (relative to the crawl root) of ``table``'s files."""
@@ -135,7 +182,17 @@ class Manifest:
         """Total rows of ``table`` in this generation."""
         return sum(e.rows for e in self.tables.get(table, ()))
 
+    def list_files(self) -> list[str]:
+        """Paths of the file lists this manifest names (``gc`` keeps them with the manifest)."""
+        return [ref.path for refs in self.lists.values() for ref in refs]
+
+    def inline(self, table: str) -> tuple[FileEntry, ...]:
+        """``table``'s entries after those of its file lists: the ones written in the manifest."""
+        listed = sum(ref.files for ref in self.lists.get(table, ()))
+        return tuple(self.tables.get(table, ()))[listed:]
+
     def to_json(self) -> dict[str, Any]:
+        """The manifest's JSON (format 2): each table's file lists and inline entries."""
         return {
             "format": FORMAT_VERSION,
             "generation": self.generation,
@@ -144,19 +201,43 @@ class Manifest:
             "buckets": self.buckets,
             "created": self.created,
             "summary": dict(self.summary),
-            "tables": {t: [e.to_json() for e in es] for t, es in self.tables.items()},
+            "tables": {
+                t: {
+                    "lists": [ref.to_json() for ref in self.lists.get(t, ())],
+                    "files": [e.to_json() for e in self.inline(t)],
+                }
+                for t in self.tables
+            },
         }
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any], origin: str) -> Manifest:
-        """Parse a manifest; raises :class:`CrawlDirError` naming ``origin`` if it is malformed."""
+    def from_json(
+        cls,
+        data: Mapping[str, Any],
+        origin: str,
+        load_list: Callable[[FileList], tuple[FileEntry, ...]] | None = None,
+    ) -> Manifest:
+        """Parse a manifest of format 1 (every entry inline) or 2 (file lists, then inline
+        entries; ``load_list`` reads a list's entries). Raises :class:`CrawlDirError` naming
+        ``origin`` if it is malformed, or if a list it names is missing or does not match."""
         try:
-            if data.get("format") != FORMAT_VERSION:
-                raise ValueError(f"unsupported manifest format {data.get('format')!r}")
-            tables = {
-                str(t): tuple(FileEntry.from_json(e) for e in es)
-                for t, es in data["tables"].items()
-            }
+            fmt = data.get("format")
+            if fmt not in READABLE_FORMATS:
+                raise ValueError(f"unsupported manifest format {fmt!r}")
+            tables: dict[str, tuple[FileEntry, ...]] = {}
+            lists: dict[str, tuple[FileList, ...]] = {}
+            for t, listing in data["tables"].items():
+                if fmt == 1:
+                    tables[str(t)] = tuple(FileEntry.from_json(e) for e in listing)
+                    continue
+                refs = tuple(FileList.from_json(r) for r in listing["lists"])
+                entries: list[FileEntry] = []
+                for ref in refs:
+                    if load_list is None:
+                        raise ValueError(f"{t}: names file lists and no reader was given")
+                    entries.extend(load_list(ref))
+                entries.extend(FileEntry.from_json(e) for e in listing["files"])
+                tables[str(t)], lists[str(t)] = tuple(entries), refs
             return cls(
                 generation=int(data["generation"]),
                 round=int(data["round"]),
@@ -165,6 +246,7 @@ class Manifest:
                 summary=dict(data.get("summary") or {}),
                 created=str(data.get("created", "")),
                 parent=None if data.get("parent") is None else int(data["parent"]),
+                lists=lists,
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise CrawlDirError(f"{origin}: malformed manifest ({exc})") from None
@@ -328,7 +410,36 @@ class CrawlDir(atomic.Location):
                 f"rename the file (e.g. to {posixpath.basename(rel)}.damaged) to return to the "
                 "previous one"
             ) from None
-        return Manifest.from_json(data, self.path(rel))
+        return Manifest.from_json(data, self.path(rel), self.read_file_list)
+
+    def read_file_list(self, ref: FileList) -> tuple[FileEntry, ...]:
+        """The entries of a file list (cached: lists never change once written).
+
+        Raises
+        ------
+        CrawlDirError
+            The list is missing, not valid JSON, or does not hold ``ref.files`` entries.
+        """
+        full = self.path(ref.path)
+        cached = _LIST_CACHE.get(full)
+        if cached is not None:
+            return cached
+        try:
+            data = json.loads(self.fs.cat_file(full))
+            entries = tuple(FileEntry.from_json(e) for e in data["files"])
+        except FileNotFoundError:
+            raise CrawlDirError(f"{full}: file list is missing; {DAMAGED_FILE_REMEDY}") from None
+        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise CrawlDirError(
+                f"{full}: damaged file list ({exc}); {DAMAGED_FILE_REMEDY}"
+            ) from None
+        if len(entries) != ref.files:
+            raise CrawlDirError(
+                f"{full}: file list holds {len(entries)} entries, its manifest says {ref.files}; "
+                + DAMAGED_FILE_REMEDY
+            )
+        _remember_list(full, entries)
+        return entries
 
     def commit(
         self,
@@ -362,18 +473,60 @@ class CrawlDir(atomic.Location):
             if name not in schemas.TABLES:
                 raise CrawlDirError(f"commit: unknown table {name!r}")
             merged[name] = tuple(entries)
+        generation = parent.generation + 1
+        lists = {
+            name: self._file_lists(name, entries, parent, generation)
+            for name, entries in merged.items()
+        }
         manifest = Manifest(
-            generation=parent.generation + 1,
+            generation=generation,
             round=parent.round if round is None else round,
             buckets=parent.buckets,
             tables=merged,
             summary=dict(summary),
             created=utcnow_iso(),
             parent=parent.generation,
+            lists=lists,
         )
         self._publish(manifest)
         self._after_publish(manifest)
         return manifest
+
+    def _file_lists(
+        self, table: str, entries: tuple[FileEntry, ...], parent: Manifest, generation: int
+    ) -> tuple[FileList, ...]:
+        """The file lists of ``table``'s listing ``entries`` in the next generation: the parent's
+        lists that still hold the same entries at the same places, and, for an appended table
+        whose inline entries passed :data:`INLINE_MAX`, one new list written now with them (and
+        the smaller lists before them, :data:`LIST_FANOUT`). Costs O(entries changed) bytes
+        written; comparing entries the parent shares is a pointer comparison."""
+        old = parent.tables.get(table, ())
+        refs = parent.lists.get(table, ())
+        if entries is old:
+            return refs
+        kept: list[FileList] = []
+        start = 0
+        for ref in refs:
+            end = start + ref.files
+            if end > len(entries) or entries[start:end] != old[start:end]:
+                break
+            kept.append(ref)
+            start = end
+        if table not in APPENDED_TABLES or len(entries) - start <= INLINE_MAX:
+            return tuple(kept)
+        while (
+            kept
+            and kept[-1].files < LIST_MAX_FILES
+            and (kept[-1].files < LIST_FANOUT * (len(entries) - start))
+        ):
+            start -= kept.pop().files
+        chunk = entries[start:]
+        rel = paths.file_list(table, generation, uuid.uuid4().hex[:16])
+        body = {"format": FORMAT_VERSION, "table": table, "files": [e.to_json() for e in chunk]}
+        with self.open_output(rel) as fh:
+            fh.write((json.dumps(body, separators=(",", ":")) + "\n").encode("utf-8"))
+        _remember_list(self.path(rel), chunk)
+        return (*kept, FileList(rel, len(chunk), sum(e.rows for e in chunk)))
 
     def _after_publish(self, manifest: Manifest) -> None:
         """Run every :data:`AFTER_COMMIT` hook (the ``crawl.duckdb`` refresh,
@@ -552,6 +705,13 @@ def _refuse_foreign_content(crawl: CrawlDir, url: str) -> None:
             f"{url}: not empty and not a crawl (holds {shown}); init needs a new or empty "
             "directory: choose another path"
         )
+
+
+def _remember_list(full: str, entries: tuple[FileEntry, ...]) -> None:
+    """Cache a file list's entries by full path, dropping the oldest past :data:`_LIST_CACHE_MAX`."""
+    _LIST_CACHE[full] = entries
+    while len(_LIST_CACHE) > _LIST_CACHE_MAX:
+        del _LIST_CACHE[next(iter(_LIST_CACHE))]
 
 
 def _fsync_dir(path: str) -> None:

@@ -1,6 +1,7 @@
 """Garbage collection of a crawl directory: keep the last N generations, delete the rest (docs/design.md §3).
 
-A file is kept exactly when a kept manifest references it: directly (a table file) or, for WARC
+A file is kept exactly when a kept manifest references it: directly (a table file or one of the
+file lists under ``_commits/lists/`` that its listing goes through) or, for WARC
 files, through the ``warc_filename`` column of a kept generation's ``fetched`` table. What goes:
 files of generations no longer kept, orphans of rounds that died before committing, and ``*.tmp-*``
 leftovers of interrupted writes once older than a safety age (a write in progress has a young temp
@@ -36,19 +37,20 @@ log = logging.getLogger(__name__)
 
 
 def referenced_files(crawl: CrawlDir, generations: list[int]) -> set[str]:
-    """Paths (relative to the crawl root) referenced by the manifests of ``generations``: every
-    table file, every WARC file named in their ``fetched`` tables (and the ``.cdxj`` beside it),
+    """Paths (relative to the crawl root) referenced by the manifests of ``generations``: their
+    file lists (``_commits/lists/``), every table file, every WARC file named in their ``fetched`` tables (and the ``.cdxj`` beside it),
     and the link graph built from
     each of them (its ``graph.json`` and the files that lists under ``"files"``)."""
     keep: set[str] = set()
     fetched: set[str] = set()
     for gen in generations:
         manifest = crawl.manifest(gen)
+        keep.update(manifest.list_files())
         for table in manifest.tables:
             keep.update(manifest.files(table))
             keep.update(manifest.side_files(table))
         fetched.update(manifest.files("fetched"))
-        keep.update(_graph_files(crawl, gen))
+        keep.update(graph_files(crawl, gen))
     for rel in sorted(fetched):
         column = crawl.read_table("fetched", [rel], columns=["warc_filename"]).column(0)
         for name in pc.unique(column.drop_null()).to_pylist():
@@ -59,7 +61,7 @@ def referenced_files(crawl: CrawlDir, generations: list[int]) -> set[str]:
     return keep
 
 
-def _graph_files(crawl: CrawlDir, generation: int) -> list[str]:
+def graph_files(crawl: CrawlDir, generation: int) -> list[str]:
     """The files of the link graph of ``generation`` (none if it was never built)."""
     rel = paths.graph_manifest(generation)
     try:
@@ -133,7 +135,7 @@ def gc(
             if TMP_MARKER in posixpath.basename(rel) or ".stale-" in posixpath.basename(rel):
                 if now - _mtime(info) >= tmp_min_age_s:
                     delete(path, info.get("size", 0))
-            elif folder not in (COMMITS_DIR, "") and rel not in referenced:
+            elif _collectable(folder, rel) and rel not in referenced:
                 delete(path, info.get("size", 0))
             else:
                 stats["kept_files"] += 1
@@ -142,6 +144,14 @@ def gc(
             _remove_empty_partition_dirs(crawl.path(folder))
     log.info("gc %s: kept generations %s, %s", crawl.url, kept, stats)
     return {"kept_generations": kept, **stats, "dry_run": dry_run}
+
+
+def _collectable(folder: str, rel: str) -> bool:
+    """True for a file ``gc`` deletes when no kept generation references it: a table folder's
+    data file or a file list; never a manifest (kept or already deleted) or a root file."""
+    if folder == COMMITS_DIR:
+        return paths.LIST_RE.fullmatch(rel) is not None
+    return folder != ""
 
 
 def is_layout_path(folder: str, rel: str) -> bool:

@@ -8,6 +8,7 @@ parses it is defined here too, next to the function that builds it::
     crawl.duckdb                                 DUCKDB_FILE
     _lock.json                                   LOCK_FILE
     _commits/000007.json                         commit_file(7)
+    _commits/lists/fetched-000007-9f3c...json    file_list("fetched", 7, "9f3c..."): a file list
     frontier/gen=7/bucket=042.parquet            bucket_base(7, 42): a bucket's base file
     frontier/gen=7/bucket=042.run.parquet        bucket_run(7, 42): a delta run written by gen 7
     frontier/gen=7/bucket=042.run.due.parquet    due_index(bucket_run(7, 42)): its due-time index
@@ -19,6 +20,7 @@ parses it is defined here too, next to the function that builds it::
     fetched/round=7/shard=03.parquet.tmp-spill1f..  spill_file("fetched", 7, 3, "1f.."): its spills
     links/round=7/shard=03.parquet               round_file("links", 7, 3)
     edges/round=7/shard=03.parquet               round_file("edges", 7, 3)
+    fetched/rounds=3-9/tier=1-gen=12-part=00.parquet  compacted_file("fetched", 3, 9, 1, 12, 0)
     content/gen=7/bucket=042.run.parquet         content_bucket(7, 42, run=True)
     domainlinks/gen=7/bucket=042.run.parquet     domainlinks_bucket(7, 42, run=True)
     indegree/gen=7/indegree.parquet              indegree_file(7)
@@ -61,6 +63,19 @@ BUCKET_RE = re.compile(r"^frontier/gen=(\d+)/bucket=(\d+)(\.run)?\.parquet$")
 def commit_file(generation: int) -> str:
     """``_commits/GGGGGG.json``: the manifest of ``generation`` (zero-padded to 6 digits)."""
     return f"{COMMITS_DIR}/{generation:06d}.json"
+
+
+#: A file list under ``_commits/lists/`` -> table (1), generation that wrote it (2).
+LIST_RE = re.compile(r"^_commits/lists/([a-z]+)-(\d{6,})-[0-9a-f]+\.json$")
+
+
+def file_list(table: str, generation: int, token: str) -> str:
+    """``_commits/lists/TABLE-GGGGGG-TOKEN.json``: an immutable list of ``table``'s file entries,
+    written by the commit of ``generation`` (``token``: hex digits, unique per write) and named
+    by its manifest and those after it (:class:`batchcrawl.store.crawldir.FileList`)."""
+    if not token or any(c not in "0123456789abcdef" for c in token):
+        raise ValueError(f"file list token {token!r}: hex digits only")
+    return f"{COMMITS_DIR}/lists/{table}-{generation:06d}-{token}.json"
 
 
 def bucket_base(generation: int, bucket: int) -> str:
@@ -137,6 +152,34 @@ def spill_file(table: str, round: int, shard: int, token: str) -> str:
     if not token.isalnum():
         raise ValueError(f"spill token {token!r}: letters and digits only")
     return f"{round_file(table, round, shard)}{TMP_MARKER}spill{token}"
+
+
+#: Fact tables whose per-round files are merged by :mod:`batchcrawl.store.factcompact`.
+COMPACTED_TABLES = ("fetched", "links", "edges")
+#: A merged fact file -> table (1), first round (2), last round (3), tier (4), generation (5).
+COMPACTED_RE = re.compile(
+    r"^(fetched|links|edges)/rounds=(\d+)-(\d+)/tier=(\d+)-gen=(\d+)-part=\d+\.parquet$"
+)
+
+
+def compacted_file(table: str, first: int, last: int, tier: int, generation: int, part: int) -> str:
+    """``TABLE/rounds=A-B/tier=T-gen=G-part=PP.parquet``: rows of rounds ``first``..``last`` of a
+    fact table (``fetched``, ``links``, ``edges``) merged from smaller files by the commit of
+    ``generation``; ``tier`` counts the merges its rows went through (a round's own file is
+    tier 0)."""
+    if table not in COMPACTED_TABLES:
+        raise ValueError(f"{table!r} is not a compacted fact table ({', '.join(COMPACTED_TABLES)})")
+    return f"{table}/rounds={first}-{last}/tier={tier}-gen={generation}-part={part:02d}.parquet"
+
+
+def fact_rounds(path: str) -> tuple[int, int, int] | None:
+    """``(first round, last round, tier)`` of a fact file: a round's own file (tier 0) or a
+    merged one; None for any other path."""
+    m = COMPACTED_RE.match(path)
+    if m:
+        return int(m.group(2)), int(m.group(3)), int(m.group(4))
+    r = parse_round(path)
+    return None if r is None else (r, r, 0)
 
 
 #: Directions of the link graph's adjacency lists: successors (out-links) and predecessors.
@@ -229,15 +272,16 @@ _WARC_NAME = (
     r"(?:shard=\d{2,}-\d{5,}"  # shard=SS-NNNNN (before unique names)
     r"|[A-Za-z0-9_.-]+-\d{5,}-\d{2,}-\d{14}-\d{5,})"  # CRAWL-ROUND-SHARD-YYYYmmddHHMMSS-SEQ
 )
+_MERGED = r"rounds=\d+-\d+/tier=\d+-gen=\d+-part=\d{2,}\.parquet"  # compacted_file()
 #: The paths (relative to the crawl root) a crawl writes, by folder (temp files of atomic writes
 #: included); ``gc`` deletes nothing else, so files it did not write are never touched.
 LAYOUT = {
     "frontier": rf"frontier/gen=\d+/bucket=\d{{3,}}(?:\.run)?(?:\.due)?\.parquet{_TMP}",
     "hosts": rf"hosts/gen=\d+/(?:shard=\d{{2,}}(?:\.run)?|hosts)\.parquet{_TMP}",
     "fetchlists": rf"fetchlists/round=\d+/shard=\d{{2,}}\.parquet{_TMP}",
-    "fetched": rf"fetched/round=\d+/shard=\d{{2,}}\.parquet{_TMP}",
-    "links": rf"links/round=\d+/shard=\d{{2,}}\.parquet{_TMP}",
-    "edges": rf"edges/round=\d+/shard=\d{{2,}}\.parquet{_TMP}",
+    "fetched": rf"fetched/(?:round=\d+/shard=\d{{2,}}\.parquet|{_MERGED}){_TMP}",
+    "links": rf"links/(?:round=\d+/shard=\d{{2,}}\.parquet|{_MERGED}){_TMP}",
+    "edges": rf"edges/(?:round=\d+/shard=\d{{2,}}\.parquet|{_MERGED}){_TMP}",
     "content": rf"content/gen=\d+/bucket=\d{{3,}}(?:\.run)?\.parquet{_TMP}",
     "domainlinks": rf"domainlinks/gen=\d+/bucket=\d{{3,}}(?:\.run)?\.parquet{_TMP}",
     "indegree": rf"indegree/gen=\d+/indegree\.parquet{_TMP}",
@@ -247,8 +291,8 @@ LAYOUT = {
     ),
     "warc": rf"warc/round=\d+/{_WARC_NAME}(?:\.warc\.gz|\.warc\.wet\.gz|\.cdxj){_TMP}",
     "text": rf"text/round=\d+/{_WARC_NAME}\.parquet{_TMP}",
-    COMMITS_DIR: rf"{COMMITS_DIR}/\d{{6,}}\.json{_TMP}",
+    COMMITS_DIR: rf"{COMMITS_DIR}/(?:\d{{6,}}|lists/[a-z]+-\d{{6,}}-[0-9a-f]+)\.json{_TMP}",
     "": r"(?:crawl\.duckdb\.tmp-[0-9A-Za-z]+(?:\.wal)?|_lock\.json\.(?:tmp|stale)-[0-9A-Za-z]+)",
 }
 LAYOUT_RE = {folder: re.compile(pattern) for folder, pattern in LAYOUT.items()}
-PARTITION_DIR_RE = re.compile(r"(?:gen|round)=\d+")
+PARTITION_DIR_RE = re.compile(r"(?:gen=\d+|round=\d+|rounds=\d+-\d+)")
