@@ -423,6 +423,14 @@ class FetchSection:
     instead of idling its threads for them (the benchmark's round 1 at D = 0: 4.9 -> 2.1 s). At a
     1 s delay the share of the politeness bound went 0.965 -> 0.973 (docs/benchmarks.md,
     "Session 8"). 0 disables it."""
+    tail_overlap_s: Annotated[float, Range(0, None)] = 5.0
+    """Also end a shard's fetch phase once dry hosts given new links this round could add at
+    least half the politeness capacity of its hosts still with work, and both have at least this
+    many seconds of politeness-bound work (queued URLs, or new links, times the host delay): the
+    next round runs them side by side instead of one after the other (a mirror host discovered
+    one level after its original; batchcrawl.fetch.idle.overlap_pays). It costs one round's
+    overhead for up to the shorter side's seconds. 0 disables. Measured by
+    scripts/bench_sites.py (the pydoc mirror pair)."""
     throughput_window_s: float = 5.0
     """Window over which the fetch rate is measured for ``tail_rate_ratio``, seconds."""
     tail_idle_s: Annotated[float, Range(0, None)] = 2.0

@@ -88,7 +88,6 @@ class FetchWorker:
         self.processor = PageProcessor(cfg, shard, self.dedup, wall)
         self.loop = FetchLoop(self.parts, self.processor, self.sink, self.book)
         self._stream: RunState | None = None  # the running stream (stream_start), if any
-        self._batch: RunState | None = None  # the running batch fetch (run), if any
         self._stream_threads: list[Any] = []
 
     # the parts other modules and tests read
@@ -207,23 +206,8 @@ class FetchWorker:
         self.forget_idle_hosts(keep={i.host for i in items})
         run = RunState(round=round, out=new_shard_run(), warc=self.loop.warc_writer(round),
                        deadline=started + limit,
-                       found_hosts=set())  # fmt: skip
-        self._batch = run
-        try:
-            return run_batch(self.loop, run, items, started, progress=progress, spill=spill)
-        finally:
-            self._batch = None
-
-    def end_run(self) -> bool:
-        """End the running :meth:`run` early, from any thread: each fetch thread finishes the
-        fetch in flight and the URLs still queued come back in ``ShardRun.unfetched`` (counter
-        ``ended_early``). Returns False when no run is going on."""
-        run = self._batch
-        if run is None:
-            return False
-        run.ended_early = True
-        self.loop.stop(run)
-        return True
+                       found_hosts=Counter())  # fmt: skip
+        return run_batch(self.loop, run, items, started, progress=progress, spill=spill)
 
     def close(self) -> None:
         """Close connections and the fetcher's watchdog."""
