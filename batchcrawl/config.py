@@ -580,6 +580,13 @@ class StreamSection:
     """Seconds between micro-batches: every shard's fetched rows and links since the last one are
     merged into the frontier (delta runs), newly due URLs are handed out, and a generation is
     committed (a checkpoint: what a SIGKILL can lose)."""
+    early_flush_s: Annotated[float, Range(0, None)] = 1.0
+    """Start a micro-batch this many seconds after the last one started, before
+    ``flush_interval_s``, once a shard's hosts that ran dry were given new links enough to make
+    the next micro-batch at least 1.5 times as fast by politeness (a mirror found one level late,
+    every host of a level done): its threads would otherwise wait for the interval (issue 30;
+    batchcrawl.fetch.idle.next_faster). Checked every 0.25 s. 0 disables; a value at or above
+    ``flush_interval_s`` never starts one early."""
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ of work, and a real worker run against the loopback web with its control."""
 from __future__ import annotations
 
 import math
+import time
 
 import fsspec
 import pytest
@@ -90,3 +91,35 @@ def test_worker_ends_a_level_when_a_dry_mirror_waits_with_many_links(
         assert run.unfetched and {i.host for i in run.unfetched} == {orig}
     else:
         assert not run.unfetched and "tail_cut" not in run.counters
+
+
+def _wait_drained(worker: FetchWorker, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while worker.stream_held and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert worker.stream_held == 0
+
+
+@pytest.mark.parametrize("links", [True, False])
+def test_stream_worker_says_when_its_dry_hosts_wait_with_new_links(
+    web, test_config, tmp_path, links
+):
+    # stream.early_flush_s asks this: a host that ran dry with new links (not yet handed out)
+    # waits for the next micro-batch; a take starts counting again. Control: no links, no wait.
+    host = f"overlap-stream-{int(links)}.w1.test"
+    body = "".join(f'<a href="/n{j}">n</a>' for j in range(5)) if links else "none"
+    web.app.add(host, "/robots.txt", Response(404))
+    web.app.add(host, "/", Response(200, [("Content-Type", "text/html")], body.encode()))
+    fs = DirFileSystem(str(tmp_path), fsspec.filesystem("file"))
+    w = FetchWorker(test_config, 0, fs, seed_hosts={host})
+    w.stream_start(round=1)
+    try:
+        assert not w.stream_hosts_wait()
+        w.stream_add([_item(web.base_url(host) + "/")])
+        _wait_drained(w)
+        assert w.stream_hosts_wait() == links
+        w.stream_take(next_round=2)
+        assert not w.stream_hosts_wait()
+    finally:
+        w.stream_stop()
+        w.close()

@@ -248,6 +248,11 @@ class StreamShardActor(ShardActor):
         self.worker.stream_add(items)
         return self.worker.stream_held
 
+    def hosts_wait(self) -> bool:
+        """Whether the stream's dry hosts given new links would make the next micro-batch faster
+        (:meth:`FetchWorker.stream_hosts_wait`): the driver may start it early."""
+        return self.worker.stream_hosts_wait()
+
     def take_batch(
         self,
         *,

@@ -125,7 +125,14 @@ def overlap_pays(
     min_s
         ``fetch.tail_overlap_s``; 0 turns the rule off.
     """
-    if min_s <= 0 or not math.isfinite(working) or waiting <= 0:
+    if min_s <= 0:
         return False
-    faster = working + waiting >= OVERLAP_GAIN * working
-    return faster and min(working_left_s, waiting_left_s) >= min_s
+    return next_faster(working, waiting) and min(working_left_s, waiting_left_s) >= min_s
+
+
+def next_faster(working: float, waiting: float) -> bool:
+    """Whether the dry hosts given new links (``waiting``, pages/s by politeness alone) would
+    make the next round or micro-batch at least :data:`OVERLAP_GAIN` times as fast as the hosts
+    with work (``working``) alone. Never when a host with work has no fixed delay (``working``
+    infinite: the threads bound it, not politeness)."""
+    return math.isfinite(working) and waiting > 0 and working + waiting >= OVERLAP_GAIN * working

@@ -31,6 +31,7 @@ from batchcrawl.config import Config
 from batchcrawl.fetch.dedup import ShardDedup
 from batchcrawl.fetch.fetcher import Fetcher
 from batchcrawl.fetch.hostbook import HostBook
+from batchcrawl.fetch.idle import next_faster
 from batchcrawl.fetch.linksink import LinkSink
 from batchcrawl.fetch.loop import FetchLoop
 from batchcrawl.fetch.monitor import run_batch
@@ -222,7 +223,7 @@ class FetchWorker:
         if self._stream is not None:
             raise RuntimeError("stream_start: this worker is already streaming")
         run = RunState(round=round, out=new_shard_run(), warc=self.loop.warc_writer(round),
-                       deadline=float("inf"), streaming=True)  # fmt: skip
+                       deadline=float("inf"), streaming=True, found_hosts=Counter())  # fmt: skip
         self._stream = run
         self._stream_threads = self.loop.start(run, self.parts.cfg.fetch.threads, "stream")
 
@@ -245,6 +246,15 @@ class FetchWorker:
         """URLs given to the running stream and not finished yet (queued or being fetched)."""
         return max(0, self._streaming("stream_held").pending)
 
+    def stream_hosts_wait(self) -> bool:
+        """Whether hosts of the running stream ran dry and were given new links since the last
+        :meth:`stream_take`, enough to make the next micro-batch faster
+        (:func:`~batchcrawl.fetch.idle.next_faster`): its threads wait for the next hand-out."""
+        run = self._streaming("stream_hosts_wait")
+        with self.loop.lock:
+            found = Counter(run.found_hosts)
+        return next_faster(*self.parts.workbench.polite_capacity(found))
+
     def stream_take(self, next_round: int) -> ShardRun:
         """What the stream produced since the last take (micro-batch ``run.round``), closing its
         WARC files; rows from now on belong to micro-batch ``next_round``. The fetch threads keep
@@ -259,7 +269,7 @@ class FetchWorker:
         with self.loop.processing, self.loop.lock:
             out, run.out = run.out, new_shard_run()
             old_warc, run.warc = run.warc, new_warc
-            run.round, run.seq = next_round, 0
+            run.round, run.seq, run.found_hosts = next_round, 0, Counter()
         old_warc.close()
         out.warc_files = list(old_warc.files)
         return out
