@@ -31,7 +31,7 @@ from typing import Any
 
 from batchcrawl import procmem
 from batchcrawl.config import Config
-from batchcrawl.console.nothing_due import next_due_ms, nothing_due
+from batchcrawl.console.nothing_due import nothing_due
 from batchcrawl.engine.cluster import cluster_url, dask_client, dask_mapper
 from batchcrawl.engine.merge import Work, merge_and_commit
 from batchcrawl.engine.report import ShardReport
@@ -328,18 +328,6 @@ def wait_any_done(futures: list[Any], timeout_s: float, poll_s: float = 0.02) ->
         time.sleep(min(poll_s, left))
 
 
-def raise_unless_due(crawl: CrawlDir, now_s: float) -> None:
-    """Raise :class:`NothingDue` when no URL of the committed frontier is due at wall clock
-    ``now_s`` (epoch seconds; :func:`batchcrawl.console.nothing_due.next_due_ms`, the due rule
-    selection uses), without a cluster: the last ``batchcrawl round`` of a crawl (exit 75) spent
-    3-6 s starting and closing one to select nothing (issue 30). A URL due may still go
-    unselected (caps, re-filter, leases): :func:`~batchcrawl.engine.select.select` decides."""
-    manifest = crawl.manifest()
-    at_ms = next_due_ms(crawl, manifest) if manifest.rows("frontier") else None
-    if at_ms is None or at_ms > now_s * 1000:
-        raise nothing_due(crawl, manifest, now_s)
-
-
 def run_rounds(
     crawl_url: str,
     cfg: Config,
@@ -361,7 +349,6 @@ def run_rounds(
     """
     summaries = []
     crawl_url = cluster_url(crawl_url)
-    raise_unless_due(CrawlDir.open(crawl_url), time.time())  # before a cluster starts
     pipelined = cfg.round.pipeline if pipeline is None else pipeline
     deadline = Deadline.after(max_seconds)  # the cluster's start-up counts
     # crawl.duckdb is written by child processes while the rounds run: the driver never loads
