@@ -67,8 +67,7 @@ class TailDetector:
         rate = (done - d0) / span
         if span >= self.window_s:  # a full window
             self._best = max(self._best, rate)
-            if self.ratio > 0 and rate < self.ratio * self._best:
+            if rate < self.ratio * self._best:
                 return True
         self._best_any = max(self._best_any, rate)
-        cap = self.capacity_ratio
-        return cap > 0 and working < cap * min(self._best_any, working + waiting)
+        return working < self.capacity_ratio * min(self._best_any, working + waiting)
