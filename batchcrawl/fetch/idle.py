@@ -100,12 +100,7 @@ OVERLAP_GAIN = 1.5
 
 
 def overlap_pays(
-    working: float,
-    waiting: float,
-    working_left_s: float,
-    waiting_left_s: float,
-    min_s: float,
-    best: float = math.inf,
+    working: float, waiting: float, working_left_s: float, waiting_left_s: float, min_s: float
 ) -> bool:
     """Whether to end a fetch phase so that the next round fetches the dry hosts' new links beside
     what the working hosts have left (``fetch.tail_overlap_s``; issue 30).
@@ -129,15 +124,9 @@ def overlap_pays(
         (:meth:`~batchcrawl.fetch.workbench.Workbench.politeness_left_s`).
     min_s
         ``fetch.tail_overlap_s``; 0 turns the rule off.
-    best
-        The best rate the phase reached (pages/s; :attr:`TailDetector.best_rate`): the next
-        round is expected to fetch no faster than this phase once did, so a CPU-bound shard
-        (a loaded machine: two hosts at 20 pages/s each gave 22.9 together) is not cut for an
-        overlap it cannot run.
     """
     if min_s <= 0:
         return False
-    waiting = min(waiting, max(0.0, best - working))
     return next_faster(working, waiting) and min(working_left_s, waiting_left_s) >= min_s
 
 

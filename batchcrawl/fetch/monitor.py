@@ -69,7 +69,7 @@ def run_batch(
                 in_tail = tail_cut_pays((capacity or wb.polite_capacity(found))[1])
             elif capacity is not None and fc.tail_overlap_s and waiting > 0:
                 in_tail = overlap_pays(working, waiting, *wb.politeness_left_s(found),
-                                       fc.tail_overlap_s, best=tail.best_rate)  # fmt: skip
+                                       fc.tail_overlap_s)  # fmt: skip
             if now >= run.deadline or (in_tail and not run.stop.is_set()):
                 if now < run.deadline:
                     out.counters["tail_cut"] = 1

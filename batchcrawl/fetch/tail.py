@@ -44,19 +44,15 @@ class TailDetector:
         self._best = 0.0  # best rate over a whole window (both rules)
         self._best_any = 0.0  # best rate over any span of MIN_SPAN_S or more (capacity rule)
 
-    @property
-    def best_rate(self) -> float:
-        """The best rate seen over any span of at least :attr:`MIN_SPAN_S` seconds (pages/s; 0
-        before one)."""
-        return self._best_any
-
     def observe(
         self, now: float, done: int, working: float = math.inf, waiting: float = 0.0
     ) -> bool:
         """Record ``done`` URLs finished by ``now`` and the politeness capacities (pages/s) of the
         hosts with work and of the dry hosts waiting with new links; True once the phase is in
         its tail."""
-        samples = self._samples  # kept with both rules off too: best_rate (fetch.tail_overlap_s)
+        if self.ratio <= 0 and self.capacity_ratio <= 0:
+            return False
+        samples = self._samples
         samples.append((now, done))
         while len(samples) > 1 and now - samples[1][0] >= self.window_s:
             samples.popleft()
