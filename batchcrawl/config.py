@@ -467,6 +467,14 @@ class FetchSection:
     instead of idling its threads for them (the benchmark's round 1 at D = 0: 4.9 -> 2.1 s). At a
     1 s delay the share of the politeness bound went 0.965 -> 0.973 (docs/benchmarks.md,
     "Session 8"). 0 disables it."""
+    tail_overlap_s: Annotated[float, Range(0, None)] = 5.0
+    """Also end a shard's fetch phase once dry hosts given new links this round could add at
+    least half the politeness capacity of its hosts still with work, and both have at least this
+    many seconds of politeness-bound work (queued URLs, or new links, times the host delay): the
+    next round runs them side by side instead of one after the other (a mirror host discovered
+    one level after its original; batchcrawl.fetch.idle.overlap_pays). It costs one round's
+    overhead for up to the shorter side's seconds. 0 disables. Measured by
+    scripts/bench_sites.py (the pydoc mirror pair)."""
     throughput_window_s: float = 5.0
     """Window over which the fetch rate is measured for ``tail_rate_ratio``, seconds."""
     tail_idle_s: Annotated[float, Range(0, None)] = 2.0
@@ -616,6 +624,13 @@ class StreamSection:
     """Seconds between micro-batches: every shard's fetched rows and links since the last one are
     merged into the frontier (delta runs), newly due URLs are handed out, and a generation is
     committed (a checkpoint: what a SIGKILL can lose)."""
+    early_flush_s: Annotated[float, Range(0, None)] = 1.0
+    """Start a micro-batch this many seconds after the last one started, before
+    ``flush_interval_s``, once a shard's hosts that ran dry were given new links enough to make
+    the next micro-batch at least 1.5 times as fast by politeness (a mirror found one level late,
+    every host of a level done): its threads would otherwise wait for the interval (issue 30;
+    batchcrawl.fetch.idle.next_faster). Checked every 0.25 s. 0 disables; a value at or above
+    ``flush_interval_s`` never starts one early."""
 
 
 @dataclass(frozen=True)

@@ -130,9 +130,6 @@ class Planned:
         Its fetch cools every host down first (a rerun after a crash).
     fetch_t0, fetch_t1
         Monotonic start and end of its fetch step (set by the round driver).
-    fetch_token
-        Names its fetch on the shard actors (:meth:`batchcrawl.engine.shard.ShardActor.run_over`), so a
-        round fetched again in the same process is not taken for its earlier attempt.
     """
 
     round: int
@@ -145,7 +142,6 @@ class Planned:
     cold: bool = False
     fetch_t0: float = 0.0
     fetch_t1: float = 0.0
-    fetch_token: str = ""
 
     @property
     def generate_s(self) -> float:

@@ -25,7 +25,6 @@ import contextlib
 import logging
 import math
 import time
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -214,7 +213,6 @@ class Crawler:
         a full politeness delay first for every host of the lists and of ``cool_hosts`` (by
         shard: the hosts of a dead run's uncommitted rounds, :func:`orphans.uncommitted_hosts`)."""
         plan.fetch_t0 = time.monotonic()
-        plan.fetch_token = uuid.uuid4().hex
         procmem.trim()  # give back what generate freed before the fetch and update build on it
         base = plan.base
         seed_hosts, seed_domains = self.seed_scope(crawl, base)
@@ -229,7 +227,6 @@ class Crawler:
                 seed_hosts=seed_hosts, seed_domains=seed_domains, buckets=base.buckets,
                 cold=cold, content_files=base.files("content"),
                 cool_hosts=cool_hosts.get(s, []), ends_at_unix=ends_at,
-                run_token=plan.fetch_token,
             )
             for s in sorted(actors)
         }  # fmt: skip
@@ -303,7 +300,7 @@ class Crawler:
                 if progress is not None:  # snapshot: batchcrawl.console.progress's module docstring
                     shards: dict[int, dict[str, float]] = {}
                     for s, actor in actors.items():
-                        shards[s] = results[s]["counters"] if s in results else {}
+                        shards[s] = results[s].counters if s in results else {}
                         if s not in results:
                             with contextlib.suppress(Exception):
                                 shards[s] = actor.progress().result(timeout=5)

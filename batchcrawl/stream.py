@@ -72,6 +72,9 @@ from batchcrawl.urls import bucket_ids
 
 log = logging.getLogger(__name__)
 
+#: Seconds between two asks whether a shard's dry hosts wait (``stream.early_flush_s``)
+EARLY_POLL_S = 0.25
+
 #: ``not_selected`` reasons after which a selected bucket still holds due URLs not handed out.
 _LEFT_DUE = ("capped_host", "capped_domain", "capped_round", "trap_throttled")
 
@@ -168,16 +171,15 @@ class Stream:
         # micro-batches start every flush_interval_s (from one start to the next), not that long
         # after the previous one ended: a URL found waits for one interval, not for the interval
         # plus the merge, commit and selection of the micro-batch before
-        next_at = self.clock() + self.cfg.stream.flush_interval_s
+        started = self.clock()
         while True:
-            wait = min(next_at, deadline) - self.clock()
-            if self.stop.wait(wait):
+            if self.wait_for_flush(started, deadline):
                 reason = self.stop.signal_name
                 break
             if self.clock() >= deadline:
                 reason = "max_seconds"
                 break
-            next_at = self.clock() + self.cfg.stream.flush_interval_s
+            started = self.clock()
             self.micro_batch(final=False)
             self.reload_politeness()
             handed = self.hand_out(full=not self.leased)
@@ -209,6 +211,7 @@ class Stream:
             "content": dict(self.content),
             "latency_s": self.latency.to_json(),
             "held_max": self.held_max,
+            "early_flushes": self.totals["early_flushes"],  # stream.early_flush_s
             "seconds_by_step": {k: round(v, 3) for k, v in sorted(self.seconds.items())},
             "elapsed_s": round(self.clock() - t_start, 3),
         }
@@ -225,6 +228,25 @@ class Stream:
         self.dirty = set(range(self.manifest.buckets))
         for f in [a.set_politeness(cfg.politeness) for a in self.actors.values()]:
             f.result()
+
+    def wait_for_flush(self, started: float, deadline: float) -> bool:
+        """Wait until the next micro-batch is due: ``stream.flush_interval_s`` after ``started``
+        (the last one's start, monotonic seconds), ``deadline``, or, from
+        ``stream.early_flush_s`` after ``started``, once a shard's dry hosts wait with new links
+        (:meth:`StreamShardActor.hosts_wait`, asked every :data:`EARLY_POLL_S`). True when a stop
+        signal came."""
+        s = self.cfg.stream
+        end = min(started + s.flush_interval_s, deadline)
+        early = started + s.early_flush_s if 0 < s.early_flush_s < s.flush_interval_s else end
+        while (now := self.clock()) < end:
+            if now >= early and any(f.result() for f in [a.hosts_wait()
+                                                         for a in self.actors.values()]):  # fmt: skip
+                self.totals["early_flushes"] += 1
+                return False
+            wait = early - now if now < early else EARLY_POLL_S
+            if self.stop.wait(min(wait, end - now)):
+                return True
+        return self.stop.is_set()
 
     # -- one micro-batch ------------------------------------------------------------------------
     def micro_batch(self, final: bool) -> None:

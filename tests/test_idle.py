@@ -126,29 +126,3 @@ def test_worker_ends_its_tail_after_tail_idle_s(web, test_config, tmp_path, tail
         assert run.unfetched and {i.host for i in run.unfetched} == {long_}
     else:
         assert not run.unfetched and "tail_cut" not in run.counters
-
-
-def test_end_run_hands_back_the_queued_urls(web, host_name, test_config, tmp_path):
-    # a run ended from another thread (FetchWorker.end_run) loses none of its queued URLs
-    cfg = test_config.replace(
-        politeness={"host_delay_s": 0.2}, fetch={"tail_rate_ratio": 0.0, "tail_capacity_ratio": 0.0}
-    )
-    web.app.add(host_name, "/robots.txt", Response(404))
-    items = []
-    for i in range(25):
-        web.app.add(host_name, f"/e{i}", Response(200, [("Content-Type", "text/plain")], b"x"))
-        items.append(_item(f"{web.base_url(host_name)}/e{i}"))
-    fs = DirFileSystem(str(tmp_path), fsspec.filesystem("file"))
-    w = FetchWorker(cfg, 0, fs, seed_hosts={host_name})
-    assert not w.end_run()  # no run going on
-
-    def progress(counters):
-        if counters["ok"] >= 1:
-            assert w.end_run()
-
-    run = w.run(items, round=1, progress=progress)
-    w.close()
-    assert run.counters["ended_early"] == 1
-    assert run.unfetched and len(run.fetched) + len(run.unfetched) == len(items)
-    assert [i.url for i in run.unfetched] == [i.url for i in items[-len(run.unfetched) :]]
-    assert not w.end_run()

@@ -1,20 +1,15 @@
 """How a shard's fetch ends (issue 30: by its own work only, never because another shard
 finished; the retired ``fetch.shard_grace_s`` ended it one second after the first shard's run).
-The actor tells when a fetch's run is over (:meth:`batchcrawl.engine.shard.ShardActor.run_over`), and a
-crawl's deadline (``crawl --max-seconds``) ends every shard's run by it. Skewed webs, where one
+A crawl's deadline (``crawl --max-seconds``) ends every shard's run by it. Skewed webs, where one
 shard has all the work: tests/test_skewed_webs.py."""
 
 from __future__ import annotations
-
-import asyncio
 
 import pytest
 from round_helpers import fetched_rows, hosts_on_two_shards, new_crawl, round_config, serve
 from test_crash import with_crawler
 
 from batchcrawl.engine.cluster import dask_client
-from batchcrawl.engine.shard import ShardActor
-from batchcrawl.errors import CrawlDirError
 from batchcrawl.pipeline import Deadline
 from batchcrawl.testing.webserver import Response
 
@@ -23,31 +18,6 @@ def _app(host, path, headers):
     if path == "/robots.txt":
         return Response(404, [], b"")
     return Response(200, [("Content-Type", "text/plain")], f"{host}{path}".encode())
-
-
-def test_run_over_answers_in_either_order_and_after_a_failed_fetch(tmp_path):
-    actor = ShardActor(str(tmp_path / "absent"), round_config(), 0)
-    kwargs = dict(cfg=round_config(), round=3, generation=1, fetchlist=None, host_files=[],
-                  seed_hosts=set(), seed_domains=set(), buckets=4, cold=False)  # fmt: skip
-
-    async def main():
-        early = asyncio.ensure_future(actor.run_over("a"))  # asked before the fetch starts
-        await asyncio.sleep(0)
-        assert not early.done()
-        with pytest.raises(CrawlDirError):
-            await actor.fetch(run_token="a", **kwargs)  # no crawl there: fails before its run
-        assert await asyncio.wait_for(early, 5) is True
-        assert await asyncio.wait_for(actor.run_over("a"), 5) is True  # asked after
-        # the same round fetched again (a rerun in this process) is a new fetch, not "a"
-        again = asyncio.ensure_future(actor.run_over("b"))
-        await asyncio.sleep(0.05)
-        assert not again.done()
-        with pytest.raises(CrawlDirError):
-            await actor.fetch(run_token="b", **kwargs)
-        assert await asyncio.wait_for(again, 5) is True
-        assert sorted(actor._run_over) == ["b"]  # finished fetches' events are dropped
-
-    asyncio.run(main())
 
 
 @pytest.mark.slow

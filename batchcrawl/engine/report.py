@@ -5,7 +5,6 @@ report, read by the merge-and-commit stage (:mod:`batchcrawl.engine.merge`) and 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -28,7 +27,7 @@ class ShardReport:
     hosts
         Its ``hosts`` run of the generation being committed (None: no host touched).
     counters
-        The fetch worker's named counters (``tail_cut``, ``ended_early``, ``robots_*``,
+        The fetch worker's named counters (``tail_cut``, ``robots_*``,
         ``links_*``, ``cpu_*_s`` ...).
     outcomes
         Fetch attempts by outcome.
@@ -79,11 +78,3 @@ class ShardReport:
     fetched_keys: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64), repr=False)
     fetched_at: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
     warc_open: tuple[str, int] | None = None
-
-    def __getitem__(self, name: str) -> Any:
-        """A field by name (``report["counters"]``), for code written against the dict reports
-        shards returned before (the shard-grace wait in :mod:`batchcrawl.round`). Raises
-        ``KeyError`` for a name that is not a field."""
-        if name not in self.__dataclass_fields__:
-            raise KeyError(name)
-        return getattr(self, name)

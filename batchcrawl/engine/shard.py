@@ -9,7 +9,6 @@ import asyncio
 import dataclasses
 import time
 from collections import Counter
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -65,47 +64,16 @@ class ShardActor:
         self.opened: tuple[CrawlDir, list[str]] | None = None
         self.counters: Counter = Counter()
         self.content_files: tuple[str, ...] = ()
-        # per fetch (the driver's token): set once its run is over (run_over), created on first
-        # use by whichever of fetch and run_over comes first (Dask may deliver them in any order)
-        self._run_over: dict[str, asyncio.Event] = {}
-
-    def end_fetch(self) -> bool:
-        """End the running fetch phase early (:meth:`FetchWorker.end_run`); False if none runs."""
-        return self.worker is not None and self.worker.end_run()
 
     def progress(self) -> dict[str, float]:
         """Live counters of the running fetch (for the progress display)."""
         return dict(self.counters)
 
-    async def fetch(self, *, run_token: str, **kwargs: Any) -> ShardReport:
-        """Run :meth:`fetch_sync` off the event loop, so :meth:`progress` and :meth:`run_over`
-        stay answerable. ``run_token`` names this fetch for :meth:`run_over` (any string unique
-        to it; the round driver's :attr:`~batchcrawl.pipeline.Planned.fetch_token`)."""
+    async def fetch(self, **kwargs: Any) -> ShardReport:
+        """Run :meth:`fetch_sync` off the event loop, so :meth:`progress` stays answerable."""
         self.counters = Counter()  # progress() never reports the previous round's counters
         loop = asyncio.get_running_loop()
-        for old in [t for t, e in self._run_over.items() if e.is_set()]:  # earlier fetches'
-            del self._run_over[old]  # (dropped first: a reused token must not find its old event)
-        over = self._run_over_event(run_token)
-
-        def signal() -> None:
-            loop.call_soon_threadsafe(over.set)
-
-        def run() -> ShardReport:
-            try:
-                return self.fetch_sync(on_run_over=signal, **kwargs)
-            finally:
-                signal()  # also when the fetch failed before or during its run
-
-        return await loop.run_in_executor(None, run)
-
-    async def run_over(self, run_token: str) -> bool:
-        """Return (True) once the run of the fetch named ``run_token`` (:meth:`fetch`) is over:
-        its fetch threads stopped, before the shard writes its facts (~0.1-0.6 s per round)."""
-        await self._run_over_event(run_token).wait()
-        return True
-
-    def _run_over_event(self, token: str) -> asyncio.Event:
-        return self._run_over.setdefault(token, asyncio.Event())
+        return await loop.run_in_executor(None, lambda: self.fetch_sync(**kwargs))
 
     def fetch_sync(
         self,
@@ -122,14 +90,11 @@ class ShardActor:
         content_files: tuple[str, ...] | list[str] = (),
         cool_hosts: list[str] | tuple[str, ...] = (),
         ends_at_unix: float | None = None,
-        on_run_over: Callable[[], None] | None = None,
     ) -> ShardReport:
         """Fetch this shard's fetch list of ``round`` and write its outputs (uncommitted).
         ``cold``: every host of the list and of ``cool_hosts`` waits a full delay first.
         ``ends_at_unix``: the run also ends by this wall-clock time (epoch seconds; the driver's
-        :class:`~batchcrawl.pipeline.Deadline`), besides ``fetch.time_limit_s`` from its start.
-        ``on_run_over`` is called (in this thread) once the fetch run ends, before the outputs
-        are written."""
+        :class:`~batchcrawl.pipeline.Deadline`), besides ``fetch.time_limit_s`` from its start."""
         started = time.monotonic()
         crawl = CrawlDir.open(self.crawl_url)
         self.open_worker(crawl, cfg, host_files, seed_hosts, seed_domains)
@@ -153,8 +118,6 @@ class ShardActor:
         with FactFiles(crawl, round, self.shard, buckets) as facts:
             run = self.worker.run(items, round, time_limit_s=limit, progress=self._on_progress,
                                   spill=facts.spill)  # fmt: skip
-            if on_run_over is not None:
-                on_run_over()
             fetched, links, edges = facts.finish(run)  # the spills and the rows since the last
         hosts = self.write_hosts(crawl, generation, {i.host for i in items})
         result = ShardReport(
@@ -297,6 +260,11 @@ class StreamShardActor(ShardActor):
         self._touched |= hosts
         self.worker.stream_add(items)
         return self.worker.stream_held
+
+    def hosts_wait(self) -> bool:
+        """Whether the stream's dry hosts given new links would make the next micro-batch faster
+        (:meth:`FetchWorker.stream_hosts_wait`): the driver may start it early."""
+        return self.worker.stream_hosts_wait()
 
     def take_batch(
         self,

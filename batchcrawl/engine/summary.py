@@ -50,13 +50,15 @@ def fetch_by_shard(shard_results: list[ShardReport]) -> list[dict[str, float]]:
     run's length, idle and tail seconds, and its whole call (what follows the run is writing its
     facts and hosts rows); seconds, rounded to milliseconds."""
     times = ("startup_s", "fetch_seconds", "idle_s", "tail_s", "seconds")
-    return [{"shard": r.shard, **{k: round(r[k], 3) for k in times}} for r in shard_results]
+    return [
+        {"shard": r.shard, **{k: round(getattr(r, k), 3) for k in times}} for r in shard_results
+    ]
 
 
 def _ended_early(shard_result: ShardReport) -> bool:
     """Whether a shard's fetch ended before its time limit: cut at its own slow tail (a shard's
     fetch ends by its own work only, issue 30)."""
-    return bool(shard_result["counters"].get("tail_cut"))
+    return bool(shard_result.counters.get("tail_cut"))
 
 
 def round_summary(
@@ -106,9 +108,9 @@ def round_summary(
                       for k in ("kept", "read_back")},
         # a shard left URLs because its fetch reached fetch.time_limit_s (or the crawl's
         # --max-seconds), not because it was cut at its own tail
-        "time_limit_hit": any(r["unfetched"] and not _ended_early(r) for r in shard_results),
+        "time_limit_hit": any(r.unfetched and not _ended_early(r) for r in shard_results),
         # shards whose fetch ended at its slow tail (fetch.tail_rate_ratio, fetch.tail_idle_s)
-        "shards_tail_cut": sum(int(r["counters"].get("tail_cut", 0)) for r in shard_results),
+        "shards_tail_cut": sum(int(r.counters.get("tail_cut", 0)) for r in shard_results),
         "robots": {
             k: int(v) for k, v in counters.items() if k.startswith(("robots_state_", "robots_fetches"))
         },

@@ -15,6 +15,8 @@ tail). Each interval between two samples is charged to the state seen at its sta
 
 from __future__ import annotations
 
+import math
+
 
 class IdleMeter:
     """Seconds in which fewer than half of ``threads`` fetch threads had work.
@@ -90,3 +92,47 @@ def tail_cut_pays(waiting_capacity: float) -> bool:
         route to another shard, whose fetch this cut does not start sooner.
     """
     return waiting_capacity > 0
+
+
+#: How much faster, by politeness alone, the next round must be able to fetch than this one's
+#: hosts with work for :func:`overlap_pays` (the dry hosts given new links add at least half)
+OVERLAP_GAIN = 1.5
+
+
+def overlap_pays(
+    working: float, waiting: float, working_left_s: float, waiting_left_s: float, min_s: float
+) -> bool:
+    """Whether to end a fetch phase so that the next round fetches the dry hosts' new links beside
+    what the working hosts have left (``fetch.tail_overlap_s``; issue 30).
+
+    A host discovered one level later than another (a mirror linked from a site's home page) has
+    its large level one round after the other's: a round runs the first host's level while the
+    mirror, dry after its few pages, waits with hundreds of new links, and the next round runs the
+    mirror's level alone. Ending the phase once both sides have at least ``min_s`` seconds of
+    politeness-bound work left runs them side by side in the next round (one round's overhead
+    for up to ``min(working_left_s, waiting_left_s)`` seconds). Unlike the capacity rule
+    (:class:`~batchcrawl.fetch.tail.TailDetector`), it weighs how long each side's work lasts,
+    so a few links found for a dry host never cut a long level.
+
+    Parameters
+    ----------
+    working, waiting
+        Pages/s politeness allows the hosts with work and the dry hosts given new links
+        (:meth:`~batchcrawl.fetch.workbench.Workbench.polite_capacity`).
+    working_left_s, waiting_left_s
+        Seconds of politeness-bound work of each side
+        (:meth:`~batchcrawl.fetch.workbench.Workbench.politeness_left_s`).
+    min_s
+        ``fetch.tail_overlap_s``; 0 turns the rule off.
+    """
+    if min_s <= 0:
+        return False
+    return next_faster(working, waiting) and min(working_left_s, waiting_left_s) >= min_s
+
+
+def next_faster(working: float, waiting: float) -> bool:
+    """Whether the dry hosts given new links (``waiting``, pages/s by politeness alone) would
+    make the next round or micro-batch at least :data:`OVERLAP_GAIN` times as fast as the hosts
+    with work (``working``) alone. Never when a host with work has no fixed delay (``working``
+    infinite: the threads bound it, not politeness)."""
+    return math.isfinite(working) and waiting > 0 and working + waiting >= OVERLAP_GAIN * working

@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -144,7 +145,7 @@ class FetchLoop:
         with self.processing:
             with self.lock:
                 out, run.out = run.out, new_shard_run()
-                run.round, run.seq = next_round, 0
+                run.round, run.seq, run.found_hosts = next_round, 0, Counter()
                 if run.texts is not None:
                     # extract.at_fetch writes a text and a WET file per WARC file: the WARC file
                     # closes at each take, as the text rows are committed with it

@@ -9,7 +9,7 @@ import math
 from collections import Counter
 from collections.abc import Callable
 
-from batchcrawl.fetch.idle import IdleMeter, tail_cut_pays
+from batchcrawl.fetch.idle import IdleMeter, overlap_pays, tail_cut_pays
 from batchcrawl.fetch.loop import FetchLoop
 from batchcrawl.fetch.runstate import RunState, ShardRun, close_texts, new_shard_run
 from batchcrawl.fetch.tail import TailDetector
@@ -33,8 +33,8 @@ def run_batch(
     ``started`` is the run's start on the worker's monotonic clock.
 
     Stops when every item is done, at the deadline, when the tail rule fires
-    (:class:`~batchcrawl.fetch.tail.TailDetector`, ``fetch.tail_idle_s``; counter ``tail_cut``) or
-    when ``run.stop`` is set from outside (``ended_early``). ``progress`` gets a copy of the
+    (:class:`~batchcrawl.fetch.tail.TailDetector`, ``fetch.tail_idle_s``; counter ``tail_cut``).
+    ``progress`` gets a copy of the
     counters each tick; ``spill`` the rows gathered so far each time they pass
     ``round.spill_pages`` ``fetched`` rows. Raises the run's storage fault (``OSError``), if one
     stopped the threads, after closing the WARC writer.
@@ -58,14 +58,18 @@ def run_batch(
             now = parts.clock()
             with loop.lock:
                 done = pending - run.pending
-            found = run.found_hosts or set()
-            capacity = wb.polite_capacity(found) if fc.tail_capacity_ratio else None
+            found = run.found_hosts or Counter()
+            need = fc.tail_capacity_ratio or fc.tail_overlap_s
+            capacity = wb.polite_capacity(found) if need else None
             working, waiting = capacity or (math.inf, 0.0)
             in_tail = tail.observe(now, done, working, waiting) or (
                 0 < fc.tail_idle_s <= idle.in_tail_for(now)
             )
             if in_tail and not run.stop.is_set():  # only when the next round gains a host
                 in_tail = tail_cut_pays((capacity or wb.polite_capacity(found))[1])
+            elif capacity is not None and fc.tail_overlap_s and waiting > 0:
+                in_tail = overlap_pays(working, waiting, *wb.politeness_left_s(found),
+                                       fc.tail_overlap_s)  # fmt: skip
             if now >= run.deadline or (in_tail and not run.stop.is_set()):
                 if now < run.deadline:
                     out.counters["tail_cut"] = 1
@@ -78,8 +82,6 @@ def run_batch(
     if run.storage_fault is not None:
         raise run.storage_fault
     close_texts(run.texts, out)
-    if run.ended_early:
-        out.counters["ended_early"] = 1
     out.unfetched.extend(loop.drain())
     out.counters["not_fetched"] += len(out.unfetched)
     out.warc_files = list(run.warc.files)

@@ -93,7 +93,7 @@ class RunState:
     stop: threading.Event = field(default_factory=threading.Event)
     streaming: bool = False  # threads wait for more items instead of ending (a stream)
     storage_fault: OSError | None = None  # the first full / read-only storage error: ends the run
-    ended_early: bool = False  # FetchWorker.end_run was called
-    # hosts given a link in scope this run (past the URL cache): they have URLs for the next
-    # round; for the tail rules (fetch.tail_capacity_ratio, idle.tail_cut_pays); None in a stream
-    found_hosts: set[str] | None = None
+    # hosts given a link in scope this run (past the URL cache), with how many: they have URLs
+    # for the next round; for the tail rules (fetch.tail_capacity_ratio, fetch.tail_overlap_s,
+    # idle.tail_cut_pays); None in a stream
+    found_hosts: Counter[str] | None = None

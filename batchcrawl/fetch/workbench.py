@@ -61,7 +61,7 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Container, Iterable
+from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
 
@@ -941,6 +941,27 @@ class Workbench(Generic[T]):
                     for k, e in self._ips.items()}  # fmt: skip
         working, waiting_ = (sum(min(r, caps[k]) for k, r in per_ip.items()) for per_ip in sums)
         return working, waiting_
+
+    def politeness_left_s(self, found: Mapping[str, int]) -> tuple[float, float]:
+        """Seconds of politeness-bound work ``(working, waiting)``: ``working`` for the hosts with
+        work, the longest of their queues (an acquired host counts one item more) times their
+        fixed delay; ``waiting`` for the hosts without work that ``found`` gives new links (host
+        name -> links), the longest of those counts times their fixed delay. Fixed delay as in
+        :meth:`polite_capacity` (per-IP caps aside). O(hosts); for ``fetch.tail_overlap_s``
+        (:func:`batchcrawl.fetch.idle.overlap_pays`)."""
+        working = waiting = 0.0
+        with self._lock:
+            for vs in self._hosts.values():
+                n = len(vs.queue) + int(vs.acquired)
+                if not n and vs.host not in found:
+                    continue
+                delay = host_delay(host_delay_s=self.host_delay_s, crawl_delay_s=vs.crawl_delay_s,
+                                   max_crawl_delay_s=self.max_crawl_delay_s)  # fmt: skip
+                if n:
+                    working = max(working, n * delay)
+                else:
+                    waiting = max(waiting, found[vs.host] * delay)
+        return working, waiting
 
     @property
     def ready_count(self) -> int:

@@ -30,6 +30,7 @@ from batchcrawl.config import Config, PolitenessSection
 from batchcrawl.fetch.dedup import ShardDedup
 from batchcrawl.fetch.fetcher import Fetcher
 from batchcrawl.fetch.hostbook import HostBook
+from batchcrawl.fetch.idle import next_faster
 from batchcrawl.fetch.linksink import LinkSink
 from batchcrawl.fetch.loop import FetchLoop
 from batchcrawl.fetch.monitor import run_batch
@@ -87,7 +88,6 @@ class FetchWorker:
         self.processor = PageProcessor(cfg, shard, self.dedup, wall)
         self.loop = FetchLoop(self.parts, self.processor, self.sink, self.book)
         self._stream: RunState | None = None  # the running stream (stream_start), if any
-        self._batch: RunState | None = None  # the running batch fetch (run), if any
         self._stream_threads: list[Any] = []
 
     # the parts other modules and tests read
@@ -216,23 +216,8 @@ class FetchWorker:
         limit = cfg.fetch.time_limit_s if time_limit_s is None else time_limit_s
         items = list(items)
         self.forget_idle_hosts(keep={i.host for i in items})
-        run = self.loop.new_run(round, started + limit, found_hosts=set())
-        self._batch = run
-        try:
-            return run_batch(self.loop, run, items, started, progress=progress, spill=spill)
-        finally:
-            self._batch = None
-
-    def end_run(self) -> bool:
-        """End the running :meth:`run` early, from any thread: each fetch thread finishes the
-        fetch in flight and the URLs still queued come back in ``ShardRun.unfetched`` (counter
-        ``ended_early``). Returns False when no run is going on."""
-        run = self._batch
-        if run is None:
-            return False
-        run.ended_early = True
-        self.loop.stop(run)
-        return True
+        run = self.loop.new_run(round, started + limit, found_hosts=Counter())
+        return run_batch(self.loop, run, items, started, progress=progress, spill=spill)
 
     def close(self) -> None:
         """Close connections and the fetcher's watchdog."""
@@ -246,7 +231,7 @@ class FetchWorker:
         Raises ``RuntimeError`` if a stream is running."""
         if self._stream is not None:
             raise RuntimeError("stream_start: this worker is already streaming")
-        run = self.loop.new_run(round, float("inf"), streaming=True)
+        run = self.loop.new_run(round, float("inf"), streaming=True, found_hosts=Counter())
         self._stream = run
         self._stream_threads = self.loop.start(run, self.parts.cfg.fetch.threads, "stream")
 
@@ -268,6 +253,15 @@ class FetchWorker:
     def stream_held(self) -> int:
         """URLs given to the running stream and not finished yet (queued or being fetched)."""
         return max(0, self._streaming("stream_held").pending)
+
+    def stream_hosts_wait(self) -> bool:
+        """Whether hosts of the running stream ran dry and were given new links since the last
+        :meth:`stream_take`, enough to make the next micro-batch faster
+        (:func:`~batchcrawl.fetch.idle.next_faster`): its threads wait for the next hand-out."""
+        run = self._streaming("stream_hosts_wait")
+        with self.loop.lock:
+            found = Counter(run.found_hosts)
+        return next_faster(*self.parts.workbench.polite_capacity(found))
 
     def stream_take(self, next_round: int) -> ShardRun:
         """What the stream produced since the last take (micro-batch ``run.round``), with a WARC
