@@ -36,11 +36,14 @@ log = logging.getLogger(__name__)
 _CRAWL_STEPS = ("round", "stream")
 
 
-def committed_open_warcs(crawl: CrawlDir) -> dict[str, int]:
+def committed_open_warcs(crawl: CrawlDir, generation: int | None = None) -> dict[str, int]:
     """The WARC files the newest crawl commit (a round or a stream micro-batch) left open:
     file (relative to the crawl root) -> committed end in bytes. Empty after a clean stop, a round,
-    or a crawl written before issue 35 (its commits name no open file)."""
+    or a crawl written before issue 35 (its commits name no open file). ``generation``: look at
+    the commits up to that generation only (what a reader of that generation sees; export)."""
     for gen in reversed(crawl.generations()):
+        if generation is not None and gen > generation:
+            continue
         summary: dict[str, Any] = dict(crawl.manifest(gen).summary)
         if "warc_open" in summary:
             return {str(name): int(end) for name, end in summary["warc_open"].values()}
