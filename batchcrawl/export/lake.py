@@ -6,7 +6,8 @@ Layout under ``DEST`` (a local path or an fsspec URL such as ``s3://bucket/lake`
     DEST/links/crawl=NAME/round=7/part-03.parquet
     DEST/fetchlists/crawl=NAME/round=7/part-03.parquet
     DEST/index/crawl=NAME/round=7/part-03.parquet         Common Crawl-compatible (batchcrawl.export.ccindex)
-    DEST/warc/crawl=NAME/round=7/shard=03-00000.warc.gz   the WARC files, byte for byte
+    DEST/warc/crawl=NAME/round=7/shard=03-00000.warc.gz   the WARC files, byte for byte (their folder
+                                                           in the crawl: the round that opened them)
     DEST/warc/crawl=NAME/round=7/shard=03-00000.cdxj      CDXJ index of the WARC file beside it
     DEST/text/crawl=NAME/round=7/part-00.parquet          text table (batchcrawl extract), one part per WARC file
     DEST/wet/crawl=NAME/round=7/shard=03-00000.warc.wet.gz  its WET files, byte for byte
@@ -39,6 +40,22 @@ to an older generation) loses its manifest and old files and is exported anew (`
 run that dies leaves its round without a manifest and the next run does the round again. Readers
 that want only complete rounds read the manifests (:func:`exported_rounds`) rather than globbing
 the folders.
+
+WARC files shared by rounds. A stream keeps one WARC file per shard open across its checkpoints
+(:mod:`batchcrawl.engine.warcopen`), so the rows of many rounds point into one file. Each file is
+copied once, to the folder of the round whose folder holds it in the crawl (``warc/round=H/``, the
+round that opened it), by the first exported round whose rows point into it; a later round (or
+run) finds the copy in DEST and copies nothing, and its ``warc`` manifest entry says so
+(``copied: false``). Only committed bytes are copied: a closed file whole, a file the exported
+generation still has open (its newest crawl commit's ``warc_open``) up to its committed end --
+never a record of an uncommitted micro-batch, and no lock is needed. A copy shorter than the
+file's committed end (made while the file was open) is replaced, whole, by the next export whose
+rows point past it: bytes already in DEST never change, so index rows written before stay valid,
+but the object is rewritten; the summary's ``warc_open`` lists the copies made of open files (a
+lake that wants immutable objects exports a stream's rounds after its files closed). Robots.txt
+captures have no ``fetched`` row and no round: each round's manifest records in ``warc_spans``
+(``{file: [start, end]}``) the bytes of each file whose robots.txt captures its index holds, and a
+round exported later starts where the other rounds' spans end, so each capture is indexed once.
 
 Content signals. The ``index`` table carries each host's robots.txt ``Content-Signal``
 (``content_signal``, e.g. ``search=yes,ai-train=no``; :mod:`batchcrawl.export.signals`), and
@@ -344,7 +361,10 @@ class Exporter:
             (rounds exported before from files the crawl no longer has -- the round was committed
             again after a return to an older generation -- removed and exported anew, all the
             tables exported before), ``missing`` (requested but not committed), ``rows`` per
-            table, ``warc_files``, ``cdxj_lines``, ``bytes`` (WARC bytes copied), ``seconds``;
+            table, ``warc_files`` (WARC files copied by this run: a file shared by rounds once),
+            ``warc_open`` (DEST paths of the files copied as the committed prefix of a file the
+            crawl still has open: module docstring), ``cdxj_lines``, ``bytes`` (WARC bytes
+            copied), ``seconds``;
             ``exclude_signal`` (the filter) and ``excluded``: ``hosts`` (how many hosts of the
             crawl have a signal the filter matches) and ``rows`` left out per table.
 
