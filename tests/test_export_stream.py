@@ -169,5 +169,9 @@ def test_a_clean_stream_exported_in_two_steps_copies_each_file_once(tmp_path):
     second = export_crawl(crawl, str(dest), tables=TABLES)
     assert second["skipped"] == first["exported"]
     assert first["bytes"] + second["bytes"] == sum(ends.values())  # each file once, whole
+    spans = exported_rounds(str(dest), NAME)[1]["warc_spans"]
+    more = export_crawl(crawl, str(dest), tables="links", rounds=(1, 1))  # a table added later
+    assert more["exported"] == [1] and more["bytes"] == 0
+    assert exported_rounds(str(dest), NAME)[1]["warc_spans"] == spans
     index = _check_lake(crawl, dest, ends)
     _robots_rows_once(crawl, dest, index)

@@ -532,6 +532,8 @@ class Exporter:
             "exclude_signal": list(self.exclude_signals),
             "tables": dict((job.previous or {}).get("tables", {})),
         }
+        if (job.previous or {}).get("warc_spans") is not None:  # the index exported before
+            record["warc_spans"] = job.previous["warc_spans"]
         stats: dict[str, Any] = {
             "rows": {}, "warc_files": 0, "warc_open": [], "wet_files": 0, "cdxj_lines": 0,
             "bytes": 0, "excluded": {},
