@@ -47,7 +47,7 @@ copied once, to the folder of the round whose folder holds it in the crawl (``wa
 round that opened it), by the first exported round whose rows point into it; a later round (or
 run) finds the copy in DEST and copies nothing, and its ``warc`` manifest entry says so
 (``copied: false``). Only committed bytes are copied: a closed file whole, a file the exported
-generation still has open (its newest crawl commit's ``warc_open``) up to its committed end --
+generation still has open (its newest crawl commit's ``warc_open``: :meth:`CrawlDir.open_warcs`) up to its committed end --
 never a record of an uncommitted micro-batch, and no lock is needed. A copy shorter than the
 file's committed end (made while the file was open) is replaced, whole, by the next export whose
 rows point past it: bytes already in DEST never change, so index rows written before stay valid,
@@ -92,7 +92,6 @@ import pyarrow.parquet as pq
 
 from batchcrawl import __version__
 from batchcrawl.cdxj import scan
-from batchcrawl.engine.warcopen import committed_open_warcs
 from batchcrawl.errors import BatchcrawlError
 from batchcrawl.export import ccindex, signals
 from batchcrawl.store import atomic, factcompact, paths
@@ -396,7 +395,7 @@ class Exporter:
         markers = {r: self.dest.read_json(marker_path(self.name, r)) for r in committed}
         self._check_same_exclusion(markers)
         # WARC files still open in the exported generation: copied up to their committed end
-        self._open_warcs = committed_open_warcs(self.crawl, manifest.generation)
+        self._open_warcs = self.crawl.open_warcs(manifest.generation)
         self._scans: dict[str, dict[str, Any]] = {}  # src -> one scan per run (_warc_file)
         self._locations: pa.Table | None = None  # fetched (file, offset) of all rounds
         # src -> {round: end}: the bytes of each WARC file whose robots.txt captures a round's
