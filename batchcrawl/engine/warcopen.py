@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any
 
 from batchcrawl.errors import WarcError
 from batchcrawl.fetch.warc import reindex
@@ -32,21 +31,13 @@ from batchcrawl.store.crawldir import CrawlDir
 
 log = logging.getLogger(__name__)
 
-#: summary ``step`` values of the commits a round or a stream micro-batch makes
-_CRAWL_STEPS = ("round", "stream")
 
-
-def committed_open_warcs(crawl: CrawlDir) -> dict[str, int]:
+def committed_open_warcs(crawl: CrawlDir, generation: int | None = None) -> dict[str, int]:
     """The WARC files the newest crawl commit (a round or a stream micro-batch) left open:
-    file (relative to the crawl root) -> committed end in bytes. Empty after a clean stop, a round,
-    or a crawl written before issue 35 (its commits name no open file)."""
-    for gen in reversed(crawl.generations()):
-        summary: dict[str, Any] = dict(crawl.manifest(gen).summary)
-        if "warc_open" in summary:
-            return {str(name): int(end) for name, end in summary["warc_open"].values()}
-        if summary.get("step") in _CRAWL_STEPS or summary.get("mode") == "stream":
-            return {}
-    return {}
+    file (relative to the crawl root) -> committed end in bytes (:meth:`CrawlDir.open_warcs`).
+    Empty after a clean stop, a round, or a crawl written before issue 35 (its commits name no
+    open file). ``generation``: look at the commits up to that generation only."""
+    return crawl.open_warcs(generation)
 
 
 def close_open_warcs(crawl: CrawlDir) -> dict[str, dict[str, int]]:

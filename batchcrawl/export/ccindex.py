@@ -13,8 +13,11 @@ Rows come from two sources:
 * the round's ``fetched`` rows that have a WARC record (a response or revisit record), joined with
   what the row already carries (status, digest, MIME type, charset, truncation, redirect target);
 * WARC captures with no ``fetched`` row: these are robots.txt fetches (the fetch worker archives
-  them but does not list them in ``fetched``), found by scanning the round's WARC files
-  (:func:`batchcrawl.cdxj.scan`); they form the ``robotstxt`` subset.
+  them but does not list them in ``fetched``), found by scanning the WARC files the round's rows
+  point into (:func:`batchcrawl.cdxj.scan`); they form the ``robotstxt`` subset. A stream's WARC
+  file holds the records of many rounds, so the export gives each round only the captures in its
+  byte range of the file (``warc_spans``, :mod:`batchcrawl.export.lake`) and ``known`` holds the
+  rows of every round: each robots.txt capture is in one round's index.
 
 Revisit records (a duplicate payload, or a 304 to a conditional refetch) are rows like the others,
 with ``content_mime_type`` ``warc/revisit`` (Common Crawl's convention, and the CDXJ ``mime``): the

@@ -6,7 +6,8 @@ Layout under ``DEST`` (a local path or an fsspec URL such as ``s3://bucket/lake`
     DEST/links/crawl=NAME/round=7/part-03.parquet
     DEST/fetchlists/crawl=NAME/round=7/part-03.parquet
     DEST/index/crawl=NAME/round=7/part-03.parquet         Common Crawl-compatible (batchcrawl.export.ccindex)
-    DEST/warc/crawl=NAME/round=7/shard=03-00000.warc.gz   the WARC files, byte for byte
+    DEST/warc/crawl=NAME/round=7/shard=03-00000.warc.gz   the WARC files, byte for byte (their folder
+                                                           in the crawl: the round that opened them)
     DEST/warc/crawl=NAME/round=7/shard=03-00000.cdxj      CDXJ index of the WARC file beside it
     DEST/text/crawl=NAME/round=7/part-00.parquet          text table (batchcrawl extract), one part per WARC file
     DEST/wet/crawl=NAME/round=7/shard=03-00000.warc.wet.gz  its WET files, byte for byte
@@ -39,6 +40,22 @@ to an older generation) loses its manifest and old files and is exported anew (`
 run that dies leaves its round without a manifest and the next run does the round again. Readers
 that want only complete rounds read the manifests (:func:`exported_rounds`) rather than globbing
 the folders.
+
+WARC files shared by rounds. A stream keeps one WARC file per shard open across its checkpoints
+(:mod:`batchcrawl.engine.warcopen`), so the rows of many rounds point into one file. Each file is
+copied once, to the folder of the round whose folder holds it in the crawl (``warc/round=H/``, the
+round that opened it), by the first exported round whose rows point into it; a later round (or
+run) finds the copy in DEST and copies nothing, and its ``warc`` manifest entry says so
+(``copied: false``). Only committed bytes are copied: a closed file whole, a file the exported
+generation still has open (its newest crawl commit's ``warc_open``: :meth:`CrawlDir.open_warcs`) up to its committed end --
+never a record of an uncommitted micro-batch, and no lock is needed. A copy shorter than the
+file's committed end (made while the file was open) is replaced, whole, by the next export whose
+rows point past it: bytes already in DEST never change, so index rows written before stay valid,
+but the object is rewritten; the summary's ``warc_open`` lists the copies made of open files (a
+lake that wants immutable objects exports a stream's rounds after its files closed). Robots.txt
+captures have no ``fetched`` row and no round: each round's manifest records in ``warc_spans``
+(``{file: [start, end]}``) the bytes of each file whose robots.txt captures its index holds, and a
+round exported later starts where the other rounds' spans end, so each capture is indexed once.
 
 Content signals. The ``index`` table carries each host's robots.txt ``Content-Signal``
 (``content_signal``, e.g. ``search=yes,ai-train=no``; :mod:`batchcrawl.export.signals`), and
@@ -136,8 +153,13 @@ def table_part(table: str, crawl: str, round: int, part: int) -> str:
 
 
 def warc_dest(crawl: str, round: int, source: str) -> str:
-    """Where the crawl's WARC file ``source`` goes: ``warc/crawl=NAME/round=N/BASENAME``."""
-    return f"warc/crawl={crawl}/round={round}/{posixpath.basename(source)}"
+    """Where the crawl's WARC file ``source`` goes: ``warc/crawl=NAME/round=H/BASENAME``, ``H``
+    being the round whose folder holds it in the crawl (``warc/round=H/``: the round that opened
+    it; a stream file holds records of later rounds too), or ``round`` when its path names none."""
+    home = paths.parse_round(source)
+    return (
+        f"warc/crawl={crawl}/round={round if home is None else home}/{posixpath.basename(source)}"
+    )
 
 
 #: The CDXJ file beside a WARC file (``X.warc.gz`` -> ``X.cdxj``), named as in the crawl directory.
@@ -254,16 +276,18 @@ def _part_number(entry: FileEntry, position: int) -> int:
 
 
 class _TeeReader(io.RawIOBase):
-    """Reads ``src`` and writes every byte read to ``sink``: one pass copies and indexes a WARC."""
+    """Reads the first ``limit`` bytes of ``src`` (a WARC file's committed prefix: bytes past it
+    are records not committed yet) and writes every byte read to ``sink``: one pass copies and
+    indexes a WARC file."""
 
-    def __init__(self, src: IO[bytes], sink: IO[bytes] | None) -> None:
-        self.src, self.sink, self.count = src, sink, 0
+    def __init__(self, src: IO[bytes], sink: IO[bytes] | None, limit: int) -> None:
+        self.src, self.sink, self.count, self.limit = src, sink, 0, limit
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buf) -> int:
-        data = self.src.read(len(buf))
+        data = self.src.read(min(len(buf), self.limit - self.count))
         n = len(data)
         buf[:n] = data
         self.count += n
@@ -336,7 +360,10 @@ class Exporter:
             (rounds exported before from files the crawl no longer has -- the round was committed
             again after a return to an older generation -- removed and exported anew, all the
             tables exported before), ``missing`` (requested but not committed), ``rows`` per
-            table, ``warc_files``, ``cdxj_lines``, ``bytes`` (WARC bytes copied), ``seconds``;
+            table, ``warc_files`` (WARC files copied by this run: a file shared by rounds once),
+            ``warc_open`` (DEST paths of the files copied as the committed prefix of a file the
+            crawl still has open: module docstring), ``cdxj_lines``, ``bytes`` (WARC bytes
+            copied), ``seconds``;
             ``exclude_signal`` (the filter) and ``excluded``: ``hosts`` (how many hosts of the
             crawl have a signal the filter matches) and ``rows`` left out per table.
 
@@ -367,6 +394,16 @@ class Exporter:
             )
         markers = {r: self.dest.read_json(marker_path(self.name, r)) for r in committed}
         self._check_same_exclusion(markers)
+        # WARC files still open in the exported generation: copied up to their committed end
+        self._open_warcs = self.crawl.open_warcs(manifest.generation)
+        self._scans: dict[str, dict[str, Any]] = {}  # src -> one scan per run (_warc_file)
+        self._locations: pa.Table | None = None  # fetched (file, offset) of all rounds
+        # src -> {round: end}: the bytes of each WARC file whose robots.txt captures a round's
+        # index holds (the manifests' warc_spans), so each capture is indexed once
+        self._claimed: dict[str, dict[int, int]] = {}
+        for rnd, m in _read_markers(self.dest, self.name).items():
+            for src, (_, end) in (m or {}).get("warc_spans", {}).items():
+                self._claimed.setdefault(src, {})[rnd] = int(end)
         host_signals = (
             signals.host_signals(self.crawl, manifest)
             if "index" in tables or self.exclude_signals
@@ -385,6 +422,7 @@ class Exporter:
             "missing": [r for r in range(max(lo, 1), hi + 1) if r > manifest.round],
             "rows": {t: 0 for t in tables if t not in ("warc", "wet")},
             "warc_files": 0,
+            "warc_open": [],
             "wet_files": 0,
             "cdxj_lines": 0,
             "bytes": 0,
@@ -401,6 +439,8 @@ class Exporter:
                 summary["replaced"].append(r)
                 tables_again = tuple(dict.fromkeys([*previous.get("tables", {}), *tables]))
                 self._drop_round(r, previous)
+                for claims in self._claimed.values():
+                    claims.pop(r, None)
                 previous = None
                 todo = tuple(t for t in TABLES if t in tables_again)
             else:
@@ -416,7 +456,7 @@ class Exporter:
                 summary["rows"][t] = summary["rows"].get(t, 0) + n
             for t, n in stats["excluded"].items():
                 summary["excluded"]["rows"][t] = summary["excluded"]["rows"].get(t, 0) + n
-            for k in ("warc_files", "wet_files", "cdxj_lines", "bytes"):
+            for k in ("warc_files", "warc_open", "wet_files", "cdxj_lines", "bytes"):
                 summary[k] += stats[k]
         summary["seconds"] = round(time.monotonic() - started, 3)
         return summary
@@ -471,7 +511,8 @@ class Exporter:
         for files in previous.get("tables", {}).values():
             for f in files:  # a WARC file's entry names its CDXJ too
                 for rel in (f.get("path"), f.get("cdxj")):
-                    if rel:
+                    # a WARC file in another round's folder is shared with that round's rows
+                    if rel and paths.parse_round(rel) in (r, None):
                         with contextlib.suppress(FileNotFoundError):
                             self.dest.fs.rm_file(self.dest.path(rel))
 
@@ -490,9 +531,11 @@ class Exporter:
             "exclude_signal": list(self.exclude_signals),
             "tables": dict((job.previous or {}).get("tables", {})),
         }
+        if (job.previous or {}).get("warc_spans") is not None:  # the index exported before
+            record["warc_spans"] = job.previous["warc_spans"]
         stats: dict[str, Any] = {
-            "rows": {}, "warc_files": 0, "wet_files": 0, "cdxj_lines": 0, "bytes": 0,
-            "excluded": {},
+            "rows": {}, "warc_files": 0, "warc_open": [], "wet_files": 0, "cdxj_lines": 0,
+            "bytes": 0, "excluded": {},
         }  # fmt: skip
         leave_out = _LeaveOut.of(job.excluded, fetched)
         with ThreadPoolExecutor(self.threads, thread_name_prefix="export") as pool:
@@ -520,8 +563,17 @@ class Exporter:
                 record["tables"]["warc"] = [s["file"] for s in scanned.values()]
             if "index" in todo:
                 languages = self._languages(entries["text"].get(r, []))
+                spans = self._robots_spans(r, scanned, (job.previous or {}).get("warc_spans", {}))
+                record["warc_spans"] = spans
                 parts = self._index_parts(
-                    fetched, r, scanned, entries["fetched"].get(r, []), languages, job.host_signals
+                    fetched,
+                    r,
+                    scanned,
+                    entries["fetched"].get(r, []),
+                    languages,
+                    job.host_signals,
+                    spans,
+                    self._row_offsets(manifest, warc_files),
                 )
                 record["tables"]["index"] = [
                     f.result()
@@ -532,9 +584,11 @@ class Exporter:
             if table == "wet":
                 stats["wet_files"] = len(files)
             elif table == "warc":
-                stats["warc_files"] = len(files)
-                stats["bytes"] = sum(f["bytes"] for f in files)
-                stats["cdxj_lines"] = sum(f["cdxj_lines"] for f in files)
+                copied = [f for f in files if f.get("copied", True)]
+                stats["warc_files"] = len(copied)
+                stats["warc_open"] = [f["path"] for f in copied if f.get("open")]
+                stats["bytes"] = sum(f["bytes"] for f in copied)
+                stats["cdxj_lines"] = sum(f.get("cdxj_lines", 0) for f in copied)
             else:
                 stats["rows"][table] = sum(f["rows"] for f in files)
                 stats["excluded"][table] = sum(f.get("excluded", 0) for f in files)
@@ -637,27 +691,56 @@ class Exporter:
             pq.write_table(data, fh, compression="zstd")
         self._done(rel)
 
+    def _committed_end(self, src: str) -> tuple[int, bool]:
+        """``(end, open)``: the bytes of ``src`` the exported generation commits -- its last
+        ``warc_open`` end while a stream keeps it open (bytes past it are records of micro-batches
+        not committed yet), else its size (a closed file never changes)."""
+        if src in self._open_warcs:
+            return self._open_warcs[src], True
+        return self.crawl.fs.size(self.crawl.path(src)), False
+
+    def _dest_size(self, rel: str) -> int:
+        try:
+            return int(self.dest.fs.size(self.dest.path(rel)))
+        except FileNotFoundError:
+            return 0
+
     def _warc_file(self, r: int, src: str, copy: bool) -> dict[str, Any]:
-        """Copy (if ``copy``) and index one WARC file in one read; write its CDXJ if copied."""
+        """Copy (if ``copy``) and index one WARC file's committed prefix in one read, once per run;
+        write its CDXJ if copied. A copy in DEST that already holds the committed prefix (exported
+        with an earlier round, or by an earlier run) is kept; a shorter one (the file was still
+        open then and has grown) is replaced by the longer prefix: the bytes already there never
+        change, so every index row written before still points at its record."""
         rel = warc_dest(self.name, r, src)
         try:
-            size = self.crawl.fs.size(self.crawl.path(src))
-            with self.crawl.fs.open(self.crawl.path(src), "rb", block_size=_COPY_CHUNK) as fh:
-                if copy:
-                    with self.dest.open_write(rel) as out:
-                        captures, copied = self._index_stream(fh, out, rel)
-                else:
-                    captures, copied = self._index_stream(fh, None, rel)
+            end, still_open = self._committed_end(src)
+            have = self._dest_size(rel) if copy else 0
+            do_copy = copy and have < end
+            cached = self._scans.get(src)
+            if cached is not None and not do_copy:
+                captures, read = cached["captures"], end
+            else:
+                with self.crawl.fs.open(self.crawl.path(src), "rb", block_size=_COPY_CHUNK) as fh:
+                    if do_copy:
+                        with self.dest.open_write(rel) as out:
+                            captures, read = self._index_stream(fh, out, end, src)
+                            if read != end:
+                                raise ExportError(f"{src}: {read} bytes, but its committed "
+                                                  f"records end at byte {end}")  # fmt: skip
+                    else:
+                        captures, read = self._index_stream(fh, None, end, src)
+                self._scans[src] = {"captures": captures}
         except FileNotFoundError:
             raise ExportError(
                 f"{self.crawl.path(src)}: WARC file named by committed fetched rows is missing"
             ) from None
         except OSError as exc:
             raise ExportError(f"{self.crawl.path(src)}: cannot copy WARC file: {exc}") from exc
-        if copied != size:
-            raise ExportError(f"{src}: read {copied} bytes of {size}; the file changed under us?")
-        file_info: dict[str, Any] = {"path": rel, "bytes": size, "source": src}
-        if copy:
+        if read != end:
+            raise ExportError(f"{src}: {read} bytes, but its committed records end at byte {end}")
+        file_info: dict[str, Any] = {"path": rel, "source": src, "end": end, "copied": do_copy,
+                                     "bytes": end if do_copy else 0, "open": still_open}  # fmt: skip
+        if do_copy:
             self._done(rel)
             name = posixpath.basename(rel)
             sorted_lines = sorted(c.line(name) for c in captures)
@@ -665,13 +748,54 @@ class Exporter:
             self.dest.put(cdxj_rel, "".join(line + "\n" for line in sorted_lines).encode("utf-8"))
             self._done(cdxj_rel)
             file_info.update(cdxj=cdxj_rel, cdxj_lines=len(sorted_lines))
-        return {"file": file_info, "captures": captures}
+        return {"file": file_info, "captures": captures, "end": end}
+
+    def _robots_spans(
+        self, r: int, scanned: Mapping[str, dict], previous: Mapping[str, list[int]]
+    ) -> dict[str, list[int]]:
+        """``{src: [start, end]}``: the bytes of each WARC file whose robots.txt captures (no
+        ``fetched`` row) go into round ``r``'s index -- those not claimed by another exported
+        round, up to the committed end; the round's earlier spans are kept (a rerun adds the same
+        rows). Robots.txt captures have no round of their own: each is indexed with the first
+        exported round whose span covers it, once."""
+        out: dict[str, list[int]] = {}
+        for src, info in sorted(scanned.items()):
+            if src in previous:
+                out[src] = [int(x) for x in previous[src]]
+                continue
+            claims = self._claimed.setdefault(src, {})
+            start = max((e for rnd, e in claims.items() if rnd != r), default=0)
+            out[src] = [start, max(start, info["end"])]
+            claims[r] = out[src][1]
+        return out
+
+    def _row_offsets(self, manifest: Manifest, files: Sequence[str]) -> dict[str, set[int]]:
+        """Offsets of the records of ``files`` that have a committed ``fetched`` row, of any round
+        (a stream's file holds the records of many rounds)."""
+        if not files:
+            return {}
+        cols = ["warc_filename", "warc_record_offset"]
+        if self._locations is None:  # once per run
+            try:
+                self._locations = self.crawl.read_table(
+                    "fetched", manifest.files("fetched"), columns=cols
+                )
+            except OSError as exc:
+                raise ExportError(f"{self.crawl.url}: cannot read fetched: {exc}") from exc
+        data = self._locations
+        data = data.filter(pc.is_in(data.column(cols[0]), value_set=pa.array(list(files))))
+        out: dict[str, set[int]] = {}
+        for name, off in zip(*(data.column(c).to_pylist() for c in cols), strict=True):
+            out.setdefault(name, set()).add(off)
+        return out
 
     @staticmethod
-    def _index_stream(fh, out, rel: str) -> tuple[list, int]:
-        tee = _TeeReader(fh, out)
+    def _index_stream(fh, out, end: int, name: str) -> tuple[list, int]:
+        """Scan (and copy to ``out``) the first ``end`` bytes of ``fh``; returns the captures and
+        the bytes read."""
+        tee = _TeeReader(fh, out, end)
         reader = io.BufferedReader(tee, buffer_size=1 << 20)
-        captures = scan(reader, rel)
+        captures = scan(reader, name)
         # the iterator stops at the end of the last record: copy whatever follows, byte for byte
         while reader.read(_COPY_CHUNK):
             pass
@@ -685,17 +809,14 @@ class Exporter:
         fetched_entries: list[FileEntry],
         languages: Mapping[tuple[str, int], str] | None = None,
         host_signals: Mapping[str, str] | None = None,
+        spans: Mapping[str, list[int]] | None = None,
+        known: Mapping[str, set[int]] | None = None,
     ) -> list[tuple[str, pa.Table]]:
-        """One index part per fetch shard: its captures, plus the robots.txt captures of its WARC
-        files."""
-        known: dict[str, set[int]] = {}
-        for name, off in zip(
-            fetched.column("warc_filename").to_pylist(),
-            fetched.column("warc_record_offset").to_pylist(),
-            strict=True,
-        ):
-            if name is not None:
-                known.setdefault(name, set()).add(off)
+        """One index part per fetch shard: its captures, plus the robots.txt captures (records
+        with no ``fetched`` row of any round: ``known``) of its WARC files within the round's
+        ``spans`` (:meth:`_robots_spans`)."""
+        known = known or {}
+        spans = spans or {}
         revisits = {
             (src, c.offset)
             for src, info in scanned.items()
@@ -720,10 +841,10 @@ class Exporter:
             extra = []
             for src, info in scanned.items():
                 if shard_of_warc.get(src) == shard:
+                    lo, hi = spans.get(src, (0, info["end"]))
+                    mine = [c for c in info["captures"] if lo <= c.offset < hi]
                     extra.extend(
-                        ccindex.robots_rows(
-                            info["captures"], warc_dest(self.name, r, src), known.get(src, set())
-                        )
+                        ccindex.robots_rows(mine, warc_dest(self.name, r, src), known.get(src, ()))
                     )
             table = ccindex.index_table(
                 rows,
@@ -855,8 +976,12 @@ def exported_rounds(
 
     Lists only the export manifest folder (``_batchcrawl_export/crawl=NAME/``), never the data.
     """
-    d = Destination(dest, storage_options)
-    folder = d.path(f"{MANIFEST_DIR}/crawl={check_crawl_name(crawl_name)}")
+    return _read_markers(Destination(dest, storage_options), check_crawl_name(crawl_name))
+
+
+def _read_markers(d: Destination, crawl_name: str) -> dict[int, dict[str, Any]]:
+    """``{round: export manifest}`` of the rounds of ``crawl_name`` complete in ``d``."""
+    folder = d.path(f"{MANIFEST_DIR}/crawl={crawl_name}")
     try:
         names = d.fs.ls(folder, detail=False)
     except FileNotFoundError:

@@ -40,6 +40,9 @@ from batchcrawl.errors import CommitConflict, CrawlDirError, first_line
 from batchcrawl.store import atomic, paths, schemas
 from batchcrawl.store.paths import COMMITS_DIR, CONFIG_FILE
 
+#: summary ``step`` values of the commits a round or a stream micro-batch makes
+_CRAWL_STEPS = ("round", "stream")
+
 #: Manifest format written: 2 lists the append-only tables through immutable file lists
 #: (:class:`FileList`); format 1 (every file inline) still reads, and its next commit moves its
 #: files into lists.
@@ -381,6 +384,23 @@ class CrawlDir(atomic.Location):
             if m:
                 gens.append(int(m.group(1)))
         return sorted(gens)
+
+    def open_warcs(self, generation: int | None = None) -> dict[str, int]:
+        """The WARC files the newest crawl commit (a round or a stream micro-batch) up to
+        ``generation`` (default: the current) left open: file (relative to the crawl root) ->
+        committed end in bytes (its summary's ``warc_open``; :mod:`batchcrawl.engine.warcopen`).
+        Empty after a clean stop, a round, or a crawl written before issue 35. Commits that are
+        not a crawl step (``extract``, ``compact`` ...) carry no ``warc_open`` and are looked past.
+        """
+        for gen in reversed(self.generations()):
+            if generation is not None and gen > generation:
+                continue
+            summary: dict[str, Any] = dict(self.manifest(gen).summary)
+            if "warc_open" in summary:
+                return {str(name): int(end) for name, end in summary["warc_open"].values()}
+            if summary.get("step") in _CRAWL_STEPS or summary.get("mode") == "stream":
+                return {}
+        return {}
 
     def manifest(self, generation: int | None = None) -> Manifest:
         """The manifest of ``generation`` (default: the current, i.e. highest, generation).
