@@ -3,13 +3,24 @@ a cap, is jittered, resets after a quiet period and survives rounds and process 
 
 from __future__ import annotations
 
+import os
 import random
+import signal
 import subprocess
+import threading
 
 import fsspec
 import pytest
 from fsspec.implementations.dirfs import DirFileSystem
-from round_helpers import cli_command, new_crawl, round_config, serve, subprocess_env
+from round_helpers import (
+    cli_command,
+    group_members,
+    new_crawl,
+    round_config,
+    serve,
+    subprocess_env,
+    wait_gone,
+)
 
 from batchcrawl.config import Config
 from batchcrawl.fetch.holds import HostHolds, rate_limit_wait
@@ -232,3 +243,76 @@ def test_a_stream_holds_a_rate_limited_host_and_the_others_keep_their_pace(tmp_p
         crawl, "SELECT held_reason, held_failures FROM hosts WHERE host = 'busy.test'"
     ).to_pylist()
     assert rows == [{"held_reason": "rate_limit", "held_failures": len(got)}]
+
+
+class KillableBusySite(BusySite):
+    """:class:`BusySite` that sets :attr:`fetching` at the first page request (not robots.txt) once
+    armed: a round process is then in its fetch phase."""
+
+    def __init__(self) -> None:
+        self.armed = threading.Event()
+        self.fetching = threading.Event()
+
+    def __call__(self, host, path, headers):
+        if self.armed.is_set() and path != "/robots.txt":
+            self.fetching.set()
+        return super().__call__(host, path, headers)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_the_back_off_survives_a_sigkill(tmp_path):
+    """A hold committed by one round is kept by the hosts table through a round SIGKILLed in its
+    fetch phase: the next process asks nothing of the held host before ``held_until`` (a 60 s
+    back-off, far longer than the three processes take), and the row is unchanged."""
+    step = 60.0
+    cfg = round_config(
+        politeness={"host_delay_s": 0.05, "ip_delay_s": 0.0, "ip_concurrency": 8,
+                    "max_crawl_delay_s": 0.3, "rate_limit_backoff_s": step,
+                    "max_rate_limit_backoff_s": step},
+        frontier={"buckets": 4, "retry_backoff_s": 0.1},
+        fetch={"shards": 1, "time_limit_s": 2.0}, round={"workers": 1},
+    )  # fmt: skip
+    query = "SELECT held_reason, held_until, held_failures FROM hosts WHERE host = 'busy.test'"
+    site = KillableBusySite()
+    with serve(site) as server:
+        busy = canonicalize(server.base_url("busy.test") + "/b0")
+        crawl = new_crawl(
+            tmp_path / "crawl", cfg, [canonicalize(server.base_url("calm.test")), busy]
+        )
+
+        def round_process() -> subprocess.CompletedProcess:
+            return subprocess.run(cli_command("round", crawl.url), env=subprocess_env(),
+                                  capture_output=True, text=True, timeout=300)  # fmt: skip
+
+        done = round_process()
+        assert done.returncode == 0, done.stderr[-3000:]
+        held = sql.query(crawl, query).to_pylist()
+        assert held and held[0]["held_reason"] == "rate_limit", held
+        asked = sum(e.host == "busy.test" and e.path != "/robots.txt" for e in server.log.entries())
+        assert asked == 1
+        generation = crawl.manifest().generation
+
+        site.armed.set()  # the next round is killed as soon as it fetches
+        proc = subprocess.Popen(cli_command("round", crawl.url), env=subprocess_env(),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                start_new_session=True)  # fmt: skip
+        try:
+            assert site.fetching.wait(120), "the round never fetched"
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        assert wait_gone(group_members(proc.pid), 30) == []
+        assert crawl.manifest().generation == generation  # the killed round committed nothing
+
+        done = round_process()
+        assert done.returncode == 0, done.stderr[-3000:]
+        log = server.log.entries()
+    asked = [e for e in log if e.host == "busy.test" and e.path != "/robots.txt"]
+    assert len(asked) == 1, [e.path for e in asked]  # nothing asked of the held host since
+    assert sum(e.host == "calm.test" for e in log) >= 3  # the calm host was fetched meanwhile
+    assert crawl.manifest().generation > generation
+    assert sql.query(crawl, query).to_pylist() == held
