@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections import Counter
+from concurrent.futures import Future
+from types import SimpleNamespace
 
 import fsspec
 import pytest
@@ -14,10 +17,12 @@ from fsspec.implementations.dirfs import DirFileSystem
 from hypothesis import given
 from hypothesis import strategies as st
 
+from batchcrawl.console.signals import StopRequest
 from batchcrawl.fetch.idle import OVERLAP_GAIN, overlap_pays
 from batchcrawl.fetch.workbench import Workbench
 from batchcrawl.fetch.worker import FetchWorker
 from batchcrawl.records import FetchItem
+from batchcrawl.stream import Stream
 from batchcrawl.testing.webserver import Response
 from batchcrawl.urls import canonicalize, domain_of, host_of, url_key
 
@@ -123,3 +128,30 @@ def test_stream_worker_says_when_its_dry_hosts_wait_with_new_links(
     finally:
         w.stream_stop()
         w.close()
+
+
+class _DryHostsActor:
+    """Stands in for a stream's shard actor whose dry hosts always wait with new links (what a
+    loaded machine gives: every micro-batch outlasts ``stream.early_flush_s``)."""
+
+    def hosts_wait(self) -> Future:
+        done: Future = Future()
+        done.set_result(True)
+        return done
+
+
+@pytest.mark.parametrize("stopped", [True, False])
+def test_a_stop_request_wins_over_an_early_flush(test_config, stopped):
+    # a fresh user's SIGTERM to `crawl --stream` went unheard for 26-60 s on a loaded machine:
+    # the early flush returned before the stop request was looked at, micro-batch after
+    # micro-batch. Control: without a stop the early flush fires.
+    stream = SimpleNamespace(
+        cfg=test_config.replace(stream={"flush_interval_s": 60.0, "early_flush_s": 0.01}),
+        clock=time.monotonic, actors={0: _DryHostsActor()}, stop=StopRequest(),
+        totals=Counter(),
+    )  # fmt: skip
+    if stopped:
+        stream.stop.event.set()
+    started = time.monotonic() - 1.0  # the micro-batch before took longer than early_flush_s
+    assert Stream.wait_for_flush(stream, started, started + 3600) is stopped
+    assert stream.totals["early_flushes"] == (0 if stopped else 1)
