@@ -480,17 +480,17 @@ class Exporter:
     def _matches(self, previous: dict[str, Any], r: int, entries) -> bool:
         """Whether the round's earlier export (its manifest ``previous``) was made from the
         crawl's current files of round ``r``: the same source file and row count for every
-        Parquet table it lists (a round committed again has new rows in files of the same name)."""
+        Parquet table it lists (a round committed again has new rows in files of the same name).
+        A file's source rows are the rows written plus those an ``--exclude-signal`` left out
+        (:func:`_source_rows`), so a filtered export matches its own crawl files too."""
         for table, files in previous.get("tables", {}).items():
             if table not in ROUND_TABLES:
                 continue
-            then = sorted((f.get("source"), f.get("rows")) for f in files)
+            then = sorted((f.get("source"), _source_rows(f)) for f in files)
             current = entries[table].get(r, [])
             if any(factcompact.is_merged(e) for e in current):
                 # merged since: the same rows of the round, now inside larger files
-                if sum(int(f.get("rows") or 0) for f in files) != self._round_rows(
-                    table, current, r
-                ):
+                if sum(_source_rows(f) for f in files) != self._round_rows(table, current, r):
                     return False
                 continue
             now = sorted((e.path, e.rows) for e in current)
@@ -867,6 +867,12 @@ class Exporter:
         if leave_out.hosts:
             out["excluded"] = dropped
         return out
+
+
+def _source_rows(file_info: Mapping[str, Any]) -> int:
+    """Rows of the round read from the crawl for one exported file (its export manifest entry):
+    those written plus those the ``--exclude-signal`` filter left out."""
+    return int(file_info.get("rows") or 0) + int(file_info.get("excluded") or 0)
 
 
 #: The column naming each exported row's host (``links``: its source page, by url key).
