@@ -348,6 +348,32 @@ def test_export_errors_name_the_input(crawl, tmp_path):
     assert parse_tables("index, warc,index") == ("index", "warc")
 
 
+@pytest.mark.parametrize(
+    "dest, reason",
+    [
+        ("/proc/nope/x", "No such file or directory"),  # under a virtual filesystem
+        ("/sys/x", "not permitted"),
+        ("/dev/null/x", "Not a directory"),  # under a device file
+        ("afile", "is a file, not a folder"),  # an existing regular file
+        ("afile/sub", "Not a directory"),  # under one
+    ],
+)
+def test_an_unusable_destination_is_bad_input_in_one_line(tmp_path, monkeypatch, dest, reason):
+    """Every destination that cannot be created or written exits 2 (README's exit codes) with one
+    line naming it, before anything is read, and writes nothing (the crawl is untouched)."""
+    crawl = CrawlDir.create(str(tmp_path / "empty"), "", buckets=1)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_bytes(b"x")
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    result = run_cli("export", crawl.url, dest, "--tables", "fetched")
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"export destination {dest!r}" in lines[0], lines
+    assert reason in lines[0] and "Error" not in lines[0].removeprefix("batchcrawl: error"), lines
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+    assert (tmp_path / "afile").read_bytes() == b"x"
+
+
 # -- S3 (moto) ---------------------------------------------------------------------------------
 def s3():
     import s3fs

@@ -154,3 +154,58 @@ def test_signal_filter_parsing_and_matching():
     assert excluded_hosts(signals, ["ai-train=no"]) == {"a.test"}
     assert excluded_hosts(signals, ["ai-train=no", "ai-input=no"]) == {"a.test", "c.test"}
     assert excluded_hosts(signals, []) == set()
+
+
+class DeepSignalSite(SignalSite):
+    """:class:`SignalSite` with a chain ``/`` -> ``/d1`` -> ... -> ``/d5`` on every host, so a
+    crawl has rounds enough for its fact files to be merged."""
+
+    def __call__(self, host, path, headers):
+        if path == "/robots.txt":
+            return super().__call__(host, path, headers)
+        depth = 0 if path == "/" else int(path.removeprefix("/d"))
+        link = f'<a href="/d{depth + 1}">next</a>' if depth < 5 else "<p>leaf</p>"
+        return Response(200, [("Content-Type", "text/html")], link.encode())
+
+
+def test_a_repeated_export_with_a_filter_redoes_nothing_across_a_merge(tmp_path, caplog):
+    """The user's report: repeating ``--exclude-signal ai-train=no`` to the same DEST replaced
+    every round with excluded rows (the marker's row counts are the rows kept, compared with the
+    crawl's rows). Repeated, and repeated after a merge of the rounds' fact files in between,
+    with and without the filter: nothing is replaced and no warning is logged."""
+    from batchcrawl.export.lake import export_crawl
+    from batchcrawl.store import factcompact
+
+    cfg = round_config(
+        crawl={"name": "deep"}, fetch={"shards": 1}, round={"workers": 1},
+        store={"compact_facts_min_files": 2, "compact_facts_min_age_rounds": 1},
+    )  # fmt: skip
+    tables = "fetched,links,index"
+    plain, filtered = str(tmp_path / "plain"), str(tmp_path / "filtered")
+    with serve(DeepSignalSite()) as server:
+        seeds = [canonicalize(server.base_url(h) + "/") for h in (MINE, OTHER, NONE)]
+        crawl = new_crawl(tmp_path / "crawl", cfg, seeds)
+        assert len(run_rounds(crawl.url, cfg, 2)) == 2
+        runs = {}
+        for dest, signal in ((plain, ()), (filtered, ("ai-train=no",))):
+            first = export_crawl(crawl, dest, tables=tables, exclude_signals=signal)
+            assert first["exported"] == [1, 2], first
+            runs[dest] = first
+        assert runs[filtered]["excluded"]["rows"]["fetched"] > 0
+        caplog.clear()
+        for dest, signal in ((plain, ()), (filtered, ("ai-train=no",))):
+            again = export_crawl(crawl, dest, tables=tables, exclude_signals=signal)
+            assert (again["replaced"], again["exported"], again["skipped"]) == ([], [], [1, 2])
+        assert not [r for r in caplog.records if r.levelname == "WARNING"]
+        assert len(run_rounds(crawl.url, cfg, 2)) == 2  # rounds 1-2 merged at these commits
+    merged = [e for e in crawl.manifest().tables["fetched"] if factcompact.is_merged(e)]
+    assert merged and all(factcompact.round_entries(merged).get(r) for r in (1, 2))
+    for dest, signal in ((plain, ()), (filtered, ("ai-train=no",))):
+        for _ in range(2):
+            caplog.clear()
+            later = export_crawl(crawl, dest, tables=tables, exclude_signals=signal)
+            assert later["replaced"] == [] and not [
+                r for r in caplog.records if r.levelname == "WARNING"
+            ], (dest, later)
+            assert set(later["skipped"]) >= {1, 2}, later
+    assert set(later["skipped"]) == {1, 2, 3, 4} and later["exported"] == []

@@ -66,6 +66,15 @@ files hold many hosts' records and are copied byte for byte, so an exclusion ref
 round's manifest records its filter, and a run with another filter refuses rounds exported
 before (a round's tables never mix two filters). Signals never change what is fetched.
 
+Repeats. A round's manifest records, per file, the rows written and the rows the filter left out
+(``excluded``); their sum is the rows read from the crawl, which a later run compares with the
+crawl's files of the round (after a merge of fact files, with the round's rows in the merged
+files), so a repeated export -- filtered or not -- skips every round whose data did not change.
+
+Bad destinations. Before anything is read, ``DEST`` and its manifest folder are created (local
+destinations): a ``DEST`` that is a file or cannot be created or written (``/dev/null/x``, a path
+under ``/proc`` or ``/sys``) is bad input (:class:`ExportSettingError`, exit code 2), one line.
+
 Credentials. ``DEST`` is opened with fsspec's usual configuration: ``AWS_ACCESS_KEY_ID``,
 ``AWS_SECRET_ACCESS_KEY``, ``AWS_ENDPOINT_URL`` and the other botocore settings for ``s3://``, or
 ``FSSPEC_S3_*`` variables and fsspec config files. The command line never takes secrets.
@@ -231,6 +240,32 @@ class Destination(atomic.Location):
                 raise
             raise ExportError(f"{final}: cannot write: {exc}") from exc
 
+    def prepare(self) -> None:
+        """Create the destination folder and its manifest folder (:data:`MANIFEST_DIR`), before
+        anything is read or written, so an unusable destination fails at once, in one line.
+
+        Raises
+        ------
+        ExportSettingError
+            ``DEST`` is a file, or its folder cannot be created (a path under a file such as
+            ``/dev/null/x``, a read-only or virtual filesystem such as ``/proc`` or ``/sys``, no
+            permission): bad input, exit code 2.
+        """
+        try:
+            if self.fs.isfile(self.root):
+                raise ExportSettingError(
+                    f"export destination {self.url!r} is a file, not a folder: choose a folder"
+                )
+            if self.local:  # object stores have no folders: their first upload says more
+                self.fs.makedirs(self.path(MANIFEST_DIR), exist_ok=True)
+        except OSError as exc:
+            reason = exc.strerror or str(exc) or type(exc).__name__
+            where = f" ({exc.filename})" if exc.filename else ""
+            raise ExportSettingError(
+                f"export destination {self.url!r} cannot be created or written: {reason}{where}; "
+                "choose a folder you can write"
+            ) from None
+
     def put(self, rel: str, data: bytes) -> None:
         """Write ``data`` at ``rel`` whole."""
         with self.open_write(rel) as fh:
@@ -392,6 +427,7 @@ class Exporter:
                 "tables, but WARC and WET files hold many hosts' records and are copied byte for "
                 "byte: export without warc and wet (e.g. --tables fetched,links,index)"
             )
+        self.dest.prepare()
         markers = {r: self.dest.read_json(marker_path(self.name, r)) for r in committed}
         self._check_same_exclusion(markers)
         # WARC files still open in the exported generation: copied up to their committed end
@@ -480,17 +516,17 @@ class Exporter:
     def _matches(self, previous: dict[str, Any], r: int, entries) -> bool:
         """Whether the round's earlier export (its manifest ``previous``) was made from the
         crawl's current files of round ``r``: the same source file and row count for every
-        Parquet table it lists (a round committed again has new rows in files of the same name)."""
+        Parquet table it lists (a round committed again has new rows in files of the same name).
+        A file's source rows are the rows written plus those an ``--exclude-signal`` left out
+        (:func:`_source_rows`), so a filtered export matches its own crawl files too."""
         for table, files in previous.get("tables", {}).items():
             if table not in ROUND_TABLES:
                 continue
-            then = sorted((f.get("source"), f.get("rows")) for f in files)
+            then = sorted((f.get("source"), _source_rows(f)) for f in files)
             current = entries[table].get(r, [])
             if any(factcompact.is_merged(e) for e in current):
                 # merged since: the same rows of the round, now inside larger files
-                if sum(int(f.get("rows") or 0) for f in files) != self._round_rows(
-                    table, current, r
-                ):
+                if sum(_source_rows(f) for f in files) != self._round_rows(table, current, r):
                     return False
                 continue
             now = sorted((e.path, e.rows) for e in current)
@@ -867,6 +903,12 @@ class Exporter:
         if leave_out.hosts:
             out["excluded"] = dropped
         return out
+
+
+def _source_rows(file_info: Mapping[str, Any]) -> int:
+    """Rows of the round read from the crawl for one exported file (its export manifest entry):
+    those written plus those the ``--exclude-signal`` filter left out."""
+    return int(file_info.get("rows") or 0) + int(file_info.get("excluded") or 0)
 
 
 #: The column naming each exported row's host (``links``: its source page, by url key).
