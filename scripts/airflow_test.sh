@@ -12,17 +12,20 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${AIRFLOW_TEST_VENV:-.venv-airflow}"
 
+# pip's exit status is kept (pipefail); only the notices about missing local index folders of
+# this machine's pip configuration are dropped from the log
+quiet_pip() {
+  "$VENV/bin/python" -m pip install -q "$@" 2>&1 | { grep -v "is neither a file nor a directory" || true; }
+}
 if "$VENV/bin/python" -c "import airflow.sdk, batchcrawl" >/dev/null 2>&1; then
   echo "airflow_test: reusing $VENV"
+  # the checkout may have gained dependencies since the venv was made (pycld2 did): pip installs
+  # only what is missing
+  quiet_pip -e .
 else
   echo "airflow_test: creating $VENV (apache-airflow>=3 and batchcrawl; about a minute)"
   rm -rf "$VENV"
   python3 -m venv "$VENV"
-  # pip's exit status is kept (pipefail); only the notices about missing local index folders of
-  # this machine's pip configuration are dropped from the log
-  quiet_pip() {
-    "$VENV/bin/python" -m pip install -q "$@" 2>&1 | { grep -v "is neither a file nor a directory" || true; }
-  }
   quiet_pip --upgrade pip
   quiet_pip "apache-airflow>=3,<4"
   quiet_pip -e .
