@@ -286,23 +286,11 @@ class PolitenessPolicy:
 
     def host_rule(self, host: str) -> HostRule | None:
         """The first ``[[politeness.hosts]]`` rule covering ``host``, or None (memoized)."""
-        if host not in self._host_memo:
-            if len(self._host_memo) >= _MEMO:
-                self._host_memo.clear()
-            self._host_memo[host] = next(
-                (r for r in self.host_rules if r.matcher.matches(host)), None
-            )
-        return self._host_memo[host]
+        return _first_match(self._host_memo, self.host_rules, host)
 
     def group_rule(self, host: str) -> GroupRule | None:
         """The first ``[[politeness.groups]]`` rule covering ``host``, or None (memoized)."""
-        if host not in self._group_memo:
-            if len(self._group_memo) >= _MEMO:
-                self._group_memo.clear()
-            self._group_memo[host] = next(
-                (r for r in self.group_rules if r.matcher.matches(host)), None
-            )
-        return self._group_memo[host]
+        return _first_match(self._group_memo, self.group_rules, host)
 
     def delay_floor_s(self, host: str) -> float:
         """The host's floor delay, seconds: its rule's ``delay_s``, else ``host_delay_s``."""
@@ -346,3 +334,13 @@ class PolitenessPolicy:
         else:
             key = f"group:{rule.name}:{domain_of(host) if domain is None else domain}"
         return Slot(key, rule.delay_s, rule.concurrency)
+
+
+def _first_match(memo: dict[str, Any], rules: Sequence[Any], host: str) -> Any:
+    """The first of ``rules`` whose ``matcher`` matches ``host`` (None if none), memoized in
+    ``memo`` (cleared when it holds :data:`_MEMO` hosts)."""
+    if host not in memo:
+        if len(memo) >= _MEMO:
+            memo.clear()
+        memo[host] = next((r for r in rules if r.matcher.matches(host)), None)
+    return memo[host]

@@ -38,6 +38,19 @@ LOW = 0.9
 SLACK_S = 0.002
 
 
+def _busy_config(base_s: float, cap_s: float, **overrides: dict) -> Config:
+    """One shard on one worker, host delay 0.05 s, a rate-limit back-off from ``base_s`` doubling
+    up to ``cap_s`` seconds; ``overrides``: ``{section: {key: value}}`` over that."""
+    cfg = round_config(
+        politeness={"host_delay_s": 0.05, "ip_delay_s": 0.0, "ip_concurrency": 8,
+                    "max_crawl_delay_s": 0.3, "rate_limit_backoff_s": base_s,
+                    "max_rate_limit_backoff_s": cap_s},
+        frontier={"buckets": 4, "retry_backoff_s": 0.1},
+        fetch={"shards": 1}, round={"workers": 1},
+    )  # fmt: skip
+    return cfg.replace(**overrides) if overrides else cfg
+
+
 def _step(n: int, base: float, cap: float) -> float:
     """The back-off step after the n-th rate limit in a row (n >= 1)."""
     return min(cap, base * 2 ** (n - 1))
@@ -166,13 +179,7 @@ class BusySite:
 @pytest.mark.timeout(600)
 def test_the_back_off_survives_round_processes(tmp_path):
     base, cap = 0.5, 4.0
-    cfg = round_config(
-        politeness={"host_delay_s": 0.05, "ip_delay_s": 0.0, "ip_concurrency": 8,
-                    "max_crawl_delay_s": 0.3, "rate_limit_backoff_s": base,
-                    "max_rate_limit_backoff_s": cap},
-        frontier={"buckets": 4, "retry_backoff_s": 0.1},
-        fetch={"shards": 1}, round={"workers": 1},
-    )  # fmt: skip
+    cfg = _busy_config(base, cap)
     with serve(BusySite()) as server:
         busy = [canonicalize(server.base_url("busy.test") + f"/b{i}") for i in range(4)]
         crawl = new_crawl(
@@ -218,13 +225,7 @@ def test_a_stream_holds_a_rate_limited_host_and_the_others_keep_their_pace(tmp_p
     from batchcrawl.stream import run_stream
 
     base, cap = 0.3, 1.2
-    cfg = round_config(
-        politeness={"host_delay_s": 0.05, "ip_delay_s": 0.0, "ip_concurrency": 8,
-                    "max_crawl_delay_s": 0.3, "rate_limit_backoff_s": base,
-                    "max_rate_limit_backoff_s": cap},
-        frontier={"buckets": 4, "retry_backoff_s": 0.1},
-        fetch={"shards": 1}, round={"workers": 1}, stream={"flush_interval_s": 0.5},
-    )  # fmt: skip
+    cfg = _busy_config(base, cap, stream={"flush_interval_s": 0.5})
     with serve(StreamSite()) as server:
         busy = [canonicalize(server.base_url("busy.test") + f"/b{i}") for i in range(4)]
         calm = [canonicalize(server.base_url("calm.test") + f"/c{i}") for i in range(40)]
@@ -266,13 +267,7 @@ def test_the_back_off_survives_a_sigkill(tmp_path):
     fetch phase: the next process asks nothing of the held host before ``held_until`` (a 60 s
     back-off, far longer than the three processes take), and the row is unchanged."""
     step = 60.0
-    cfg = round_config(
-        politeness={"host_delay_s": 0.05, "ip_delay_s": 0.0, "ip_concurrency": 8,
-                    "max_crawl_delay_s": 0.3, "rate_limit_backoff_s": step,
-                    "max_rate_limit_backoff_s": step},
-        frontier={"buckets": 4, "retry_backoff_s": 0.1},
-        fetch={"shards": 1, "time_limit_s": 2.0}, round={"workers": 1},
-    )  # fmt: skip
+    cfg = _busy_config(step, step, fetch={"time_limit_s": 2.0})
     query = "SELECT held_reason, held_until, held_failures FROM hosts WHERE host = 'busy.test'"
     site = KillableBusySite()
     with serve(site) as server:
