@@ -54,7 +54,11 @@ import click  # noqa: E402
 
 from batchcrawl import __version__  # noqa: E402
 from batchcrawl.config import Config, load_config, to_toml  # noqa: E402
-from batchcrawl.console.signals import quiet_abandoned_gathers, stop_on_signals  # noqa: E402
+from batchcrawl.console.signals import (  # noqa: E402
+    quiet_abandoned_gathers,
+    skip_final_collection,
+    stop_on_signals,
+)
 from batchcrawl.errors import BatchcrawlError, ConfigError, Stopped  # noqa: E402
 from batchcrawl.store.crawldir import CONFIG_FILE, CrawlDir  # noqa: E402
 
@@ -117,6 +121,8 @@ class _Group(click.Group):
             log.debug("error details", exc_info=True)
             label = f"{exc.label}: " if exc.label else ""
             click.echo(f"batchcrawl: {label}{exc}", err=True)
+            if isinstance(exc, Stopped):
+                skip_final_collection()
             ctx.exit(exc.exit_code)
         except FileNotFoundError as exc:
             # a data file named by a committed manifest is gone: the directory is damaged
@@ -153,6 +159,7 @@ class _Group(click.Group):
                 "happen, committed generations are intact; rerun it",
                 err=True,
             )
+            skip_final_collection()
             ctx.exit(getattr(exc, "exit_code", 130))
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from batchcrawl import procmem, workersetup
 from batchcrawl.config import Config
-from batchcrawl.console.signals import raise_held_stop, starting_workers
+from batchcrawl.console.signals import starting_workers
 from batchcrawl.errors import ClusterUnreachable, first_line
 from batchcrawl.frontier import runs
 from batchcrawl.frontier.runs import BucketFiles
@@ -82,7 +82,6 @@ def dask_client(cfg: Config, scheduler: str | None = None) -> Iterator[Any]:
         client = Client(cluster)
         timeout = None
         try:
-            raise_held_stop()  # a stop signal that came while the workers started
             workersetup.register(client)
             yield client
         except KeyboardInterrupt:
