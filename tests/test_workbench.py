@@ -27,16 +27,23 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-import batchcrawl.fetch.workbench as workbench_mod
+import batchcrawl.fetch.readyqueue as readyqueue_mod
 from batchcrawl.config import PolitenessSection, load_config
 from batchcrawl.errors import BatchcrawlError, ConfigError
-from batchcrawl.fetch.workbench import HostState, Workbench, WorkbenchError
-from batchcrawl.politeness import PolitenessPolicy, parse_group_rules, parse_host_rules
+from batchcrawl.fetch.hostdelay import WorkbenchError, host_delay
+from batchcrawl.fetch.visitstate import HostState
+from batchcrawl.fetch.workbench import Workbench
+from batchcrawl.politeness import (
+    PolitenessPolicy,
+    Slot,
+    parse_group_rules,
+    parse_host_rules,
+)
 
-# The checker keeps its own reference: control tests replace the module's function, not this one.
-reference_delay = workbench_mod.host_delay
+# The checker keeps its own reference: control tests replace the function the ready queue calls
+# at a release (readyqueue_mod.host_delay), not this one.
+reference_delay = host_delay
 reference_slot = PolitenessPolicy.slot
-host_delay = workbench_mod.host_delay
 
 
 class FakeClock:
@@ -515,7 +522,7 @@ CONTROL_SETTINGS = settings(
 
 def test_control_checker_catches_zero_host_delay(monkeypatch):
     """A workbench whose release sets no host delay must be caught by the same checker."""
-    monkeypatch.setattr(workbench_mod, "host_delay", lambda **kwargs: 0.0)
+    monkeypatch.setattr(readyqueue_mod, "host_delay", lambda **kwargs: 0.0)
     with pytest.raises(AssertionError, match=CHECKER_MESSAGES):
         run_state_machine_as_test(WorkbenchMachine, settings=CONTROL_SETTINGS)
 
@@ -1031,7 +1038,7 @@ def test_workbench_stateful_groups():
 def test_control_checker_catches_a_group_delay_ignored(monkeypatch):
     """A workbench that keeps every host in its IP entry (no groups) must be caught."""
     monkeypatch.setattr(PolitenessPolicy, "slot", lambda self, host, ip, domain=None:
-                        workbench_mod.Slot(f"ip:{ip}", self.ip_delay_s, self.ip_concurrency))  # fmt: skip
+                        Slot(f"ip:{ip}", self.ip_delay_s, self.ip_concurrency))  # fmt: skip
 
     class OneGroup(GroupMachine):  # every host in one group: any two fetches 5 s apart
         policies = [_policy(groups=[{"name": "all", "match": "*", "delay_s": 5.0}])]
@@ -1042,7 +1049,7 @@ def test_control_checker_catches_a_group_delay_ignored(monkeypatch):
 
 def test_control_checker_catches_a_host_floor_ignored(monkeypatch):
     """A workbench that applies the crawl-wide floor to every host (no per-host delay) is caught."""
-    monkeypatch.setattr(workbench_mod.Workbench, "_delay", lambda self, vs: reference_delay(
+    monkeypatch.setattr(Workbench, "_delay", lambda self, vs: reference_delay(
         host_delay_s=self.host_delay_s, crawl_delay_s=vs.crawl_delay_s,
         max_crawl_delay_s=self.max_crawl_delay_s, adaptive_delay_factor=self.adaptive_delay_factor,
         last_download_s=vs.last_download_s))  # fmt: skip

@@ -43,8 +43,8 @@ from batchcrawl.fetch.sitemap_jobs import (
     seed_sitemap_jobs,
 )
 from batchcrawl.fetch.sitemaps import parse_sitemap
+from batchcrawl.fetch.visitstate import VisitState
 from batchcrawl.fetch.warc import WarcWriter
-from batchcrawl.fetch.workbench import VisitState
 from batchcrawl.records import FetchItem, FetchResult, Outcome
 from batchcrawl.store import paths
 from batchcrawl.store.faults import storage_fault
