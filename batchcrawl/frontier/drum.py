@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TypeAlias
 
 import fsspec
 import numpy as np
@@ -68,7 +69,7 @@ class BucketFile:
     path: str
 
 
-BucketSource = pa.Table | BucketFile | None
+BucketSource: TypeAlias = pa.Table | BucketFile | None
 
 
 def key_array(table: pa.Table, key: str = KEY) -> np.ndarray:
@@ -249,7 +250,7 @@ def iter_chunks(
     a few row groups at a time, each chunk at most ``budget_bytes`` (or one row group, if a single
     group is larger). Sizes are the Parquet row groups' uncompressed sizes (``total_byte_size``),
     close to their Arrow size in memory; write buckets with row groups well below the budget
-    (:func:`batchcrawl.frontier.write_bucket` does). ``source`` None is an empty bucket (``schema`` needed).
+    (:func:`batchcrawl.frontier.runs.write_bucket` does). ``source`` None is an empty bucket (``schema`` needed).
     """
     if source is None:
         if schema is None:

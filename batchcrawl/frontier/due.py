@@ -22,6 +22,8 @@ selected from a stale index entry.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -126,7 +128,7 @@ def _groups_due(pf: pq.ParquetFile, now_ms: int) -> list[int]:
     return out
 
 
-def _ms(value) -> int:
+def _ms(value: int | datetime) -> int:
     """A Parquet ``timestamp[ms]`` statistic (datetime or int) as epoch milliseconds."""
     if isinstance(value, int):
         return value

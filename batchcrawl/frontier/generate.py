@@ -13,7 +13,7 @@ Shaped for a Dask graph:
    each merge select exactly what one global pass would.
 3. :func:`refilter` — the filter chain is re-applied (the config may have changed since the URLs
    were found) to the selected URLs only; a rejected URL becomes ``filtered`` with the reason (via
-   ``refiltered``, applied by :func:`batchcrawl.update.update`) and leaves the fetch list. Its slot
+   ``refiltered``, applied by :func:`batchcrawl.frontier.update.update`) and leaves the fetch list. Its slot
    is not refilled in this round (the next round fills it); the caps are never exceeded.
 4. :func:`assign_fetchlists` — route each URL to its shard by consistent hashing
    (:class:`~batchcrawl.ring.HashRing`) of its host, pay-level domain or IP
@@ -32,7 +32,7 @@ Leases (design choice)
 ----------------------
 A batch round records its leases in its fetch lists (``fetchlists/round=R/shard=SS.parquet``), not
 in the frontier: :func:`generate` writes the fetch lists and commits nothing. The round commits the
-fetch lists together with the updated frontier (:func:`batchcrawl.update.update`), in one
+fetch lists together with the updated frontier (:func:`batchcrawl.frontier.update.update`), in one
 generation. A round that crashes after generate and before its commit leaves only orphan files: the
 committed frontier still has every URL due, so the rerun selects them again and nothing is lost.
 The single writer lock guarantees no other generate runs meanwhile. (Rows with ``lease_round`` set
@@ -56,14 +56,15 @@ import functools
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any, TypeAlias
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from batchcrawl.config import Config
+from batchcrawl.config import Config, GenerateSection
 from batchcrawl.frontier import due, holds, indegree, traps
 from batchcrawl.frontier import hosts as host_runs
 from batchcrawl.frontier.budget import DomainBudgets, beast_delay_s
@@ -93,6 +94,9 @@ _CAP_REASONS = ("capped_host", "capped_domain", "capped_round")
 #: they wait, seconds; :func:`batchcrawl.frontier.update.update` (``delayed=``) moves their
 #: ``next_fetch_time`` to ``now + delay_s``.
 DELAYED_SCHEMA = pa.schema([("url_key", pa.uint64()), ("delay_s", pa.float64())])
+#: One bucket's selection (:func:`select_files`): ``(bucket rows, candidates, counts by reason,
+#: delayed)``.
+Selection: TypeAlias = tuple[int, pa.Table, Counter[str], pa.Table]
 
 
 def _codes(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
@@ -152,7 +156,7 @@ def _cap(
     return why, delayed
 
 
-def _delays(keys: pa.Array, excess: np.ndarray, cap: np.ndarray, g) -> pa.Table:
+def _delays(keys: pa.Array, excess: np.ndarray, cap: np.ndarray, g: GenerateSection) -> pa.Table:
     """BEAST's ``(url_key, delay_s)`` rows (:data:`DELAYED_SCHEMA`) of URLs over their domain's
     budget (:func:`batchcrawl.frontier.budget.beast_delay_s`)."""
     keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
@@ -178,7 +182,7 @@ def select_bucket(
     now: dt.datetime | float,
     budgets: DomainBudgets | None = None,
     host_caps: HostCaps | None = None,
-) -> tuple[pa.Table, Counter, pa.Table]:
+) -> tuple[pa.Table, Counter[str], pa.Table]:
     """The due URLs of one bucket, pre-capped within the bucket (one Dask task per bucket).
 
     Parameters
@@ -203,7 +207,7 @@ def select_bucket(
         BEAST's delays (:data:`DELAYED_SCHEMA`) of the rows over their domain's STAR budget
         (each is also counted ``capped_domain``; none with ``generate.budget = "fixed"``).
     """
-    counts: Counter = Counter()
+    counts: Counter[str] = Counter()
     budgets = budgets or DomainBudgets.of(cfg)
     n = bucket.num_rows
     if n == 0:
@@ -272,7 +276,7 @@ def select_files(
     leased: np.ndarray | None = None,
     held: dict[str, str] | None = None,
     host_caps: HostCaps | None = None,
-) -> tuple[int, pa.Table, Counter, pa.Table]:
+) -> Selection:
     """Generate, one bucket (one Dask task): read its rows due at ``now`` through the due-time
     index (:func:`batchcrawl.frontier.due.due_rows`: about as many rows as are due, newest run
     wins), leave out the ``leased`` url keys (counted ``leased``, before the caps: a pipelined
@@ -300,7 +304,7 @@ def merge_candidates(
     cfg: Config,
     budgets: DomainBudgets | None = None,
     host_caps: HostCaps | None = None,
-) -> tuple[pa.Table, Counter, pa.Table]:
+) -> tuple[pa.Table, Counter[str], pa.Table]:
     """Global step (a fold): the candidates of ``acc`` and ``candidates`` that pass the caps taken
     over both, in breadth-first order, the count of those dropped by cap, and BEAST's delays of
     those over their domain's budget (as :func:`select_bucket`)."""
@@ -308,7 +312,7 @@ def merge_candidates(
     idx = np.arange(both.num_rows)
     idx = idx[_bfs_argsort(both, idx)]
     why, delayed = _cap(both, idx, cfg, budgets or DomainBudgets.of(cfg), host_caps)
-    counts: Counter = Counter()
+    counts: Counter[str] = Counter()
     for i, name in enumerate(_CAP_REASONS, 1):
         counts[name] += int((why == i).sum())
     return both.take(pa.array(idx[why == 0])), counts, delayed
@@ -443,7 +447,7 @@ def filters_fingerprint(cfg: Config) -> str:
     return hashlib.sha1(data).hexdigest()
 
 
-def recorded_fingerprint(summary: Mapping) -> str | None:
+def recorded_fingerprint(summary: Mapping[str, Any]) -> str | None:
     """The ``filters_fingerprint`` a commit's ``summary`` recorded (top level, as a round or a
     stream micro-batch records it, or under ``"generate"``/``"inject"``), or None: the
     ``[filters]`` the committed URLs were last checked against (:func:`filters_fingerprint`)."""
@@ -464,7 +468,7 @@ def select_task(
     leased: np.ndarray | None = None,
     held: dict[str, str] | None = None,
     host_caps: HostCaps | None = None,
-) -> tuple[int, pa.Table, Counter, pa.Table]:
+) -> Selection:
     """:func:`select_files` as a task for any worker (opens the crawl at ``crawl_url``): what
     :func:`select` maps over the buckets, and a stream over the buckets it re-selects.
     ``budgets``: :func:`domain_budgets` of the generation (default: read here, in STAR mode);
@@ -478,10 +482,13 @@ def select_task(
     return select_files(crawl, files, round, cfg, now, budgets, leased, held, host_caps)
 
 
-def _select_leased_task(item: tuple[BucketFiles, np.ndarray | None], **kwargs) -> tuple:
-    """:func:`select_task` over ``(bucket files, that bucket's leased keys)``."""
+def _select_leased_task(
+    select: Callable[..., Selection], item: tuple[BucketFiles, np.ndarray | None]
+) -> Selection:
+    """``select`` (:func:`select_task` with its other arguments bound) over ``(bucket files,
+    that bucket's leased keys)``."""
     files, leased = item
-    return select_task(files=files, leased=leased, **kwargs)
+    return select(files, leased=leased)
 
 
 def domain_budgets(crawl: CrawlDir, manifest: Manifest, cfg: Config) -> DomainBudgets:
@@ -506,18 +513,18 @@ class GenerateResult:
         ``lease_expired``.
     refiltered : pyarrow.Table
         ``(url_key, reason)`` of URLs the filters rejected now: pass to
-        :func:`batchcrawl.update.update` (``refiltered=``) so they become ``filtered``.
+        :func:`batchcrawl.frontier.update.update` (``refiltered=``) so they become ``filtered``.
     delayed : pyarrow.Table
         BEAST's ``(url_key, delay_s)`` (:data:`DELAYED_SCHEMA`) of URLs over their domain's STAR
-        budget: pass to :func:`batchcrawl.update.update` (``delayed=``).
+        budget: pass to :func:`batchcrawl.frontier.update.update` (``delayed=``).
     """
 
     fetchlists: dict[int, FileEntry]
-    summary: dict
+    summary: dict[str, Any]
     refiltered: pa.Table = field(repr=False)
     delayed: pa.Table = field(repr=False, default_factory=DELAYED_SCHEMA.empty_table)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[dict[int, FileEntry] | dict[str, Any]]:
         yield self.fetchlists
         yield self.summary
 
@@ -583,7 +590,7 @@ def select(
     fit: tuple[int, int] | None = None,
     buckets: Iterable[int] | None = None,
     budgets: DomainBudgets | None = None,
-) -> tuple[pa.Table, Counter, int, pa.Table]:
+) -> tuple[pa.Table, Counter[str], int, pa.Table]:
     """The selection step of :func:`generate` alone: every bucket's due candidates (one task each
     through ``mapper``), folded under the caps (:func:`domain_budgets` read once here). Returns
     ``(selected, counts, frontier rows, delayed)``; nothing is written, so a round with nothing
@@ -600,17 +607,18 @@ def select(
     budgets = budgets or domain_budgets(crawl, manifest, cfg)
     held = holds.in_force(holds.host_holds(crawl, manifest), now)  # read once
     host_caps = HostCaps(cfg, long_crawl_delays(crawl, manifest, cfg))
-    kwargs = dict(round=round, cfg=cfg, now=now, budgets=budgets, held=held, host_caps=host_caps)
+    select_one = functools.partial(select_task, crawl.url, round=round, cfg=cfg, now=now,
+                                   budgets=budgets, held=held, host_caps=host_caps)  # fmt: skip
     files = bucket_files(manifest)
     if buckets is not None:
         files = [files[b] for b in sorted(set(buckets))]
+    run = mapper or thread_mapper(1)
     if leased is None:
-        task, items = functools.partial(select_task, crawl.url, **kwargs), files
+        selections = run(select_one, files)
     else:
         by_bucket = leases_by_bucket(leased, manifest.buckets)
-        task = functools.partial(_select_leased_task, crawl_url=crawl.url, **kwargs)
         items = [(bf, by_bucket.get(bf.bucket)) for bf in files]
-    selections = (mapper or thread_mapper(1))(task, items)
+        selections = run(functools.partial(_select_leased_task, select_one), items)
     selected, counts, rows, delayed = fold_candidates(selections, cfg, budgets, host_caps)
     if fit is not None:
         n = selected.num_rows
@@ -620,11 +628,11 @@ def select(
 
 
 def fold_candidates(
-    selections: Iterable[tuple[int, pa.Table, Counter, pa.Table]],
+    selections: Iterable[Selection],
     cfg: Config,
     budgets: DomainBudgets | None = None,
     host_caps: HostCaps | None = None,
-) -> tuple[pa.Table, Counter, int, pa.Table]:
+) -> tuple[pa.Table, Counter[str], int, pa.Table]:
     """Fold the per-bucket results of :func:`select_files` (``(bucket rows, candidates, counts,
     delayed)``, in any order) into the round's selection with :func:`merge_candidates`.
 
@@ -637,7 +645,7 @@ def fold_candidates(
     Returns ``(selected, counts, frontier rows scanned, delayed)``.
     """
     budgets = budgets or DomainBudgets.of(cfg)
-    counts: Counter = Counter()
+    counts: Counter[str] = Counter()
     acc = None
     pending: list[pa.Table] = []
     delayed: list[pa.Table] = [DELAYED_SCHEMA.empty_table()]
@@ -680,7 +688,7 @@ def narrow(
     manifest: Manifest,
     cfg: Config,
     selected: pa.Table,
-    counts: Counter,
+    counts: Counter[str],
     *,
     chain: FilterChain | None = None,
     refilter_urls: bool | None = None,
@@ -722,7 +730,7 @@ def finish(
     round: int,
     cfg: Config,
     selected: pa.Table,
-    counts: Counter,
+    counts: Counter[str],
     rows: int,
     *,
     chain: FilterChain | None = None,
@@ -747,7 +755,7 @@ def write_fetchlists(
     round: int,
     cfg: Config,
     selected: pa.Table,
-    counts: Counter,
+    counts: Counter[str],
     rows: int,
     *,
     refiltered: pa.Table,
@@ -774,11 +782,11 @@ def selection_summary(
     round: int,
     cfg: Config,
     selected: int,
-    counts: Counter,
+    counts: Counter[str],
     rows: int,
     refilter_urls: bool,
     delayed: pa.Table | None,
-) -> dict:
+) -> dict[str, Any]:
     """The ``generate`` summary of a selection: ``selected`` URLs, ``frontier_rows`` scanned,
     ``not_selected`` by reason, ``lease_expired``, whether it was ``refiltered``, the
     ``filters_fingerprint``, the ``budget`` mode and ``beast_delayed`` URLs."""

@@ -88,10 +88,10 @@ class HostCaps:
         per = np.array([self.limit(h) for h in enc.dictionary.to_pylist()], dtype=np.int64)
         return per[np.asarray(enc.indices.to_numpy(), dtype=np.int64)] if len(per) else per
 
-    def leave_out(self, table: pa.Table) -> tuple[pa.Table, Counter]:
+    def leave_out(self, table: pa.Table) -> tuple[pa.Table, Counter[str]]:
         """``table`` (rows with ``host``) without the excluded hosts' rows, and their count by
         reason."""
-        counts: Counter = Counter()
+        counts: Counter[str] = Counter()
         if table.num_rows == 0 or not (self.long_delays or self.policy.host_rules):
             return table, counts
         hosts = pc.unique(table.column("host")).to_pylist()

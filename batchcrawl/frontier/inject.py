@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
+from typing import Any, TypedDict
 
 import numpy as np
 import pyarrow as pa
@@ -32,7 +33,7 @@ from batchcrawl.frontier.table import epoch_ms, new_rows, seed_scope
 from batchcrawl.records import UrlStatus
 from batchcrawl.scope.filters import FilterChain
 from batchcrawl.store import schemas
-from batchcrawl.store.crawldir import CrawlDir
+from batchcrawl.store.crawldir import CrawlDir, Manifest
 
 __all__ = ["MAX_BAD_LINES_LISTED", "inject", "parse_seed_lines"]
 
@@ -44,9 +45,16 @@ MAX_BAD_LINES_LISTED = 100
 MAX_SEED_CHARS = 65_536
 
 
+class BadLine(TypedDict):
+    """A seed file's line that is not a seed URL: its number (from 1) and why."""
+
+    line: int
+    reason: str
+
+
 def parse_seed_lines(
     lines: Iterable[str],
-) -> tuple[list[tuple[int, str]], list[dict], Counter]:
+) -> tuple[list[tuple[int, str]], list[BadLine], Counter[str]]:
     """Canonical seeds of a seed file, in line order, duplicates removed.
 
     Returns
@@ -58,8 +66,8 @@ def parse_seed_lines(
     """
     seeds: list[tuple[int, str]] = []
     seen: set[str] = set()
-    bad: list[dict] = []
-    counts: Counter = Counter()
+    bad: list[BadLine] = []
+    counts: Counter[str] = Counter()
     for lineno, raw in enumerate(lines, 1):
         counts["lines"] += 1
         text = raw.strip()
@@ -97,7 +105,7 @@ def inject(
     source: str = "seeds",
     clock: Callable[[], float] = time.time,
     refetch: bool = False,
-) -> dict:
+) -> dict[str, Any]:
     """Add the seeds in ``lines`` to the crawl's frontier and commit a generation (none when no
     seed is new and none is refetched: a seed file of known, bad or no URLs changes nothing).
 
@@ -157,8 +165,8 @@ def inject(
         next_fetch_time=clock(),
     )
     gen = manifest.generation + 1
-    new_count: Counter = Counter()
-    out = []
+    new_count: Counter[str] = Counter()
+    out: list[runs.BucketFiles] = []
     rows_after = 0
     parts = drum.partition_by_bucket(rows, manifest.buckets)
     for files in runs.bucket_files(manifest):
@@ -216,7 +224,9 @@ def _due_now(crawl: CrawlDir, files: runs.BucketFiles, keys: np.ndarray, now: fl
     return rows.set_column(i, rows.schema.field(i), nft)
 
 
-def _untouched_rows(crawl: CrawlDir, buckets: list[runs.BucketFiles], touched) -> int:
+def _untouched_rows(
+    crawl: CrawlDir, buckets: list[runs.BucketFiles], touched: Container[int]
+) -> int:
     """Rows of the buckets ``touched`` does not name (key columns only when they have runs)."""
     total = 0
     for bf in buckets:
@@ -226,7 +236,7 @@ def _untouched_rows(crawl: CrawlDir, buckets: list[runs.BucketFiles], touched) -
     return total
 
 
-def _max_seed_seq(crawl: CrawlDir, manifest) -> int:
+def _max_seed_seq(crawl: CrawlDir, manifest: Manifest) -> int:
     """Highest ``discovered_seq`` of round 0 in the crawl, or 0."""
     best = 0
     for _, t in iter_buckets(crawl, manifest, ["discovered_round", "discovered_seq"]):

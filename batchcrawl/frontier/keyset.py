@@ -92,7 +92,13 @@ class SetUpdate:
     new: pa.Table
 
 
-def _task(crawl_url: str, ks: KeySet, generation: int, cfg: Config, item):
+def _task(
+    crawl_url: str,
+    ks: KeySet,
+    generation: int,
+    cfg: Config,
+    item: tuple[BucketFiles, pa.Table],
+) -> tuple[BucketFiles, pa.Table]:
     files, rows = item
     return insert_bucket(CrawlDir.open(crawl_url), ks, files, generation, rows, cfg)
 

@@ -44,7 +44,7 @@ Mapper = Callable[[Callable[[Any], Any], list[Any]], list[Any]]
 def thread_mapper(workers: int) -> Mapper:
     """A :data:`Mapper` on ``workers`` threads of this process (1: in order, no threads)."""
 
-    def mapper(fn, items):
+    def mapper(fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
         if workers <= 1:
             return [fn(i) for i in items]
         with ThreadPoolExecutor(workers) as pool:
@@ -253,7 +253,8 @@ def is_known(bucket_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
     if len(bucket_keys) == 0:
         return np.zeros(len(keys), dtype=bool)
     pos = np.minimum(np.searchsorted(bucket_keys, keys), len(bucket_keys) - 1)
-    return bucket_keys[pos] == keys
+    known: np.ndarray = bucket_keys[pos] == keys
+    return known
 
 
 def lookup(
@@ -352,7 +353,9 @@ def compact_bucket(
     return BucketFiles(files.bucket, entry, (), merged.num_rows)
 
 
-def compact(crawl: CrawlDir, cfg: Config, *, force: bool = False, workers: int = 1) -> dict:
+def compact(
+    crawl: CrawlDir, cfg: Config, *, force: bool = False, workers: int = 1
+) -> dict[str, Any]:
     """Compact the current generation's buckets and commit a generation (``batchcrawl compact``).
 
     Buckets past ``frontier.max_runs`` or ``frontier.compact_run_ratio`` (every bucket with runs

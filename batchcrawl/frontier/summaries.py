@@ -48,9 +48,9 @@ class UpdateSummary:
     rows_written: int = 0
     frontier_rows_before: int = 0
     frontier_rows_after: int = 0
-    fetched: Counter = field(default_factory=Counter)
-    links: Counter = field(default_factory=Counter)
-    status: Counter = field(default_factory=Counter)
+    fetched: Counter[str] = field(default_factory=Counter)
+    links: Counter[str] = field(default_factory=Counter)
+    status: Counter[str] = field(default_factory=Counter)
     refiltered: int = 0
     lastmod_due: int = 0
     delayed: int = 0
@@ -92,5 +92,5 @@ class UpdateSummary:
         }
 
 
-def _plain(c: Counter) -> dict[str, int]:
+def _plain(c: Counter[str]) -> dict[str, int]:
     return {k: int(v) for k, v in sorted(c.items()) if v}

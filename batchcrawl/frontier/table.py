@@ -93,7 +93,7 @@ def new_rows(
     """
     n = len(url_key)
 
-    def col(value, typ):
+    def col(value: object, typ: pa.DataType) -> pa.Array:
         if isinstance(value, pa.ChunkedArray):
             value = value.combine_chunks()
         if isinstance(value, pa.Array):

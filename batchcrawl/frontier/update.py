@@ -69,8 +69,9 @@ from __future__ import annotations
 import datetime as dt
 import functools
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any, TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -80,7 +81,7 @@ from batchcrawl.config import Config
 from batchcrawl.frontier import drum, runs
 from batchcrawl.frontier.drum import partition_by_bucket
 from batchcrawl.frontier.runs import BucketFiles, Mapper, thread_mapper
-from batchcrawl.frontier.schedule import FetchSchedule
+from batchcrawl.frontier.schedule import Change, FetchSchedule
 from batchcrawl.frontier.summaries import UpdateSummary
 from batchcrawl.frontier.table import FrontierError, epoch_ms, new_rows
 from batchcrawl.records import Outcome, UrlStatus
@@ -167,7 +168,7 @@ def next_status(
     return UrlStatus.QUEUED.value, None, retries
 
 
-def _codes(arr: pa.Array) -> tuple[np.ndarray, list]:
+def _codes(arr: pa.Array) -> tuple[np.ndarray, list[str]]:
     enc = (
         pc.dictionary_encode(pc.fill_null(arr, "")).combine_chunks()
         if isinstance(arr, pa.ChunkedArray)
@@ -230,10 +231,11 @@ def discovered_seq(shard: np.ndarray, seq: np.ndarray) -> np.ndarray:
         )
     if len(shard) and (shard.min() < 0 or shard.max() >= 1 << (63 - SEQ_BITS)):
         raise FrontierError(f"links.shard must be in [0, 2**23); got {shard.min()}..{shard.max()}")
-    return (shard << SEQ_BITS) | seq
+    keys: np.ndarray = (shard << SEQ_BITS) | seq
+    return keys
 
 
-def _np(col) -> np.ndarray:
+def _np(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
     return np.asarray(col.to_numpy() if isinstance(col, pa.ChunkedArray) else col.to_numpy())
 
 
@@ -315,7 +317,7 @@ def schedule_of(cfg: Config) -> FetchSchedule:
     )  # fmt: skip
 
 
-def _ms(col) -> np.ndarray:
+def _ms(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """A timestamp column as float ms (or any numeric column as float) with NaN for nulls.
 
     Timestamps go through their int64 storage; integer and floating columns are cast to float64
@@ -326,7 +328,7 @@ def _ms(col) -> np.ndarray:
     return np.asarray(pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
 
 
-def _obj(col) -> np.ndarray:
+def _obj(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
     return np.asarray(col.to_numpy(zero_copy_only=False), dtype=object)
 
 
@@ -362,6 +364,11 @@ def next_fetch_time(
     dict of column name -> Arrow array of length n
         ``next_fetch_time`` (and, for fetch results, ``fetch_interval_s``, ``etag``,
         ``last_modified``, ``content_fetch_time``).
+
+    Raises
+    ------
+    TypeError
+        Fetch results (no ``lastmod`` column) without ``status`` and ``retries``.
     """
     n = old.num_rows
     old_nft = _ms(old.column("next_fetch_time"))
@@ -371,6 +378,8 @@ def next_fetch_time(
         newer = (_obj(old.column("status")) == UrlStatus.FETCHED.value) & (lastmod > captured)
         nft = np.where(newer, np.minimum(np.nan_to_num(old_nft, nan=now_ms), now_ms), old_nft)
         return {"next_fetch_time": _ms_col(np.nan_to_num(nft).astype(np.int64), ~np.isnan(nft))}
+    if status is None or retries is None:
+        raise TypeError("next_fetch_time: fetch results need the new status and retries")
     sched = schedule_of(cfg)
     outcome = _obj(got.column("outcome"))
     fetch_ms = _ms(got.column("fetch_time"))
@@ -388,7 +397,7 @@ def next_fetch_time(
         if s == UrlStatus.FETCHED.value:
             prev = None if np.isnan(interval[i]) else float(interval[i])
             unchanged = outcome[i] == Outcome.NOT_MODIFIED.value or bool(same[i])
-            change = "first" if prev is None else ("unchanged" if unchanged else "changed")
+            change: Change = "first" if prev is None else ("unchanged" if unchanged else "changed")
             t, interval[i] = sched.after_fetch(fetch_ms[i] / 1000.0, prev, change)
             nft[i] = t * 1000.0
         elif s == UrlStatus.GONE.value:
@@ -417,7 +426,7 @@ def next_fetch_time(
     }
 
 
-def _fetch_combine(cfg: Config, now_ms: int, counts: UpdateSummary):
+def _fetch_combine(cfg: Config, now_ms: int, counts: UpdateSummary) -> drum.Combine:
     def combine(old: pa.Table, got: pa.Table) -> pa.Table:
         detail = pc.coalesce(
             pc.cast(got.column("fetch_status"), pa.string()),
@@ -474,7 +483,7 @@ def _refilter_combine(old: pa.Table, got: pa.Table) -> pa.Table:
     )
 
 
-def _delay_combine(now_ms: int):
+def _delay_combine(now_ms: int) -> drum.Combine:
     def combine(old: pa.Table, got: pa.Table) -> pa.Table:
         wait_ms = np.asarray(got.column("delay_s").to_numpy(), dtype=np.float64) * 1000.0
         n = old.num_rows
@@ -613,7 +622,7 @@ def update_bucket(
 
 #: The round's facts of one kind: a whole table (split by bucket here), or the shards'
 #: bucket-partitioned files (:mod:`batchcrawl.store.shuffle`, read by each bucket's task).
-Facts = pa.Table | list[Partitioned] | None
+Facts: TypeAlias = pa.Table | list[Partitioned] | None
 
 
 @dataclass(frozen=True)
@@ -639,7 +648,17 @@ class _BucketFacts:
         return read_partition(crawl, self.table, self.files or [], bucket, self.columns)
 
 
-def _update_task(crawl_url, generation, fetched, links, item, *, round, cfg, now):
+def _update_task(
+    crawl_url: str,
+    generation: int,
+    fetched: _BucketFacts,
+    links: _BucketFacts,
+    item: tuple[BucketFiles, pa.Table | None, pa.Table | None],
+    *,
+    round: int,
+    cfg: Config,
+    now: dt.datetime | float,
+) -> tuple[BucketFiles, UpdateSummary]:
     crawl = CrawlDir.open(crawl_url)
     files, refiltered, delayed = item
     b = files.bucket
@@ -671,7 +690,7 @@ class UpdateResult:
         """The new ``frontier`` listing of the manifest."""
         return runs.frontier_listing(self.buckets)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[list[FileEntry] | dict[str, Any]]:
         yield self.listing
         yield self.summary.to_json()
 

@@ -24,8 +24,10 @@ import datetime as dt
 import functools
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import pyarrow as pa
 
@@ -38,6 +40,8 @@ from batchcrawl.store.crawldir import CrawlDir, Manifest
 from batchcrawl.store.shuffle import Partitioned
 
 log = logging.getLogger(__name__)
+
+R = TypeVar("R")
 
 
 @dataclass
@@ -121,34 +125,66 @@ def updatedb(
     t0 = time.monotonic()
     seconds: dict[str, float] = {}
 
-    def timed(name, fn):
+    def timed(name: str, fn: Callable[[], R]) -> R:
         try:
             return fn()
         finally:
             seconds[name] = _ms(time.monotonic() - t0)
 
     gen = manifest.generation + 1
-    merges = {
-        "frontier": functools.partial(
-            update_mod.update, crawl, manifest, round, fetched, links, cfg, now,
-            refiltered=refiltered, mapper=mapper, buckets=buckets, delayed=delayed,
-        ),
-        "content": lambda: content_mod.update_content(
-            crawl, manifest, gen,
-            crawl.iter_row_groups("fetched", [p.entry for p in fetched],
-                                  columns=content_mod.FETCHED_COLUMNS),
-            mapper, cfg,
-        ),
-        "indegree": lambda: indegree_mod.update_indegree(
-            crawl, manifest, gen, round,
-            crawl.iter_row_groups("edges", [p.entry for p in edges],
-                                  columns=indegree_mod.EDGE_COLUMNS),
-            cfg, mapper,
-        ),
-    }  # fmt: skip
-    with ThreadPoolExecutor(len(merges) if parallel else 1, thread_name_prefix="updatedb") as pool:
-        futures = {name: pool.submit(timed, name, fn) for name, fn in merges.items()}
-    errors = {name: f.exception() for name, f in futures.items()}
+    with ThreadPoolExecutor(3 if parallel else 1, thread_name_prefix="updatedb") as pool:
+        frontier = pool.submit(
+            timed,
+            "frontier",
+            functools.partial(
+                update_mod.update,
+                crawl,
+                manifest,
+                round,
+                fetched,
+                links,
+                cfg,
+                now,
+                refiltered=refiltered,
+                mapper=mapper,
+                buckets=buckets,
+                delayed=delayed,
+            ),
+        )
+        content = pool.submit(
+            timed,
+            "content",
+            lambda: content_mod.update_content(
+                crawl,
+                manifest,
+                gen,
+                crawl.iter_row_groups(
+                    "fetched", [p.entry for p in fetched], columns=content_mod.FETCHED_COLUMNS
+                ),
+                mapper,
+                cfg,
+            ),
+        )
+        indegree = pool.submit(
+            timed,
+            "indegree",
+            lambda: indegree_mod.update_indegree(
+                crawl,
+                manifest,
+                gen,
+                round,
+                crawl.iter_row_groups(
+                    "edges", [p.entry for p in edges], columns=indegree_mod.EDGE_COLUMNS
+                ),
+                cfg,
+                mapper,
+            ),
+        )
+    errors = {
+        "frontier": frontier.exception(),
+        "content": content.exception(),
+        "indegree": indegree.exception(),
+    }
     failed = [(name, exc) for name, exc in errors.items() if exc is not None]
     if failed:
         first = failed[0][1]
@@ -156,8 +192,7 @@ def updatedb(
             first.add_note(f"updatedb: the {name} merge failed too: {exc!r}")
             log.error("updatedb: the %s merge failed too", name, exc_info=exc)
         raise first
-    done = {name: f.result() for name, f in futures.items()}
-    return UpdatedbResult(done["frontier"], done["content"], done["indegree"], seconds)
+    return UpdatedbResult(frontier.result(), content.result(), indegree.result(), seconds)
 
 
 def _ms(seconds: float) -> float:

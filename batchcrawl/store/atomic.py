@@ -58,6 +58,7 @@ class Location:
 
     def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None) -> None:
         self.url = str(url)
+        root: str
         self.fs, root = fsspec.core.url_to_fs(self.url, **dict(storage_options or {}))
         self.root = root.rstrip("/") or root
         self.local = is_local(self.fs)

@@ -16,8 +16,8 @@ nobody reads, and rerunning it is safe. A manifest may point at files written by
 After publishing, a local crawl's ``crawl.duckdb`` is rewritten (temp file + rename) with views over
 the new generation (:mod:`batchcrawl.store.views`; from a child process while a crawl runs); remote
 crawls have none. This module does not import the views: they register their refresh in
-:data:`AFTER_COMMIT` when :mod:`batchcrawl.store` is imported (the package imports them). Writers hold the crawl's :class:`~batchcrawl.lock.WriterLock`; old generations are
-removed by :func:`batchcrawl.gc.gc`.
+:data:`AFTER_COMMIT` when :mod:`batchcrawl.store` is imported (the package imports them). Writers hold the crawl's :class:`~batchcrawl.store.lock.WriterLock`; old generations are
+removed by :func:`batchcrawl.store.gc.gc`.
 """
 
 from __future__ import annotations
@@ -353,6 +353,7 @@ class CrawlDir(atomic.Location):
 
         Local crawls compare real paths (symlinks resolved, ``file://`` and ``local://`` URLs
         reduced to their paths); others compare the path on the same protocol."""
+        path: str
         try:
             fs, path = fsspec.core.url_to_fs(url)
         except (ValueError, ImportError):  # an unknown protocol: its writer will say so
@@ -369,7 +370,8 @@ class CrawlDir(atomic.Location):
 
     def config_text(self) -> str:
         """Text of ``crawl.toml``."""
-        return self.fs.cat_file(self.path(CONFIG_FILE)).decode("utf-8")
+        raw: bytes = self.fs.cat_file(self.path(CONFIG_FILE))
+        return raw.decode("utf-8")
 
     # -- generations -------------------------------------------------------------------------
     def generations(self) -> list[int]:
@@ -602,7 +604,7 @@ class CrawlDir(atomic.Location):
         """
         return atomic.open_whole(self.fs, self.path(rel))
 
-    def write_table(self, table: str, rel: str, data: pa.Table | dict | list) -> FileEntry:
+    def write_table(self, table: str, rel: str, data: schemas.TableData) -> FileEntry:
         """Validate ``data`` against ``table``'s schema and write it as Parquet at ``rel``
         (through :meth:`open_output`, so a file at ``rel`` is always whole).
 

@@ -12,7 +12,7 @@ file). Like Nutch's ``current``/``old`` CrawlDb swap, but N deep.
 old manifests, ``crawl.duckdb.tmp-*``): a file someone else put into the crawl directory, even
 inside a table folder, is never touched, and neither is a folder the layout does not name.
 
-Call it while holding the :class:`~batchcrawl.lock.WriterLock`: an uncommitted round's files are
+Call it while holding the :class:`~batchcrawl.store.lock.WriterLock`: an uncommitted round's files are
 orphans until its commit, and ``gc`` would delete them.
 """
 
@@ -161,7 +161,7 @@ def is_layout_path(folder: str, rel: str) -> bool:
     return pattern is not None and pattern.fullmatch(rel) is not None
 
 
-def _walk(crawl: CrawlDir, folder: str):
+def _walk(crawl: CrawlDir, folder: str) -> list[tuple[str, dict[str, Any]]]:
     base = crawl.path(folder) if folder else crawl.root
     if folder:
         try:

@@ -18,10 +18,14 @@ import json
 import sys
 from importlib import resources
 from pathlib import Path
+from typing import Any, TypeAlias
 
 import pyarrow as pa
 
 from batchcrawl.errors import SchemaError
+
+#: Rows :func:`conform` accepts: an Arrow table, columns by name, or one mapping per row.
+TableData: TypeAlias = pa.Table | dict[str, list[Any]] | list[dict[str, Any]]
 
 #: Tables of the crawl directory (``storage/schema.sql``).
 TABLES = (
@@ -194,7 +198,7 @@ def empty(table: str) -> pa.Table:
     return schema(table).empty_table()
 
 
-def conform(table: str, data: pa.Table | dict[str, list] | list[dict]) -> pa.Table:
+def conform(table: str, data: TableData) -> pa.Table:
     """Return ``data`` as an Arrow table with exactly the schema of ``table``.
 
     Columns are reordered and safely cast (e.g. int64 to uint64, timestamp units); missing nullable

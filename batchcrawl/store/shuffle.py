@@ -270,7 +270,7 @@ class FooterCache:
     def __init__(self, size: int = 8) -> None:
         self.size = size
         self.hits = self.misses = 0
-        self._footers: OrderedDict[tuple, pq.FileMetaData] = OrderedDict()
+        self._footers: OrderedDict[tuple[object, ...], pq.FileMetaData] = OrderedDict()
         self._lock = threading.Lock()
 
     def reserve(self, files: int) -> None:
@@ -299,7 +299,7 @@ class FooterCache:
         return pf
 
 
-def _identity(crawl: CrawlDir, rel: str, fh: IO[bytes]) -> tuple:
+def _identity(crawl: CrawlDir, rel: str, fh: IO[bytes]) -> tuple[object, ...]:
     """What tells this version of ``rel`` from another written at the same path (see
     :class:`FooterCache`)."""
     try:

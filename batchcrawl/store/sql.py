@@ -177,7 +177,9 @@ def check_read_only(sql: str) -> list[str]:
                 continue
         kind = str(st.type).rsplit(".", 1)[-1]
         if st.type == duckdb.StatementType.LOAD:  # DuckDB's type of INSTALL and LOAD alike
-            kind = " ".join(_LOAD_WORDS.match(st.query).group(0).upper().split()) or kind
+            words = _LOAD_WORDS.match(st.query)  # matches at every start: each part is optional
+            if words is not None:
+                kind = " ".join(words.group(0).upper().split()) or kind
         raise SQLError(
             f"refused {kind} statement {st.query.strip()[:60]!r}: batchcrawl sql is read-only "
             "(SELECT, WITH, EXPLAIN, DESCRIBE, SHOW only)"

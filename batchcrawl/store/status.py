@@ -83,9 +83,11 @@ def crawl_status(crawl: CrawlDir, generation: int | None = None) -> dict[str, An
                 str(d): n
                 for d, n, _fetched in con.execute(sql.named_query("depth-histogram")).fetchall()
             }
-            hosts, domains = con.execute(
+            counts = con.execute(
                 "SELECT count(DISTINCT host), count(DISTINCT domain) FROM frontier"
             ).fetchone()
+            assert counts is not None  # an aggregate without GROUP BY gives one row
+            hosts, domains = counts
             traps = [
                 {"host": h, "trap": t, "pages_fetched": n, "queued": q}
                 for h, t, n, q in con.execute(sql.named_query("probable-traps")).fetchall()
