@@ -1,6 +1,6 @@
 """The demo: crawl a local multi-host sample web for a few rounds and show what was crawled.
 
-Everything stays on this machine (docs/design.md §10): the sample web (:class:`~batchcrawl.sampleweb.SampleWeb`,
+Everything stays on this machine (docs/design.md §10): the sample web (:class:`~batchcrawl.testing.sampleweb.SampleWeb`,
 with robots.txt variants, redirects, dead links, duplicates and a spider trap) is served on an
 ephemeral loopback port; the crawl config resolves only ``*.test`` names (to 127.0.0.1), asks no DNS
 server and may contact 127.0.0.0/8 only, so the sample pages' links to real sites are never followed.

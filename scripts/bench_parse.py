@@ -1,4 +1,4 @@
-"""Micro-benchmark of batchcrawl.parse.parse_page (and, with --warc, the WARC writer).
+"""Micro-benchmark of batchcrawl.fetch.parse.parse_page (and, with --warc, the WARC writer).
 
 Builds a synthetic ~20 KB HTML page with 60 links (the fetch worker's budget case) and prints
 microseconds of CPU per page. No network. Usage::

@@ -1,4 +1,4 @@
-"""Serve a :class:`batchcrawl.sampleweb.SampleWeb` on loopback until Ctrl-C (or ``--seconds``).
+"""Serve a :class:`batchcrawl.testing.sampleweb.SampleWeb` on loopback until Ctrl-C (or ``--seconds``).
 
 Prints one JSON line on stdout once the server listens::
 

@@ -1,9 +1,9 @@
 """Shared pytest fixtures.
 
-* ``web`` — one loopback :class:`~batchcrawl.webserver.MultiHostServer` for the whole session. Its
-  ``web.app`` is a :class:`~batchcrawl.webserver.RoutingApp`: register content with
+* ``web`` — one loopback :class:`~batchcrawl.testing.webserver.MultiHostServer` for the whole session. Its
+  ``web.app`` is a :class:`~batchcrawl.testing.webserver.RoutingApp`: register content with
   ``web.app.add(host, path, Response(...))``; unregistered paths fall back to the misbehaving
-  routes of :class:`~batchcrawl.webserver.MisbehavingApp`. Tests share the server, so each test
+  routes of :class:`~batchcrawl.testing.webserver.MisbehavingApp`. Tests share the server, so each test
   should use its own host names (``host_name`` gives a fresh one).
 * ``test_config`` — :func:`batchcrawl.config.loopback_test_config` with small delays and timeouts:
   only ``*.test`` resolves (to 127.0.0.1), no DNS is asked, only 127.0.0.0/8 may be contacted.

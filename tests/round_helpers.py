@@ -118,7 +118,7 @@ def new_crawl(path: str | os.PathLike, cfg: Config, seeds: Iterable[str]) -> Cra
 
 
 def sample_web(**kwargs: Any):
-    """A small :class:`~batchcrawl.sampleweb.SampleWeb` without the spider trap: 6 hosts, 90
+    """A small :class:`~batchcrawl.testing.sampleweb.SampleWeb` without the spider trap: 6 hosts, 90
     pages, 2 KB bodies, 20 links a page, extras (redirects, dead links, files) on host 1."""
     from batchcrawl.testing.sampleweb import SampleWeb
 
@@ -233,7 +233,7 @@ def politeness_violations(
     slack_s: float = GAP_SLACK_S,
 ) -> list[tuple[str, float, float]]:
     """Pairs of consecutive requests to one host closer than ``delay_of(host)`` seconds, robots.txt
-    included (:func:`batchcrawl.webserver.politeness_violations`); empty: polite."""
+    included (:func:`batchcrawl.testing.webserver.politeness_violations`); empty: polite."""
     return webserver.politeness_violations(entries, delay_of, tolerance_ms=slack_s * 1000.0)
 
 

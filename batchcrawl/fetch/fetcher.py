@@ -1,6 +1,6 @@
 """HTTP fetching for the fetch threads: one GET, observed raw enough for WARC (docs/design.md §6).
 
-The fetcher connects to the address *we* resolved and the :class:`~batchcrawl.resolver.AddressPolicy`
+The fetcher connects to the address *we* resolved and the :class:`~batchcrawl.fetch.resolver.AddressPolicy`
 accepted — never letting an HTTP library resolve the name itself — and sends ``Host: name[:port]``.
 It keeps idle keep-alive connections per ``(scheme, host, port)`` (urllib3's connection class, the
 HTTP stack beneath requests), follows no redirects (a 3xx is returned: the crawl turns its target
@@ -192,8 +192,8 @@ class Fetcher:
     crawl
         ``[crawl]`` section: ``user_agent`` is sent with every request.
     resolver, policy
-        Name resolution (:class:`~batchcrawl.resolver.Resolver`) and the address policy
-        (:class:`~batchcrawl.resolver.AddressPolicy`), consulted before any connection.
+        Name resolution (:class:`~batchcrawl.fetch.resolver.Resolver`) and the address policy
+        (:class:`~batchcrawl.fetch.resolver.AddressPolicy`), consulted before any connection.
 
     Thread-safe: any number of fetch threads may call :meth:`fetch` at once. Call :meth:`close`
     (or use as a context manager) to close idle connections and stop the watchdog thread.

@@ -252,7 +252,7 @@ def fetch_robots(
     Parameters
     ----------
     fetcher
-        A :class:`batchcrawl.fetcher.Fetcher` (anything with ``fetch(url, extra_headers=)``); each
+        A :class:`batchcrawl.fetch.fetcher.Fetcher` (anything with ``fetch(url, extra_headers=)``); each
         hop is resolved and checked against the address policy by it.
     scheme_host_port
         ``"http://h1.test:8080"`` (no path; a trailing slash is ignored).

@@ -1,6 +1,6 @@
 """A deterministic multi-host test web, served on loopback, with its ground truth.
 
-:class:`SampleWeb` is an *app* for :class:`batchcrawl.webserver.MultiHostServer`
+:class:`SampleWeb` is an *app* for :class:`batchcrawl.testing.webserver.MultiHostServer`
 (``app(host, path_with_query, request_headers) -> Response``). It stands in for the web in tests,
 the demo and the benchmarks (docs/design.md §10): every host is named ``hNNNN.test`` and served by one
 loopback server that routes on the ``Host`` header (the crawler resolves ``*.test`` to 127.0.0.1

@@ -2,7 +2,7 @@
 
 The real-input integration test crawls a real site: the Debian ``python3.11-doc`` HTML docs
 (``/usr/share/doc/python3.11/html``, about 530 HTML pages and 1,000 files) served on loopback by
-:class:`batchcrawl.webserver.MultiHostServer` with :class:`DirectorySite` as its app.
+:class:`batchcrawl.testing.webserver.MultiHostServer` with :class:`DirectorySite` as its app.
 :func:`reachable_pages` is the ground truth: it follows the files' ``href``/``src`` attributes with
 lxml, independently of the crawler's parser (``batchcrawl.fetch.parse``).
 
@@ -106,7 +106,7 @@ def _host_url(host: str, port: int | None) -> str:
 
 
 class DirectorySite:
-    """An app (``batchcrawl.webserver.App``) serving ``root`` under the names ``hosts``.
+    """An app (``batchcrawl.testing.webserver.App``) serving ``root`` under the names ``hosts``.
 
     Parameters
     ----------
