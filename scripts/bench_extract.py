@@ -47,7 +47,10 @@ from batchcrawl.extract.page import PageSkipped, extract_page
 from batchcrawl.extract.payload import read_payload
 from batchcrawl.store.crawldir import CrawlDir
 from batchcrawl.store.sql import query
-from batchcrawl.testing.manuals import APTITUDE, APTITUDE_LANGUAGES, PYDOC
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # tests/servers/
+
+from servers.manuals import APTITUDE, APTITUDE_LANGUAGES, PYDOC  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -26,13 +26,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from collections import Counter
 from pathlib import Path
 
 import lxml.html
 
-from batchcrawl.testing.manuals import APTITUDE, PYDOC, gold, language_label, words
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # tests/servers/
+
+from servers.manuals import APTITUDE, PYDOC, gold, language_label, words  # noqa: E402
 
 
 def ex_trafilatura(html: bytes, lang: str) -> str:

@@ -3,8 +3,8 @@
 Generates the sample web (``SampleWeb(H, N)``, as ``bench_round.py`` does: Zipf host sizes,
 robots.txt with Crawl-delay on some hosts, 404/500 robots, redirects, a spider trap cut after 50
 years, links to real off-site sites), writes it as static files
-(:mod:`batchcrawl.testing.staticweb`) and serves them with nginx on 127.0.0.1
-(:mod:`batchcrawl.testing.nginx`: private prefix, no root needed, stopped on exit and Ctrl-C).
+(:mod:`servers.staticweb`) and serves them with nginx on 127.0.0.1
+(:mod:`servers.nginx`: private prefix, no root needed, stopped on exit and Ctrl-C).
 Then each crawler of ``--crawlers`` crawls it from every host's home page for T seconds, one after
 the other, and one JSON line per crawler is printed::
 
@@ -70,10 +70,13 @@ import psutil
 import batchcrawl
 from batchcrawl.config import Config, load_config, loopback_test_config, to_toml
 from batchcrawl.errors import BatchcrawlError
-from batchcrawl.testing.nginx import NginxServer, parse_access_log, pick_port
 from batchcrawl.testing.sampleweb import DISALLOWED_PREFIX, SampleWeb
-from batchcrawl.testing.staticweb import write_static_web
 from batchcrawl.testing.webserver import politeness_violations
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # tests/servers/
+
+from servers.nginx import NginxServer, parse_access_log, pick_port  # noqa: E402
+from servers.staticweb import write_static_web  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 CRAWLERS = ("batchcrawl", "scrapy")

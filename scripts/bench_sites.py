@@ -1,7 +1,7 @@
 """Crawl real documentation sites served on loopback, in every execution mode (issue 30, item 5).
 
 Three real sites others wrote, from Debian packages, each served by
-:class:`batchcrawl.testing.staticsite.DirectorySite` on 127.0.0.1 (an ephemeral port) under
+:class:`servers.staticsite.DirectorySite` on 127.0.0.1 (an ephemeral port) under
 ``*.test`` host names that the crawler's own resolver override maps to loopback:
 
 * ``pydoc`` (``python3.11-doc``, ``/usr/share/doc/python3.11/html``): a **mirror pair**, the whole
@@ -17,7 +17,7 @@ command line as a user runs it: ``round`` (one ``batchcrawl round`` process per 
 exits 75, nothing due: what Airflow does), ``crawl`` (``batchcrawl crawl``) and ``stream``
 (``batchcrawl crawl --stream``). One row per site and mode:
 
-* ``reachable``: pages :func:`~batchcrawl.testing.staticsite.reachable_pages` finds from the seeds
+* ``reachable``: pages :func:`~servers.staticsite.reachable_pages` finds from the seeds
   over the files (lxml, ``<a>``/``<area>`` links: independent of the crawler's parser);
   ``fetched``: how many of those the crawl fetched with status 200;
 * ``requests``: requests in the server's log (robots.txt, stylesheets and 404s included);
@@ -54,8 +54,11 @@ from typing import Any
 from batchcrawl.config import Config, load_config, loopback_test_config, to_toml
 from batchcrawl.store.crawldir import CrawlDir
 from batchcrawl.store.sql import query
-from batchcrawl.testing.staticsite import PYTHON_DOCS, DirectorySite
 from batchcrawl.testing.webserver import MultiHostServer, RequestLogEntry, Response
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # tests/servers/
+
+from servers.staticsite import PYTHON_DOCS, DirectorySite  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 MODES = ("round", "crawl", "stream")

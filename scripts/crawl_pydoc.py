@@ -1,7 +1,7 @@
 """Crawl a real website others wrote, served on loopback: the Python HTML documentation (issue 5.5).
 
 The Debian ``python3.11-doc`` docs (``/usr/share/doc/python3.11/html``, ~530 HTML pages, ~1,060
-files) are served by :class:`batchcrawl.testing.staticsite.DirectorySite` under ``docs.test`` (everything)
+files) are served by :class:`servers.staticsite.DirectorySite` under ``docs.test`` (everything)
 and ``docs-mirror.test`` (a partial mirror of ``/tutorial/``, linked from the primary's root
 index), on 127.0.0.1 with an ephemeral port. The crawl is seeded with the primary's root and its
 scope is an allow-list of those two host names (``filters.seed_scope = "none"``,
@@ -23,7 +23,7 @@ Prints one JSON line on stdout::
   ``rounds``: rounds, or a stream's checkpoints.
 * ``politeness_bound_s``: the least time any polite crawler needs, the busiest host's requests
   (in the server's log) times ``host_delay_s``.
-* ``reachable``: URLs :func:`batchcrawl.testing.staticsite.reachable_pages` finds from the seed following
+* ``reachable``: URLs :func:`servers.staticsite.reachable_pages` finds from the seed following
   ``<a href>``/``<area href>`` only (the ground truth); ``reachable_fetched``: how many of them
   the crawl fetched with status 200; ``missing``: the first few that it did not.
 * ``fetched_beyond_links``: 200 answers outside the ground truth, found through other elements the
@@ -61,8 +61,11 @@ from batchcrawl.round import run_rounds
 from batchcrawl.store.crawldir import CrawlDir
 from batchcrawl.store.sql import query
 from batchcrawl.stream import run_stream
-from batchcrawl.testing.staticsite import PYTHON_DOCS, DirectorySite, reachable_pages
 from batchcrawl.testing.webserver import MultiHostServer, RequestLogEntry
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # tests/servers/
+
+from servers.staticsite import PYTHON_DOCS, DirectorySite, reachable_pages  # noqa: E402
 
 #: Host names of the served docs: the primary first, then the partial mirror.
 HOSTS = ("docs.test", "docs-mirror.test")

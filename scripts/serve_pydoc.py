@@ -1,7 +1,7 @@
 """Serve the Debian python3.11-doc HTML docs on loopback until Ctrl-C (or ``--seconds``).
 
 The docs (``apt-get install python3.11-doc``; ``/usr/share/doc/python3.11/html``) are served by
-:class:`batchcrawl.testing.staticsite.DirectorySite` under ``docs.test`` (everything) and
+:class:`servers.staticsite.DirectorySite` under ``docs.test`` (everything) and
 ``docs-mirror.test`` (a partial mirror of ``/tutorial/``, linked from the primary's root index).
 Prints one JSON line on stdout once the server listens::
 
@@ -9,7 +9,7 @@ Prints one JSON line on stdout once the server listens::
      "root": "/usr/share/doc/python3.11/html", "resolve": {"*.test": "127.0.0.1"}}
 
 With ``--count-pages`` the line also has ``reachable``: the number of URLs
-:func:`batchcrawl.testing.staticsite.reachable_pages` finds from the seeds (a few seconds).
+:func:`servers.staticsite.reachable_pages` finds from the seeds (a few seconds).
 """
 
 from __future__ import annotations
@@ -20,8 +20,11 @@ import sys
 import threading
 from pathlib import Path
 
-from batchcrawl.testing.staticsite import PYTHON_DOCS, DirectorySite
 from batchcrawl.testing.webserver import MultiHostServer
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # tests/servers/
+
+from servers.staticsite import PYTHON_DOCS, DirectorySite  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

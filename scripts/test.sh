@@ -44,7 +44,8 @@ python3 -m pip install -q -e ".[dev]"
 
 ruff check .
 ruff format --check .
-# Types: batchcrawl/fetch/ strictly ([tool.mypy] in pyproject.toml says what is checked how).
+# Types: batchcrawl/fetch/, frontier/ and store/ strictly ([tool.mypy] in pyproject.toml says what
+# is checked how).
 python3 -m mypy
 
 # Airflow (tests/test_airflow.py runs the DAG in pipelines/ with real Airflow): Apache Airflow 3 lives

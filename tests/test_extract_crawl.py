@@ -4,7 +4,7 @@ languages (Debian's ``aptitude-doc-*``), served on loopback by ``scripts/crawl_p
 CLI on the embedded LocalCluster.
 
 Ground truth: the language of each page from its manual's folder
-(:func:`batchcrawl.testing.manuals.language_label`, which leaves out pages a translation left in
+(:func:`servers.manuals.language_label`, which leaves out pages a translation left in
 English); the crawl's own ``fetched`` table for which captures are HTML 200 responses; the WARC
 files for the response record ids. A copy of the crawl taken before the extract is extracted by a
 process SIGKILLed after its third WARC file, then again: it must give the rows and WET bytes of
@@ -26,6 +26,7 @@ import duckdb
 import pytest
 from click.testing import CliRunner
 from round_helpers import REPO, subprocess_env
+from servers.manuals import APTITUDE, APTITUDE_LANGUAGES, language_label
 from warcio.archiveiterator import ArchiveIterator
 
 from batchcrawl.cli import main
@@ -33,7 +34,6 @@ from batchcrawl.extract import extract_crawl
 from batchcrawl.store import paths
 from batchcrawl.store.crawldir import CrawlDir
 from batchcrawl.store.sql import named_query, query
-from batchcrawl.testing.manuals import APTITUDE, APTITUDE_LANGUAGES, language_label
 
 pytestmark = [
     pytest.mark.slow,

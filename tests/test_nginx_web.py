@@ -8,16 +8,16 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-from batchcrawl.testing.nginx import (
+from servers.nginx import (
     NginxError,
     NginxServer,
     nginx_config,
     parse_access_log,
     pick_port,
 )
+from servers.staticweb import write_static_web
+
 from batchcrawl.testing.sampleweb import SampleWeb, SampleWebError
-from batchcrawl.testing.staticweb import write_static_web
 from batchcrawl.testing.webserver import politeness_violations
 
 needs_nginx = pytest.mark.skipif(

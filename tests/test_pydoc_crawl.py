@@ -1,7 +1,7 @@
 """Real input (issue 5.5): crawl the Python HTML documentation of the Debian package, served on
 loopback under two host names by ``scripts/crawl_pydoc.py``, until nothing is due.
 
-Ground truth: :func:`batchcrawl.testing.staticsite.reachable_pages` over the files (lxml, ``<a>`` and
+Ground truth: :func:`servers.staticsite.reachable_pages` over the files (lxml, ``<a>`` and
 ``<area>`` links), independent of the crawler's parser. One crawl per module; the tests read it,
 its WARC files and the server's request log.
 """
@@ -22,10 +22,10 @@ from round_helpers import (
     politeness_violations,
     robots_not_first,
 )
+from servers.staticsite import PYTHON_DOCS, reachable_pages
 
 from batchcrawl.fetch.warc import read_record
 from batchcrawl.store.sql import query
-from batchcrawl.testing.staticsite import PYTHON_DOCS, reachable_pages
 
 pytestmark = [
     pytest.mark.slow,

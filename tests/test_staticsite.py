@@ -10,13 +10,13 @@ from urllib.parse import urljoin, urlsplit
 import pytest
 import requests
 from lxml import etree
-
-from batchcrawl.testing.staticsite import (
+from servers.staticsite import (
     PYTHON_DOCS,
     DirectorySite,
     StaticSiteError,
     reachable_pages,
 )
+
 from batchcrawl.testing.webserver import MultiHostServer
 
 HOSTS = ["docs.test", "docs-mirror.test"]

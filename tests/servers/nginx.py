@@ -3,7 +3,7 @@
 :class:`NginxServer` writes its own configuration under a private prefix (pid file, error log,
 temp folders, access log), starts ``nginx -g 'daemon off;'``-style as a child process listening
 on ``127.0.0.1:PORT`` only, and stops it with SIGQUIT (graceful: buffered log lines are flushed).
-Virtual hosts map ``$host`` to a folder: ``ROOT/HOST/...`` (:mod:`batchcrawl.testing.staticweb`);
+Virtual hosts map ``$host`` to a folder: ``ROOT/HOST/...`` (:mod:`servers.staticweb`);
 redirects and odd statuses come from ``map`` blocks keyed by ``$host$uri``.
 
 The access log records, per request, ``$msec`` (wall-clock end, ms precision), ``$request_time``,
@@ -141,7 +141,7 @@ def nginx_config(
     maps += _map("bench_r302", {k: v for k, (s, v) in redirects.items() if s == 302})
     maps += _map("bench_s500", {k: "1" for k in statuses})
     return f"""\
-# written by batchcrawl.testing.nginx: a private loopback server for a benchmark
+# written by servers.nginx: a private loopback server for a benchmark
 {user}
 master_process on;
 worker_processes 1;
