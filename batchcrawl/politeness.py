@@ -31,7 +31,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from batchcrawl.errors import ConfigError
 from batchcrawl.urls import domain_of
@@ -336,7 +336,11 @@ class PolitenessPolicy:
         return Slot(key, rule.delay_s, rule.concurrency)
 
 
-def _first_match(memo: dict[str, Any], rules: Sequence[Any], host: str) -> Any:
+#: A politeness rule kind :func:`_first_match` looks up.
+_R = TypeVar("_R", HostRule, GroupRule)
+
+
+def _first_match(memo: dict[str, _R | None], rules: Sequence[_R], host: str) -> _R | None:
     """The first of ``rules`` whose ``matcher`` matches ``host`` (None if none), memoized in
     ``memo`` (cleared when it holds :data:`_MEMO` hosts)."""
     if host not in memo:

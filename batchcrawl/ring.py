@@ -171,7 +171,7 @@ class HashRing:
         self._pos = pos[order]
         self._owner = owner[order]
         self._pos_list = self._pos.tolist()
-        self._owner_list = self._owner.tolist()
+        self._owner_list: list[int] = self._owner.tolist()
 
     @property
     def shards(self) -> tuple[int, ...]:

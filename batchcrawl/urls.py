@@ -401,7 +401,7 @@ def surt(canonical: str) -> str:
     ValueError
         The ``surt`` package cannot take the URL apart.
     """
-    key = _surt.surt(canonical, host_massage=False)
+    key: str = _surt.surt(canonical, host_massage=False)
     host, sep, rest = key.partition(")")
     if not sep:
         return key
