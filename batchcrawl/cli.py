@@ -932,30 +932,42 @@ def _parse_rounds(text: str) -> tuple[int, int]:
 
 
 @main.command()
-@click.argument("crawl_url", metavar="CRAWL", required=False)
+@click.argument("crawl_url", metavar="[CRAWL]", required=False)
 @click.option("--hosts", type=click.IntRange(min=2), default=20, show_default=True)
 @click.option("--pages", type=click.IntRange(min=2), default=800, show_default=True)
 @click.option("--rounds", type=click.IntRange(min=1), default=4, show_default=True)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print each round's JSON summary (as `crawl` does) instead of one line.",
+)
 @_sets
-def demo(crawl_url, hosts, pages, rounds, sets) -> None:
+def demo(crawl_url, hosts, pages, rounds, as_json, sets) -> None:
     """Crawl a local multi-host sample web on loopback and show the result.
 
     Starts a sample web (robots.txt variants, redirects, dead links, duplicates, a spider trap) on
     127.0.0.1, creates the crawl CRAWL (default ./batchcrawl-demo, or -2, -3 ... if taken; never
     overwritten), runs up to
-    --rounds rounds on a local Dask cluster, then shows status counts, top hosts and fetch errors
-    through `batchcrawl sql`. Nothing leaves this machine.
+    --rounds rounds on a local Dask cluster (one line each), then shows status counts, top hosts
+    and fetch errors through `batchcrawl sql`. Nothing leaves this machine.
     """
-    from batchcrawl.console.progress import RoundProgress
+    from batchcrawl.console.progress import RoundProgress, round_line
     from batchcrawl.demo import fresh_demo_dir, headline, run_demo
 
     crawl_url = crawl_url or fresh_demo_dir()
 
+    def on_round(summary: dict[str, Any]) -> None:
+        progress.done(summary)
+        if as_json:
+            _echo_json(summary)
+        else:
+            click.echo(round_line(summary))
+
     with RoundProgress(enabled=sys.stderr.isatty(), rounds=rounds) as progress:
         result = run_demo(
             crawl_url, hosts=hosts, pages=pages, rounds=rounds, sets=sets,
-            progress=progress.update,
-            on_round=lambda s: (progress.done(s), _echo_json(s)),
+            progress=progress.update, on_round=on_round,
         )  # fmt: skip
     from rich.text import Text
 

@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import tomllib
@@ -545,19 +546,27 @@ def test_demo_headline_counts_what_status_counts(tmp_path):
     proc = subprocess.run([*cmd, "demo", str(target), "--hosts", "3", "--pages", "30",
                            "--rounds", "2"], capture_output=True, text=True, env=env)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    summaries = [json.loads(ln) for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    assert summaries and all({"attempts", "responses", "stored"} <= set(s) for s in summaries)
-    assert not any({"pages", "fetched"} & set(s) for s in summaries)
+    # one human line per round on stdout, no JSON (issue 34: a 2,200-character JSON line each)
+    assert not any(ln.startswith("{") for ln in proc.stdout.splitlines()), proc.stdout
+    rounds = re.findall(r"^round (\d+) committed in \S+: ([\d,]+) attempts, ([\d,]+) stored",
+                        proc.stdout, re.MULTILINE)  # fmt: skip
+    assert [int(r[0]) for r in rounds] == [1, 2], proc.stdout
     st = json.loads(subprocess.run([*cmd, "status", str(target), "--format", "json"],
                                    capture_output=True, text=True, env=env, check=True).stdout)  # fmt: skip
     fetched = st["urls"]["by_status"]["fetched"]
-    attempts = sum(s["attempts"] for s in summaries)
+    attempts = sum(int(r[1].replace(",", "")) for r in rounds)
     assert f"{fetched:,} URLs fetched and stored, from {attempts:,} fetch attempts" in proc.stdout
     assert attempts == st["fetched"]["attempts"]
-    # titles and the headline fit an 80-column terminal (stdout is a pipe: rich's width is 80);
-    # the JSON summaries and the commands to copy are left whole
-    shown = [ln for ln in proc.stdout.splitlines() if not ln.startswith(("{", "  "))]
+    # titles, round lines and the headline fit an 80-column terminal (stdout is a pipe: rich's
+    # width is 80); the commands to copy are left whole
+    shown = [ln for ln in proc.stdout.splitlines() if not ln.startswith("  ")]
     assert shown and all(len(ln) <= 80 for ln in shown), [ln for ln in shown if len(ln) > 80]
+
+
+def test_demo_help_shows_crawl_as_optional_and_json_on_request():
+    result = run("demo", "--help")
+    assert result.exit_code == 0
+    assert "demo [OPTIONS] [CRAWL]" in result.stdout and "--json" in result.stdout
 
 
 @pytest.mark.parametrize("args", [["sql", "SELECT url FROM frontier", "--all", "--format", "csv"],
