@@ -385,16 +385,13 @@ def sql_command(
     """Run a read-only SQL statement over the views frontier, hosts, fetchlists, fetched, links.
 
     The table format prints the first 100 rows (--limit N, --all) and turns results wider than
-    the terminal into one block per row. Statements that write, INSTALL or LOAD extensions, ATTACH
+    the terminal into one block per row; statements separated by ";" print one result each. Statements that write, INSTALL or LOAD extensions, ATTACH
     or SET are refused: the crawl stays as committed and no code is downloaded.
     """
     from batchcrawl.store import sql
 
     if list_queries:
-        listed = sql.named_query_descriptions()
-        pad = max((len(n) for n in listed), default=0)
-        for name, about in listed.items():
-            click.echo(f"{name.ljust(pad)}  {about}")
+        _list_queries(sql.named_query_descriptions())
         return
     if (statement is None) == (query_name is None):
         raise click.UsageError('give either a statement ("SELECT ...") or --query NAME')
@@ -407,7 +404,30 @@ def sql_command(
         from batchcrawl.console.sql_view import DEFAULT_LIMIT
 
         limit = DEFAULT_LIMIT
-    _print_table(sql.query(crawl, text, generation), fmt, limit)
+    if fmt != "table" and len(sql.check_read_only(text)) > 1:
+        raise click.UsageError(
+            f"--format {fmt} prints one result: give one statement, or --format table "
+            "(prints each statement's result)"
+        )
+    for i, table in enumerate(sql.query_each(crawl, text, generation)):
+        if i:  # each statement's result, in order (issue 34: only the last one was printed)
+            click.echo()
+        _print_table(table, fmt, limit)
+
+
+def _list_queries(listed: Mapping[str, str]) -> None:
+    """Print ``sql --list``: each name, then its description word-wrapped to the terminal's width
+    (80 columns when stdout is not a terminal; issue 34: lines ran to 127), continued under the
+    description's first column."""
+    import shutil
+    import textwrap
+
+    pad = max((len(n) for n in listed), default=0)
+    width = shutil.get_terminal_size((80, 24)).columns if sys.stdout.isatty() else 80
+    for name, about in listed.items():
+        click.echo(textwrap.fill(about, width=max(width, pad + 22),
+                                 initial_indent=f"{name.ljust(pad)}  ",
+                                 subsequent_indent=" " * (pad + 2)))  # fmt: skip
 
 
 def _print_table(table, fmt: str, limit: int | None = None) -> None:

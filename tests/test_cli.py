@@ -529,7 +529,15 @@ def test_sql_wide_results_print_one_block_per_row(crawl):
 def test_sql_list_shows_each_named_query_with_its_description(crawl):
     from batchcrawl.store.sql import named_queries, queries_dir
 
-    listing = run("sql", crawl.url, "--list").stdout.splitlines()
+    lines = run("sql", crawl.url, "--list").stdout.splitlines()
+    # stdout is not a terminal: 80 columns, a long description continued on indented lines
+    assert all(len(ln) <= 80 for ln in lines), [ln for ln in lines if len(ln) > 80]
+    listing: list[str] = []
+    for ln in lines:
+        if ln.startswith(" "):
+            listing[-1] += " " + ln.strip()
+        else:
+            listing.append(ln)
     assert [ln.split()[0] for ln in listing] == named_queries()
     for line in listing:
         name, about = line.split(None, 1)
@@ -643,3 +651,23 @@ def test_round_on_a_damaged_frontier_file_stops_with_a_crawl_directory_error(cra
     assert result.exit_code == 3, result.output
     assert "bucket=" in result.stderr and "the file is damaged" in result.stderr
     assert crawl.generations() == before
+
+
+def test_sql_prints_each_statements_result_or_refuses_clearly(crawl):
+    """``sql CRAWL "SELECT 1; SELECT 2"`` printed only the last result (issue 34)."""
+    result = run("sql", crawl.url, "SELECT 11 AS first_one; SELECT 22 AS second_one")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "first_one" in out and "11" in out and "second_one" in out and "22" in out
+    assert out.index("first_one") < out.index("second_one")
+    refused = run("sql", crawl.url, "SELECT 1; SELECT 2", "--format", "csv")
+    assert refused.exit_code == 2 and "give one statement" in refused.stderr
+
+
+@pytest.mark.parametrize("statement", ["SELEC 1", "SELECT nope FROM frontier", "SELECT 1 +"])
+def test_a_duckdb_error_is_one_line_with_a_hint(crawl, statement):
+    result = run("sql", crawl.url, statement)
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("batchcrawl: "), result.stderr
+    assert "DESCRIBE frontier" in lines[0]
