@@ -22,8 +22,8 @@ Before a command's step begins (the CLI imports pyarrow, fsspec ...) :func:`exit
 ends the process at once with one line.
 
 The handler records the signal and raises only where that is safe (:func:`_raise_when_safe`): not
-inside an import (importlib's locks and Rust extensions' initialisation print their own errors
-for a ``KeyboardInterrupt`` raised there), and not while the embedded cluster starts
+inside importlib's machinery or an extension module's initialisation (importlib's locks and Rust
+extensions print their own errors for a ``KeyboardInterrupt`` raised there), and not while the embedded cluster starts
 (:func:`holding_stop`; its owner raises at the first safe point, :func:`raise_if_stopped`, which
 the cluster's mapper also calls before each step, so a stop is never lost to code that swallowed
 the exception).
@@ -83,10 +83,11 @@ def _raise_interrupted(signum: int, frame: object) -> None:
 def _raise_when_safe(frame: object) -> None:
     """Raise :class:`Interrupted` for the recorded stop signal, once, unless the main thread is
     where an exception must not land: inside a :func:`holding_stop` block (the owner raises at
-    its end, :func:`raise_if_stopped`), or inside an import (a ``KeyboardInterrupt`` raised in
-    importlib's module locks printed "Exception ignored in _get_module_lock", raised during a
-    Rust extension's import a pyo3 ``PanicException``: issue 34, CI). In an import the watcher
-    thread wakes the main thread again every :data:`POKE_S` seconds until it is out of it."""
+    its end, :func:`raise_if_stopped`), or where an import cannot unwind (:func:`_importing`: a
+    ``KeyboardInterrupt`` raised in importlib's module locks printed "Exception ignored in
+    _get_module_lock", raised during a Rust extension's initialisation a pyo3
+    ``PanicException``: issue 34, CI). There the watcher thread wakes the main thread again every
+    :data:`POKE_S` seconds until it is out of it."""
     if _state.signum is None or _state.raised or _state.holding:
         return
     if _importing(frame) and _watcher is not None:
@@ -96,11 +97,20 @@ def _raise_when_safe(frame: object) -> None:
 
 
 def _importing(frame: object) -> bool:
-    """Whether ``frame`` (the main thread's, as a signal handler gets it) or a frame that called
-    it runs importlib's import machinery."""
+    """Whether an exception raised in ``frame`` (the main thread's, as a signal handler gets it)
+    would land where an import cannot unwind cleanly: in importlib's own machinery (its module
+    locks: "Exception ignored in _get_module_lock"), or anywhere inside an extension module's
+    initialisation (a Rust extension turns it into a pyo3 ``PanicException``). A pure-Python
+    module's top-level code unwinds like any other code: a stop inside ``import distributed``
+    (1.5 s on a loaded machine) is not delayed."""
     f = frame
+    if f is not None and f.f_code.co_filename.startswith("<frozen importlib"):  # type: ignore[attr-defined]
+        return True
     while f is not None:
-        if f.f_code.co_filename.startswith("<frozen importlib"):  # type: ignore[attr-defined]
+        code = f.f_code  # type: ignore[attr-defined]
+        if (code.co_name in ("create_module", "exec_module")
+                and code.co_filename.startswith("<frozen importlib")
+                and type(f.f_locals.get("self")).__name__ == "ExtensionFileLoader"):  # type: ignore[attr-defined]  # fmt: skip
             return True
         f = f.f_back  # type: ignore[attr-defined]
     return False
