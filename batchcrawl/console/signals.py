@@ -33,10 +33,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import multiprocessing
 import os
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 #: The signals handled by :func:`stop_on_signals`.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -64,6 +65,8 @@ class _StopState:
     signum: int | None = None
     raised = False
     holding = 0
+    #: Called once, in the main thread, when a stop signal comes inside the outermost hold.
+    on_stop: Callable[[], None] | None = None
 
 
 _state = _StopState()
@@ -77,6 +80,8 @@ def _raise_interrupted(signum: int, frame: object) -> None:
     quiet_distributed_for_exit()
     if _state.signum is None:
         _state.signum = int(signum)
+        if _state.holding and _state.on_stop is not None:
+            _state.on_stop()  # cut the held start short (starting_workers)
     _raise_when_safe(frame)
 
 
@@ -131,15 +136,22 @@ def _forget_stop() -> None:
 
 
 @contextlib.contextmanager
-def holding_stop() -> Iterator[None]:
+def holding_stop(on_stop: Callable[[], None] | None = None) -> Iterator[None]:
     """Inside the block a stop signal is recorded but not raised; the caller raises it at its
     first safe point after the block (:func:`raise_if_stopped`). For a start that must not be
-    unwound half done: the embedded cluster's (see :func:`starting_workers`)."""
+    unwound half done: the embedded cluster's (see :func:`starting_workers`). ``on_stop`` is
+    called (once, in the main thread, from the signal handler) when a stop signal comes inside
+    the block: it may make what the block waits for end sooner, not raise."""
+    outer = _state.holding == 0
     _state.holding += 1
+    if outer:
+        _state.on_stop = on_stop
     try:
         yield
     finally:
         _state.holding -= 1
+        if outer:
+            _state.on_stop = None
 
 
 def quiet_distributed_for_exit() -> None:
@@ -148,6 +160,8 @@ def quiet_distributed_for_exit() -> None:
     first ("process N exit status was already read, will report exitcode 255"), at any moment,
     after the stop line too (issue 34; CI failed on that line after the stop message)."""
     logging.getLogger("distributed").setLevel(logging.CRITICAL)
+    # and asyncio's "Task exception was never retrieved" of what the stop cut short
+    logging.getLogger("asyncio").setLevel(logging.CRITICAL)
 
 
 def skip_final_collection() -> None:
@@ -253,9 +267,14 @@ def _watch(read_fd: int, main_id: int) -> None:
     import select
 
     while True:
-        waiting = _state.signum is not None and not _state.raised and not _state.holding
-        ready, _, _ = select.select([read_fd], [], [], POKE_S if waiting else None)
+        stopping = _state.signum is not None and not _state.raised
+        waiting = stopping and not _state.holding
+        cutting = _state.on_stop if stopping and _state.holding else None
+        timeout = POKE_S if waiting or cutting is not None else None
+        ready, _, _ = select.select([read_fd], [], [], timeout)
         received = os.read(read_fd, 64) if ready else b""
+        if cutting is not None:  # a held start: what it started since the last call, too
+            cutting()
         if any(b in STOP_SIGNALS for b in received) or (waiting and not ready):
             signal.pthread_kill(main_id, WAKE_SIGNAL)
 
@@ -276,7 +295,9 @@ def starting_workers() -> Iterator[None]:
     Unwinding a half-started cluster printed, after the stop line, its nannies' "Task exception
     was never retrieved ... Nanny failed to start" and its spawned workers' ``SemLock._rebuild``
     FileNotFoundError (the parent had gone before the child read its semaphore): issue 34, CI,
-    ~1 in 40 stops at 0.5-1.5 s. The start is not cut short: the stop waits for it.
+    ~1 in 40 stops at 0.5-1.5 s. The start is cut short instead (:func:`_kill_children`: its
+    worker processes are killed, so it fails at once; waiting for it took 3-5 s on a loaded
+    machine), and its failure is the stop.
 
     A cluster started inside the block is taken off distributed's exit hook, which closes every
     cluster still open at exit for up to 10 s: its owner closes it (``round.dask_client``, within
@@ -295,15 +316,41 @@ def starting_workers() -> Iterator[None]:
     resource_tracker.ensure_running()
     route_stop_signals()
     before = set(SpecCluster._instances)
+    children_before = set(multiprocessing.active_children())
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # inherited by the new threads
     try:
-        with holding_stop():
+        with holding_stop(on_stop=lambda: _kill_children(children_before)):
             yield
+    except Exception:
+        if _state.signum is None:
+            raise
+        # the start failed because a stop signal cut it short (_kill_children): the stop it is
+        raise_if_stopped()
     finally:
         for cluster in set(SpecCluster._instances) - before:
             cluster.shutdown_on_close = False  # its closing is its owner's: see the docstring
         # the processes this one starts later (subprocess) get Ctrl-C as usual
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def _kill_children(spared: set) -> None:
+    """A stop signal came while the embedded cluster started: SIGKILL the worker processes
+    started meanwhile (``multiprocessing`` children not in ``spared``), so that their nannies' start
+    fails now instead of waiting for them to start (3-5 s on a loaded machine) only to be closed.
+    A killed process prints nothing; what the failed start logs in this process (``distributed``,
+    asyncio's "Task exception was never retrieved") is silenced; the start still ends in this
+    process before the stop is raised, so no child is left to find its parent gone. Called by
+    the signal handler, then every :data:`POKE_S` seconds by the watcher thread until the start
+    has ended (for a process spawned after the first call)."""
+    logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+    try:  # not active_children(): it reaps, and the watcher thread calls this too
+        children = list(multiprocessing.process._children)  # type: ignore[attr-defined]
+    except RuntimeError:  # the set changed while copied (a process started): next call
+        return
+    for child in children:
+        if child not in spared:
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                child.kill()
 
 
 class StopRequest:

@@ -15,7 +15,7 @@ from typing import Any
 
 from batchcrawl import procmem, workersetup
 from batchcrawl.config import Config
-from batchcrawl.console.signals import raise_if_stopped, starting_workers
+from batchcrawl.console.signals import holding_stop, raise_if_stopped, starting_workers
 from batchcrawl.errors import ClusterUnreachable, first_line
 from batchcrawl.frontier import runs
 from batchcrawl.frontier.runs import BucketFiles
@@ -89,7 +89,9 @@ def dask_client(cfg: Config, scheduler: str | None = None) -> Iterator[Any]:
             # here: the cluster is closed whole; the workers never see Ctrl-C
             with starting_workers():
                 cluster = _local_cluster(cfg)
-                prepared.result()
+            raise_if_stopped()
+            prepared.result()  # a child process: a stop meanwhile closes the whole cluster
+            with holding_stop():  # a client is not unwound half made either
                 client = Client(cluster)
             raise_if_stopped()
             workersetup.register(client)
