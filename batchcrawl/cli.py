@@ -385,16 +385,13 @@ def sql_command(
     """Run a read-only SQL statement over the views frontier, hosts, fetchlists, fetched, links.
 
     The table format prints the first 100 rows (--limit N, --all) and turns results wider than
-    the terminal into one block per row. Statements that write, INSTALL or LOAD extensions, ATTACH
+    the terminal into one block per row; statements separated by ";" print one result each. Statements that write, INSTALL or LOAD extensions, ATTACH
     or SET are refused: the crawl stays as committed and no code is downloaded.
     """
     from batchcrawl.store import sql
 
     if list_queries:
-        listed = sql.named_query_descriptions()
-        pad = max((len(n) for n in listed), default=0)
-        for name, about in listed.items():
-            click.echo(f"{name.ljust(pad)}  {about}")
+        _list_queries(sql.named_query_descriptions())
         return
     if (statement is None) == (query_name is None):
         raise click.UsageError('give either a statement ("SELECT ...") or --query NAME')
@@ -407,7 +404,30 @@ def sql_command(
         from batchcrawl.console.sql_view import DEFAULT_LIMIT
 
         limit = DEFAULT_LIMIT
-    _print_table(sql.query(crawl, text, generation), fmt, limit)
+    if fmt != "table" and len(sql.check_read_only(text)) > 1:
+        raise click.UsageError(
+            f"--format {fmt} prints one result: give one statement, or --format table "
+            "(prints each statement's result)"
+        )
+    for i, table in enumerate(sql.query_each(crawl, text, generation)):
+        if i:  # each statement's result, in order (issue 34: only the last one was printed)
+            click.echo()
+        _print_table(table, fmt, limit)
+
+
+def _list_queries(listed: Mapping[str, str]) -> None:
+    """Print ``sql --list``: each name, then its description word-wrapped to the terminal's width
+    (80 columns when stdout is not a terminal; issue 34: lines ran to 127), continued under the
+    description's first column."""
+    import shutil
+    import textwrap
+
+    pad = max((len(n) for n in listed), default=0)
+    width = shutil.get_terminal_size((80, 24)).columns if sys.stdout.isatty() else 80
+    for name, about in listed.items():
+        click.echo(textwrap.fill(about, width=max(width, pad + 22),
+                                 initial_indent=f"{name.ljust(pad)}  ",
+                                 subsequent_indent=" " * (pad + 2)))  # fmt: skip
 
 
 def _print_table(table, fmt: str, limit: int | None = None) -> None:
@@ -932,30 +952,42 @@ def _parse_rounds(text: str) -> tuple[int, int]:
 
 
 @main.command()
-@click.argument("crawl_url", metavar="CRAWL", required=False)
+@click.argument("crawl_url", metavar="[CRAWL]", required=False)
 @click.option("--hosts", type=click.IntRange(min=2), default=20, show_default=True)
 @click.option("--pages", type=click.IntRange(min=2), default=800, show_default=True)
 @click.option("--rounds", type=click.IntRange(min=1), default=4, show_default=True)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print each round's JSON summary (as `crawl` does) instead of one line.",
+)
 @_sets
-def demo(crawl_url, hosts, pages, rounds, sets) -> None:
+def demo(crawl_url, hosts, pages, rounds, as_json, sets) -> None:
     """Crawl a local multi-host sample web on loopback and show the result.
 
     Starts a sample web (robots.txt variants, redirects, dead links, duplicates, a spider trap) on
     127.0.0.1, creates the crawl CRAWL (default ./batchcrawl-demo, or -2, -3 ... if taken; never
     overwritten), runs up to
-    --rounds rounds on a local Dask cluster, then shows status counts, top hosts and fetch errors
-    through `batchcrawl sql`. Nothing leaves this machine.
+    --rounds rounds on a local Dask cluster (one line each), then shows status counts, top hosts
+    and fetch errors through `batchcrawl sql`. Nothing leaves this machine.
     """
-    from batchcrawl.console.progress import RoundProgress
+    from batchcrawl.console.progress import RoundProgress, round_line
     from batchcrawl.demo import fresh_demo_dir, headline, run_demo
 
     crawl_url = crawl_url or fresh_demo_dir()
 
+    def on_round(summary: dict[str, Any]) -> None:
+        progress.done(summary)
+        if as_json:
+            _echo_json(summary)
+        else:
+            click.echo(round_line(summary))
+
     with RoundProgress(enabled=sys.stderr.isatty(), rounds=rounds) as progress:
         result = run_demo(
             crawl_url, hosts=hosts, pages=pages, rounds=rounds, sets=sets,
-            progress=progress.update,
-            on_round=lambda s: (progress.done(s), _echo_json(s)),
+            progress=progress.update, on_round=on_round,
         )  # fmt: skip
     from rich.text import Text
 

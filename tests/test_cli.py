@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import tomllib
@@ -528,7 +529,15 @@ def test_sql_wide_results_print_one_block_per_row(crawl):
 def test_sql_list_shows_each_named_query_with_its_description(crawl):
     from batchcrawl.store.sql import named_queries, queries_dir
 
-    listing = run("sql", crawl.url, "--list").stdout.splitlines()
+    lines = run("sql", crawl.url, "--list").stdout.splitlines()
+    # stdout is not a terminal: 80 columns, a long description continued on indented lines
+    assert all(len(ln) <= 80 for ln in lines), [ln for ln in lines if len(ln) > 80]
+    listing: list[str] = []
+    for ln in lines:
+        if ln.startswith(" "):
+            listing[-1] += " " + ln.strip()
+        else:
+            listing.append(ln)
     assert [ln.split()[0] for ln in listing] == named_queries()
     for line in listing:
         name, about = line.split(None, 1)
@@ -545,19 +554,27 @@ def test_demo_headline_counts_what_status_counts(tmp_path):
     proc = subprocess.run([*cmd, "demo", str(target), "--hosts", "3", "--pages", "30",
                            "--rounds", "2"], capture_output=True, text=True, env=env)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    summaries = [json.loads(ln) for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    assert summaries and all({"attempts", "responses", "stored"} <= set(s) for s in summaries)
-    assert not any({"pages", "fetched"} & set(s) for s in summaries)
+    # one human line per round on stdout, no JSON (issue 34: a 2,200-character JSON line each)
+    assert not any(ln.startswith("{") for ln in proc.stdout.splitlines()), proc.stdout
+    rounds = re.findall(r"^round (\d+) committed in \S+: ([\d,]+) attempts, ([\d,]+) stored",
+                        proc.stdout, re.MULTILINE)  # fmt: skip
+    assert [int(r[0]) for r in rounds] == [1, 2], proc.stdout
     st = json.loads(subprocess.run([*cmd, "status", str(target), "--format", "json"],
                                    capture_output=True, text=True, env=env, check=True).stdout)  # fmt: skip
     fetched = st["urls"]["by_status"]["fetched"]
-    attempts = sum(s["attempts"] for s in summaries)
+    attempts = sum(int(r[1].replace(",", "")) for r in rounds)
     assert f"{fetched:,} URLs fetched and stored, from {attempts:,} fetch attempts" in proc.stdout
     assert attempts == st["fetched"]["attempts"]
-    # titles and the headline fit an 80-column terminal (stdout is a pipe: rich's width is 80);
-    # the JSON summaries and the commands to copy are left whole
-    shown = [ln for ln in proc.stdout.splitlines() if not ln.startswith(("{", "  "))]
+    # titles, round lines and the headline fit an 80-column terminal (stdout is a pipe: rich's
+    # width is 80); the commands to copy are left whole
+    shown = [ln for ln in proc.stdout.splitlines() if not ln.startswith("  ")]
     assert shown and all(len(ln) <= 80 for ln in shown), [ln for ln in shown if len(ln) > 80]
+
+
+def test_demo_help_shows_crawl_as_optional_and_json_on_request():
+    result = run("demo", "--help")
+    assert result.exit_code == 0
+    assert "demo [OPTIONS] [CRAWL]" in result.stdout and "--json" in result.stdout
 
 
 @pytest.mark.parametrize("args", [["sql", "SELECT url FROM frontier", "--all", "--format", "csv"],
@@ -634,3 +651,23 @@ def test_round_on_a_damaged_frontier_file_stops_with_a_crawl_directory_error(cra
     assert result.exit_code == 3, result.output
     assert "bucket=" in result.stderr and "the file is damaged" in result.stderr
     assert crawl.generations() == before
+
+
+def test_sql_prints_each_statements_result_or_refuses_clearly(crawl):
+    """``sql CRAWL "SELECT 1; SELECT 2"`` printed only the last result (issue 34)."""
+    result = run("sql", crawl.url, "SELECT 11 AS first_one; SELECT 22 AS second_one")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "first_one" in out and "11" in out and "second_one" in out and "22" in out
+    assert out.index("first_one") < out.index("second_one")
+    refused = run("sql", crawl.url, "SELECT 1; SELECT 2", "--format", "csv")
+    assert refused.exit_code == 2 and "give one statement" in refused.stderr
+
+
+@pytest.mark.parametrize("statement", ["SELEC 1", "SELECT nope FROM frontier", "SELECT 1 +"])
+def test_a_duckdb_error_is_one_line_with_a_hint(crawl, statement):
+    result = run("sql", crawl.url, statement)
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("batchcrawl: "), result.stderr
+    assert "DESCRIBE frontier" in lines[0]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import subprocess
 
 import pytest
@@ -19,6 +20,7 @@ from batchcrawl.console.progress import (
     closing_summary,
     dns_hint,
     duration,
+    round_line,
     stream_closing_summary,
 )
 from batchcrawl.store import sql
@@ -220,3 +222,38 @@ def test_dns_hint_when_most_attempts_found_no_address():
     assert "news/crawl.toml" in hint and "network.resolve" in hint
     assert dns_hint([{"round": 1, "attempts": 20, "errors": {"dns_error": 3}}], "news") is None
     assert dns_hint([{"round": 1, "attempts": 0, "errors": {}}], "news") is None
+
+
+def test_round_line_says_a_round_in_one_short_line():
+    summary = {"round": 2, "generation": 3, "attempts": 1200, "responses": 1100, "stored": 980,
+               "new_urls": 2400, "not_fetched": 5, "errors": {"gone": 2, "dns_error": 1},
+               "elapsed_s": 65.0, "stage_seconds": {"fetch": 60.0}}  # fmt: skip
+    line = round_line(summary)
+    assert line == ("round 2 committed in 1m05s: 1,200 attempts, 980 stored, 3 errors, "
+                    "2,400 new URLs")  # fmt: skip
+    assert len(line) <= 80
+
+
+def test_log_lines_print_above_the_live_table(monkeypatch):
+    """A log handler made before the live table wrote to the real stderr, past the table's
+    redirect: its first line was glued to the table's bottom border (issue 34, demo)."""
+    import io
+
+    out = io.StringIO()
+    monkeypatch.setattr("sys.stderr", out)
+    monkeypatch.setenv("FORCE_COLOR", "1")  # rich: a terminal (the live table redirects stderr)
+    handler = logging.StreamHandler(out)
+    logger = logging.getLogger("batchcrawl.test_live_glue")
+    logger.addHandler(handler)
+    try:
+        with RoundProgress(enabled=True) as progress:
+            progress.update(snap(1, {0: 3}, {0: 10}))
+            assert handler.stream is not out  # rich's proxy, which prints above the table
+            logger.warning("a line of its own")
+        assert handler.stream is out
+    finally:
+        logger.removeHandler(handler)
+    text = out.getvalue()
+    assert "a line of its own" in text
+    before = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text[: text.index("a line of its own")])
+    assert before == "" or before.endswith(("\n", "\r")), repr(before[-80:])

@@ -85,3 +85,19 @@ def test_status_command_at_80_columns_and_json_keeps_everything(tmp_path):
     js = CliRunner().invoke(main, ["status", crawl.url, "--format", "json"])
     gens = json.loads(js.stdout)["generations"]
     assert gens[-1]["stored"] == 5 and gens[-1]["elapsed_s"] == 6.5
+
+
+def test_a_streams_generations_are_checkpoints_not_rounds():
+    """Issue 34: status called a stream's checkpoints rounds."""
+    st = big_status(4)
+    for g in st["generations"][2:]:
+        g["step"] = "stream"
+    lines = render(status_tables(st))
+    text = "\n".join(lines)
+    assert max(len(line) for line in lines) <= 80
+    assert "micro-batch (stream)" in text
+    rows = [ln.split() for ln in lines if "2026-11-30 20:23" in ln and ln.split()[0] in "23"]
+    assert [r[2] for r in rows] == ["checkpoint", "checkpoint"], text
+    assert "checkpoint: a stream's; its round is the micro-batch it ended" in text
+    plain = render(status_tables(big_status(4)))
+    assert "micro-batch" not in "\n".join(plain) and "checkpoint" not in "\n".join(plain)

@@ -86,6 +86,22 @@ class Figures:
         return t
 
 
+def _move_log_handlers(old: Any, new: Any) -> list[tuple[logging.StreamHandler, Any]]:
+    """Point every logging ``StreamHandler`` that writes to ``old`` at ``new``; the handlers moved,
+    each with the stream to give back. A live table redirects ``sys.stderr`` to a proxy that
+    prints above the table, but a handler made before it kept the real stream: its first line
+    was glued to the table's bottom border (issue 34)."""
+    loggers = [logging.getLogger()] + [
+        lg for lg in logging.Logger.manager.loggerDict.values() if isinstance(lg, logging.Logger)
+    ]
+    moved = []
+    for lg in loggers:
+        for h in lg.handlers:
+            if isinstance(h, logging.StreamHandler) and h.stream is old and old is not new:
+                moved.append((h, h.setStream(new)))
+    return moved
+
+
 class RoundProgress:
     """Context manager showing the progress of the running round.
 
@@ -109,19 +125,24 @@ class RoundProgress:
         self.rounds = rounds
         self.clock = clock
         self._live: Live | None = None
+        self._moved: list[tuple[logging.StreamHandler, Any]] = []
         self._round: Any = None
         self._t0 = clock()
         self._last_log = self._t0
 
     def __enter__(self) -> RoundProgress:
         if self.enabled:
-            self._live = Live(Table(title="batchcrawl: starting"), console=Console(file=sys.stderr),
+            stderr = sys.stderr
+            self._live = Live(Table(title="batchcrawl: starting"), console=Console(file=stderr),
                               refresh_per_second=2, transient=True)  # fmt: skip
             self._live.__enter__()
+            self._moved = _move_log_handlers(stderr, sys.stderr)
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self._live is not None:
+            for handler, stream in self._moved:
+                handler.setStream(stream)
             self._live.__exit__(*exc)
 
     def update(self, snap: Mapping[str, Any]) -> None:
@@ -178,6 +199,16 @@ class StreamProgress(RoundProgress):
         elif now - self._last_log >= self.interval_s:
             self._last_log = now
             log.info("%s", stream_line(snap))
+
+
+def round_line(summary: Mapping[str, Any]) -> str:
+    """One committed round's JSON ``summary`` in one human line (``demo``), in the words of
+    :func:`closing_summary`: ``round 2 committed in 5s: 120 attempts, 98 stored, 3 errors, 240
+    new URLs`` (under 80 columns for rounds of up to ~100,000 attempts)."""
+    errors = sum(int(v) for v in (summary.get("errors") or {}).values())
+    return (f"round {summary.get('round')} committed in {duration(summary.get('elapsed_s'))}: "
+            f"{int(summary.get('attempts', 0)):,} attempts, {int(summary.get('stored', 0)):,} "
+            f"stored, {errors:,} errors, {int(summary.get('new_urls', 0)):,} new URLs")  # fmt: skip
 
 
 def closing_summary(summaries: Sequence[Mapping[str, Any]], elapsed_s: float,

@@ -20,16 +20,24 @@ exit). So a watcher thread reads the interpreter's signal wake-up fd and wakes t
 once with :data:`WAKE_SIGNAL` (a no-op handler; the pending SIGINT/SIGTERM handler then runs).
 Before a command's step begins (the CLI imports pyarrow, fsspec ...) :func:`exit_before_start`
 ends the process at once with one line.
+
+The handler records the signal and raises only where that is safe (:func:`_raise_when_safe`): not
+inside importlib's machinery or an extension module's initialisation (importlib's locks and Rust
+extensions print their own errors for a ``KeyboardInterrupt`` raised there), and not while the embedded cluster starts
+(:func:`holding_stop`; its owner raises at the first safe point, :func:`raise_if_stopped`, which
+the cluster's mapper also calls before each step, so a stop is never lost to code that swallowed
+the exception).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import multiprocessing
 import os
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 #: The signals handled by :func:`stop_on_signals`.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -49,11 +57,101 @@ class Interrupted(KeyboardInterrupt):
         return signal.Signals(self.signum).name
 
 
+class _StopState:
+    """The stop signal this process received (:func:`_raise_interrupted`), kept until the block
+    that installed the handler ends: ``signum`` (None: none came), whether :class:`Interrupted`
+    was raised for it, and how many :func:`holding_stop` blocks the main thread is in."""
+
+    signum: int | None = None
+    raised = False
+    holding = 0
+    #: Called once, in the main thread, when a stop signal comes inside the outermost hold.
+    on_stop: Callable[[], None] | None = None
+
+
+_state = _StopState()
+
+
 def _raise_interrupted(signum: int, frame: object) -> None:
+    """The stop signals' handler: record ``signum`` and raise :class:`Interrupted` in the main
+    thread, now if that is safe, else as soon as it is (:func:`_raise_when_safe`)."""
     for s in STOP_SIGNALS:  # a second signal: default action, the process ends at once
         signal.signal(s, signal.SIG_DFL)
     quiet_distributed_for_exit()
-    raise Interrupted(signum)
+    if _state.signum is None:
+        _state.signum = int(signum)
+        if _state.holding and _state.on_stop is not None:
+            _state.on_stop()  # cut the held start short (starting_workers)
+    _raise_when_safe(frame)
+
+
+def _raise_when_safe(frame: object) -> None:
+    """Raise :class:`Interrupted` for the recorded stop signal, once, unless the main thread is
+    where an exception must not land: inside a :func:`holding_stop` block (the owner raises at
+    its end, :func:`raise_if_stopped`), or where an import cannot unwind (:func:`_importing`: a
+    ``KeyboardInterrupt`` raised in importlib's module locks printed "Exception ignored in
+    _get_module_lock", raised during a Rust extension's initialisation a pyo3
+    ``PanicException``: issue 34, CI). There the watcher thread wakes the main thread again every
+    :data:`POKE_S` seconds until it is out of it."""
+    if _state.signum is None or _state.raised or _state.holding:
+        return
+    if _importing(frame) and _watcher is not None:
+        return  # the watcher pokes again (_watch)
+    _state.raised = True
+    raise Interrupted(_state.signum)
+
+
+def _importing(frame: object) -> bool:
+    """Whether an exception raised in ``frame`` (the main thread's, as a signal handler gets it)
+    would land where an import cannot unwind cleanly: in importlib's own machinery (its module
+    locks: "Exception ignored in _get_module_lock"), or anywhere inside an extension module's
+    initialisation (a Rust extension turns it into a pyo3 ``PanicException``). A pure-Python
+    module's top-level code unwinds like any other code: a stop inside ``import distributed``
+    (1.5 s on a loaded machine) is not delayed."""
+    f = frame
+    if f is not None and f.f_code.co_filename.startswith("<frozen importlib"):  # type: ignore[attr-defined]
+        return True
+    while f is not None:
+        code = f.f_code  # type: ignore[attr-defined]
+        if (code.co_name in ("create_module", "exec_module")
+                and code.co_filename.startswith("<frozen importlib")
+                and type(f.f_locals.get("self")).__name__ == "ExtensionFileLoader"):  # type: ignore[attr-defined]  # fmt: skip
+            return True
+        f = f.f_back  # type: ignore[attr-defined]
+    return False
+
+
+def raise_if_stopped() -> None:
+    """A safe point: raise :class:`Interrupted` if a stop signal came (also when it was raised
+    before and something swallowed it). Call it in the main thread, outside :func:`holding_stop`
+    blocks."""
+    if _state.signum is not None:
+        _state.raised = True
+        raise Interrupted(_state.signum)
+
+
+def _forget_stop() -> None:
+    _state.signum = None
+    _state.raised = False
+
+
+@contextlib.contextmanager
+def holding_stop(on_stop: Callable[[], None] | None = None) -> Iterator[None]:
+    """Inside the block a stop signal is recorded but not raised; the caller raises it at its
+    first safe point after the block (:func:`raise_if_stopped`). For a start that must not be
+    unwound half done: the embedded cluster's (see :func:`starting_workers`). ``on_stop`` is
+    called (once, in the main thread, from the signal handler) when a stop signal comes inside
+    the block: it may make what the block waits for end sooner, not raise."""
+    outer = _state.holding == 0
+    _state.holding += 1
+    if outer:
+        _state.on_stop = on_stop
+    try:
+        yield
+    finally:
+        _state.holding -= 1
+        if outer:
+            _state.on_stop = None
 
 
 def quiet_distributed_for_exit() -> None:
@@ -62,6 +160,8 @@ def quiet_distributed_for_exit() -> None:
     first ("process N exit status was already read, will report exitcode 255"), at any moment,
     after the stop line too (issue 34; CI failed on that line after the stop message)."""
     logging.getLogger("distributed").setLevel(logging.CRITICAL)
+    # and asyncio's "Task exception was never retrieved" of what the stop cut short
+    logging.getLogger("asyncio").setLevel(logging.CRITICAL)
 
 
 def skip_final_collection() -> None:
@@ -85,12 +185,14 @@ def stop_on_signals() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield  # only the main thread may set handlers; the caller's own handling stays
         return
+    route_stop_signals()  # a signal that came inside an import is raised right after it
     previous = {s: signal.signal(s, _raise_interrupted) for s in STOP_SIGNALS}
     try:
         yield
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+        _forget_stop()
 
 
 #: Sent by the watcher thread to the main thread to wake it for a pending stop signal (no-op handler;
@@ -151,14 +253,29 @@ def _exit_at_once(signum: int, frame: object) -> None:
 
 
 def _wake(signum: int, frame: object) -> None:
-    """:data:`WAKE_SIGNAL`'s handler: nothing; its arrival lets the main thread run the pending
-    handlers."""
+    """:data:`WAKE_SIGNAL`'s handler: its arrival lets the main thread run the pending handlers;
+    a stop signal that came while the main thread imported is raised now if that is safe."""
+    _raise_when_safe(frame)
+
+
+#: Seconds between the watcher's wake-ups of a main thread that was importing when a stop signal
+#: came (:func:`_raise_when_safe`).
+POKE_S = 0.02
 
 
 def _watch(read_fd: int, main_id: int) -> None:
+    import select
+
     while True:
-        received = os.read(read_fd, 64)
-        if any(b in STOP_SIGNALS for b in received):
+        stopping = _state.signum is not None and not _state.raised
+        waiting = stopping and not _state.holding
+        cutting = _state.on_stop if stopping and _state.holding else None
+        timeout = POKE_S if waiting or cutting is not None else None
+        ready, _, _ = select.select([read_fd], [], [], timeout)
+        received = os.read(read_fd, 64) if ready else b""
+        if cutting is not None:  # a held start: what it started since the last call, too
+            cutting()
+        if any(b in STOP_SIGNALS for b in received) or (waiting and not ready):
             signal.pthread_kill(main_id, WAKE_SIGNAL)
 
 
@@ -172,6 +289,15 @@ def starting_workers() -> Iterator[None]:
     later, from the cluster's event loop thread, would unblock SIGINT there
     (``resource_tracker.ensure_running`` unblocks what it blocked for its own start), and every
     worker spawned from that thread would get Ctrl-C again.
+
+    A stop signal inside the block is held (:func:`holding_stop`): its owner raises it once the
+    cluster and its client exist, inside the block that closes them (:func:`raise_if_stopped`).
+    Unwinding a half-started cluster printed, after the stop line, its nannies' "Task exception
+    was never retrieved ... Nanny failed to start" and its spawned workers' ``SemLock._rebuild``
+    FileNotFoundError (the parent had gone before the child read its semaphore): issue 34, CI,
+    ~1 in 40 stops at 0.5-1.5 s. The start is cut short instead (:func:`_kill_children`: its
+    worker processes are killed, so it fails at once; waiting for it took 3-5 s on a loaded
+    machine), and its failure is the stop.
 
     A cluster started inside the block is taken off distributed's exit hook, which closes every
     cluster still open at exit for up to 10 s: its owner closes it (``round.dask_client``, within
@@ -190,14 +316,41 @@ def starting_workers() -> Iterator[None]:
     resource_tracker.ensure_running()
     route_stop_signals()
     before = set(SpecCluster._instances)
+    children_before = set(multiprocessing.active_children())
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # inherited by the new threads
     try:
-        yield
+        with holding_stop(on_stop=lambda: _kill_children(children_before)):
+            yield
+    except Exception:
+        if _state.signum is None:
+            raise
+        # the start failed because a stop signal cut it short (_kill_children): the stop it is
+        raise_if_stopped()
     finally:
         for cluster in set(SpecCluster._instances) - before:
             cluster.shutdown_on_close = False  # its closing is its owner's: see the docstring
         # the processes this one starts later (subprocess) get Ctrl-C as usual
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def _kill_children(spared: set) -> None:
+    """A stop signal came while the embedded cluster started: SIGKILL the worker processes
+    started meanwhile (``multiprocessing`` children not in ``spared``), so that their nannies' start
+    fails now instead of waiting for them to start (3-5 s on a loaded machine) only to be closed.
+    A killed process prints nothing; what the failed start logs in this process (``distributed``,
+    asyncio's "Task exception was never retrieved") is silenced; the start still ends in this
+    process before the stop is raised, so no child is left to find its parent gone. Called by
+    the signal handler, then every :data:`POKE_S` seconds by the watcher thread until the start
+    has ended (for a process spawned after the first call)."""
+    logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+    try:  # not active_children(): it reaps, and the watcher thread calls this too
+        children = list(multiprocessing.process._children)  # type: ignore[attr-defined]
+    except RuntimeError:  # the set changed while copied (a process started): next call
+        return
+    for child in children:
+        if child not in spared:
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                child.kill()
 
 
 class StopRequest:
@@ -242,6 +395,7 @@ def stop_requested() -> Iterator[StopRequest]:
     def handler(signum: int, frame: object) -> None:
         if not request.polled:  # nothing to checkpoint yet: unwind
             _raise_interrupted(signum, frame)
+            return  # held (a cluster start, an import): raised at the next safe point
         for s in STOP_SIGNALS:
             signal.signal(s, signal.SIG_DFL)
         quiet_distributed_for_exit()
@@ -254,6 +408,7 @@ def stop_requested() -> Iterator[StopRequest]:
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
+        _forget_stop()
 
 
 class AbandonedGatherFilter(logging.Filter):

@@ -80,6 +80,17 @@ def _shares(title: str, header: str, counts: Mapping[str, int], unit: str) -> Ta
     return t
 
 
+#: The ``step`` of a generation committed by a stream (:mod:`batchcrawl.stream`): a checkpoint
+#: of micro-batches, not a round.
+STREAM_STEP = "stream"
+
+
+def _step(step: Any) -> str:
+    """A generation's ``step`` as the table shows it: a stream's is a ``checkpoint`` (issue 34:
+    status called a stream's checkpoints rounds)."""
+    return "checkpoint" if step == STREAM_STEP else str(step or "")
+
+
 def generations_table(generations: list[Mapping[str, Any]]) -> Table:
     """The newest :data:`MAX_GENERATIONS` generations, one row each, in 8 short columns; a
     round that stopped at its time limit gets ``*`` after its seconds."""
@@ -90,11 +101,13 @@ def generations_table(generations: list[Mapping[str, Any]]) -> Table:
     for g in shown:
         secs = _num(g.get("elapsed_s")) + ("*" if g.get("time_limit_hit") else "")
         t.add_row(
-            _num(g.get("generation")), _num(g.get("round")), str(g.get("step") or ""),
+            _num(g.get("generation")), _num(g.get("round")), _step(g.get("step")),
             _when(g.get("created")), _num(g.get("stored")), _num(_errors(g.get("errors"))),
             _num(g.get("new_urls")), secs,
         )  # fmt: skip
     notes = []
+    if any(g.get("step") == STREAM_STEP for g in shown):
+        notes.append("checkpoint: a stream's; its round is the micro-batch it ended")
     if any(g.get("time_limit_hit") for g in shown):
         notes.append("* fetch stopped at its time limit")
     if hidden:
@@ -110,9 +123,11 @@ def status_tables(st: Mapping[str, Any]) -> list[Table]:
     overview = _table(None, ["", ""])
     overview.show_header = False
     overview.add_row("crawl", str(st["crawl"]))
+    gens = st.get("generations") or []
+    streamed = bool(gens) and gens[-1].get("step") == STREAM_STEP
     for name, value in (
         ("generation", st["generation"]),
-        ("round", st["round"]),
+        ("micro-batch (stream)" if streamed else "round", st["round"]),
         ("committed", _when(st["created"]) + " UTC"),
         ("buckets", st["buckets"]),
         ("URLs", st["urls"]["total"]),

@@ -15,7 +15,7 @@ from typing import Any
 
 from batchcrawl import procmem, workersetup
 from batchcrawl.config import Config
-from batchcrawl.console.signals import starting_workers
+from batchcrawl.console.signals import holding_stop, raise_if_stopped, starting_workers
 from batchcrawl.errors import ClusterUnreachable, first_line
 from batchcrawl.frontier import runs
 from batchcrawl.frontier.runs import BucketFiles
@@ -25,8 +25,14 @@ from batchcrawl.store.crawldir import CrawlDir
 
 def dask_mapper(client: Any) -> runs.Mapper:
     """A :data:`~batchcrawl.frontier.runs.Mapper` that runs one Dask task per item: the round's
-    generate and update are the library's own drivers, mapped on the cluster."""
-    return lambda fn, items: client.gather(client.map(fn, list(items), pure=False))
+    generate and update are the library's own drivers, mapped on the cluster. Each call is a safe
+    point for a stop signal (:func:`~batchcrawl.console.signals.raise_if_stopped`)."""
+
+    def mapper(fn: Callable[[Any], Any], items: Any) -> list[Any]:
+        raise_if_stopped()
+        return client.gather(client.map(fn, list(items), pure=False))
+
+    return mapper
 
 
 def compact_task(crawl_url: str, files: BucketFiles, generation: int, cfg: Config) -> BucketFiles:
@@ -76,12 +82,18 @@ def dask_client(cfg: Config, scheduler: str | None = None) -> Iterator[Any]:
         return
     with procmem.environ_kept():  # nannies write the workers' variables into os.environ
         prepared = _in_background(schemas.prepare_without_duckdb)  # while the workers start
-        with starting_workers():  # Ctrl-C stops this process cleanly; the workers never see it
-            cluster = _local_cluster(cfg)
-        prepared.result()
-        client = Client(cluster)
+        cluster = client = None
         timeout = None
         try:
+            # a stop signal meanwhile is held until the cluster and its client exist, then raised
+            # here: the cluster is closed whole; the workers never see Ctrl-C
+            with starting_workers():
+                cluster = _local_cluster(cfg)
+            raise_if_stopped()
+            prepared.result()  # a child process: a stop meanwhile closes the whole cluster
+            with holding_stop():  # a client is not unwound half made either
+                client = Client(cluster)
+            raise_if_stopped()
             workersetup.register(client)
             yield client
         except KeyboardInterrupt:
@@ -98,16 +110,18 @@ def dask_client(cfg: Config, scheduler: str | None = None) -> Iterator[Any]:
             dist_log = logging.getLogger("distributed")
             level = dist_log.level
             with contextlib.suppress(Exception):
-                if timeout is None:
+                if timeout is None and client is not None:
                     client.run(_quiet_distributed, wait=True)
             dist_log.setLevel(logging.CRITICAL)
-            if timeout is not None:  # a stop signal: the workers' running tasks are abandoned
+            if timeout is not None and cluster is not None:  # a stop signal: the workers'
+                with contextlib.suppress(Exception):  # running tasks are abandoned
+                    _stop_workers_now(cluster, client, STOP_WORKER_TIMEOUT_S)
+            if client is not None:
                 with contextlib.suppress(Exception):
-                    _stop_workers_now(cluster, STOP_WORKER_TIMEOUT_S)
-            with contextlib.suppress(Exception):
-                client.close(timeout=timeout)
-            with contextlib.suppress(Exception):
-                cluster.close(timeout=timeout)
+                    client.close(timeout=timeout)
+            if cluster is not None:
+                with contextlib.suppress(Exception):
+                    cluster.close(timeout=timeout)
             dist_log.setLevel(level)
 
 
@@ -116,20 +130,30 @@ def dask_client(cfg: Config, scheduler: str | None = None) -> Iterator[Any]:
 STOP_WORKER_TIMEOUT_S = 0.25
 
 
-def _stop_workers_now(cluster: Any, timeout_s: float) -> None:
+def _stop_workers_now(cluster: Any, client: Any, timeout_s: float) -> None:
     """Close every nanny of the embedded ``cluster`` at once, in parallel: each asks its worker
     process to stop and kills it after ``0.8 * timeout_s`` (distributed's ``WorkerProcess.kill``),
     then reaps it. A nanny that is closing does not restart its worker. Without it the cluster's
     close waits for the workers' running tasks (a fetch holding a slow response) the whole
-    timeout, and the worker processes are killed only by the interpreter's exit."""
+    timeout, and the worker processes are killed only by the interpreter's exit.
+
+    First the workers' ``distributed`` loggers are silenced (through ``client``, at most
+    ``timeout_s``): a worker logs on its own stderr, and the tasks the stop cancels printed
+    "Async instruction for <Task cancelled ...> ended with CancelledError" after the stop line
+    (issue 34)."""
     import asyncio
 
     async def close_all() -> None:
+        if client is not None:
+            with contextlib.suppress(Exception, asyncio.TimeoutError):
+                await asyncio.wait_for(
+                    client._run(_quiet_distributed, wait=True, on_error="ignore"), timeout_s
+                )
         nannies = list(cluster.workers.values())
         await asyncio.gather(*(n.close(timeout=timeout_s) for n in nannies),
                              return_exceptions=True)  # fmt: skip
 
-    cluster.sync(close_all, callback_timeout=4 * timeout_s + 1)
+    cluster.sync(close_all, callback_timeout=5 * timeout_s + 1)
 
 
 def _in_background(fn: Callable[[], None]) -> Future:

@@ -162,7 +162,7 @@ def check_read_only(sql: str) -> list[str]:
     try:
         statements = duckdb.extract_statements(sql)
     except duckdb.Error as exc:
-        raise SQLError(f"query does not parse: {exc}") from None
+        raise failed("query does not parse", exc) from None
     if not statements:
         raise SQLError("empty query: give one SELECT statement")
     for st in statements:
@@ -204,12 +204,28 @@ def _explains_a_select(text: str) -> bool:
 
 def query(crawl: CrawlDir, sql: str, generation: int | None = None) -> pa.Table:
     """Run read-only ``sql`` over ``generation`` (default current) and return the last statement's
-    result as an Arrow table.
+    result as an Arrow table (:func:`query_each` gives every statement's).
 
     Raises
     ------
     SQLError
         The statement is refused (see :func:`check_read_only`) or fails in DuckDB.
+    CrawlDirError
+        ``generation`` does not exist.
+    """
+    results = query_each(crawl, sql, generation)
+    return results[-1] if results else pa.table({})
+
+
+def query_each(crawl: CrawlDir, sql: str, generation: int | None = None) -> list[pa.Table]:
+    """Run the read-only statements of ``sql`` (``;``-separated) over ``generation`` (default
+    current), in order, on one connection; each one's result as an Arrow table.
+
+    Raises
+    ------
+    SQLError
+        A statement is refused (see :func:`check_read_only`), or fails in DuckDB: one line,
+        DuckDB's first, and what to do (:func:`failed`).
     CrawlDirError
         ``generation`` does not exist.
     """
@@ -219,17 +235,34 @@ def query(crawl: CrawlDir, sql: str, generation: int | None = None) -> pa.Table:
         manifest = crawl.manifest(generation)
         con = _connect(crawl, manifest)
         with reading_generation(crawl, manifest.generation):
-            result = None
-            for text in statements:
-                result = con.sql(text)
-            if result is None:
-                return pa.table({})
-            return result.to_arrow_table()
+            return [con.sql(text).to_arrow_table() for text in statements]
     except duckdb.Error as exc:
-        raise SQLError(f"query failed: {exc}") from None
+        raise failed("query failed", exc) from None
     finally:
         if con is not None:
             con.close()
+
+
+def failed(what: str, exc: duckdb.Error) -> SQLError:
+    """``what`` (``"query failed"``) with DuckDB's error ``exc`` in one line, and a hint: DuckDB's
+    messages go on with the statement and a caret under it, or candidate names, over 2-4 lines
+    (issue 34). Where it points (``LINE 1: ...``) is kept as a column number."""
+    text = str(exc)
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    head = lines[0] if lines else type(exc).__name__
+    where = ""
+    for i, ln in enumerate(lines[1:], 1):
+        m = re.match(r"LINE (\d+): ", ln)
+        if m and i + 1 < len(lines) and "^" in lines[i + 1]:
+            column = lines[i + 1].index("^") - m.end() + 1
+            where = f" (line {m.group(1)}, column {column})"
+    hint = next((ln.strip() for ln in lines[1:] if ln.startswith("Candidate")), "")
+    hint = f"; {hint}" if hint else ""
+    return SQLError(
+        f"{what}: {head}{where}{hint}; check the statement (batchcrawl sql CRAWL "
+        '"DESCRIBE frontier" lists a view\'s columns; views: frontier, hosts, fetchlists, '
+        "fetched, links)"
+    )
 
 
 def queries_dir() -> Path:
