@@ -8,6 +8,7 @@ not depend on when a reader would have closed it.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -107,3 +108,33 @@ def test_a_failed_child_is_reported_by_its_exception_line_not_a_traceback_fragme
     assert b"Traceback" in failed.stderr
     assert error_lines(failed.stderr).startswith("FileNotFoundError: [Errno 2]")
     assert error_lines(b"one\ntwo\nthree\nfour\n") == "two | three | four"  # no traceback
+
+
+def test_the_crawl_duckdb_child_runs_its_module_file_alone(tmp_path):
+    """Issue 33: ``python -m batchcrawl.store.duckdbfile`` imported the package's ``__init__``
+    (pyarrow, numpy: ~45 MB of the child's ~130 MB peak RSS). A module of ``child.STANDALONE``
+    imports only the standard library at module level, and its real child, run by file path,
+    still writes a database with the job's views."""
+    import ast
+    import importlib.util
+
+    import duckdb
+
+    from batchcrawl.store import schemas
+    from batchcrawl.store.child import STANDALONE, run_module
+
+    for module in STANDALONE:
+        tree = ast.parse(open(importlib.util.find_spec(module).origin, encoding="utf-8").read())
+        top = {a.name for n in tree.body if isinstance(n, ast.Import) for a in n.names}
+        top |= {n.module for n in tree.body if isinstance(n, ast.ImportFrom)}
+        assert {name.split(".")[0] for name in top} <= set(sys.stdlib_module_names), module
+    db = tmp_path / "x.duckdb"
+    job = {"tmp": str(db), "search_path": str(tmp_path), "ddl": schemas.schema_sql(),
+           "views": {"answer": "SELECT 42 AS n", "fetched": None}}  # fmt: skip
+    run_module("batchcrawl.store.duckdbfile", json.dumps(job).encode("utf-8"), timeout_s=120)
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        assert con.sql("SELECT n FROM answer").fetchall() == [(42,)]
+        assert con.sql("SELECT count(*) FROM fetched").fetchall() == [(0,)]
+    finally:
+        con.close()

@@ -5,6 +5,7 @@ that it never loads DuckDB itself (the schemas' derivation, :mod:`batchcrawl.sto
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -14,10 +15,18 @@ class ChildFailed(RuntimeError):
     """The child process exited with an error or took longer than its time limit."""
 
 
+#: Modules that import nothing of batchcrawl: :func:`run_module` runs them by file path
+#: (``python -P FILE``), so the child does not import their packages' ``__init__`` (that of
+#: ``batchcrawl.store`` loads pyarrow and numpy: ~45 MB of the crawl.duckdb child's ~130 MB).
+STANDALONE = frozenset({"batchcrawl.store.duckdbfile"})
+
+
 def run_module(module: str, data: bytes, timeout_s: float) -> bytes:
     """Run ``python -m module`` with the same interpreter, ``data`` on its stdin; return its
     stdout. The package this file belongs to comes first on the child's ``PYTHONPATH`` (it is the
-    same code as the parent's, whatever the working directory). The child runs in its own session:
+    same code as the parent's, whatever the working directory). A module of :data:`STANDALONE`
+    runs as ``python -P`` with its file's path instead (the same file; neither its folder nor the
+    working directory on ``sys.path``). The child runs in its own session:
     a Ctrl-C sent to the parent's process group does not interrupt it (the parent, stopping,
     waits for it).
 
@@ -32,7 +41,7 @@ def run_module(module: str, data: bytes, timeout_s: float) -> bytes:
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH")) if p)
     try:
         done = subprocess.run(
-            [sys.executable, "-m", module],
+            [sys.executable, *_target(module)],
             input=data,
             capture_output=True,
             env=env,
@@ -47,6 +56,16 @@ def run_module(module: str, data: bytes, timeout_s: float) -> bytes:
             f"python -m {module} exited with {done.returncode}: {error_lines(done.stderr)}"
         )
     return done.stdout
+
+
+def _target(module: str) -> list[str]:
+    """The interpreter's arguments that run ``module`` (:func:`run_module`)."""
+    if module not in STANDALONE:
+        return ["-m", module]
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        raise ChildFailed(f"python -m {module}: no such module")
+    return ["-P", spec.origin]
 
 
 def error_lines(stderr: bytes) -> str:
