@@ -84,19 +84,23 @@ CRAWLERS = ("batchcrawl", "scrapy")
 STOP_GRACE_S = 120.0
 
 
-def process_role(proc: psutil.Process, root_pid: int) -> str:
+def process_role(proc: psutil.Process, root_pid: int, root_cmd: str) -> str:
     """A short name for one process of a crawler's tree, from its command line: ``driver`` (the
     root: scheduler and nannies live there), ``worker`` (a Dask worker), ``refresh`` (the
-    crawl.duckdb refresh child), ``forkserver``/``resource_tracker`` (multiprocessing's helpers),
-    else the program's base name."""
+    crawl.duckdb refresh child), ``schemas`` (the start-up child deriving the table schemas),
+    ``forkserver``/``resource_tracker`` (multiprocessing's helpers), ``fork`` (a child of the
+    driver between its fork and its exec, command line ``root_cmd``, the root's), else the
+    program's base name."""
     if proc.pid == root_pid:
         return "driver"
     cmd = " ".join(proc.cmdline())
+    if cmd == root_cmd:  # forked, not yet exec'd: its RSS counts the driver's pages again
+        return "fork"
     for needle, role in (
         ("resource_tracker", "resource_tracker"),
         ("forkserver", "forkserver"),
         ("spawn_main", "worker"),
-        ("refresh", "refresh"),
+        ("store.schemas", "schemas"),
         ("duckdb", "refresh"),
     ):
         if needle in cmd:
@@ -123,7 +127,10 @@ class TreeRss(threading.Thread):
             root = psutil.Process(self.pid)
         except psutil.Error:
             return
-        roles: dict[int, str] = {}
+        try:
+            root_cmd = " ".join(root.cmdline())
+        except psutil.Error:
+            return
         while not self.stop.wait(self.interval_s):
             total, by_role = 0, {}
             try:
@@ -131,14 +138,12 @@ class TreeRss(threading.Thread):
             except psutil.Error:  # the root exited
                 return
             for p in tree:
-                try:
+                try:  # the role each time: a forked child execs another program
                     rss = p.memory_info().rss
-                    if p.pid not in roles:
-                        roles[p.pid] = process_role(p, self.pid)
+                    role = process_role(p, self.pid, root_cmd)
                 except psutil.Error:  # exited between listing and reading
                     continue
                 total += rss
-                role = roles[p.pid]
                 by_role[role] = by_role.get(role, 0) + rss
                 self.role_peaks[role] = max(self.role_peaks.get(role, 0), rss)
             if total > self.peak:
