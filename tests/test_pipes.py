@@ -138,3 +138,19 @@ def test_the_crawl_duckdb_child_runs_its_module_file_alone(tmp_path):
         assert con.sql("SELECT count(*) FROM fetched").fetchall() == [(0,)]
     finally:
         con.close()
+
+
+def test_a_spawned_child_gets_its_input_and_gives_its_output_status_and_timeout():
+    """``child.spawn_run`` (posix_spawn, issue 33) does what ``subprocess.run`` did for the
+    children: megabytes through stdin and stdout (more than a pipe buffer), stderr apart, the
+    exit status, a child that ignores its input, and a child killed at its time limit."""
+    from batchcrawl.store.child import spawn_run
+
+    env = dict(os.environ)
+    echo = "import sys; d = sys.stdin.buffer.read(); sys.stdout.buffer.write(d[::-1]); print('e', file=sys.stderr)"
+    data = bytes(range(256)) * 20_000
+    assert spawn_run([sys.executable, "-c", echo], env, data, 120) == (0, data[::-1], b"e\n")
+    status, out, err = spawn_run([sys.executable, "-c", "raise SystemExit(3)"], env, data, 120)
+    assert (status, out) == (3, b"")
+    hang = "import time; time.sleep(600)"
+    assert spawn_run([sys.executable, "-c", hang], env, b"", 0.5) == (None, b"", b"")
