@@ -71,6 +71,7 @@ def spawn_run(
         pid = os.posix_spawn(
             argv[0], argv, env, file_actions=[(dup, in_r, 0), (dup, out_w, 1), (dup, err_w, 2)],
             setsid=True,  # a terminal's Ctrl-C stops the parent, not this short job
+            setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),  # as subprocess's restore_signals
         )  # fmt: skip
     except BaseException:
         for fd in (in_w, out_r, err_r):
