@@ -5,13 +5,18 @@ measured here is the worker's alone. The worker fetches every page of the web wi
 ``host_delay_s = 0`` (20 KB HTML pages with 60 links each by default) and prints one JSON line::
 
     {"pages", "seconds", "pages_per_s", "cpu_ms_per_page", "fetch_ms", "parse_ms", "simhash_ms",
-     "links_ms", "warc_ms", "warc_bytes_per_page", "server_cpu_ms_per_page", "threads",
+     "links_ms", "warc_ms", "bookkeeping_ms", "warc_bytes_per_page", "server_cpu_ms_per_page",
+     "threads",
      "warc_compress_level", "malloc_trim_threshold_bytes", "malloc_mmap_threshold_bytes",
      "peak_rss_mb"}
 
 ``cpu_ms_per_page`` is the worker process's CPU time (all threads) per page that got a response;
-``fetch_ms``/``parse_ms``/``simhash_ms``/``links_ms``/``warc_ms`` split the fetch threads' CPU time
-by phase;
+``fetch_ms`` (connect and transfer: urllib3, decoding), ``parse_ms`` (parse and link extraction:
+lxml), ``simhash_ms``, ``links_ms`` (the link sink: canonicalization, URL cache, scope),
+``warc_ms`` (WARC records: digests, headers, gzip) split the fetch threads' CPU time by phase;
+``bookkeeping_ms`` is the rest of the worker's CPU per page (``cpu_ms_per_page`` minus the
+phases: the workbench and visit states, rows and counters, robots.txt, the run's start and end,
+threads waiting on locks, the garbage collector);
 ``server_cpu_ms_per_page`` is the sample web's (Linux only): on 2 cores the server, not the worker,
 limits ``pages_per_s``, and its CPU per page grows with the number of concurrent connections.
 Target (issues 4, 16): <= 1.0 ms of worker CPU per page.
@@ -86,6 +91,8 @@ def peak_rss_mb() -> float | None:
     return None
 
 
+#: The phases the fetch loop times (counters ``cpu_<phase>_s``, thread CPU seconds).
+PHASES = ("fetch", "parse", "simhash", "links", "warc")
 #: Set in the re-executed process, so that it does not re-execute again.
 _REEXEC = "BATCHCRAWL_BENCH_FETCH_ENV"
 
@@ -170,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
             "simhash_ms": round(c["cpu_simhash_s"] * per, 3),
             "links_ms": round(c["cpu_links_s"] * per, 3),
             "warc_ms": round(c["cpu_warc_s"] * per, 3),
+            "bookkeeping_ms": round((cpu - sum(c[f"cpu_{k}_s"] for k in PHASES)) * per, 3),
             "warc_bytes_per_page": round(warc_bytes / max(pages, 1)),
             "server_cpu_ms_per_page": (
                 None if server0 is None or server1 is None else round((server1 - server0) * per, 3)

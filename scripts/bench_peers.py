@@ -41,7 +41,10 @@ the crawler's launch to launch + T (start-up included, shutdown excluded):
   at ~41,400 URLs in 120 s (345 pages/s): measure higher rates on ``--pages 200000``.
 * ``cpu_s``: user + system CPU of the crawler's whole process tree over its whole life (children
   that exited included: ``RUSAGE_CHILDREN`` around the wait); ``peak_rss_mb``: the largest summed
-  RSS of the tree, sampled every 0.5 s.
+  RSS of the tree, sampled every 0.5 s; ``rss_at_peak_mb`` splits that peak by process role
+  (``driver``: scheduler, nannies and client; ``worker``: the Dask workers together; ``refresh``:
+  the crawl.duckdb child; :func:`process_role`), ``role_peak_rss_mb`` gives each role's own peak
+  (one process).
 
 Example (issue 16 item 4)::
 
@@ -84,12 +87,42 @@ CRAWLERS = ("batchcrawl", "scrapy")
 STOP_GRACE_S = 120.0
 
 
+def process_role(proc: psutil.Process, root_pid: int, root_cmd: str) -> str:
+    """A short name for one process of a crawler's tree, from its command line: ``driver`` (the
+    root: scheduler and nannies live there), ``worker`` (a Dask worker), ``refresh`` (the
+    crawl.duckdb refresh child), ``schemas`` (the start-up child deriving the table schemas),
+    ``forkserver``/``resource_tracker`` (multiprocessing's helpers), ``fork`` (a child of the
+    driver between its fork and its exec, command line ``root_cmd``, the root's), else the
+    program's base name."""
+    if proc.pid == root_pid:
+        return "driver"
+    cmd = " ".join(proc.cmdline())
+    if cmd == root_cmd:  # forked, not yet exec'd: its RSS counts the driver's pages again
+        return "fork"
+    for needle, role in (
+        ("resource_tracker", "resource_tracker"),
+        ("forkserver", "forkserver"),
+        ("spawn_main", "worker"),
+        ("store.schemas", "schemas"),
+        ("duckdb", "refresh"),
+    ):
+        if needle in cmd:
+            return role
+    return os.path.basename(cmd.split(" ", 1)[0]) or "?"
+
+
 class TreeRss(threading.Thread):
-    """Samples the summed RSS of process ``pid`` and its descendants every ``interval_s``."""
+    """Samples the summed RSS of process ``pid`` and its descendants every ``interval_s``.
+
+    ``peak``: the largest summed RSS (bytes); ``at_peak``: ``{role: bytes}`` of that sample
+    (:func:`process_role`, summed per role, ``worker`` over all workers); ``role_peaks``: the
+    largest RSS each role reached in any sample (bytes)."""
 
     def __init__(self, pid: int, interval_s: float = 0.5) -> None:
         super().__init__(daemon=True)
         self.pid, self.interval_s, self.peak = pid, interval_s, 0
+        self.at_peak: dict[str, int] = {}
+        self.role_peaks: dict[str, int] = {}
         self.stop = threading.Event()
 
     def run(self) -> None:
@@ -97,18 +130,27 @@ class TreeRss(threading.Thread):
             root = psutil.Process(self.pid)
         except psutil.Error:
             return
+        try:
+            root_cmd = " ".join(root.cmdline())
+        except psutil.Error:
+            return
         while not self.stop.wait(self.interval_s):
-            total = 0
+            total, by_role = 0, {}
             try:
                 tree = [root, *root.children(recursive=True)]
             except psutil.Error:  # the root exited
                 return
             for p in tree:
-                try:
-                    total += p.memory_info().rss
+                try:  # the role each time: a forked child execs another program
+                    rss = p.memory_info().rss
+                    role = process_role(p, self.pid, root_cmd)
                 except psutil.Error:  # exited between listing and reading
                     continue
-            self.peak = max(self.peak, total)
+                total += rss
+                by_role[role] = by_role.get(role, 0) + rss
+                self.role_peaks[role] = max(self.role_peaks.get(role, 0), rss)
+            if total > self.peak:
+                self.peak, self.at_peak = total, by_role
 
 
 @dataclass
@@ -120,6 +162,9 @@ class Run:
     cpu_s: float
     peak_rss_mb: float
     returncode: int
+    #: ``{role: MiB}`` at the tree's peak and each role's own peak (:class:`TreeRss`)
+    rss_at_peak_mb: dict[str, float]
+    role_peak_rss_mb: dict[str, float]
 
 
 def _cpu_children() -> float:
@@ -160,6 +205,8 @@ def run_crawler(cmd: list[str], seconds: float, stop_after_s: float, out: Path) 
         cpu_s=_cpu_children() - cpu0,
         peak_rss_mb=sampler.peak / 2**20,
         returncode=proc.returncode,
+        rss_at_peak_mb={k: round(v / 2**20, 1) for k, v in sampler.at_peak.items()},
+        role_peak_rss_mb={k: round(v / 2**20, 1) for k, v in sampler.role_peaks.items()},
     )
 
 
@@ -195,6 +242,8 @@ def score(
         "cpu_s": round(run.cpu_s, 1),
         "cpu_ms_per_page": round(1000 * run.cpu_s / max(len(pages), 1), 2),
         "peak_rss_mb": round(run.peak_rss_mb, 1),
+        "rss_at_peak_mb": run.rss_at_peak_mb,
+        "role_peak_rss_mb": run.role_peak_rss_mb,
         "politeness_violations": len(violations),
         "politeness_bound": bound,
         "bound_share": round(distinct / bound, 3) if bound else None,

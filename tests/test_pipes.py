@@ -8,6 +8,7 @@ not depend on when a reader would have closed it.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -107,3 +108,49 @@ def test_a_failed_child_is_reported_by_its_exception_line_not_a_traceback_fragme
     assert b"Traceback" in failed.stderr
     assert error_lines(failed.stderr).startswith("FileNotFoundError: [Errno 2]")
     assert error_lines(b"one\ntwo\nthree\nfour\n") == "two | three | four"  # no traceback
+
+
+def test_the_crawl_duckdb_child_runs_its_module_file_alone(tmp_path):
+    """Issue 33: ``python -m batchcrawl.store.duckdbfile`` imported the package's ``__init__``
+    (pyarrow, numpy: ~45 MB of the child's ~130 MB peak RSS). A module of ``child.STANDALONE``
+    imports only the standard library at module level, and its real child, run by file path,
+    still writes a database with the job's views."""
+    import ast
+    import importlib.util
+
+    import duckdb
+
+    from batchcrawl.store import schemas
+    from batchcrawl.store.child import STANDALONE, run_module
+
+    for module in STANDALONE:
+        tree = ast.parse(open(importlib.util.find_spec(module).origin, encoding="utf-8").read())
+        top = {a.name for n in tree.body if isinstance(n, ast.Import) for a in n.names}
+        top |= {n.module for n in tree.body if isinstance(n, ast.ImportFrom)}
+        assert {name.split(".")[0] for name in top} <= set(sys.stdlib_module_names), module
+    db = tmp_path / "x.duckdb"
+    job = {"tmp": str(db), "search_path": str(tmp_path), "ddl": schemas.schema_sql(),
+           "views": {"answer": "SELECT 42 AS n", "fetched": None}}  # fmt: skip
+    run_module("batchcrawl.store.duckdbfile", json.dumps(job).encode("utf-8"), timeout_s=120)
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        assert con.sql("SELECT n FROM answer").fetchall() == [(42,)]
+        assert con.sql("SELECT count(*) FROM fetched").fetchall() == [(0,)]
+    finally:
+        con.close()
+
+
+def test_a_spawned_child_gets_its_input_and_gives_its_output_status_and_timeout():
+    """``child.spawn_run`` (posix_spawn, issue 33) does what ``subprocess.run`` did for the
+    children: megabytes through stdin and stdout (more than a pipe buffer), stderr apart, the
+    exit status, a child that ignores its input, and a child killed at its time limit."""
+    from batchcrawl.store.child import spawn_run
+
+    env = dict(os.environ)
+    echo = "import sys; d = sys.stdin.buffer.read(); sys.stdout.buffer.write(d[::-1]); print('e', file=sys.stderr)"
+    data = bytes(range(256)) * 20_000
+    assert spawn_run([sys.executable, "-c", echo], env, data, 120) == (0, data[::-1], b"e\n")
+    status, out, err = spawn_run([sys.executable, "-c", "raise SystemExit(3)"], env, data, 120)
+    assert (status, out) == (3, b"")
+    hang = "import time; time.sleep(600)"
+    assert spawn_run([sys.executable, "-c", hang], env, b"", 0.5) == (None, b"", b"")

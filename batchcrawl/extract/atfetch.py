@@ -35,7 +35,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from batchcrawl.errors import first_line
-from batchcrawl.extract.capture import capture_row
 from batchcrawl.extract.payload import PayloadError, decode_body
 from batchcrawl.extract.rows import base_row, wants_text
 from batchcrawl.extract.wet import WetWriter, warcinfo_fields
@@ -114,6 +113,10 @@ class TextsAtFetch:
                                       result.header("Content-Encoding") or "")  # fmt: skip
             except PayloadError as exc:
                 payload = exc
+        # imported on first use: resiliparse and pycld2 (~15 MB per process) stay out of every
+        # Dask worker and driver that imports this module while extract.at_fetch is off (issue 33)
+        from batchcrawl.extract.capture import capture_row
+
         try:
             row = capture_row(fetched, headers, payload, f.wet, self.counts)
         except OSError:

@@ -3,10 +3,11 @@ WARC record and what :mod:`batchcrawl.extract.page` found in it."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from batchcrawl.extract.language import Languages
-from batchcrawl.extract.page import PageText
+if TYPE_CHECKING:  # types only: importing this module loads neither resiliparse nor pycld2
+    from batchcrawl.extract.language import Languages
+    from batchcrawl.extract.page import PageText
 
 #: MIME types whose captures get a text row (HTML; Common Crawl's WET covers the same).
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})

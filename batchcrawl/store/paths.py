@@ -38,8 +38,10 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
+# the database file's name is defined by the module that writes it (a leaf, run alone in a child)
+from batchcrawl.store.duckdbfile import DUCKDB_FILE  # noqa: F401
+
 CONFIG_FILE = "crawl.toml"
-DUCKDB_FILE = "crawl.duckdb"
 LOCK_FILE = "_lock.json"
 COMMITS_DIR = "_commits"
 #: Folders holding table data (what ``gc`` walks).
