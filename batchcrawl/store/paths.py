@@ -39,7 +39,7 @@ import re
 from datetime import UTC, datetime
 
 # the database file's name is defined by the module that writes it (a leaf, run alone in a child)
-from batchcrawl.store.duckdbfile import DUCKDB_FILE  # noqa: F401
+from batchcrawl.store.duckdbfile import DUCKDB_FILE as DUCKDB_FILE
 
 CONFIG_FILE = "crawl.toml"
 LOCK_FILE = "_lock.json"
