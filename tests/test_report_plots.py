@@ -12,7 +12,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from batchcrawl.report import plots
 from batchcrawl.report.crawl_plots import MAX_TIMELINE_LINES, round_groups, rounds, timeline
 from batchcrawl.report.data import ReportData
-from batchcrawl.report.host_plots import politeness, responses
+from batchcrawl.report.host_plots import politeness, responses, robots
 
 
 def _data(**tables) -> ReportData:
@@ -104,3 +104,17 @@ def test_the_failed_attempts_legend_covers_no_bar():
         assert not _legend_overlaps_a_bar(fig, ax)
         ax.legend(fontsize=7, loc="upper left")  # the control: where it was, over the axes
         assert _legend_overlaps_a_bar(fig, ax)
+
+
+def test_robots_counts_far_apart_stay_visible_on_a_log_scale():
+    """The second trial's screenshot: 1 URL with robots.txt unavailable beside 131 denied drew no
+    visible bar on a linear scale."""
+    rows = [{"counted": "urls", "outcome": "robots_denied", "n": 131},
+            {"counted": "urls", "outcome": "robots_unavailable", "n": 1},
+            {"counted": "hosts", "outcome": "2xx: rules parsed", "n": 7},
+            {"counted": "hosts", "outcome": "5xx: disallow all", "n": 1}]  # fmt: skip
+    with plots.style():
+        hosts_ax, urls_ax = robots(_data(**{"robots-outcomes": rows})).axes
+    assert urls_ax.get_xscale() == "log" and urls_ax.get_title().endswith("(log scale)")
+    assert {t.get_text() for t in urls_ax.texts} == {"131", "1"}
+    assert hosts_ax.get_xscale() == "linear"  # the control: 7 and 1 stay linear
