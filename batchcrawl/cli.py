@@ -59,7 +59,7 @@ from batchcrawl.console.signals import (  # noqa: E402
     skip_final_collection,
     stop_on_signals,
 )
-from batchcrawl.errors import BatchcrawlError, ConfigError, Stopped  # noqa: E402
+from batchcrawl.errors import BatchcrawlError, ConfigError, CrawlDirError, Stopped  # noqa: E402
 from batchcrawl.store.crawldir import CONFIG_FILE, CrawlDir  # noqa: E402
 
 log = logging.getLogger("batchcrawl")
@@ -826,6 +826,34 @@ def stopped(crawl: CrawlDir, before, exc: BaseException) -> Stopped:
     )
 
 
+def demo_stopped(crawl_url: str, exc: BaseException) -> Stopped:
+    """The :class:`Stopped` error for a demo interrupted by ``exc`` (a KeyboardInterrupt or
+    :class:`~batchcrawl.console.signals.Interrupted`): which rounds of the demo crawl
+    ``crawl_url`` (a path) were committed and where to look at them. "Rerun it", said for a
+    ``round``, is wrong here: the demo's sample web ended with this process, so the crawl cannot be
+    continued, and ``batchcrawl demo`` creates a new crawl beside it."""
+    name = getattr(exc, "signal_name", "SIGINT")
+    code = getattr(exc, "exit_code", 130)
+    try:
+        crawl = CrawlDir.open(crawl_url)
+    except CrawlDirError:
+        return Stopped(f"stopped by {name} before the demo crawl {crawl_url} was created", code)
+    m = crawl.manifest()
+    if m.round == 0:
+        kept = f"the demo crawl {crawl_url} has no committed round (remove it: rm -r {crawl_url})"
+    else:
+        rounds = "round 1" if m.round == 1 else f"rounds 1-{m.round}"
+        kept = (
+            f"the demo crawl {crawl_url} keeps {rounds} (last generation {m.generation}): "
+            f"batchcrawl status {crawl_url}"
+        )
+    return Stopped(
+        f"stopped by {name}: {kept}; its sample web ended with the demo, so `batchcrawl demo` "
+        "starts a new crawl rather than continuing this one",
+        code,
+    )
+
+
 @main.command("crawl")
 @_crawl_arg
 @click.option("--rounds", type=click.IntRange(min=1), help="Stop after this many rounds.")
@@ -984,11 +1012,14 @@ def demo(crawl_url, hosts, pages, rounds, as_json, sets) -> None:
         else:
             click.echo(round_line(summary))
 
-    with RoundProgress(enabled=sys.stderr.isatty(), rounds=rounds) as progress:
-        result = run_demo(
-            crawl_url, hosts=hosts, pages=pages, rounds=rounds, sets=sets,
-            progress=progress.update, on_round=on_round,
-        )  # fmt: skip
+    try:
+        with RoundProgress(enabled=sys.stderr.isatty(), rounds=rounds) as progress:
+            result = run_demo(
+                crawl_url, hosts=hosts, pages=pages, rounds=rounds, sets=sets,
+                progress=progress.update, on_round=on_round,
+            )  # fmt: skip
+    except KeyboardInterrupt as exc:
+        raise demo_stopped(crawl_url, exc) from None
     from rich.text import Text
 
     from batchcrawl.console.pipe import PipeConsole

@@ -7,6 +7,7 @@ import io
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tomllib
@@ -16,8 +17,9 @@ import pytest
 from click.testing import CliRunner
 from crawl_helpers import small_crawl
 
-from batchcrawl.cli import main
+from batchcrawl.cli import demo_stopped, main
 from batchcrawl.config import Config, load_config
+from batchcrawl.console.signals import Interrupted
 from batchcrawl.store.crawldir import CrawlDir
 from batchcrawl.store.lock import LOCK_FILE, WriterLock
 
@@ -569,6 +571,48 @@ def test_demo_headline_counts_what_status_counts(tmp_path):
     # width is 80); the commands to copy are left whole
     shown = [ln for ln in proc.stdout.splitlines() if not ln.startswith("  ")]
     assert shown and all(len(ln) <= 80 for ln in shown), [ln for ln in shown if len(ln) > 80]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_demo_stopped_after_a_round_names_the_crawl_it_keeps(tmp_path, signum):
+    """A stop signal once the demo committed a round: exit 128 + signal and one line naming the
+    crawl, what it keeps and how to look at it, not "rerun it" (rerunning the demo creates a new
+    crawl beside it: the sample web ended with the stopped process)."""
+    target = tmp_path / "demo"
+    env = {**os.environ, "BATCHCRAWL_ROUND__WORKERS": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "batchcrawl.cli", "demo", str(target), "--hosts", "3", "--pages",
+         "400", "--rounds", "30"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    try:
+        first = proc.stdout.readline()  # written once round 1 committed
+        assert first.startswith("round 1 committed"), (first, proc.stderr.read())
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 128 + signum, err
+    last = err.strip().splitlines()[-1]
+    kept = CrawlDir.open(str(target)).manifest()
+    rounds = "round 1" if kept.round == 1 else f"rounds 1-{kept.round}"
+    assert last == (
+        f"batchcrawl: stopped by {signal.Signals(signum).name}: the demo crawl {target} keeps "
+        f"{rounds} (last generation {kept.generation}): batchcrawl status {target}; its sample "
+        "web ended with the demo, so `batchcrawl demo` starts a new crawl rather than continuing "
+        "this one"
+    ), err
+    assert not (target / "_lock.json").exists()
+
+
+def test_demo_stopped_before_its_crawl_exists_says_so(tmp_path):
+    stop = demo_stopped(str(tmp_path / "none"), Interrupted(signal.SIGTERM))
+    assert stop.exit_code == 143
+    assert str(stop) == f"stopped by SIGTERM before the demo crawl {tmp_path / 'none'} was created"
+    crawl = CrawlDir.create(str(tmp_path / "new"), "", buckets=2)
+    empty = demo_stopped(crawl.url, KeyboardInterrupt())
+    assert empty.exit_code == 130
+    assert f"has no committed round (remove it: rm -r {crawl.url})" in str(empty)
 
 
 def test_demo_help_shows_crawl_as_optional_and_json_on_request():

@@ -159,6 +159,11 @@ def test_report_command_exit_codes(crawl, tmp_path):
     assert no_folder.exit_code == 2, no_folder.output
     assert f"the folder {typo.parent} does not exist" in no_folder.stderr
     assert not typo.parent.exists()
+    # a folder as --out is refused before the report is built, naming a file to write instead
+    folder_out = CliRunner().invoke(main, ["report", crawl.url, "--out", str(tmp_path)])
+    assert folder_out.exit_code == 2, folder_out.output
+    assert f"is a folder; name a file in it, e.g. {tmp_path / 'report.html'}" in folder_out.stderr
+    assert "IsADirectoryError" not in folder_out.stderr
 
 
 def test_gaps_follow_the_fetch_times(tmp_path):

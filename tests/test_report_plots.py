@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from batchcrawl.report import plots
-from batchcrawl.report.crawl_plots import MAX_TIMELINE_LINES, round_groups, timeline
+from batchcrawl.report.crawl_plots import MAX_TIMELINE_LINES, round_groups, rounds, timeline
 from batchcrawl.report.data import ReportData
-from batchcrawl.report.host_plots import politeness, responses
+from batchcrawl.report.host_plots import politeness, responses, robots
 
 
 def _data(**tables) -> ReportData:
@@ -74,3 +74,47 @@ def test_the_politeness_legend_is_above_the_bars():
         legend_box = ax.get_legend().get_window_extent(canvas.get_renderer())
         axes_box = ax.get_window_extent(canvas.get_renderer())
     assert legend_box.y0 >= axes_box.y1 - 1  # wholly above the plotting area
+
+
+def _legend_overlaps_a_bar(fig, ax) -> bool:
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    legend_box = ax.get_legend().get_window_extent(canvas.get_renderer())
+    return any(bar.get_window_extent(canvas.get_renderer()).overlaps(legend_box)
+               for bar in ax.patches if bar.get_height() > 0)  # fmt: skip
+
+
+def test_the_failed_attempts_legend_covers_no_bar():
+    """The second trial's screenshot: the legend of "failed attempts per round" (upper left, over
+    the axes) hid the top of round 5's bar, the tallest."""
+    manifests = [{"round": r, "responses": 100, "seconds_by_step": {"fetch": 5.0}}
+                 for r in range(1, 15)]  # fmt: skip
+    counts = [3, 17, 14, 36, 8, 21, 8, 7, 5, 7, 3, 2, 2, 1]
+    outcomes = [{"round": r, "outcome": "robots_denied", "attempts": n}
+                for r, n in enumerate(counts, start=1)]  # fmt: skip
+    outcomes += [{"round": 1, "outcome": "robots_unavailable", "attempts": 1},
+                 {"round": 5, "outcome": "gone", "attempts": 2}]  # fmt: skip
+    rows = [{"round": r, "attempts": 100, "span_s": 5.0} for r in range(1, 15)]
+    data = ReportData(crawl="c", generation=15, round=14, created="2026-01-01T00:00:00Z",
+                      host_delay_s=0.2, max_crawl_delay_s=5.0, rounds=manifests,
+                      tables={"outcomes-by-round": outcomes, "rounds": rows})  # fmt: skip
+    with plots.style():
+        fig = rounds(data)
+        ax = fig.axes[1]
+        assert not _legend_overlaps_a_bar(fig, ax)
+        ax.legend(fontsize=7, loc="upper left")  # the control: where it was, over the axes
+        assert _legend_overlaps_a_bar(fig, ax)
+
+
+def test_robots_counts_far_apart_stay_visible_on_a_log_scale():
+    """The second trial's screenshot: 1 URL with robots.txt unavailable beside 131 denied drew no
+    visible bar on a linear scale."""
+    rows = [{"counted": "urls", "outcome": "robots_denied", "n": 131},
+            {"counted": "urls", "outcome": "robots_unavailable", "n": 1},
+            {"counted": "hosts", "outcome": "2xx: rules parsed", "n": 7},
+            {"counted": "hosts", "outcome": "5xx: disallow all", "n": 1}]  # fmt: skip
+    with plots.style():
+        hosts_ax, urls_ax = robots(_data(**{"robots-outcomes": rows})).axes
+    assert urls_ax.get_xscale() == "log" and urls_ax.get_title().endswith("(log scale)")
+    assert {t.get_text() for t in urls_ax.texts} == {"131", "1"}
+    assert hosts_ax.get_xscale() == "linear"  # the control: 7 and 1 stay linear

@@ -61,8 +61,8 @@ def write_report(
     CrawlDirError
         ``generation`` does not exist, or a file its manifest names cannot be read.
     ConfigError
-        ``out`` cannot be written (bad folder, protocol or access), is a local path in a folder
-        that does not exist (it is not created: a mistyped path would be), or lies inside the
+        ``out`` cannot be written (bad folder, protocol or access), is a local folder, is a local
+        path in a folder that does not exist (it is not created: a mistyped path would be), or lies inside the
         crawl directory (:meth:`CrawlDir.contains`).
     """
     if crawl.contains(out):
@@ -86,14 +86,20 @@ def write_report(
 
 def _check_local_folder(out: str) -> None:
     """Raise :class:`ConfigError` if ``out`` is a local path whose folder does not exist (issue 34:
-    fsspec created it, so a mistyped ``--out`` left a new folder behind). Object-store URLs have
-    no folders to check."""
+    fsspec created it, so a mistyped ``--out`` left a new folder behind) or that is a folder (the
+    write failed with ``IsADirectoryError`` after the whole report was built). Object-store URLs
+    have no folders to check."""
     try:
         fs, path = fsspec.core.url_to_fs(out)
     except (ValueError, ImportError):
         return  # the write reports it
     if "file" not in (fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)):
         return
+    if os.path.isdir(path):  # found before the report is built, not by the write after it
+        raise ConfigError(
+            f"report output {out!r} is a folder; name a file in it, e.g. "
+            f"{os.path.join(path, 'report.html')}"
+        )
     folder = os.path.dirname(path)
     if folder and not os.path.isdir(folder):
         raise ConfigError(

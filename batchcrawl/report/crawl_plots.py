@@ -53,8 +53,8 @@ def rounds(d: ReportData) -> Figure:
         ax2.bar(xs, ys, bottom=bottom, label=outcome, color=color)
         bottom = [b + y for b, y in zip(bottom, ys, strict=True)]
     ax2.set(title="failed attempts per round", xlabel="round", ylabel="attempts")
-    if per:
-        ax2.legend(fontsize=7, loc="upper left")
+    if per:  # beside the axes, not over them: it covered the tallest bar (issue 34, 2nd trial)
+        ax2.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     for ax in (ax1, ax2):
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.yaxis.set_major_locator(MaxNLocator(integer=ax is ax2))

@@ -138,10 +138,15 @@ def robots(d: ReportData) -> Figure:
             plots.no_data(ax, empty)
             continue
         rows = rows[::-1]
-        ax.barh([r["outcome"] for r in rows], [r["n"] for r in rows],
-                color=[_robots_color(r["outcome"]) for r in rows])  # fmt: skip
-        ax.set(title=title, xlabel=unit)
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        counts = [r["n"] for r in rows]
+        bars = ax.barh([r["outcome"] for r in rows], counts,
+                       color=[_robots_color(r["outcome"]) for r in rows])  # fmt: skip
+        # one robots_unavailable URL beside 130 denied ones was a bar no one could see
+        log = plots.counts_scale(ax, counts, "x")
+        ax.bar_label(bars, labels=[f"{n:,}" for n in counts], fontsize=7, padding=2)
+        ax.set(title=title + log, xlabel=unit)
+        if not log:
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     return fig
 
 
