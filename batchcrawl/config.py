@@ -657,15 +657,18 @@ class GcSection:
     """After each commit of ``round``, ``crawl`` and ``crawl --stream``, expire the generations
     outside the time-travel window and delete the files only they used (Iceberg's
     ``expire_snapshots`` as a routine): kept are the newest ``crawl.keep_generations`` and every
-    generation younger than ``keep_seconds`` (the time-travel window). Temp files and orphans of
-    killed rounds are left to ``batchcrawl gc``. False keeps every generation until
-    ``batchcrawl gc`` runs."""
+    generation younger than ``keep_seconds`` (the time-travel window); then delete what a killed
+    attempt at the round just committed left in its round's and generation's folders (files no
+    kept generation names, last written before this process took the crawl lock). Older temp
+    files and orphans elsewhere are left to ``batchcrawl gc``. False keeps every generation
+    until ``batchcrawl gc`` runs."""
     keep_seconds: Annotated[float, Range(0, None)] = 3600.0
     """The automatic expiry keeps every generation committed less than this many seconds ago,
     besides the newest ``crawl.keep_generations`` (0: the count alone). ``batchcrawl gc`` keeps
     the count alone. A read of a generation that expires meanwhile (``sql --generation``, a
     background ``crawl.duckdb`` refresh, up to ~30 s behind) meets a missing file: the refresh
-    logs it and the next one writes the file; keep the window longer than such reads."""
+    is skipped (the newer generation's writes the file); keep the window longer than such
+    reads."""
 
 
 @dataclass(frozen=True)

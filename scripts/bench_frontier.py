@@ -267,7 +267,7 @@ def run(args) -> None:
         {"phase": "compact_all", "frontier_urls": args.frontier_urls, "seconds": round(dt_c, 3),
          "rows_written": out["rows_written"],
          "rows_per_s": round(out["rows_written"] / max(dt_c, 1e-9)),
-         "peak_rss_mb": peak_rss_mb()}
+         "peak_rss_mb": peak_rss_mb(), **current_bytes(crawl)}
     )  # fmt: skip
     t0 = time.perf_counter()
     res = generate(crawl, crawl.manifest(), args.rounds + 1, cfg, NOW, mapper=mapper)
@@ -277,6 +277,34 @@ def run(args) -> None:
          "seconds": round(dt_gen, 3), "selected": res.summary["selected"],
          "peak_rss_mb": peak_rss_mb()}
     )  # fmt: skip
+
+
+def disk(root: Path, urls: int) -> dict:
+    """Bytes on disk under ``root``: the frontier's files (``frontier/``), everything, and both
+    per URL (``urls``: the frontier's rows)."""
+    frontier = total = 0
+    for path in root.rglob("*"):
+        if path.is_file():
+            size = path.stat().st_size
+            total += size
+            if "frontier" in path.relative_to(root).parts[:1]:
+                frontier += size
+    return {"frontier_bytes": frontier, "dir_bytes": total,
+            "frontier_bytes_per_url": round(frontier / max(urls, 1), 2),
+            "dir_bytes_per_url": round(total / max(urls, 1), 2)}  # fmt: skip
+
+
+def current_bytes(crawl) -> dict:
+    """Bytes of the current generation's frontier files (base and due-index side files), its
+    rows (URLs) and bytes per URL; older generations' files are not counted."""
+    total = rows = 0
+    for e in crawl.manifest().tables["frontier"]:
+        rows += e.rows
+        for rel in (e.path, e.due):
+            if rel is not None:
+                total += os.path.getsize(crawl.path(rel))
+    return {"frontier_rows": rows, "frontier_bytes": total,
+            "frontier_bytes_per_url": round(total / max(rows, 1), 2)}  # fmt: skip
 
 
 def emit_line(data: dict) -> None:
@@ -337,11 +365,19 @@ def main() -> None:
         if "--dir" not in argv:
             argv += ["--dir", args.dir]
         if not (args.reuse_build and (Path(args.dir) / "links.json").exists()):
+            t0 = time.perf_counter()
             subprocess.run(
                 [sys.executable, __file__, *argv, "--build-only"],
                 check=True,
                 env={**os.environ, "PYTHONHASHSEED": "0"},
             )
+            emit_line(
+                {"phase": "build", "frontier_urls": args.frontier_urls,
+                 "seconds": round(time.perf_counter() - t0, 3),
+                 "child_peak_rss_mb": round(
+                     resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0, 1),
+                 **disk(Path(args.dir) / "crawl", args.frontier_urls)}
+            )  # fmt: skip
         run(args)
     finally:
         if tmp:

@@ -177,6 +177,23 @@ def test_a_refresh_of_a_superseded_generation_leaves_the_newer_file(tmp_path):
     assert not [f for f in all_files(crawl.root) if ".tmp-" in f]
 
 
+def test_a_refresh_of_a_generation_expired_meanwhile_is_skipped_not_raised(tmp_path):
+    """Automatic retention may expire a generation (and delete its files) while a background
+    refresh writes its views (a fast stream with gc.keep_seconds = 0): the refresh fails, and as
+    a newer generation exists it is skipped (None), in this process and in a child; a refresh
+    of the current generation that fails still raises."""
+    from batchcrawl.store import retention
+
+    crawl = small_crawl(tmp_path / "c")
+    old = crawl.manifest()
+    m = crawl.commit(old, {"frontier": [], "fetched": []}, {"step": "x"})
+    assert retention.expire(crawl, 1, 0.0)["deleted_files"] > 0  # old's files are gone
+    for child in (False, True):
+        assert views.refresh_file(crawl, old, child=child) is None
+    assert not [f for f in all_files(crawl.root) if ".tmp-" in f]
+    assert views.refresh_file(crawl, m, child=True) == crawl.path("crawl.duckdb")
+
+
 def test_a_failed_background_refresh_is_logged_and_the_next_one_writes_the_file(
     tmp_path, monkeypatch, caplog
 ):

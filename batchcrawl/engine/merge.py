@@ -171,6 +171,7 @@ def merge_and_commit(
                                              lparts, eparts, cfg), summary, round=rnd)  # fmt: skip
     if cfg.gc.auto:  # under the lock, before the next commit: the window's routine expiry
         retention.expire(crawl, cfg.crawl.keep_generations, cfg.gc.keep_seconds)
+        retention.remove_orphans(crawl, parent, manifest, lock.started)  # a dead writer's
     _timed(steps, spans, "commit", t0)
     summary["generation"] = manifest.generation
     summary["seconds_by_step"] = {k: round(v, 3) for k, v in steps.items()}

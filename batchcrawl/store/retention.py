@@ -8,8 +8,26 @@ the oldest kept generation does not name, and its link graph. The cost is O(what
 the expired generation and the oldest kept one), never a walk of the crawl directory: one listing
 of ``_commits/`` (as many manifests as the window holds) and the manifests involved, whose file
 lists shared with the kept generation are not even compared. WARC files are left alone (a
-committed ``fetched`` row names them in every later generation, compacted or not), and so are temp
-files and the orphans of killed rounds: ``batchcrawl gc`` walks the directory for those.
+committed ``fetched`` row names them in every later generation, compacted or not).
+
+:func:`remove_orphans` deletes, after a round's (or micro-batch's) commit, what a killed attempt
+at the same round left: a SIGKILLed round (or stream) is rerun under the same round and
+generation numbers, so its orphans -- WARC files and CDXJ of its fetch (unique names), fact files
+of shards, frontier, content and in-degree runs of buckets the rerun did not write, temp files of
+interrupted writes -- lie in exactly the folders of the round and generation just committed
+(``fetched/round=R``, ``warc/round=R``, ``frontier/gen=G``, ...). Those few folders are listed,
+nothing else. A file there is deleted when the new generation does not name it (older kept
+generations cannot: they predate the round) -- nor name it as a WARC file its ``fetched`` rows of
+the round point into (with its CDXJ and WET files) or as the stream's open WARC file (its
+``warc_open``) -- **and** it was last written before the writer lock was taken: by a writer that
+is gone. Files written since belong to this crawl process, whose writers may still be at work (the
+fetch threads rewrite the open WARC file's CDXJ after the take; a WARC file holding only
+robots.txt captures is named by no row): they are never deleted here. Other crawl processes are
+kept out by the lock, and a pipelined round or the stream's next micro-batch writes the folders of
+the next round and generation. On an object store, whose clock may differ from ours, a file counts
+as older than the lock only :data:`CLOCK_SKEW_S` before it. Orphans of a crash between a commit and
+this step, ``compact`` leftovers, old temp files elsewhere and empty folders stay for
+``batchcrawl gc``, which walks the whole directory.
 
 A file never comes back into a listing once it left it (every write has a new name), so a file
 that the oldest kept generation does not name is named by no kept generation.
@@ -19,6 +37,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import posixpath
 import time
 from collections.abc import Callable
 from typing import Any
@@ -26,7 +45,7 @@ from typing import Any
 from batchcrawl.errors import ConfigError
 from batchcrawl.store import paths
 from batchcrawl.store.crawldir import CrawlDir, Manifest
-from batchcrawl.store.gc import graph_files
+from batchcrawl.store.gc import _mtime, graph_files, is_layout_path
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +116,104 @@ def expire(
     numbers = [m.generation for m in expired]
     log.debug("retention %s: expired generations %s, %d files", crawl.url, numbers, deleted)
     return {"expired": numbers, "deleted_files": deleted}
+
+
+#: Tables whose files a round's update writes into ``TABLE/gen=G`` (:func:`remove_orphans`).
+GENERATION_TABLES = ("frontier", "hosts", "content", "domainlinks", "indegree")
+
+
+#: Seconds an object store's file time must precede the lock's start for :func:`remove_orphans`
+#: to count the file as a dead writer's (its clock is not ours); 0 on a local disk.
+CLOCK_SKEW_S = 300.0
+
+
+def remove_orphans(
+    crawl: CrawlDir, parent: Manifest, manifest: Manifest, since: float | None
+) -> dict[str, Any]:
+    """Delete what killed attempts left in the folders of the rounds and generations that
+    ``manifest`` committed after ``parent`` (module doc); call holding the writer lock, right
+    after a round's or stream micro-batch's commit.
+
+    Parameters
+    ----------
+    crawl
+        The crawl directory.
+    parent, manifest
+        The generation the commit followed and the one it made (``manifest.round`` past
+        ``parent.round``: a round or micro-batch; otherwise no round folder is looked at).
+    since
+        When the writer lock was taken (:attr:`WriterLock.started`, seconds since the epoch):
+        only files last written before it are deleted. None: nothing is.
+
+    Returns
+    -------
+    dict
+        ``folders`` listed, ``deleted_files``, ``deleted_bytes``.
+
+    Raises
+    ------
+    OSError
+        A folder could not be listed or a file not deleted (a file already gone is not an error).
+    """
+    rounds = range(parent.round + 1, manifest.round + 1)
+    generations = range(parent.generation + 1, manifest.generation + 1)
+    folders = [
+        *(f"{table}/gen={g}" for table in GENERATION_TABLES for g in generations),
+        *(paths.round_dir(table, r) for table in paths.ROUND_TABLES for r in rounds),
+        *(paths.warc_dir(r) for r in rounds),
+    ]
+    if since is None:
+        return {"folders": 0, "deleted_files": 0, "deleted_bytes": 0}
+    dead_before = since - (0.0 if crawl.local else CLOCK_SKEW_S)
+    named = _named(crawl, manifest, rounds)
+    deleted = deleted_bytes = 0
+    for folder in folders:
+        try:
+            listing = crawl.fs.ls(crawl.path(folder), detail=True)
+        except FileNotFoundError:
+            continue
+        table = folder.split("/", 1)[0]
+        for info in listing:
+            if info.get("type") != "file":
+                continue
+            rel = posixpath.relpath(info["name"], crawl.root)
+            if rel in named or not is_layout_path(table, rel) or _mtime(info) >= dead_before:
+                continue  # named, not ours, or written by this process (module doc)
+            try:
+                crawl.fs.rm_file(info["name"])
+            except FileNotFoundError:
+                continue
+            deleted += 1
+            deleted_bytes += int(info.get("size") or 0)
+    if deleted:
+        log.info("retention %s: %d orphans of killed rounds (%d bytes) in %s", crawl.url,
+                 deleted, deleted_bytes, folders)  # fmt: skip
+    return {"folders": len(folders), "deleted_files": deleted, "deleted_bytes": deleted_bytes}
+
+
+def _named(crawl: CrawlDir, manifest: Manifest, rounds: range) -> set[str]:
+    """What ``manifest`` names (table files, side files), plus the WARC files its ``fetched``
+    rows of ``rounds`` point into and the WARC files left open across it, each with its CDXJ and
+    WET file (as :func:`batchcrawl.store.gc.referenced_files` keeps them)."""
+    named: set[str] = set()
+    for table in manifest.tables:
+        named.update(manifest.files(table))
+        named.update(manifest.side_files(table))
+    sources = []
+    for rel in manifest.files("fetched"):
+        span = paths.fact_rounds(rel)
+        if span is not None and span[0] <= rounds.stop - 1 and span[1] >= rounds.start:
+            sources.append(rel)
+    warcs = set(crawl.open_warcs(manifest.generation)) if len(rounds) else set()
+    if sources:
+        column = crawl.read_table("fetched", sources, columns=["warc_filename"]).column(0)
+        warcs.update(str(v) for v in column.unique().drop_null().to_pylist())
+    for name in warcs:
+        name = posixpath.normpath(name)
+        named.update((name, posixpath.normpath(paths.warc_cdxj(name))))
+        if name.endswith(".warc.gz"):
+            named.add(posixpath.normpath(paths.wet_file(name)))
+    return named
 
 
 def only_in(old: Manifest, kept: Manifest) -> set[str]:

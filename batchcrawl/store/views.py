@@ -135,6 +135,10 @@ def refresh_file(crawl: CrawlDir, manifest: Manifest, *, child: bool = False) ->
     generation once its refresh is done, whichever refresh (another thread's, another process's)
     finishes last.
 
+    A refresh that fails once a newer generation exists is not an error either (automatic
+    retention may have expired its generation and deleted the files its views name meanwhile:
+    a fast stream with ``gc.keep_seconds = 0``).
+
     Returns
     -------
     str or None
@@ -153,10 +157,17 @@ def refresh_file(crawl: CrawlDir, manifest: Manifest, *, child: bool = False) ->
     tmp = f"{final}.tmp-{uuid.uuid4().hex}"
     job = file_job(crawl, manifest, tmp)
     try:
-        if child:
-            run_module(duckdbfile.__name__, json.dumps(job).encode("utf-8"), CHILD_TIMEOUT_S)
-        else:
-            write_file(job)
+        try:
+            if child:
+                run_module(duckdbfile.__name__, json.dumps(job).encode("utf-8"), CHILD_TIMEOUT_S)
+            else:
+                write_file(job)
+        except Exception:
+            if _superseded(crawl, manifest):
+                # retention may have expired the generation (and deleted its files) while its
+                # views were written: the newer generation's refresh writes the file instead
+                return None
+            raise
         if _superseded(crawl, manifest):
             return None
         os.replace(tmp, final)
