@@ -631,6 +631,15 @@ class StreamSection:
     every host of a level done): its threads would otherwise wait for the interval (issue 30;
     batchcrawl.fetch.idle.next_faster). Checked every 0.25 s. 0 disables; a value at or above
     ``flush_interval_s`` never starts one early."""
+    direct_links: bool = False
+    """A shard queues the links it finds to the page's own host at once, before the merge, when
+    that host has no committed ``hosts`` row from before the stream, is no probable trap, not held
+    and under its ``urls_per_round`` (batchcrawl.fetch.directlinks; exactly once: the driver leases
+    them at the next micro-batch). A deep site's hosts then run dry only at its end, not at every
+    micro-batch. Opt-in: a URL takes the depth of the path it was found by first, which is not
+    always its shortest (links from other hosts wait for the merge), so where ``filters.max_depth``
+    binds, a stream may filter a URL a round would fetch. Ignored with ``generate.budget =
+    "star"`` (budgets change with in-degree)."""
 
 
 @dataclass(frozen=True)

@@ -336,9 +336,23 @@ class FetchLoop:
             self.book.count(item.host, error=rec.outcome not in HOST_OK)
             sink.emit(run, item, links)
             run.pending -= 1
-            if run.pending <= 0:
+            direct: list[FetchItem] = []
+            if run.direct is not None:  # a stream: links to this host queued at once
+                run.direct.finished(item)
+                direct = run.direct.pick(item, links, run.pending) if links else []
+            if run.pending <= 0 and not direct:
                 self.parts.workbench.wakeup()
             add_counts(counters, {"cpu_fetch_s": cpu_fetch_s, "cpu_links_s": cpu_links_s})
+        if direct:
+            self.queue_direct(run, direct)
+
+    def queue_direct(self, run: RunState, items: list[FetchItem]) -> None:
+        """Queue a stream's links found to a page's own host (:mod:`batchcrawl.fetch.directlinks`)
+        at the end of that host's queue; the run's pending count grows by those queued."""
+        n = self.enqueue(run, items)
+        with self.lock:
+            run.pending += n
+            run.out.counters["links_direct"] += len(items)
 
     def _self_redirect_hop(self, run: RunState, item: FetchItem, result: FetchResult) -> bool:
         """True (and the hop counted) when ``result`` redirects ``item`` to its own URL and fewer
@@ -376,6 +390,8 @@ class FetchLoop:
         with self.lock:
             run.out.fetched.append(row)
             run.out.counters[outcome.value] += 1
+            if run.direct is not None:
+                run.direct.finished(item)
             if outcome is not Outcome.ROBOTS_DENIED:
                 self.book.count(item.host, error=True)
 

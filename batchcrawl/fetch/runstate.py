@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from batchcrawl.fetch.directlinks import DirectLinks
 from batchcrawl.fetch.pages import TextSink
 from batchcrawl.fetch.warc import WarcWriter
 from batchcrawl.records import FetchItem
@@ -97,3 +98,5 @@ class RunState:
     # for the next round; for the tail rules (fetch.tail_capacity_ratio, fetch.tail_overlap_s,
     # idle.tail_cut_pays); None in a stream
     found_hosts: Counter[str] | None = None
+    # a stream's links queued at once (stream.direct_links, lock); None: every link waits
+    direct: DirectLinks | None = None

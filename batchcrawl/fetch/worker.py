@@ -28,6 +28,7 @@ from typing import Any
 
 from batchcrawl.config import Config, PolitenessSection
 from batchcrawl.fetch.dedup import ShardDedup
+from batchcrawl.fetch.directlinks import DirectLinks
 from batchcrawl.fetch.fetcher import Fetcher
 from batchcrawl.fetch.hostbook import HostBook
 from batchcrawl.fetch.idle import next_faster
@@ -224,14 +225,16 @@ class FetchWorker:
         self.parts.fetcher.close()
 
     # -- streaming (docs/design.md §8; BUbiNG's never-stopping fetch threads) ---------------------
-    def stream_start(self, round: int) -> None:
+    def stream_start(self, round: int, direct: DirectLinks | None = None) -> None:
         """Start ``fetch.threads`` fetch threads that run until :meth:`stream_stop`, taking items
         given by :meth:`stream_add` as they come (an empty workbench makes them wait, not end).
-        Rows are recorded as micro-batch ``round`` until :meth:`stream_take` starts the next one.
+        Rows are recorded as micro-batch ``round`` until :meth:`stream_take` starts the next one;
+        ``direct``: which found links the threads queue at once (None: none).
         Raises ``RuntimeError`` if a stream is running."""
         if self._stream is not None:
             raise RuntimeError("stream_start: this worker is already streaming")
-        run = self.loop.new_run(round, float("inf"), streaming=True, found_hosts=Counter())
+        run = self.loop.new_run(round, float("inf"), streaming=True, found_hosts=Counter(),
+                                direct=direct)  # fmt: skip
         self._stream = run
         self._stream_threads = self.loop.start(run, self.parts.cfg.fetch.threads, "stream")
 
@@ -241,9 +244,14 @@ class FetchWorker:
         return self._stream
 
     def stream_add(self, items: Iterable[FetchItem]) -> int:
-        """Queue ``items`` (per-host breadth-first order) on the running stream; returns how many
-        were queued (the others are recorded at once, e.g. as ``dns_error``)."""
+        """Queue ``items`` (per-host breadth-first order) on the running stream, but those its
+        threads queued themselves and did not finish by the last take
+        (:meth:`DirectLinks.given <batchcrawl.fetch.directlinks.DirectLinks.given>`); returns how
+        many were queued (the others are recorded at once, e.g. as ``dns_error``)."""
         run = self._streaming("stream_add")
+        if run.direct is not None:
+            with self.loop.lock:
+                items = run.direct.given(items)
         n = self.loop.enqueue(run, list(items))
         with self.loop.lock:
             run.pending += n
@@ -272,6 +280,16 @@ class FetchWorker:
         if run.storage_fault is not None:
             raise run.storage_fault
         return self.loop.take(run, next_round)
+
+    def stream_direct(self, done: Iterable[int]) -> list[tuple[int, str]]:
+        """The ``(url key, host)`` the stream's threads queued themselves since the last call
+        (the driver leases them); ``done``: url keys just taken as finished (empty without
+        ``direct``, :meth:`stream_start`)."""
+        run = self._streaming("stream_direct")
+        if run.direct is None:
+            return []
+        with self.loop.lock:
+            return run.direct.take(done)
 
     def stream_stop(self) -> ShardRun:
         """Stop the fetch threads (each finishes its fetch in flight) and return what was produced
