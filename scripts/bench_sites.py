@@ -253,6 +253,7 @@ STREAM_KEYS = (
     "micro_batch_s",
     "seconds_by_step",
     "early_flushes",
+    "direct_links",
 )
 
 COLUMNS = ("site", "mode", "hosts", "fetched", "reachable", "requests", "rounds", "seconds",
