@@ -307,7 +307,7 @@ class StreamShardActor(ShardActor):
         report = ShardReport(
             shard=self.shard, counters=dict(out.counters), outcomes=outcome_counts(out),
             text=out.text_files, unfetched=len(out.unfetched), done_keys=done,
-            direct=[] if final else self.worker.stream_direct(done),
+            direct=out.direct,
             held=0 if final else self.worker.stream_held, warc_open=out.warc_open,
         )  # fmt: skip
         (report.found_keys, report.found_at, report.fetched_keys,

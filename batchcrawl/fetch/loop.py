@@ -146,6 +146,8 @@ class FetchLoop:
             with self.lock:
                 out, run.out = run.out, new_shard_run()
                 run.round, run.seq, run.found_hosts = next_round, 0, Counter()
+                if run.direct is not None:  # the links queued at once, and which are done
+                    out.direct = run.direct.take(row["url_key"] for row in out.fetched)
                 if run.texts is not None:
                     # extract.at_fetch writes a text and a WET file per WARC file: the WARC file
                     # closes at each take, as the text rows are committed with it
@@ -345,6 +347,15 @@ class FetchLoop:
             add_counts(counters, {"cpu_fetch_s": cpu_fetch_s, "cpu_links_s": cpu_links_s})
         if direct:
             self.queue_direct(run, direct)
+
+    def given(self, run: RunState, items: Iterable[FetchItem]) -> list[FetchItem]:
+        """A stream's top-up ``items`` minus those its threads queued themselves and did not
+        report by the last take (:meth:`DirectLinks.given
+        <batchcrawl.fetch.directlinks.DirectLinks.given>`)."""
+        if run.direct is None:
+            return list(items)
+        with self.lock:
+            return run.direct.given(items)
 
     def queue_direct(self, run: RunState, items: list[FetchItem]) -> None:
         """Queue a stream's links found to a page's own host (:mod:`batchcrawl.fetch.directlinks`)

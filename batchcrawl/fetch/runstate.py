@@ -35,6 +35,9 @@ class ShardRun:
     #: a stream's take: the WARC file left open across the checkpoint and its committed end
     #: (bytes), or None (:class:`~batchcrawl.fetch.warc.WarcCheckpoint`)
     warc_open: tuple[str, int] | None = None
+    #: a stream's take: ``(url key, host)`` its threads queued themselves since the last take
+    #: (:mod:`batchcrawl.fetch.directlinks`; the driver leases them)
+    direct: list[tuple[int, str]] = field(default_factory=list)
     seconds: float = 0.0
     #: seconds of the run in which fewer than half the fetch threads had work
     #: (:class:`~batchcrawl.fetch.idle.IdleMeter`), and the trailing part of them (the tail)

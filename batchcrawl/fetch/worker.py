@@ -229,8 +229,8 @@ class FetchWorker:
         """Start ``fetch.threads`` fetch threads that run until :meth:`stream_stop`, taking items
         given by :meth:`stream_add` as they come (an empty workbench makes them wait, not end).
         Rows are recorded as micro-batch ``round`` until :meth:`stream_take` starts the next one;
-        ``direct``: which found links the threads queue at once (None: none).
-        Raises ``RuntimeError`` if a stream is running."""
+        ``direct``: which found links the threads queue at once (None: none). Raises
+        ``RuntimeError`` if a stream is running."""
         if self._stream is not None:
             raise RuntimeError("stream_start: this worker is already streaming")
         run = self.loop.new_run(round, float("inf"), streaming=True, found_hosts=Counter(),
@@ -245,14 +245,10 @@ class FetchWorker:
 
     def stream_add(self, items: Iterable[FetchItem]) -> int:
         """Queue ``items`` (per-host breadth-first order) on the running stream, but those its
-        threads queued themselves and did not finish by the last take
-        (:meth:`DirectLinks.given <batchcrawl.fetch.directlinks.DirectLinks.given>`); returns how
-        many were queued (the others are recorded at once, e.g. as ``dns_error``)."""
+        threads queued themselves (:meth:`FetchLoop.given`); returns how many were queued (the
+        others are recorded at once, e.g. as ``dns_error``)."""
         run = self._streaming("stream_add")
-        if run.direct is not None:
-            with self.loop.lock:
-                items = run.direct.given(items)
-        n = self.loop.enqueue(run, list(items))
+        n = self.loop.enqueue(run, self.loop.given(run, items))
         with self.loop.lock:
             run.pending += n
         return n
@@ -280,16 +276,6 @@ class FetchWorker:
         if run.storage_fault is not None:
             raise run.storage_fault
         return self.loop.take(run, next_round)
-
-    def stream_direct(self, done: Iterable[int]) -> list[tuple[int, str]]:
-        """The ``(url key, host)`` the stream's threads queued themselves since the last call
-        (the driver leases them); ``done``: url keys just taken as finished (empty without
-        ``direct``, :meth:`stream_start`)."""
-        run = self._streaming("stream_direct")
-        if run.direct is None:
-            return []
-        with self.loop.lock:
-            return run.direct.take(done)
 
     def stream_stop(self) -> ShardRun:
         """Stop the fetch threads (each finishes its fetch in flight) and return what was produced
