@@ -261,9 +261,12 @@ class FetchWorker:
     def stream_hosts_wait(self) -> bool:
         """Whether hosts of the running stream ran dry and were given new links since the last
         :meth:`stream_take`, enough to make the next micro-batch faster
-        (:func:`~batchcrawl.fetch.idle.next_faster`): its threads wait for the next hand-out."""
+        (:func:`~batchcrawl.fetch.idle.next_faster`), or every URL given is finished and rows
+        wait for the merge (the last micro-batch of a stream): its threads wait for it."""
         run = self._streaming("stream_hosts_wait")
         with self.loop.lock:
+            if run.pending <= 0 and run.out.fetched:
+                return True
             found = Counter(run.found_hosts)
         return next_faster(*self.parts.workbench.polite_capacity(found))
 
