@@ -628,9 +628,19 @@ class StreamSection:
     """Start a micro-batch this many seconds after the last one started, before
     ``flush_interval_s``, once a shard's hosts that ran dry were given new links enough to make
     the next micro-batch at least 1.5 times as fast by politeness (a mirror found one level late,
-    every host of a level done): its threads would otherwise wait for the interval (issue 30;
+    every host of a level done), or once a shard finished every URL it was given (its rows wait
+    for the merge; the end of a stream): its threads would otherwise wait for the interval (issue 30;
     batchcrawl.fetch.idle.next_faster). Checked every 0.25 s. 0 disables; a value at or above
     ``flush_interval_s`` never starts one early."""
+    direct_links: bool = False
+    """A shard queues the links it finds to the page's own host at once, before the merge, when
+    that host has no committed ``hosts`` row from before the stream, is no probable trap, not held
+    and under its ``urls_per_round`` (batchcrawl.fetch.directlinks; exactly once: the driver leases
+    them at the next micro-batch). A deep site's hosts then run dry only at its end, not at every
+    micro-batch. Opt-in: a URL takes the depth of the path it was found by first, which is not
+    always its shortest (links from other hosts wait for the merge), so where ``filters.max_depth``
+    binds, a stream may filter a URL a round would fetch. Ignored with ``generate.budget =
+    "star"`` (budgets change with in-degree)."""
 
 
 @dataclass(frozen=True)

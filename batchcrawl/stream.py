@@ -56,6 +56,7 @@ import pyarrow as pa
 from batchcrawl.config import Config
 from batchcrawl.console.signals import StopRequest
 from batchcrawl.engine.cluster import cluster_url, dask_client, dask_mapper
+from batchcrawl.engine.hostgaps import HostGaps
 from batchcrawl.engine.latency import DiscoveryLatency
 from batchcrawl.engine.merge import Work, merge_and_commit
 from batchcrawl.engine.reload import ConfigReload, politeness_reloaded
@@ -64,6 +65,7 @@ from batchcrawl.engine.rerun import crash_rerun
 from batchcrawl.engine.select import select
 from batchcrawl.engine.shard import StreamShardActor
 from batchcrawl.frontier import generate as gen_mod
+from batchcrawl.politeness import policy_of
 from batchcrawl.round import Crawler
 from batchcrawl.store import schemas, views
 from batchcrawl.store.crawldir import CrawlDir
@@ -131,6 +133,9 @@ class Stream:
         self.seconds: Counter = Counter()
         self.dropped: Counter = Counter()  # not selected, by reason, the whole stream
         self.latency = DiscoveryLatency()
+        policy = policy_of(cfg.politeness)
+        self.gaps = HostGaps(policy.delay_floor_s)
+        self.batch_s: list[float] = []  # each micro-batch's take, merge and commit, seconds
         self.first_round = self.round
         self.commits = 0
         self.content: Counter = Counter()
@@ -210,8 +215,11 @@ class Stream:
             "beast_delayed": self.totals["beast_delayed"],
             "content": dict(self.content),
             "latency_s": self.latency.to_json(),
+            "host_gaps_s": self.gaps.to_json(),
+            "micro_batch_s": _spread(self.batch_s),
             "held_max": self.held_max,
             "early_flushes": self.totals["early_flushes"],  # stream.early_flush_s
+            "direct_links": self.totals["direct"],  # stream.direct_links
             "seconds_by_step": {k: round(v, 3) for k, v in sorted(self.seconds.items())},
             "elapsed_s": round(self.clock() - t_start, 3),
         }
@@ -225,6 +233,7 @@ class Stream:
         if cfg is self.cfg:
             return
         self.cfg = cfg
+        self.gaps.delay_s = policy_of(cfg.politeness).delay_floor_s
         self.dirty = set(range(self.manifest.buckets))
         for f in [a.set_politeness(cfg.politeness) for a in self.actors.values()]:
             f.result()
@@ -269,11 +278,14 @@ class Stream:
             for a in self.actors.values()
         ]]  # fmt: skip
         self.round += 1
-        for r in reports:
+        for r in reports:  # queued by the shard itself: leased, unless finished already
+            self.leased.update(r.direct)
+            self.totals["direct"] += len(r.direct)
             for key in r.done_keys:
                 self.leased.pop(key, None)
             self.held[r.shard] = r.held
         self.latency.observe(reports)
+        self.gaps.observe(reports)
         t1 = self.clock()
         parts = [p for r in reports for p in (r.fetched, r.links) if p is not None]
         delayed = pa.concat_tables(self.delayed) if self.delayed else None
@@ -307,6 +319,7 @@ class Stream:
         self.refiltered, self.delayed = None, []
         self.not_selected = Counter()
         self.commits += 1
+        self.batch_s.append(self.clock() - t0)
         for k in ("take", "update", "compact", "commit"):
             self.seconds[k] += work.steps.get(k, 0.0)
         for k in ("attempts", "responses", "stored", "new_urls", "not_fetched"):
@@ -383,6 +396,15 @@ class Stream:
             rest = rest[~np.isin(rest, out)]
             self.dirty |= set(np.unique(bucket_ids(rest, self.manifest.buckets)).tolist())
         return handed
+
+
+def _spread(seconds: list[float]) -> dict[str, float | int | None]:
+    """``{"n", "p50", "max", "sum"}`` of ``seconds`` (rounded to ms; None without any)."""
+    if not seconds:
+        return {"n": 0, "p50": None, "max": None, "sum": 0.0}
+    a = np.asarray(seconds)
+    return {"n": len(a), "p50": round(float(np.median(a)), 3), "max": round(float(a.max()), 3),
+            "sum": round(float(a.sum()), 3)}  # fmt: skip
 
 
 def run_stream(

@@ -162,21 +162,23 @@ def _run(cmd: list[str], ok: tuple[int, ...] = (0,)) -> subprocess.CompletedProc
     return done
 
 
-def crawl_mode(crawl_dir: Path, mode: str, max_rounds: int) -> int:
+def crawl_mode(crawl_dir: Path, mode: str, max_rounds: int) -> tuple[int, dict[str, Any]]:
     """Crawl the initialised ``crawl_dir`` in ``mode`` until nothing is due; returns the rounds
-    run (``round`` and ``crawl``) or the stream's checkpoints."""
+    run (``round`` and ``crawl``) or the stream's checkpoints, and the stream's summary
+    (``{}`` for the other modes)."""
     if mode == "round":
         for n in range(1, max_rounds + 1):
             if _run(_cli("round", str(crawl_dir)), ok=(0, NOTHING_DUE)).returncode == NOTHING_DUE:
-                return n - 1
-        return max_rounds
+                return n - 1, {}
+        return max_rounds, {}
     args = ["crawl", str(crawl_dir)] + (["--stream"] if mode == "stream" else [])
     args += [] if mode == "stream" else ["--rounds", str(max_rounds)]
     out = _run(_cli(*args)).stdout
     lines = [json.loads(ln) for ln in out.splitlines() if ln.startswith("{")]
     if mode == "stream":
-        return int(lines[-1].get("checkpoints", 0)) if lines else 0
-    return len(lines)
+        last = lines[-1] if lines else {}
+        return int(last.get("checkpoints", 0)), last
+    return len(lines), {}
 
 
 def reachable(site: Site, port: int) -> set[str]:
@@ -220,7 +222,7 @@ def bench(site: Site, mode: str, workdir: Path, args: argparse.Namespace) -> dic
         _run(_cli("init", "--config", str(workdir / f"{site.name}-{mode}.toml"),
                   "--seeds", str(workdir / f"{site.name}-{mode}.seeds"), str(crawl_dir)))  # fmt: skip
         started = time.monotonic()
-        rounds = crawl_mode(crawl_dir, mode, args.max_rounds)
+        rounds, summary = crawl_mode(crawl_dir, mode, args.max_rounds)
         seconds = time.monotonic() - started
         log = server.log.entries()
         port = server.port
@@ -239,8 +241,20 @@ def bench(site: Site, mode: str, workdir: Path, args: argparse.Namespace) -> dic
         "target_s": round(target, 1), "within_target": seconds <= target,
         "violations": figures["violations"], "min_gap_s": figures["min_gap_s"],
         "robots_first": not figures["robots_not_first"],
+        **({"stream": {k: summary.get(k) for k in STREAM_KEYS}} if summary else {}),
     }  # fmt: skip
 
+
+#: The stream summary's figures a stream row carries (``--json``): where its time went
+STREAM_KEYS = (
+    "elapsed_s",
+    "latency_s",
+    "host_gaps_s",
+    "micro_batch_s",
+    "seconds_by_step",
+    "early_flushes",
+    "direct_links",
+)
 
 COLUMNS = ("site", "mode", "hosts", "fetched", "reachable", "requests", "rounds", "seconds",
            "bound_s", "ratio", "target_s", "within_target", "violations", "robots_first")  # fmt: skip

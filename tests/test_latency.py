@@ -52,3 +52,14 @@ def test_every_sample_is_a_fetch_after_its_first_discovery(events):
         lat.observe([_report(0, found={key: found})])
         lat.observe([_report(1, fetched={key: found + after})])
     assert sorted(lat.samples) == pytest.approx(sorted(after for _, after in first.values()))
+
+
+def test_a_url_found_and_fetched_in_one_micro_batch_counts_once_when_fetched_after():
+    # stream.direct_links: a shard fetches what it found before the take; a fetch before the
+    # discovery (a refetch found again) is no sample
+    lat = DiscoveryLatency()
+    lat.observe([_report(0, found={1: 10.0, 2: 10.0}, fetched={1: 10.5}),
+                 _report(1, found={1: 9.5}, fetched={2: 8.0})])  # fmt: skip
+    assert lat.samples == [1.0]
+    lat.observe([_report(0, fetched={2: 20.0})])  # 2 was fetched already: found again, no sample
+    assert lat.samples == [1.0]

@@ -9,7 +9,15 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from round_helpers import by_host, new_crawl, round_config, sample_delay, sample_web, serve
+from round_helpers import (
+    by_host,
+    new_crawl,
+    robots_not_first,
+    round_config,
+    sample_delay,
+    sample_web,
+    serve,
+)
 
 from batchcrawl.console.signals import StopRequest
 from batchcrawl.round import run_rounds
@@ -119,3 +127,32 @@ def test_a_stream_throttles_probable_traps_and_counts_what_it_did_not_select(tmp
         crawl.manifest(g).summary for g in crawl.generations()[-summary["checkpoints"] :]
     ]
     assert sum(s["generate"]["not_selected"].get("trap_throttled", 0) for s in checkpoints) > 0
+
+
+@pytest.mark.parametrize("crash", [False, True])
+def test_links_queued_by_the_shards_are_fetched_once_and_end_as_a_batch_crawl(tmp_path, crash):
+    # stream.direct_links: a shard queues the links to its page's own host at once; each URL is
+    # still requested once (server log), the frontier and attempts end as a batch crawl's
+    # (max_depth does not bind here: depths may follow the order URLs are found)
+    web = sample_web()
+    cfg = round_config(stream={"flush_interval_s": 0.5, "direct_links": True},
+                       filters={"max_depth": 20})  # fmt: skip
+    with serve(web) as server:
+        batch = new_crawl(tmp_path / "batch", cfg, web.seeds())
+        run_rounds(batch.url, cfg, 30)
+        before = len(server.log.entries())
+        crawl = new_crawl(tmp_path / "stream", cfg, web.seeds())
+        if crash:  # killed while merging micro-batch 3: what it fetched is lost, not committed
+            with pytest.raises(_Crash):
+                run_stream(crawl.url, cfg, StopRequest(), on_step=_crash_at("update", 3))
+        summary = run_stream(crawl.url, cfg, StopRequest(), max_seconds=120)
+        entries = server.log.entries()[before:]
+    assert summary["stopped_by"] == "nothing_due"
+    # a rerun queues none directly for hosts the crashed run checkpointed (they have hosts rows)
+    assert crash or summary["direct_links"] > 0, summary
+    # every committed attempt once: nothing committed lost, nothing counted twice
+    assert _end_state(crawl) == _end_state(batch)
+    if not crash:  # a crash refetches the lost micro-batch's pages (a rerun's cool-down holds)
+        requests = Counter((e.host, e.path) for e in entries)
+        assert {k: n for k, n in requests.items() if n > 1} == {}
+        assert robots_not_first(entries) == []

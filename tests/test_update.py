@@ -313,3 +313,20 @@ def test_sitemap_lastmod_after_the_capture_makes_a_fetched_url_due(crawl):
     assert got[fresh]["next_fetch_time"] == later.replace(tzinfo=None)
     assert got[stale]["next_fetch_time"] == (NOW + dt.timedelta(days=30)).replace(tzinfo=None)
     assert summary["lastmod_due"] == 1
+
+
+def test_a_fetch_of_a_url_first_linked_in_the_same_batch_applies_to_its_new_row(crawl):
+    # a stream shard fetched a link it found itself (stream.direct_links) before the merge: the
+    # link inserts the row, the fetch is applied to it, not dropped as unknown
+    c, cfg = crawl
+    fetched = table("fetched", [fetched_row("http://s0.test/new", "ok", status=200, digest="d:1"),
+                                fetched_row("http://elsewhere.test/", "ok", status=200)])  # fmt: skip
+    links = table("links", [link_row("http://s0.test/", "http://s0.test/new", seq=1, depth=1)])
+    entries, s = update(c, c.manifest(), 1, fetched, links, cfg, NOW)
+    f = s["fetched"]
+    assert (f["in"], f["applied"], f["unknown"]) == (2, 1, 1)  # no link: still unknown
+    new = rows_by_url(c, entries)["http://s0.test/new"]
+    assert (new["status"], new["fetch_status"], new["content_digest"]) == ("fetched", 200, "d:1")
+    assert (new["depth"], new["discovered_round"], new["lease_round"]) == (1, 1, None)
+    assert new["next_fetch_time"] > NOW.replace(tzinfo=None)  # not due again
+    assert "http://elsewhere.test/" not in rows_by_url(c, entries)

@@ -33,25 +33,32 @@ class DiscoveryLatency:
         self.untracked = 0
 
     def observe(self, reports: list[ShardReport]) -> None:
-        """Take one micro-batch's reports: record the fetches of tracked URLs (a latency each),
-        then track the URLs found (first discovery only; not those already fetched)."""
+        """Take one micro-batch's reports: record the fetches of tracked URLs and of URLs found
+        earlier in the same micro-batch (``stream.direct_links``: a latency each), then track the
+        URLs found (first discovery only; not those already fetched)."""
+        batch: dict[int, float] = {}  # found in this micro-batch, the earliest
+        for r in reports:
+            for key, at in zip(r.found_keys.tolist(), r.found_at.tolist(), strict=True):
+                if key not in self._fetched and at < batch.get(key, float("inf")):
+                    batch[key] = at
         for r in reports:
             for key, at in zip(r.fetched_keys.tolist(), r.fetched_at.tolist(), strict=True):
                 found = self._found.pop(key, None)
+                if found is None and batch.get(key, float("inf")) <= at:
+                    found = batch.pop(key)
                 if found is not None:
                     self.samples.append(max(0.0, at - found))
                 self._fetched.add(key)
-        for r in reports:
-            for key, at in zip(r.found_keys.tolist(), r.found_at.tolist(), strict=True):
-                if key in self._fetched:
-                    continue
-                old = self._found.get(key)
-                if old is not None:
-                    self._found[key] = min(old, at)
-                elif len(self._found) < self.max_tracked:
-                    self._found[key] = at
-                else:
-                    self.untracked += 1
+        for key, at in batch.items():
+            if key in self._fetched:
+                continue
+            old = self._found.get(key)
+            if old is not None:
+                self._found[key] = min(old, at)
+            elif len(self._found) < self.max_tracked:
+                self._found[key] = at
+            else:
+                self.untracked += 1
         if len(self._fetched) > 4 * self.max_tracked:  # fetched keys only stop re-discoveries
             self._fetched.clear()
 

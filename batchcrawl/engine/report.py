@@ -41,6 +41,9 @@ class ShardReport:
         Its whole call, its fetch run, the run's start-up, idle and tail seconds (a round).
     done_keys
         uint64 url keys finished (a stream: their leases end).
+    direct
+        ``(url key, host)`` it queued itself since the last take (a stream's found links,
+        :mod:`batchcrawl.fetch.directlinks`): the driver leases them.
     held
         URLs it still holds (a stream).
     found_keys, found_at
@@ -48,6 +51,8 @@ class ShardReport:
         earliest per target): a stream's discovery times.
     fetched_keys, fetched_at
         URLs it fetched and when (epoch seconds): a stream's fetch times.
+    fetched_hosts
+        The host of each of ``fetched_keys`` (a stream's host gaps, :mod:`batchcrawl.engine.hostgaps`).
     warc_open
         A stream: the WARC file it keeps open across the checkpoint and the end (bytes) of the
         records committed in it (:class:`~batchcrawl.fetch.warc.WarcCheckpoint`); None when it
@@ -72,9 +77,11 @@ class ShardReport:
     idle_s: float = 0.0
     tail_s: float = 0.0
     done_keys: list[int] = field(default_factory=list, repr=False)
+    direct: list[tuple[int, str]] = field(default_factory=list, repr=False)
     held: int = 0
     found_keys: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64), repr=False)
     found_at: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
     fetched_keys: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64), repr=False)
     fetched_at: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
+    fetched_hosts: list[str] = field(default_factory=list, repr=False)
     warc_open: tuple[str, int] | None = None

@@ -19,6 +19,7 @@ from batchcrawl import procmem
 from batchcrawl.config import Config, PolitenessSection
 from batchcrawl.engine.report import ShardReport
 from batchcrawl.extract.atfetch import TextsAtFetch
+from batchcrawl.fetch.directlinks import DirectLinks
 from batchcrawl.fetch.spill import FactFiles
 from batchcrawl.fetch.worker import FetchWorker, ShardRun
 from batchcrawl.frontier import content as content_mod
@@ -238,7 +239,23 @@ class StreamShardActor(ShardActor):
         # hosts whose state may have changed since their last hosts row was written: those
         # topped up (robots.txt, Crawl-delay, politeness clock) and those fetched
         self._touched: set[str] = set()
-        self.worker.stream_start(round)
+        self.worker.stream_start(round, self._direct_links(crawl, cfg, host_files))
+
+    def _direct_links(
+        self, crawl: CrawlDir, cfg: Config, host_files: list[str]
+    ) -> DirectLinks | None:
+        """Which found links this shard queues at once (``stream.direct_links``), None when off:
+        never for a host with a committed ``hosts`` row (:mod:`batchcrawl.fetch.directlinks`)."""
+        if not cfg.stream.direct_links or cfg.generate.budget == "star":
+            return None
+        old = crawl.read_table("hosts", host_files, columns=["host"]) if host_files else None
+        policy, worker = policy_of(cfg.politeness), self.worker
+        return DirectLinks(
+            old.column("host").to_pylist() if old is not None else [],
+            host_cap=policy.urls_per_round, shard_cap=cfg.fetch.max_queued_urls,
+            blocked=lambda host: (worker.book.near.trap(host) is not None
+                                  or worker.parts.holds.get(host) is not None),
+        )  # fmt: skip
 
     def set_politeness(self, politeness: PolitenessSection) -> None:
         """Use a changed ``[politeness]`` section from now on (a stream's next micro-batch,
@@ -286,14 +303,17 @@ class StreamShardActor(ShardActor):
             row["round"] = round
         out.links["round"] = [round] * len(out.links["round"])
         out.edges["round"] = [round] * len(out.edges["round"])
+        done = [row["url_key"] for row in out.fetched]
         report = ShardReport(
             shard=self.shard, counters=dict(out.counters), outcomes=outcome_counts(out),
-            text=out.text_files,
-            unfetched=len(out.unfetched), done_keys=[row["url_key"] for row in out.fetched],
+            text=out.text_files, unfetched=len(out.unfetched), done_keys=done,
+            direct=out.direct,
             held=0 if final else self.worker.stream_held, warc_open=out.warc_open,
         )  # fmt: skip
         (report.found_keys, report.found_at, report.fetched_keys,
          report.fetched_at) = discoveries(out)  # fmt: skip
+        hosts = {row["url_key"]: row["url_host_name"] for row in out.fetched}
+        report.fetched_hosts = [hosts[k] for k in report.fetched_keys.tolist()]
         # taken before write_facts, which empties the rows
         self._touched |= {row["url_host_name"] for row in out.fetched}
         if out.fetched or out.links["round"] or force or self._touched:

@@ -146,6 +146,8 @@ class FetchLoop:
             with self.lock:
                 out, run.out = run.out, new_shard_run()
                 run.round, run.seq, run.found_hosts = next_round, 0, Counter()
+                if run.direct is not None:  # the links queued at once, and which are done
+                    out.direct = run.direct.take(row["url_key"] for row in out.fetched)
                 if run.texts is not None:
                     # extract.at_fetch writes a text and a WET file per WARC file: the WARC file
                     # closes at each take, as the text rows are committed with it
@@ -336,9 +338,32 @@ class FetchLoop:
             self.book.count(item.host, error=rec.outcome not in HOST_OK)
             sink.emit(run, item, links)
             run.pending -= 1
-            if run.pending <= 0:
+            direct: list[FetchItem] = []
+            if run.direct is not None:  # a stream: links to this host queued at once
+                run.direct.finished(item)
+                direct = run.direct.pick(item, links, run.pending) if links else []
+            if run.pending <= 0 and not direct:
                 self.parts.workbench.wakeup()
             add_counts(counters, {"cpu_fetch_s": cpu_fetch_s, "cpu_links_s": cpu_links_s})
+        if direct:
+            self.queue_direct(run, direct)
+
+    def given(self, run: RunState, items: Iterable[FetchItem]) -> list[FetchItem]:
+        """A stream's top-up ``items`` minus those its threads queued themselves and did not
+        report by the last take (:meth:`DirectLinks.given
+        <batchcrawl.fetch.directlinks.DirectLinks.given>`)."""
+        if run.direct is None:
+            return list(items)
+        with self.lock:
+            return run.direct.given(items)
+
+    def queue_direct(self, run: RunState, items: list[FetchItem]) -> None:
+        """Queue a stream's links found to a page's own host (:mod:`batchcrawl.fetch.directlinks`)
+        at the end of that host's queue; the run's pending count grows by those queued."""
+        n = self.enqueue(run, items)
+        with self.lock:
+            run.pending += n
+            run.out.counters["links_direct"] += len(items)
 
     def _self_redirect_hop(self, run: RunState, item: FetchItem, result: FetchResult) -> bool:
         """True (and the hop counted) when ``result`` redirects ``item`` to its own URL and fewer
@@ -376,6 +401,8 @@ class FetchLoop:
         with self.lock:
             run.out.fetched.append(row)
             run.out.counters[outcome.value] += 1
+            if run.direct is not None:
+                run.direct.finished(item)
             if outcome is not Outcome.ROBOTS_DENIED:
                 self.book.count(item.host, error=True)
 

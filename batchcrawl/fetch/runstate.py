@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from batchcrawl.fetch.directlinks import DirectLinks
 from batchcrawl.fetch.pages import TextSink
 from batchcrawl.fetch.warc import WarcWriter
 from batchcrawl.records import FetchItem
@@ -34,6 +35,9 @@ class ShardRun:
     #: a stream's take: the WARC file left open across the checkpoint and its committed end
     #: (bytes), or None (:class:`~batchcrawl.fetch.warc.WarcCheckpoint`)
     warc_open: tuple[str, int] | None = None
+    #: a stream's take: ``(url key, host)`` its threads queued themselves since the last take
+    #: (:mod:`batchcrawl.fetch.directlinks`; the driver leases them)
+    direct: list[tuple[int, str]] = field(default_factory=list)
     seconds: float = 0.0
     #: seconds of the run in which fewer than half the fetch threads had work
     #: (:class:`~batchcrawl.fetch.idle.IdleMeter`), and the trailing part of them (the tail)
@@ -97,3 +101,5 @@ class RunState:
     # for the next round; for the tail rules (fetch.tail_capacity_ratio, fetch.tail_overlap_s,
     # idle.tail_cut_pays); None in a stream
     found_hosts: Counter[str] | None = None
+    # a stream's links queued at once (stream.direct_links, lock); None: every link waits
+    direct: DirectLinks | None = None

@@ -28,6 +28,7 @@ from typing import Any
 
 from batchcrawl.config import Config, PolitenessSection
 from batchcrawl.fetch.dedup import ShardDedup
+from batchcrawl.fetch.directlinks import DirectLinks
 from batchcrawl.fetch.fetcher import Fetcher
 from batchcrawl.fetch.hostbook import HostBook
 from batchcrawl.fetch.idle import next_faster
@@ -224,14 +225,16 @@ class FetchWorker:
         self.parts.fetcher.close()
 
     # -- streaming (docs/design.md §8; BUbiNG's never-stopping fetch threads) ---------------------
-    def stream_start(self, round: int) -> None:
+    def stream_start(self, round: int, direct: DirectLinks | None = None) -> None:
         """Start ``fetch.threads`` fetch threads that run until :meth:`stream_stop`, taking items
         given by :meth:`stream_add` as they come (an empty workbench makes them wait, not end).
-        Rows are recorded as micro-batch ``round`` until :meth:`stream_take` starts the next one.
-        Raises ``RuntimeError`` if a stream is running."""
+        Rows are recorded as micro-batch ``round`` until :meth:`stream_take` starts the next one;
+        ``direct``: which found links the threads queue at once (None: none). Raises
+        ``RuntimeError`` if a stream is running."""
         if self._stream is not None:
             raise RuntimeError("stream_start: this worker is already streaming")
-        run = self.loop.new_run(round, float("inf"), streaming=True, found_hosts=Counter())
+        run = self.loop.new_run(round, float("inf"), streaming=True, found_hosts=Counter(),
+                                direct=direct)  # fmt: skip
         self._stream = run
         self._stream_threads = self.loop.start(run, self.parts.cfg.fetch.threads, "stream")
 
@@ -241,10 +244,11 @@ class FetchWorker:
         return self._stream
 
     def stream_add(self, items: Iterable[FetchItem]) -> int:
-        """Queue ``items`` (per-host breadth-first order) on the running stream; returns how many
-        were queued (the others are recorded at once, e.g. as ``dns_error``)."""
+        """Queue ``items`` (per-host breadth-first order) on the running stream, but those its
+        threads queued themselves (:meth:`FetchLoop.given`); returns how many were queued (the
+        others are recorded at once, e.g. as ``dns_error``)."""
         run = self._streaming("stream_add")
-        n = self.loop.enqueue(run, list(items))
+        n = self.loop.enqueue(run, self.loop.given(run, items))
         with self.loop.lock:
             run.pending += n
         return n
@@ -257,9 +261,12 @@ class FetchWorker:
     def stream_hosts_wait(self) -> bool:
         """Whether hosts of the running stream ran dry and were given new links since the last
         :meth:`stream_take`, enough to make the next micro-batch faster
-        (:func:`~batchcrawl.fetch.idle.next_faster`): its threads wait for the next hand-out."""
+        (:func:`~batchcrawl.fetch.idle.next_faster`), or every URL given is finished and rows
+        wait for the merge (the last micro-batch of a stream): its threads wait for it."""
         run = self._streaming("stream_hosts_wait")
         with self.loop.lock:
+            if run.pending <= 0 and run.out.fetched:
+                return True
             found = Counter(run.found_hosts)
         return next_faster(*self.parts.workbench.polite_capacity(found))
 

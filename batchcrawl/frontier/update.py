@@ -49,7 +49,9 @@ Conflicts, resolved deterministically
 -------------------------------------
 * Several fetch attempts of one URL in a round: the one with the latest ``fetch_time`` wins; on a
   tie, the later row in input order (shards in order). The others count as ``superseded``.
-* A fetch result for a URL the frontier does not know is dropped and counted (``unknown``).
+* A fetch result for a URL the frontier does not know applies to the row a link of the same batch
+  inserts for it (a stream's shard fetches the links it finds to its own hosts before the merge);
+  without such a link it is dropped and counted (``unknown``).
 * Several links to one new URL: the smallest ``(round, discovered_seq)`` wins, where
   ``discovered_seq = shard << 40 | seq`` (``seq`` < 2**40 per shard and round): the order links
   were found in, shard by shard, which restores breadth-first order across rounds (docs/design.md §4).
@@ -573,6 +575,7 @@ def update_bucket(
             changed, rb, 0, len(rb.keys), combine=_refilter_combine, insert=False
         )
         counts.refiltered += int(known.sum())
+    unknown = 0
     if fb is not None:
         counts.fetched["in"] += fb.n
         counts.fetched["superseded"] += fb.n - len(fb.keys)
@@ -581,7 +584,8 @@ def update_bucket(
             changed, fb, 0, len(fb.keys), combine=combine, insert=False
         )
         counts.fetched["applied"] += int(known.sum())
-        counts.fetched["unknown"] += int((~known).sum())
+        unknown = int((~known).sum())
+        counts.fetched["unknown"] += unknown
     if mb is not None:  # after the fetches: a capture of this round is newer than any lastmod
         now_ms = epoch_ms(now)
         before = _ms(changed.column("next_fetch_time"))
@@ -604,7 +608,16 @@ def update_bucket(
                 vc.field("values").to_pylist(), vc.field("counts").to_pylist(), strict=True
             ):
                 counts.links[f"new_filtered:{r}"] += n
-        parts.append(_link_rows(added, now))
+        new = _link_rows(added, now)
+        if fb is not None and unknown and new.num_rows:
+            # a URL first linked and fetched in the same micro-batch (a stream's shard queues
+            # the links it finds to its own hosts at once, batchcrawl.fetch.directlinks): its
+            # fetch applies to the row its link inserts
+            new, hit, _ = drum.merge_chunk(schemas.conform("frontier", new), fb, 0, len(fb.keys),
+                                           combine=combine, insert=False)  # fmt: skip
+            counts.fetched["applied"] += int(hit.sum())
+            counts.fetched["unknown"] -= int(hit.sum())
+        parts.append(new)
         counts.frontier_rows_after += rows_before + added.num_rows
     else:
         counts.frontier_rows_after += rows_before
