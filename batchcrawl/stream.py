@@ -186,6 +186,9 @@ class Stream:
                 break
             started = self.clock()
             self.micro_batch(final=False)
+            if self.stop.is_set():  # a signal during the micro-batch: no new hand-out, the
+                reason = self.stop.signal_name  # final take commits what is still in flight
+                break  # (issue 34: a stop took two more checkpoints, 13-26 s on a large crawl)
             self.reload_politeness()
             handed = self.hand_out(full=not self.leased)
             self.progress(self.snapshot())
