@@ -715,6 +715,12 @@ def _run_rounds(
     committed. ``reload``: reads the config again before each round (its ``[politeness]``)."""
     import time
 
+    from batchcrawl.engine.duecheck import nothing_due_now
+
+    idle = nothing_due_now(crawl, time.time())  # before the round driver and Dask are imported
+    if idle is not None:
+        raise idle
+
     from batchcrawl.console.progress import RoundProgress, closing_summary, dns_hint
     from batchcrawl.round import run_rounds
 
