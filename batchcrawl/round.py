@@ -33,6 +33,7 @@ from batchcrawl import procmem
 from batchcrawl.config import Config
 from batchcrawl.console.nothing_due import nothing_due
 from batchcrawl.engine.cluster import cluster_url, dask_client, dask_mapper
+from batchcrawl.engine.duecheck import nothing_due_now
 from batchcrawl.engine.merge import Work, merge_and_commit
 from batchcrawl.engine.reload import ConfigReload, politeness_reloaded
 from batchcrawl.engine.report import ShardReport
@@ -353,11 +354,15 @@ def run_rounds(
     """
     summaries = []
     crawl_url = cluster_url(crawl_url)
+    idle = nothing_due_now(CrawlDir.open(crawl_url), time.time())  # before a cluster starts
+    if idle is not None:
+        raise idle
     pipelined = cfg.round.pipeline if pipeline is None else pipeline
     deadline = Deadline.after(max_seconds)  # the cluster's start-up counts
     # crawl.duckdb is written by child processes while the rounds run: the driver never loads
-    # DuckDB; leaving waits for the last one
-    with dask_client(cfg, scheduler) as client, views.background_refresh():
+    # DuckDB; leaving waits for the last one, after the cluster is closed (the last commit's
+    # refresh runs while the cluster closes, not before: a round process's exit, issue 30)
+    with views.background_refresh(), dask_client(cfg, scheduler) as client:
         crawler = Crawler(crawl_url, client, deadline=deadline)
         try:
             if pipelined:

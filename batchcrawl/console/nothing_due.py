@@ -44,8 +44,16 @@ def format_duration(seconds: float) -> str:
 def nothing_due(crawl: CrawlDir, manifest: Manifest, now_s: float) -> NothingDue:
     """The :class:`NothingDue` for ``manifest`` at wall clock ``now_s`` (epoch seconds)."""
     if not manifest.rows("frontier"):
+        return nothing_due_at(manifest, None, now_s)
+    return nothing_due_at(manifest, next_due_ms(crawl, manifest), now_s)
+
+
+def nothing_due_at(manifest: Manifest, at_ms: int | None, now_s: float) -> NothingDue:
+    """The :class:`NothingDue` for ``manifest`` at wall clock ``now_s`` (epoch seconds) whose
+    frontier's next URL is due at ``at_ms`` (epoch ms; None: never again), as
+    :func:`next_due_ms` or a caller that computed it another way says."""
+    if not manifest.rows("frontier"):
         return NothingDue("nothing due; the frontier is empty: inject seeds (batchcrawl inject)")
-    at_ms = next_due_ms(crawl, manifest)
     if at_ms is None:
         return NothingDue("nothing due")
     at = dt.datetime.fromtimestamp(at_ms / 1000, dt.UTC)
