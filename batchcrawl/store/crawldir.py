@@ -260,6 +260,17 @@ def utcnow_iso() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def warcs_left_open(summary: Mapping[str, Any]) -> dict[str, int] | None:
+    """The WARC files a commit's ``summary`` says it left open (file relative to the crawl root ->
+    committed end in bytes), ``{}`` for a crawl step that left none, or None for a commit that is
+    not a crawl step (``extract``, ``compact`` ...): an earlier commit decides."""
+    if "warc_open" in summary:
+        return {str(name): int(end) for name, end in summary["warc_open"].values()}
+    if summary.get("step") in _CRAWL_STEPS or summary.get("mode") == "stream":
+        return {}
+    return None
+
+
 class CrawlDir(atomic.Location):
     """A crawl directory on any fsspec filesystem.
 
@@ -397,11 +408,9 @@ class CrawlDir(atomic.Location):
         for gen in reversed(self.generations()):
             if generation is not None and gen > generation:
                 continue
-            summary: dict[str, Any] = dict(self.manifest(gen).summary)
-            if "warc_open" in summary:
-                return {str(name): int(end) for name, end in summary["warc_open"].values()}
-            if summary.get("step") in _CRAWL_STEPS or summary.get("mode") == "stream":
-                return {}
+            left = warcs_left_open(self.manifest(gen).summary)
+            if left is not None:
+                return left
         return {}
 
     def manifest(self, generation: int | None = None) -> Manifest:

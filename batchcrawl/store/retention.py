@@ -44,7 +44,7 @@ from typing import Any
 
 from batchcrawl.errors import ConfigError
 from batchcrawl.store import paths
-from batchcrawl.store.crawldir import CrawlDir, Manifest
+from batchcrawl.store.crawldir import CrawlDir, Manifest, warcs_left_open
 from batchcrawl.store.gc import _mtime, graph_files, is_layout_path
 
 log = logging.getLogger(__name__)
@@ -204,7 +204,10 @@ def _named(crawl: CrawlDir, manifest: Manifest, rounds: range) -> set[str]:
         span = paths.fact_rounds(rel)
         if span is not None and span[0] <= rounds.stop - 1 and span[1] >= rounds.start:
             sources.append(rel)
-    warcs = set(crawl.open_warcs(manifest.generation)) if len(rounds) else set()
+    warcs: set[str] = set()
+    if len(rounds):  # the just-committed manifest in hand decides, without listing _commits/
+        left = warcs_left_open(manifest.summary)
+        warcs = set(crawl.open_warcs(manifest.generation) if left is None else left)
     if sources:
         column = crawl.read_table("fetched", sources, columns=["warc_filename"]).column(0)
         warcs.update(str(v) for v in column.unique().drop_null().to_pylist())
