@@ -36,17 +36,17 @@ def _run(tmp_path, body: str) -> subprocess.CompletedProcess:
 
 
 def test_an_extension_modules_initialisation_is_not_interrupted(tmp_path):
-    """Frames where a raise is held (:func:`_importing`), seen for real: ``_decimal``'s C
+    """Frames where a raise is held (:func:`_cannot_unwind`), seen for real: ``_decimal``'s C
     initialisation imports ``numbers``; a meta path finder records, from inside each lookup,
     whether a stop would be held there. The lookup of ``_decimal`` itself runs Python code of the
     finder (a raise there unwinds the import cleanly); the lookup of ``numbers`` runs inside the
     extension's initialisation (a raise there became a pyo3 PanicException in a Rust module)."""
     result = _run(tmp_path, """
-        from batchcrawl.console.signals import _importing
+        from batchcrawl.console.signals import _cannot_unwind
         seen = {}
         class Recorder:
             def find_spec(self, name, path, target=None):
-                seen[name] = _importing(sys._getframe(0))
+                seen[name] = _cannot_unwind(sys._getframe(0))
         sys.meta_path.insert(0, Recorder())
         import _decimal
         print(seen["_decimal"], seen["numbers"])
@@ -123,3 +123,59 @@ def test_outside_the_block_no_stop_is_left_over(tmp_path):
         print("clean")
     """)  # fmt: skip
     assert result.stdout.strip() == "clean", result.stderr
+
+
+def test_a_signal_inside_fsspec_is_raised_after_it_not_swallowed(tmp_path):
+    """fsspec's ``exists`` catches every exception (a bare ``except:``) and answers False: a stop
+    raised inside it made an existing ``crawl.toml`` look missing (CI: a demo stopped between two
+    rounds said "not a crawl directory"). The stop is raised once fsspec returned."""
+    (tmp_path / "there").write_text("x")
+    result = _run(tmp_path, f"""
+        import fsspec
+        real_stat = os.stat
+        def stat(path, *args, **kwargs):  # called by LocalFileSystem.info, inside exists()
+            os.kill(os.getpid(), signal.SIGINT)
+            for i in range(200_000):  # time for the handler to run, and to wrongly raise
+                pass
+            return real_stat(path, *args, **kwargs)
+        fs = fsspec.filesystem("file")
+        answers = []
+        try:
+            with stop_on_signals():
+                os.stat = stat
+                answers.append(fs.exists({str(tmp_path / "there")!r}))
+                os.stat = real_stat
+                raise_if_stopped()  # a swallowed stop is raised here: the answer is still seen
+        except Interrupted as exc:
+            print(answers, exc.signal_name)
+    """)  # fmt: skip
+    assert result.stdout.strip() == "[True] SIGINT", result.stderr
+
+
+def test_a_signal_inside_a_lock_heartbeat_leaves_the_lock_whole(tmp_path):
+    """The writer lock rewrites its file by a temporary file and a rename: a stop between the two
+    left ``_lock.json.tmp-*`` beside the lock (CI). The stop lands after the rewrite."""
+    result = _run(tmp_path, f"""
+        from batchcrawl.store.crawldir import CrawlDir
+        from batchcrawl.store.lock import WriterLock
+        crawl = CrawlDir.create({str(tmp_path / "crawl")!r}, "", buckets=2)
+        real_replace = os.replace
+        def replace(src, dst):
+            os.kill(os.getpid(), signal.SIGTERM)
+            for i in range(200_000):
+                pass
+            return real_replace(src, dst)
+        try:
+            with stop_on_signals():
+                lock = WriterLock(crawl, owner="test").acquire()
+                os.replace = replace
+                lock.beat()
+                os.replace = real_replace
+                while True:
+                    pass
+        except Interrupted as exc:
+            lock.release()
+            print(sorted(os.listdir(crawl.url)), exc.signal_name)
+    """)  # fmt: skip
+    listing, name = result.stdout.strip().rsplit(" ", 1)
+    assert name == "SIGTERM" and "_lock" not in listing, (result.stdout, result.stderr)

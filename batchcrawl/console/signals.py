@@ -88,24 +88,31 @@ def _raise_interrupted(signum: int, frame: object) -> None:
 def _raise_when_safe(frame: object) -> None:
     """Raise :class:`Interrupted` for the recorded stop signal, once, unless the main thread is
     where an exception must not land: inside a :func:`holding_stop` block (the owner raises at
-    its end, :func:`raise_if_stopped`), or where an import cannot unwind (:func:`_importing`: a
-    ``KeyboardInterrupt`` raised in importlib's module locks printed "Exception ignored in
-    _get_module_lock", raised during a Rust extension's initialisation a pyo3
-    ``PanicException``: issue 34, CI). There the watcher thread wakes the main thread again every
-    :data:`POKE_S` seconds until it is out of it."""
+    its end, :func:`raise_if_stopped`), or where code cannot unwind cleanly (:func:`_cannot_unwind`:
+    an import, fsspec, the writer lock's file operations). There the watcher thread wakes the
+    main thread again every :data:`POKE_S` seconds until it is out of it."""
     if _state.signum is None or _state.raised or _state.holding:
         return
-    if _importing(frame) and _watcher is not None:
+    if _cannot_unwind(frame) and _watcher is not None:
         return  # the watcher pokes again (_watch)
     _state.raised = True
     raise Interrupted(_state.signum)
 
 
-def _importing(frame: object) -> bool:
+#: Modules whose code must not be cut by a raised stop (:func:`_cannot_unwind`), by ``__name__``
+#: prefix: fsspec's ``exists`` (and more) catch every exception with a bare ``except:`` and answer
+#: False (CI, issue 34: a demo stopped between two rounds reported its crawl as "not a crawl
+#: directory (no crawl.toml)"); the writer lock writes, rewrites and removes its file in steps (a
+#: stop between them left ``_lock.json`` or a ``_lock.json.tmp-*`` file behind).
+_NOT_CUT = ("fsspec.", "batchcrawl.store.lock")
+
+
+def _cannot_unwind(frame: object) -> bool:
     """Whether an exception raised in ``frame`` (the main thread's, as a signal handler gets it)
-    would land where an import cannot unwind cleanly: in importlib's own machinery (its module
-    locks: "Exception ignored in _get_module_lock"), or anywhere inside an extension module's
-    initialisation (a Rust extension turns it into a pyo3 ``PanicException``). A pure-Python
+    would land where it cannot unwind cleanly: in importlib's own machinery (its module locks:
+    "Exception ignored in _get_module_lock"), anywhere inside an extension module's
+    initialisation (a Rust extension turns it into a pyo3 ``PanicException``), or inside code of
+    :data:`_NOT_CUT` (it swallows the exception, or leaves a file half changed). A pure-Python
     module's top-level code unwinds like any other code: a stop inside ``import distributed``
     (1.5 s on a loaded machine) is not delayed."""
     f = frame
@@ -116,6 +123,8 @@ def _importing(frame: object) -> bool:
         if (code.co_name in ("create_module", "exec_module")
                 and code.co_filename.startswith("<frozen importlib")
                 and type(f.f_locals.get("self")).__name__ == "ExtensionFileLoader"):  # type: ignore[attr-defined]  # fmt: skip
+            return True
+        if f"{f.f_globals.get('__name__', '')}.".startswith(_NOT_CUT):  # type: ignore[attr-defined]
             return True
         f = f.f_back  # type: ignore[attr-defined]
     return False

@@ -15,6 +15,7 @@ create-only put (one of them gets :class:`LockedError`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -231,12 +232,16 @@ class WriterLock:
         else:
             record = self.read() or {"owner": "unknown"}
             raise LockedError(_locked_message(self.crawl.url, record, self.clock()))
-        self.lost = False
-        self._stop.clear()
-        self._thread = threading.Thread(
-            target=self._beat_loop, name=f"lock-heartbeat {self.crawl.url}", daemon=True
-        )
-        self._thread.start()
+        try:
+            self.lost = False
+            self._stop.clear()
+            self._thread = threading.Thread(
+                target=self._beat_loop, name=f"lock-heartbeat {self.crawl.url}", daemon=True
+            )
+            self._thread.start()
+        except BaseException:  # a stop signal right after the create: leave no lock behind
+            self.release()
+            raise
         return self
 
     def _dump(self) -> bytes:
@@ -259,9 +264,14 @@ class WriterLock:
         data = self._dump()
         if self.crawl.local:
             tmp = f"{self._path}.tmp-{uuid.uuid4().hex}"
-            with open(tmp, "wb") as fh:
-                fh.write(data)
-            os.replace(tmp, self._path)
+            try:
+                with open(tmp, "wb") as fh:
+                    fh.write(data)
+                os.replace(tmp, self._path)
+            except BaseException:  # a full disk: no half-written file left beside the lock
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                raise
         else:
             self.crawl.fs.pipe_file(self._path, data)
         return True
@@ -284,17 +294,27 @@ class WriterLock:
 
     # -- release -----------------------------------------------------------------------------
     def release(self) -> None:
-        """Stop the heartbeat and remove the lock file if it is still ours."""
+        """Stop the heartbeat and remove the lock file if it is still ours.
+
+        A ``KeyboardInterrupt`` (a stop signal) that lands while the heartbeat thread is joined
+        does not leave the lock behind: the file is still removed, after the heartbeat thread ended
+        (it could rewrite the file otherwise), and the interrupt is raised afterwards (CI: a demo
+        stopped between two rounds left ``_lock.json``, and the next writer waited for it to go
+        stale)."""
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-        record = self.read()
-        if record is not None and record.get("token") == self.token:
-            try:
-                self.crawl.fs.rm_file(self._path)
-            except FileNotFoundError:
-                pass
+        try:
+            if self._thread is not None:
+                self._thread.join()
+        finally:
+            if self._thread is not None:
+                self._thread.join()  # again, if the first join was interrupted
+                self._thread = None
+            record = self.read()
+            if record is not None and record.get("token") == self.token:
+                try:
+                    self.crawl.fs.rm_file(self._path)
+                except FileNotFoundError:
+                    pass
 
     def __enter__(self) -> WriterLock:
         return self.acquire()
