@@ -238,9 +238,18 @@ def _inject(
         summary = inject(
             crawl, cfg, (line.rstrip("\r\n") for line in stream), source=source, refetch=refetch
         )
+    label = "error" if no_crawlable_seed(summary) else "warning"
     for line in seed_warnings(summary):
-        click.echo(line if line.startswith(" ") else f"batchcrawl: warning: {line}", err=True)
+        click.echo(line if line.startswith(" ") else f"batchcrawl: {label}: {line}", err=True)
     return summary
+
+
+def no_crawlable_seed(summary: Mapping[str, Any]) -> bool:
+    """Whether an inject ``summary`` had bad seed lines and not one URL that can be crawled: bad
+    input, exit 2 once its JSON summary is printed (issue 34: ``init`` with only bad seeds
+    exited 0). A file of blank lines and comments only, or of known URLs, is not an error."""
+    good = summary["lines"] - summary["skipped"] - summary["bad_lines"]
+    return bool(summary["bad_lines"]) and good == 0
 
 
 _BAD_LINES_SHOWN = 5  # bad seed lines shown on stderr; the JSON lists more
@@ -338,6 +347,9 @@ def init(crawl_url: str, seeds: io.TextIOBase | None, config_file: str | None, s
         out["inject"] = _inject(crawl, cfg, seeds, source=getattr(seeds, "name", "-"))
         out["generation"] = out["inject"]["generation"]
     _echo_json(out)
+    if seeds is not None and no_crawlable_seed(out["inject"]):
+        click.echo(f"batchcrawl: the crawl {crawl.url} was created without seeds", err=True)
+        click.get_current_context().exit(2)
 
 
 @main.command()
@@ -353,7 +365,10 @@ def inject(crawl_url: str, seeds: io.TextIOBase, refetch: bool, sets) -> None:
     """Add the seed URLs of FILE (one a line; - reads stdin) to CRAWL. Prints a JSON summary."""
     crawl = _open(crawl_url)
     cfg = load_crawl_config(crawl, sets)
-    _echo_json(_inject(crawl, cfg, seeds, source=getattr(seeds, "name", "-"), refetch=refetch))
+    summary = _inject(crawl, cfg, seeds, source=getattr(seeds, "name", "-"), refetch=refetch)
+    _echo_json(summary)
+    if no_crawlable_seed(summary):
+        click.get_current_context().exit(2)
 
 
 # -- inspection ------------------------------------------------------------------------------

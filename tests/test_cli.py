@@ -291,6 +291,22 @@ def test_only_bad_seed_lines_do_not_claim_good_lines_are_in():
     assert "the good lines are in" in seed_warnings(some_good)[0]
 
 
+def test_a_seed_file_without_one_crawlable_url_is_bad_input(tmp_path):
+    """``init --seeds`` and ``inject`` with only bad lines: exit 2 (bad input) after the JSON
+    summary, the reasons on stderr as errors; ``init`` says the crawl exists without seeds."""
+    seeds = tmp_path / "bad.txt"
+    seeds.write_text("not a url\nftp://x.test/\n")
+    result = run("init", str(tmp_path / "c"), "--seeds", str(seeds))
+    assert result.exit_code == 2, result.output
+    assert json.loads(result.stdout)["inject"]["bad_lines"] == 2
+    assert f"batchcrawl: error: {seeds}: 2 of 2 lines were not injected" in result.stderr
+    assert "was created without seeds" in result.stderr.splitlines()[-1]
+    result = run("inject", str(tmp_path / "c"), str(seeds))
+    assert result.exit_code == 2 and json.loads(result.stdout)["seeds_new"] == 0
+    result = run("inject", str(tmp_path / "c"), "-", input="http://a.test/\nnot a url\n")
+    assert result.exit_code == 0 and "batchcrawl: warning:" in result.stderr
+
+
 def test_an_empty_seed_file_warns_and_injects_nothing(tmp_path):
     seeds = tmp_path / "empty.txt"
     seeds.write_text("# only a comment\n\n")
@@ -311,7 +327,7 @@ def test_a_seed_file_with_nothing_new_commits_no_generation(tmp_path):
     before = crawl.generations()
     for text in (f"{known}\n", "not a url\n", "", f"{known}\nftp://x.test/\n"):
         result = run("inject", crawl.url, "-", input=text)
-        assert result.exit_code == 0, result.output
+        assert result.exit_code == (2 if text == "not a url\n" else 0), result.output
         out = json.loads(result.stdout)
         assert out["committed"] is False and out["generation"] == before[-1], out
     assert crawl.generations() == before
