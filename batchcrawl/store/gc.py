@@ -23,14 +23,14 @@ import logging
 import os
 import posixpath
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import pyarrow.compute as pc
 
 from batchcrawl.errors import ConfigError
 from batchcrawl.store import paths
-from batchcrawl.store.crawldir import CrawlDir
+from batchcrawl.store.crawldir import CrawlDir, Manifest
 from batchcrawl.store.paths import COMMITS_DIR, DATA_DIRS, LAYOUT_RE, PARTITION_DIR_RE, TMP_MARKER
 
 log = logging.getLogger(__name__)
@@ -38,27 +38,43 @@ log = logging.getLogger(__name__)
 
 def referenced_files(crawl: CrawlDir, generations: list[int]) -> set[str]:
     """Paths (relative to the crawl root) referenced by the manifests of ``generations``: their
-    file lists (``_commits/lists/``), every table file, every WARC file named in their ``fetched`` tables (and the ``.cdxj`` beside it),
-    and the link graph built from
-    each of them (its ``graph.json`` and the files that lists under ``"files"``)."""
+    file lists (``_commits/lists/``), every table file, every WARC file named in their ``fetched``
+    tables (with its companions, :func:`warc_companions`), and the link graph built from each of
+    them (its ``graph.json`` and the files that lists under ``"files"``)."""
     keep: set[str] = set()
     fetched: set[str] = set()
     for gen in generations:
         manifest = crawl.manifest(gen)
         keep.update(manifest.list_files())
-        for table in manifest.tables:
-            keep.update(manifest.files(table))
-            keep.update(manifest.side_files(table))
+        keep.update(manifest_files(manifest))
         fetched.update(manifest.files("fetched"))
         keep.update(graph_files(crawl, gen))
     for rel in sorted(fetched):
         column = crawl.read_table("fetched", [rel], columns=["warc_filename"]).column(0)
-        for name in pc.unique(column.drop_null()).to_pylist():
-            keep.add(posixpath.normpath(name))
-            keep.add(posixpath.normpath(paths.warc_cdxj(name)))  # its CDXJ, if written
-            if name.endswith(".warc.gz"):  # its WET file, if extracted
-                keep.add(posixpath.normpath(paths.wet_file(name)))
+        keep.update(warc_companions(pc.unique(column.drop_null()).to_pylist()))
     return keep
+
+
+def manifest_files(manifest: Manifest) -> set[str]:
+    """Every table file and side file ``manifest`` names (paths relative to the crawl root)."""
+    named: set[str] = set()
+    for table in manifest.tables:
+        named.update(manifest.files(table))
+        named.update(manifest.side_files(table))
+    return named
+
+
+def warc_companions(names: Iterable[str]) -> set[str]:
+    """The WARC files ``names`` (paths relative to the crawl root, as ``fetched.warc_filename``
+    holds them) normalized, each with the CDXJ index beside it and, for a ``.warc.gz``, its WET
+    file: what is kept or deleted together, whether or not the companions were written."""
+    out: set[str] = set()
+    for name in names:
+        name = posixpath.normpath(name)
+        out.update((name, posixpath.normpath(paths.warc_cdxj(name))))
+        if name.endswith(".warc.gz"):
+            out.add(posixpath.normpath(paths.wet_file(name)))
+    return out
 
 
 def graph_files(crawl: CrawlDir, generation: int) -> list[str]:
@@ -133,7 +149,7 @@ def gc(
             if not is_layout_path(folder, rel):
                 continue  # not ours: never touched, never counted
             if TMP_MARKER in posixpath.basename(rel) or ".stale-" in posixpath.basename(rel):
-                if now - _mtime(info) >= tmp_min_age_s:
+                if now - listing_mtime(info) >= tmp_min_age_s:
                     delete(path, info.get("size", 0))
             elif _collectable(folder, rel) and rel not in referenced:
                 delete(path, info.get("size", 0))
@@ -176,7 +192,7 @@ def _walk(crawl: CrawlDir, folder: str) -> list[tuple[str, dict[str, Any]]]:
     return sorted((i["name"], i) for i in listing if i.get("type") == "file")
 
 
-def _mtime(info: dict[str, Any]) -> float:
+def listing_mtime(info: dict[str, Any]) -> float:
     """Modification time of a listing entry, seconds since the epoch (local ``mtime``, S3
     ``LastModified``); unknown times count as old."""
     for key in ("mtime", "LastModified", "last_modified", "created"):

@@ -45,7 +45,13 @@ from typing import Any
 from batchcrawl.errors import ConfigError
 from batchcrawl.store import paths
 from batchcrawl.store.crawldir import CrawlDir, Manifest, warcs_left_open
-from batchcrawl.store.gc import _mtime, graph_files, is_layout_path
+from batchcrawl.store.gc import (
+    graph_files,
+    is_layout_path,
+    listing_mtime,
+    manifest_files,
+    warc_companions,
+)
 
 log = logging.getLogger(__name__)
 
@@ -177,7 +183,7 @@ def remove_orphans(
             if info.get("type") != "file":
                 continue
             rel = posixpath.relpath(info["name"], crawl.root)
-            if rel in named or not is_layout_path(table, rel) or _mtime(info) >= dead_before:
+            if rel in named or not is_layout_path(table, rel) or listing_mtime(info) >= dead_before:
                 continue  # named, not ours, or written by this process (module doc)
             try:
                 crawl.fs.rm_file(info["name"])
@@ -193,12 +199,8 @@ def remove_orphans(
 
 def _named(crawl: CrawlDir, manifest: Manifest, rounds: range) -> set[str]:
     """What ``manifest`` names (table files, side files), plus the WARC files its ``fetched``
-    rows of ``rounds`` point into and the WARC files left open across it, each with its CDXJ and
-    WET file (as :func:`batchcrawl.store.gc.referenced_files` keeps them)."""
-    named: set[str] = set()
-    for table in manifest.tables:
-        named.update(manifest.files(table))
-        named.update(manifest.side_files(table))
+    rows of ``rounds`` point into and the WARC files left open across it, with their companions
+    (:func:`batchcrawl.store.gc.warc_companions`)."""
     sources = []
     for rel in manifest.files("fetched"):
         span = paths.fact_rounds(rel)
@@ -211,12 +213,7 @@ def _named(crawl: CrawlDir, manifest: Manifest, rounds: range) -> set[str]:
     if sources:
         column = crawl.read_table("fetched", sources, columns=["warc_filename"]).column(0)
         warcs.update(str(v) for v in column.unique().drop_null().to_pylist())
-    for name in warcs:
-        name = posixpath.normpath(name)
-        named.update((name, posixpath.normpath(paths.warc_cdxj(name))))
-        if name.endswith(".warc.gz"):
-            named.add(posixpath.normpath(paths.wet_file(name)))
-    return named
+    return manifest_files(manifest) | warc_companions(warcs)
 
 
 def only_in(old: Manifest, kept: Manifest) -> set[str]:
