@@ -21,13 +21,12 @@ Nothing is committed here: the caller commits the three listings with the rest o
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pyarrow as pa
 
@@ -132,67 +131,36 @@ def updatedb(
             seconds[name] = _ms(time.monotonic() - t0)
 
     gen = manifest.generation + 1
+    merges: dict[str, Callable[[], Any]] = {  # in this order: the first failure is raised
+        "frontier": lambda: update_mod.update(
+            crawl, manifest, round, fetched, links, cfg, now, refiltered=refiltered,
+            mapper=mapper, buckets=buckets, delayed=delayed,
+        ),
+        "content": lambda: content_mod.update_content(
+            crawl, manifest, gen,
+            crawl.iter_row_groups("fetched", [p.entry for p in fetched],
+                                  columns=content_mod.FETCHED_COLUMNS),
+            mapper, cfg,
+        ),
+        "indegree": lambda: indegree_mod.update_indegree(
+            crawl, manifest, gen, round,
+            crawl.iter_row_groups("edges", [p.entry for p in edges],
+                                  columns=indegree_mod.EDGE_COLUMNS),
+            cfg, mapper,
+        ),
+    }  # fmt: skip
     with ThreadPoolExecutor(3 if parallel else 1, thread_name_prefix="updatedb") as pool:
-        frontier = pool.submit(
-            timed,
-            "frontier",
-            functools.partial(
-                update_mod.update,
-                crawl,
-                manifest,
-                round,
-                fetched,
-                links,
-                cfg,
-                now,
-                refiltered=refiltered,
-                mapper=mapper,
-                buckets=buckets,
-                delayed=delayed,
-            ),
-        )
-        content = pool.submit(
-            timed,
-            "content",
-            lambda: content_mod.update_content(
-                crawl,
-                manifest,
-                gen,
-                crawl.iter_row_groups(
-                    "fetched", [p.entry for p in fetched], columns=content_mod.FETCHED_COLUMNS
-                ),
-                mapper,
-                cfg,
-            ),
-        )
-        indegree = pool.submit(
-            timed,
-            "indegree",
-            lambda: indegree_mod.update_indegree(
-                crawl,
-                manifest,
-                gen,
-                round,
-                crawl.iter_row_groups(
-                    "edges", [p.entry for p in edges], columns=indegree_mod.EDGE_COLUMNS
-                ),
-                cfg,
-                mapper,
-            ),
-        )
-    errors = {
-        "frontier": frontier.exception(),
-        "content": content.exception(),
-        "indegree": indegree.exception(),
-    }
-    failed = [(name, exc) for name, exc in errors.items() if exc is not None]
+        done = {name: pool.submit(timed, name, fn) for name, fn in merges.items()}
+    failed = [(name, exc) for name, f in done.items() if (exc := f.exception()) is not None]
     if failed:
         first = failed[0][1]
         for name, exc in failed[1:]:  # not lost: named on the error raised, and logged
             first.add_note(f"updatedb: the {name} merge failed too: {exc!r}")
             log.error("updatedb: the %s merge failed too", name, exc_info=exc)
         raise first
-    return UpdatedbResult(frontier.result(), content.result(), indegree.result(), seconds)
+    return UpdatedbResult(
+        done["frontier"].result(), done["content"].result(), done["indegree"].result(), seconds
+    )
 
 
 def _ms(seconds: float) -> float:

@@ -32,6 +32,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+from batchcrawl.errors import first_line
 from batchcrawl.store import duckdbfile, schemas
 from batchcrawl.store.child import run_module
 from batchcrawl.store.crawldir import AFTER_COMMIT, CrawlDir, Manifest
@@ -162,10 +163,13 @@ def refresh_file(crawl: CrawlDir, manifest: Manifest, *, child: bool = False) ->
                 run_module(duckdbfile.__name__, json.dumps(job).encode("utf-8"), CHILD_TIMEOUT_S)
             else:
                 write_file(job)
-        except Exception:
+        except Exception as exc:
             if _superseded(crawl, manifest):
                 # retention may have expired the generation (and deleted its files) while its
                 # views were written: the newer generation's refresh writes the file instead
+                # (and reports a failure of its own; this one is logged, not lost)
+                log.info("%s: crawl.duckdb for generation %d not written, a newer generation "
+                         "superseded it: %s", crawl.url, manifest.generation, first_line(exc))  # fmt: skip
                 return None
             raise
         if _superseded(crawl, manifest):
