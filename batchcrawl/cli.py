@@ -848,9 +848,9 @@ def stopped(crawl: CrawlDir, before, exc: BaseException) -> Stopped:
     (the last generation) and which round was not committed."""
     now = crawl.manifest()
     if now.round > before.round:
-        first = before.round + 1
-        rounds = f"round {first}" if first == now.round else f"rounds {first}-{now.round}"
-        done = f"committed {rounds} (last generation {now.generation})"
+        done = (
+            f"committed {_rounds(before.round + 1, now.round)} (last generation {now.generation})"
+        )
     else:
         done = (
             f"nothing committed by this run (last generation {now.generation}, round {now.round})"
@@ -860,6 +860,11 @@ def stopped(crawl: CrawlDir, before, exc: BaseException) -> Stopped:
         "not committed: rerun to do it again (`batchcrawl gc` removes its partial files)",
         getattr(exc, "exit_code", 130),
     )
+
+
+def _rounds(first: int, last: int) -> str:
+    """``round 3`` or ``rounds 3-5``: the rounds ``first`` to ``last`` (inclusive) in a message."""
+    return f"round {first}" if first == last else f"rounds {first}-{last}"
 
 
 def demo_stopped(crawl_url: str, exc: BaseException) -> Stopped:
@@ -878,9 +883,8 @@ def demo_stopped(crawl_url: str, exc: BaseException) -> Stopped:
     if m.round == 0:
         kept = f"the demo crawl {crawl_url} has no committed round (remove it: rm -r {crawl_url})"
     else:
-        rounds = "round 1" if m.round == 1 else f"rounds 1-{m.round}"
         kept = (
-            f"the demo crawl {crawl_url} keeps {rounds} (last generation {m.generation}): "
+            f"the demo crawl {crawl_url} keeps {_rounds(1, m.round)} (last generation {m.generation}): "
             f"batchcrawl status {crawl_url}"
         )
     return Stopped(

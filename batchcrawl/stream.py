@@ -68,7 +68,7 @@ from batchcrawl.frontier import generate as gen_mod
 from batchcrawl.politeness import policy_of
 from batchcrawl.round import Crawler
 from batchcrawl.store import schemas, views
-from batchcrawl.store.crawldir import CrawlDir
+from batchcrawl.store.crawldir import STREAM_STEP, CrawlDir
 from batchcrawl.store.lock import WriterLock
 from batchcrawl.urls import bucket_ids
 
@@ -197,7 +197,7 @@ class Stream:
                 break
         self.micro_batch(final=True)
         return {
-            "step": "stream",
+            "step": STREAM_STEP,
             "stopped_by": reason,
             "rounds": [self.first_round, self.round - 1],
             "generation": self.manifest.generation,
@@ -302,7 +302,7 @@ class Stream:
                                           self.manifest.buckets).tolist())  # fmt: skip
         gen_summary = gen_mod.selection_summary(rnd, self.cfg, 0, self.not_selected, 0,
                                                 self.refiltered is not None, delayed)  # fmt: skip
-        gen_summary["step"] = "stream"
+        gen_summary["step"] = STREAM_STEP
         work = Work(rnd, gen, reports, self.now(), gen_summary, refiltered=self.refiltered,
                     delayed=delayed, buckets=touched,
                     rerun_after_crash=self.rerun.cold and self.commits == 0,

@@ -14,6 +14,8 @@ from typing import Any
 from rich import box
 from rich.table import Table
 
+from batchcrawl.store.crawldir import STREAM_STEP
+
 #: Generations shown in the table (the newest); older ones are counted in its caption.
 MAX_GENERATIONS = 20
 #: ``(header, key)`` of the generations table's columns, in order.
@@ -78,11 +80,6 @@ def _shares(title: str, header: str, counts: Mapping[str, int], unit: str) -> Ta
     for k, v in counts.items():
         t.add_row(str(k), _num(v), f"{100 * v / total:.1f}%")
     return t
-
-
-#: The ``step`` of a generation committed by a stream (:mod:`batchcrawl.stream`): a checkpoint
-#: of micro-batches, not a round.
-STREAM_STEP = "stream"
 
 
 def _step(step: Any) -> str:

@@ -10,6 +10,7 @@ from batchcrawl.engine.report import ShardReport
 from batchcrawl.fetch.worker import ShardRun
 from batchcrawl.frontier.runs import BucketFiles
 from batchcrawl.frontier.update import UpdateResult
+from batchcrawl.store.crawldir import ROUND_STEP
 
 
 def compacted_count(updated: UpdateResult, compacted: list[BucketFiles]) -> int:
@@ -82,7 +83,7 @@ def round_summary(
         by_outcome.update(r.outcomes)
     outcomes = {k: int(v) for k, v in sorted(by_outcome.items()) if v}
     return {
-        "step": "round",
+        "step": ROUND_STEP,
         "round": rnd,
         "generation": generation,
         # what each counts (README): every attempt (robots-denied too), those answered by a

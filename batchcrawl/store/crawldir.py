@@ -40,8 +40,10 @@ from batchcrawl.errors import CommitConflict, CrawlDirError, first_line
 from batchcrawl.store import atomic, paths, schemas
 from batchcrawl.store.paths import COMMITS_DIR, CONFIG_FILE
 
-#: summary ``step`` values of the commits a round or a stream micro-batch makes
-_CRAWL_STEPS = ("round", "stream")
+#: The summary ``step`` of a generation committed by a round, and by a stream (a checkpoint of
+#: micro-batches, :mod:`batchcrawl.stream`).
+ROUND_STEP, STREAM_STEP = "round", "stream"
+_CRAWL_STEPS = (ROUND_STEP, STREAM_STEP)
 
 #: Manifest format written: 2 lists the append-only tables through immutable file lists
 #: (:class:`FileList`); format 1 (every file inline) still reads, and its next commit moves its
