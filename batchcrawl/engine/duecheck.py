@@ -26,14 +26,13 @@ with the reads here.
 from __future__ import annotations
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from batchcrawl.console.nothing_due import nothing_due_at
 from batchcrawl.errors import NothingDue
 from batchcrawl.frontier import due
-from batchcrawl.frontier.runs import KEY, bucket_files, newest_wins
+from batchcrawl.frontier.runs import KEY, bucket_files, newest_wins, read_file
 from batchcrawl.store.crawldir import CrawlDir, FileEntry, Manifest, reading
 
 __all__ = ["any_due", "earliest_indexed_due_ms", "next_due_ms", "nothing_due_now"]
@@ -70,13 +69,7 @@ def _due_keys(crawl: CrawlDir, entry: FileEntry, now_ms: int) -> np.ndarray | No
     read, single-threaded); None: the file has no index."""
     if entry.due is None:
         return None
-    with reading(crawl.fs, crawl.path(entry.due)) as fh:
-        pf = pq.ParquetFile(fh, pre_buffer=False)
-        groups = due._groups_due(pf, now_ms)
-        if not groups:
-            return np.empty(0, np.uint64)
-        t = pf.read_row_groups(groups, columns=[KEY, due.TIME], use_threads=False)
-    t = t.filter(pc.less_equal(t.column(due.TIME), pa.scalar(now_ms, pa.timestamp("ms"))))
+    t = due.due_in(crawl, entry, now_ms, [KEY, due.TIME], threads=False)
     return np.asarray(t.column(KEY).to_numpy(), np.uint64)
 
 
@@ -95,14 +88,9 @@ def any_due(crawl: CrawlDir, manifest: Manifest, now_ms: int) -> bool:
             if len(keys) and not np.isin(keys, newer).all():
                 return True
             if i:
-                own = _read(crawl, files[i], [KEY]).column(KEY).to_numpy()
+                own = read_file(crawl, files[i], [KEY], threads=False).column(KEY).to_numpy()
                 newer = np.union1d(newer, np.asarray(own, np.uint64))
     return False
-
-
-def _read(crawl: CrawlDir, entry: FileEntry, columns: list[str]) -> pa.Table:
-    with reading(crawl.fs, crawl.path(entry.path)) as fh:
-        return pq.ParquetFile(fh, pre_buffer=False).read(columns=columns, use_threads=False)
 
 
 def next_due_ms(crawl: CrawlDir, manifest: Manifest) -> int | None:
@@ -114,7 +102,7 @@ def next_due_ms(crawl: CrawlDir, manifest: Manifest) -> int | None:
     for bf in bucket_files(manifest):
         if not bf.files:
             continue
-        merged = newest_wins([_read(crawl, e, cols) for e in bf.files])
+        merged = newest_wins([read_file(crawl, e, cols, threads=False) for e in bf.files])
         value = pc.min(due.due_time(merged).cast("int64")).as_py()
         if value is not None and (earliest is None or value < earliest):
             earliest = value

@@ -101,17 +101,27 @@ def write_index(crawl: CrawlDir, rel: str, rows: pa.Table) -> str:
     return rel
 
 
-def _due_in(crawl: CrawlDir, entry: FileEntry, now_ms: int) -> pa.Table:
+def due_in(
+    crawl: CrawlDir,
+    entry: FileEntry,
+    now_ms: int,
+    columns: list[str] | None = None,
+    *,
+    threads: bool = True,
+) -> pa.Table:
     """Rows of one frontier file due at ``now_ms`` (epoch ms), from its index (or, for a file
-    written before indexes existed, from the file itself)."""
+    written before indexes existed, from the file itself): ``columns`` of :data:`SELECT_COLUMNS`
+    (None: all; :data:`TIME` must be among them). ``threads=False`` reads without Arrow's thread
+    pools and pre-buffering (:mod:`batchcrawl.engine.duecheck` says why)."""
     cut = pa.scalar(now_ms, pa.timestamp("ms"))
     if entry.due is None:
         with reading(crawl.fs, crawl.path(entry.path)) as fh:
-            t = index_rows(pq.read_table(fh, columns=SELECT_COLUMNS))
+            t = index_rows(pq.read_table(fh, columns=SELECT_COLUMNS, use_threads=threads))
+        t = t if columns is None else t.select(columns)
     else:
         with reading(crawl.fs, crawl.path(entry.due)) as fh:
-            pf = pq.ParquetFile(fh)
-            t = pf.read_row_groups(_groups_due(pf, now_ms))
+            pf = pq.ParquetFile(fh, pre_buffer=threads)
+            t = pf.read_row_groups(_groups_due(pf, now_ms), columns=columns, use_threads=threads)
     return t.filter(pc.less_equal(t.column(TIME), cut))
 
 
@@ -155,7 +165,7 @@ def due_rows(crawl: CrawlDir, files: list[FileEntry], now_ms: int) -> pa.Table:
     parts: list[pa.Table] = []
     newer = np.empty(0, np.uint64)  # sorted keys of the files newer than the current one
     for i in range(len(files) - 1, -1, -1):
-        t = _due_in(crawl, files[i], now_ms)
+        t = due_in(crawl, files[i], now_ms)
         if t.num_rows and len(newer):
             k = np.asarray(t.column(KEY).to_numpy(), np.uint64)
             pos = np.minimum(np.searchsorted(newer, k), len(newer) - 1)

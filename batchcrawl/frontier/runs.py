@@ -162,9 +162,16 @@ def write_bucket(
     return FileEntry(rel, rows, due=due.write_index(crawl, paths.due_index(rel), index))
 
 
-def _read(crawl: CrawlDir, entry: FileEntry, columns: list[str] | None) -> pa.Table:
+def read_file(
+    crawl: CrawlDir, entry: FileEntry, columns: list[str] | None, *, threads: bool = True
+) -> pa.Table:
+    """The ``columns`` (None: all) of one frontier file. ``threads=False`` reads without Arrow's
+    thread pools and pre-buffering: for a process that exits right after its reads
+    (:mod:`batchcrawl.engine.duecheck` says why)."""
     with reading(crawl.fs, crawl.path(entry.path)) as fh:
-        return pq.read_table(fh, columns=columns)
+        if threads:
+            return pq.read_table(fh, columns=columns)
+        return pq.ParquetFile(fh, pre_buffer=False).read(columns=columns, use_threads=False)
 
 
 def newest_wins(tables: list[pa.Table]) -> pa.Table:
@@ -189,7 +196,7 @@ def read_bucket(crawl: CrawlDir, files: BucketFiles, columns: list[str] | None =
     ``columns`` projects (``url_key`` is always read, and kept only if asked for).
     """
     cols = None if columns is None else list(dict.fromkeys([KEY, *columns]))
-    parts = [_read(crawl, e, cols) for e in files.files]
+    parts = [read_file(crawl, e, cols) for e in files.files]
     if not parts:
         t = schemas.empty("frontier")
         return t if columns is None else t.select(columns)
@@ -209,7 +216,7 @@ def bucket_keys(crawl: CrawlDir, files: BucketFiles, key: str = KEY) -> np.ndarr
     """The sorted unique ``key`` values (default ``url_key``) of a bucket (base and runs), reading
     only that column (IRLbot's DRUM check without the values): ``uint64``, shape ``(rows,)``."""
     keys = [
-        np.asarray(_read(crawl, e, [key]).column(key).to_numpy(), dtype=np.uint64)
+        np.asarray(read_file(crawl, e, [key]).column(key).to_numpy(), dtype=np.uint64)
         for e in files.files
     ]
     if not keys:
@@ -223,7 +230,7 @@ def file_keys(crawl: CrawlDir, files: BucketFiles) -> list[np.ndarray]:
     """The ``url_key`` column of each file of a bucket (base, then runs), each sorted and unique
     (``uint64``): the DRUM check reads 8 bytes per key and never sorts their union."""
     return [
-        np.asarray(_read(crawl, e, [KEY]).column(KEY).to_numpy(), dtype=np.uint64)
+        np.asarray(read_file(crawl, e, [KEY]).column(KEY).to_numpy(), dtype=np.uint64)
         for e in files.files
     ]
 
