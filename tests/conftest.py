@@ -20,9 +20,10 @@ from pathlib import Path
 from unittest import mock
 
 import pytest
+from servers.apps import MisbehavingApp, RoutingApp
 
 from batchcrawl.config import Config, loopback_test_config
-from batchcrawl.testing.webserver import MisbehavingApp, MultiHostServer, RoutingApp
+from batchcrawl.testing.webserver import MultiHostServer
 
 # Network rule: no test may reach a cloud metadata address. botocore asks 169.254.169.254 for
 # credentials when none are configured; the S3 tests use moto on loopback with explicit ones.

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from round_helpers import new_crawl, round_config, serve
+from servers.apps import RoutingApp
 
 from batchcrawl.config import Config, to_toml
 from batchcrawl.engine.shard import ShardActor, host_shard
@@ -19,7 +20,7 @@ from batchcrawl.round import run_rounds
 from batchcrawl.store import paths, schemas, sql
 from batchcrawl.store.crawldir import CrawlDir, FileEntry
 from batchcrawl.store.gc import gc
-from batchcrawl.testing.webserver import Response, RoutingApp
+from batchcrawl.testing.webserver import Response
 
 SHARDS = 3
 NOW = dt.datetime(2024, 5, 1, 12, 0, tzinfo=dt.UTC)

@@ -30,10 +30,11 @@ from round_helpers import (
     serve,
     subprocess_env,
 )
+from servers.apps import RoutingApp
 
 from batchcrawl.round import run_rounds
 from batchcrawl.store.crawldir import CrawlDir
-from batchcrawl.testing.webserver import Response, RoutingApp
+from batchcrawl.testing.webserver import Response
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
