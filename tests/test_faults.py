@@ -72,9 +72,9 @@ def test_a_worker_killed_mid_fetch_ends_in_one_line_and_a_rerun_recovers(tmp_pat
         out, err = kill_fetching_worker(proc, app, server.port)
         assert proc.returncode == 5, err[-3000:]
         assert out == ""
-        # besides distributed's own one-line log records of the lost worker, no traceback
-        assert "Traceback" not in err, err[-3000:]
-        lines = [ln for ln in err.strip().splitlines() if ln.startswith("batchcrawl:")]
+        # one line: no traceback, and not distributed's records of the lost worker either
+        # ("broadcast to ... failed", "Restarting worker")
+        lines = err.strip().splitlines()
         assert len(lines) == 1, err[-3000:]
         assert lines[0].startswith("batchcrawl: error: a Dask worker was lost during the round")
         assert f"the last generation ({before.generation}, round 0) is intact" in lines[0]

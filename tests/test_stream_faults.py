@@ -42,8 +42,7 @@ def test_a_worker_killed_mid_stream_ends_in_one_line_with_exit_5(tmp_path):
         )  # fmt: skip
         out, err = kill_fetching_worker(proc, app, server.port)
         assert proc.returncode == 5, err[-3000:]
-        assert "Traceback" not in err, err[-3000:]
-        lines = [ln for ln in err.strip().splitlines() if ln.startswith("batchcrawl:")]
+        lines = err.strip().splitlines()  # no traceback, no record of distributed's either
         assert len(lines) == 1, err[-3000:]
         assert lines[0].startswith("batchcrawl: error: a Dask worker was lost"), lines[0]
         assert "is intact" in lines[0] and "rerun" in lines[0]

@@ -210,6 +210,7 @@ def _local_cluster(cfg: Config) -> Any:
     (:mod:`batchcrawl.procmem`), and :data:`EMBEDDED_WORKER_CONFIG` in the workers."""
     from distributed import LocalCluster
 
+    _quiet_worker_restarts()
     procmem.apply_here(cfg.round)
     with procmem.spawn_environ(cfg.round):
         # each Nanny reads the environment here, once: a restarted worker gets it too
@@ -225,6 +226,29 @@ def _local_cluster(cfg: Config) -> Any:
             silence_logs=logging.WARNING,
             config=_embedded_worker_config(),
         )
+
+
+class _RedundantRecords(logging.Filter):
+    """Drops two records of the embedded cluster that only precede an error of our own when one
+    of its worker processes died (killed, out of memory; issue 34: a lost worker printed them
+    before the round's one line, :class:`~batchcrawl.errors.WorkerLost`, exit 5): the nanny's
+    "Restarting worker (status=...)" and the scheduler's "broadcast to ... failed" (a shard
+    actor's call to the dead worker: the caller gets the error, and the round turns it into
+    WorkerLost). A task-only step is recomputed by Dask on the restarted worker."""
+
+    PREFIXES = ("Restarting worker", "broadcast to ")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(self.PREFIXES)
+
+
+def _quiet_worker_restarts() -> None:
+    """Install :class:`_RedundantRecords` on ``distributed.nanny`` and ``distributed.scheduler``
+    (once per process)."""
+    for name in ("distributed.nanny", "distributed.scheduler"):
+        target = logging.getLogger(name)
+        if not any(isinstance(f, _RedundantRecords) for f in target.filters):
+            target.addFilter(_RedundantRecords())
 
 
 def cluster_url(crawl_url: str) -> str:
