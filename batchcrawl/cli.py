@@ -770,7 +770,7 @@ def _run_rounds(
                 on_round=lambda summary: (progress.done(summary), _echo_json(summary)),
             )  # fmt: skip
     except KeyboardInterrupt as exc:
-        raise stopped(crawl, before, exc) from None
+        raise stopped(crawl, before, exc, rounds) from None
     except Exception as exc:  # a lost worker, a full disk: one line saying the crawl is safe
         from batchcrawl.console.faults import round_fault
 
@@ -842,23 +842,32 @@ def _exit_without_final_collection() -> None:
     atexit.register(skip_final_collection)
 
 
-def stopped(crawl: CrawlDir, before, exc: BaseException) -> Stopped:
+def stopped(crawl: CrawlDir, before, exc: BaseException, rounds: int | None = None) -> Stopped:
     """The :class:`Stopped` error for rounds interrupted by ``exc`` (a KeyboardInterrupt or
     :class:`~batchcrawl.console.signals.Interrupted`): what this run committed since manifest ``before``
-    (the last generation) and which round was not committed."""
+    (the last generation) and which round was not committed. ``rounds``: how many the run was
+    asked for; when all of them were committed (the stop came while the cluster closed) nothing
+    is left to rerun (a fresh-user trial: a ``round`` stopped after its commit said "round 4 was
+    not committed: rerun to do it again")."""
     now = crawl.manifest()
+    name = getattr(exc, "signal_name", "SIGINT")
+    code = getattr(exc, "exit_code", 130)
     if now.round > before.round:
         done = (
             f"committed {_rounds(before.round + 1, now.round)} (last generation {now.generation})"
         )
+        if rounds is not None and now.round - before.round >= rounds:
+            return Stopped(
+                f"stopped by {name} after this run {done}: nothing is left to rerun", code
+            )
     else:
         done = (
             f"nothing committed by this run (last generation {now.generation}, round {now.round})"
         )
     return Stopped(
-        f"stopped by {getattr(exc, 'signal_name', 'SIGINT')}: {done}; round {now.round + 1} was "
-        "not committed: rerun to do it again (`batchcrawl gc` removes its partial files)",
-        getattr(exc, "exit_code", 130),
+        f"stopped by {name}: {done}; round {now.round + 1} was not committed: rerun to do it "
+        "again (`batchcrawl gc` removes its partial files)",
+        code,
     )
 
 

@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 from crawl_helpers import small_crawl
 
-from batchcrawl.cli import demo_stopped, main
+from batchcrawl.cli import demo_stopped, main, stopped
 from batchcrawl.config import Config, load_config
 from batchcrawl.console.signals import Interrupted
 from batchcrawl.store.crawldir import CrawlDir
@@ -619,6 +619,25 @@ def test_demo_stopped_after_a_round_names_the_crawl_it_keeps(tmp_path, signum):
         "this one"
     ), err
     assert not (target / "_lock.json").exists()
+
+
+def test_a_stop_after_every_asked_round_committed_leaves_nothing_to_rerun(tmp_path):
+    """A ``round`` (one round asked) stopped while its cluster closed, after its commit: the
+    message says what was committed and that nothing is left, not "round N+1 was not
+    committed: rerun"; a multi-round run stopped half way still names the round to rerun."""
+    from types import SimpleNamespace
+
+    crawl = CrawlDir.create(str(tmp_path / "c"), "", buckets=2)
+    m = crawl.manifest()
+    before = SimpleNamespace(round=m.round - 1)  # as if this run committed the current round
+    done = stopped(crawl, before, Interrupted(signal.SIGTERM), rounds=1)
+    assert done.exit_code == 143
+    assert str(done) == (f"stopped by SIGTERM after this run committed round {m.round} (last "
+                         f"generation {m.generation}): nothing is left to rerun")  # fmt: skip
+    half = stopped(crawl, before, Interrupted(signal.SIGINT), rounds=3)
+    assert f"round {m.round + 1} was not committed: rerun" in str(half)
+    none = stopped(crawl, SimpleNamespace(round=m.round), KeyboardInterrupt(), rounds=1)
+    assert "nothing committed by this run" in str(none) and none.exit_code == 130
 
 
 def test_demo_stopped_before_its_crawl_exists_says_so(tmp_path):
