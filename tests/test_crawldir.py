@@ -209,6 +209,7 @@ def test_a_failed_background_refresh_is_logged_and_the_next_one_writes_the_file(
         monkeypatch.setattr(views, "REFRESH_INTERVAL_S", 0.0)
         m = crawl.commit(m, {"fetched": []}, {"step": "y"})
     assert "could not refresh crawl.duckdb" in caplog.text
+    assert "the commit stands" in caplog.text and "a later commit refreshes it" in caplog.text
     con = duckdb.connect(crawl.path("crawl.duckdb"), read_only=True)
     try:
         assert con.sql("SELECT count(*) FROM fetched").fetchall() == [(0,)]

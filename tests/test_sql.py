@@ -44,8 +44,11 @@ def test_empty_views_are_typed_from_schema_sql(tmp_path, table):
 
 
 def test_unknown_generation_is_a_crawl_dir_error(crawl):
-    with pytest.raises(CrawlDirError, match="generation 7 does not exist"):
+    with pytest.raises(CrawlDirError, match="generation 7 does not exist") as raised:
         sql.query(crawl, "SELECT 1", generation=7)
+    have = crawl.generations()
+    listed = f"{have[0]}-{have[-1]}" if len(have) > 2 else ", ".join(map(str, have))
+    assert str(raised.value).endswith(f"(the committed generations are {listed})")
 
 
 # -- read-only -------------------------------------------------------------------------------

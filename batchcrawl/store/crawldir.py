@@ -433,7 +433,7 @@ class CrawlDir(atomic.Location):
             raw = self.fs.cat_file(self.path(rel))
         except FileNotFoundError:
             raise CrawlDirError(
-                f"{self.url}: generation {generation} does not exist (have {self.generations()})"
+                f"{self.url}: generation {generation} does not exist ({_generations_text(self.generations())})"
             ) from None
         try:
             data = json.loads(raw)
@@ -764,3 +764,14 @@ def _fsync_dir(path: str) -> None:
 #: dependency points from the views to the crawl directory, never back (tests/test_layout.py).
 #: A hook must not raise (it logs): the manifest is already the truth.
 AFTER_COMMIT: list[Callable[[CrawlDir, Manifest], None]] = []
+
+
+def _generations_text(generations: list[int]) -> str:
+    """The committed ``generations`` (ascending) as an error message names them: ``the
+    committed generations are 0-8`` (a run without gaps), ``... are 3, 5, 9`` (after gc), or
+    ``no generation is committed``."""
+    if not generations:
+        return "no generation is committed"
+    if generations == list(range(generations[0], generations[-1] + 1)) and len(generations) > 2:
+        return f"the committed generations are {generations[0]}-{generations[-1]}"
+    return f"the committed generations are {', '.join(map(str, generations))}"

@@ -132,7 +132,7 @@ def reading_generation(crawl: CrawlDir, generation: int) -> Iterator[None]:
         # (issue 34: reported as a damaged crawl, exit 3, for read_parquet; read_csv said 2)
         raise SQLError(
             f"query refused: it reads a file outside the crawl's generation {generation} "
-            f"({first_line(exc)}); query the views frontier, hosts, fetchlists, fetched, links "
+            f"({first_line(exc)}); query the views {', '.join(schemas.TABLES)} "
             f"(open other files with the DuckDB shell, e.g. duckdb {crawl.url}/{DUCKDB_FILE})"
         ) from None
     except duckdb.Error as exc:

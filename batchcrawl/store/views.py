@@ -230,7 +230,7 @@ class _Background:
             try:
                 refresh_file(crawl, manifest, child=True)
             except Exception as exc:  # any: this thread must go on, or wait() would never return
-                log.warning("%s: could not refresh %s: %s", crawl.url, DUCKDB_FILE, exc)
+                _refresh_failed(crawl, manifest, exc)
 
     def wait(self) -> None:
         """Write every pending refresh now and return once they are written (or have failed)."""
@@ -277,7 +277,19 @@ def after_commit(crawl: CrawlDir, manifest: Manifest) -> None:
     try:
         refresh_file(crawl, manifest)
     except (OSError, duckdb.Error) as exc:
-        log.warning("%s: could not refresh %s: %s", crawl.url, DUCKDB_FILE, exc)
+        _refresh_failed(crawl, manifest, exc)
+
+
+def _refresh_failed(crawl: CrawlDir, manifest: Manifest, exc: BaseException) -> None:
+    """Log a failed refresh of ``crawl.duckdb`` in one line saying what it means and what to do:
+    the commit stands, the file is stale (a full disk: a fresh-user trial saw DuckDB's "Failed to
+    create checkpoint ... No space left on device" and nothing else)."""
+    log.warning(
+        "%s: could not refresh %s for generation %d (%s); the commit stands and `batchcrawl sql` "
+        "reads it, but %s still shows an older generation until a later commit refreshes it: "
+        "free space (or fix the error) and run the next round",
+        crawl.url, DUCKDB_FILE, manifest.generation, first_line(exc), DUCKDB_FILE,
+    )  # fmt: skip
 
 
 AFTER_COMMIT.append(after_commit)  # every commit refreshes crawl.duckdb (CrawlDir._after_publish)
