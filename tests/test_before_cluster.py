@@ -6,6 +6,7 @@ cluster was started is that ``distributed`` was never imported (``python -X impo
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 
@@ -66,6 +67,25 @@ def test_a_refused_scheduler_is_said_at_once_not_after_the_connect_timeout(tmp_p
     assert lines == [f"batchcrawl: error: cannot reach the Dask scheduler at {address} "
                      "(connection refused); check that it runs (dask scheduler) and the address "
                      "(--scheduler, round.scheduler)"]  # fmt: skip
+    assert not _imported(done.stderr, "distributed")
+
+
+def test_a_listener_that_is_no_scheduler_is_said_within_the_connect_timeout(tmp_path):
+    """Something accepts the connection and says nothing (an HTTP server, a wrong port): the
+    client waited without end; now ``round.connect_timeout_s`` bounds it, with one line saying
+    what to check (a fresh-user trial, issue 34)."""
+    crawl = small_crawl(tmp_path / "c")
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # the kernel accepts; nobody speaks
+        address = f"tcp://127.0.0.1:{silent.getsockname()[1]}"
+        done = _cli(
+            "round", crawl.url, "--scheduler", address, "--set", "round.connect_timeout_s=3"
+        )
+    assert done.returncode == 1, done.stderr[-3000:]
+    lines = _messages(done.stderr)
+    assert len(lines) == 2, lines
+    assert lines[0].startswith(f"batchcrawl: the Dask scheduler at {address} does not answer yet")
+    assert lines[1].startswith(f"batchcrawl: error: {address} accepts connections but did not "
+                               "answer as a Dask scheduler within 3 s")  # fmt: skip
     assert not _imported(done.stderr, "distributed")
 
 

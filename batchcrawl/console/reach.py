@@ -1,7 +1,9 @@
 """Before a command waits on a Dask scheduler (``--scheduler``, ``round.scheduler``): one TCP
-connection attempt to its address, so that a scheduler that is not there is said at once instead of
-after ``round.connect_timeout_s`` seconds of silence (issue 34: 30 s), and a slow answer is
-announced on stderr while the client waits.
+connection attempt to its address and the first bytes of the scheduler's handshake, so that a
+scheduler that is not there is said at once instead of after ``round.connect_timeout_s`` seconds of
+silence (issue 34: 30 s), something else listening there (a wrong port) is said within that
+timeout instead of a wait without end, and a slow answer is announced on stderr while the client
+waits.
 """
 
 from __future__ import annotations
@@ -32,8 +34,7 @@ def probe_scheduler(address: str, timeout_s: float, say: Callable[[str], None]) 
     if parts.scheme != "tcp" or parts.hostname is None or parts.port is None:
         return
     try:
-        with socket.create_connection((parts.hostname, parts.port), min(PROBE_S, timeout_s)):
-            return
+        sock = socket.create_connection((parts.hostname, parts.port), min(PROBE_S, timeout_s))
     except (ConnectionRefusedError, socket.gaierror) as exc:
         why = "connection refused" if isinstance(exc, ConnectionRefusedError) else exc.strerror
         raise ClusterUnreachable(
@@ -44,4 +45,51 @@ def probe_scheduler(address: str, timeout_s: float, say: Callable[[str], None]) 
         say(
             f"batchcrawl: the Dask scheduler at {address} does not answer yet; waiting up to "
             f"{timeout_s:g} s (round.connect_timeout_s)"
+        )
+        return
+    with sock:
+        _await_handshake(sock, address, timeout_s, say)
+
+
+def _await_handshake(
+    sock: socket.socket, address: str, timeout_s: float, say: Callable[[str], None]
+) -> None:
+    """Wait up to ``timeout_s`` seconds for the first bytes of the scheduler's handshake on the
+    connected ``sock``: a Dask server writes its handshake as soon as it accepts a connection
+    (``distributed.comm.core.Listener.on_connection``). Something else that accepts and then
+    says nothing (an HTTP server, a wrong port) made the client wait forever, past
+    ``round.connect_timeout_s`` (a fresh-user trial, issue 34).
+
+    Raises
+    ------
+    ClusterUnreachable
+        The peer closed the connection or sent nothing within ``timeout_s``."""
+    waited = min(PROBE_S, timeout_s)
+    sock.settimeout(waited)
+    try:
+        first = sock.recv(1)
+        if not first:
+            raise ConnectionResetError
+        return
+    except TimeoutError:
+        if waited >= timeout_s:
+            first = b""
+        else:
+            say(
+                f"batchcrawl: the Dask scheduler at {address} does not answer yet; waiting up "
+                f"to {timeout_s:g} s (round.connect_timeout_s)"
+            )
+            sock.settimeout(timeout_s - waited)
+            try:
+                first = sock.recv(1)
+            except (TimeoutError, OSError):
+                first = b""
+    except OSError:
+        first = b""
+    if not first:
+        raise ClusterUnreachable(
+            f"{address} accepts connections but did not answer as a Dask scheduler within "
+            f"{timeout_s:g} s (round.connect_timeout_s); check the address and port (a Dask "
+            "scheduler listens on 8786 by default; 8787 is its dashboard) and that the scheduler "
+            "is not overloaded"
         )
