@@ -15,7 +15,13 @@ from typing import Any
 
 from batchcrawl import procmem, workersetup
 from batchcrawl.config import Config
-from batchcrawl.console.signals import holding_stop, raise_if_stopped, starting_workers
+from batchcrawl.console.signals import (
+    distributed_loggers,
+    holding_stop,
+    quiet_distributed_for_exit,
+    raise_if_stopped,
+    starting_workers,
+)
 from batchcrawl.errors import ClusterUnreachable, first_line
 from batchcrawl.frontier import runs
 from batchcrawl.frontier.runs import BucketFiles
@@ -102,7 +108,7 @@ def dask_client(cfg: Config, scheduler: str | None = None) -> Iterator[Any]:
             # STOP_WORKER_TIMEOUT_S (a worker busy in a fetch took the whole 2 s close timeout and
             # was killed only by the interpreter's exit: exit 2.4-2.6 s after SIGTERM, issue 34)
             timeout = 2
-            logging.getLogger("distributed").setLevel(logging.CRITICAL)
+            quiet_distributed_for_exit()
             raise
         finally:
             # the results are in: what closing makes the processes log (a worker's heartbeat to
@@ -177,7 +183,8 @@ def _in_background(fn: Callable[[], None]) -> Future:
 
 def _quiet_distributed() -> None:
     """Silence ``distributed``'s loggers in this (worker) process: its cluster is closing."""
-    logging.getLogger("distributed").setLevel(logging.CRITICAL)
+    for name in distributed_loggers():
+        logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 #: Dask settings of the embedded cluster's workers, over this process's: no statistical profiler.
