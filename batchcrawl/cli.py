@@ -823,7 +823,9 @@ def _run_stream(
         log.debug("error details", exc_info=True)
         raise fault from None
     _echo_json(summary)
-    for line in stream_closing_summary(summary):
+    from batchcrawl.store.status import queued_urls
+
+    for line in stream_closing_summary(summary, queued_urls(crawl)):
         click.echo(line, err=True)
     _exit_without_final_collection()
     return summary

@@ -185,7 +185,10 @@ def test_stream_closing_summary_says_why_it_stopped():
     text = "\n".join(lines)
     assert "attempts       30 (2.0/s)" in text and "stored         22" in text
     assert "errors         4 (gone 3, network_error 1)" in text
-    assert "left for later 4 (stopped)" in text
+    assert "left for later 4 (held at the stop)" in text and "queued" not in text
+    one = stream_closing_summary({**summary, "rounds": [3, 3], "checkpoints": 1}, queued=1234)
+    assert one[0].startswith("batchcrawl: stream stopped by SIGTERM: micro-batch 3, 1 checkpoint ")
+    assert one[-1] == "  queued         1,234 (batchcrawl status)"
 
 
 @pytest.mark.slow
