@@ -225,6 +225,11 @@ def test_dns_hint_when_most_attempts_found_no_address():
     assert "news/crawl.toml" in hint and "network.resolve" in hint
     assert dns_hint([{"round": 1, "attempts": 20, "errors": {"dns_error": 3}}], "news") is None
     assert dns_hint([{"round": 1, "attempts": 0, "errors": {}}], "news") is None
+    down = [{"round": 1, "attempts": 30, "errors": {"network_error": 20, "dns_error": 2}},
+            {"round": 2, "attempts": 15, "errors": {"network_error": 15}}]  # fmt: skip
+    hint = dns_hint(down, "news")
+    assert hint is not None and "35 of 45" in hint and "network_error" in hint
+    assert "check that the sites are up" in hint and "frontier.retry_backoff_s" in hint
 
 
 def test_round_line_says_a_round_in_one_short_line():

@@ -243,16 +243,28 @@ def closing_summary(summaries: Sequence[Mapping[str, Any]], elapsed_s: float,
 
 
 def dns_hint(summaries: Sequence[Mapping[str, Any]], crawl_url: str) -> str | None:
-    """A line for stderr when at least half of the rounds' fetch attempts found no address for
-    their host (outcome ``dns_error``), else None: what to check, and how a web served on this
-    machine (``*.test`` hosts) is reached (issue 34: the README's crawl by hand gave "errors 20
-    (dns_error 20)" and exit 0 without a word why)."""
+    """A line for stderr when at least half of the rounds' fetch attempts failed the same way,
+    else None: no address for their host (outcome ``dns_error``: what to check, and how a web
+    served on this machine, ``*.test`` hosts, is reached; issue 34: the README's crawl by hand
+    gave "errors 20 (dns_error 20)" and exit 0 without a word why), or no connection
+    (``network_error``: the site is down or refuses; a fresh-user trial crawled a web that had
+    exited for 85 s without a word)."""
     attempts = sum(int(s.get("attempts", 0)) for s in summaries)
-    dns = sum(int((s.get("errors") or {}).get("dns_error", 0)) for s in summaries)
-    if not dns or 2 * dns < attempts:
+    failed = {k: sum(int((s.get("errors") or {}).get(k, 0)) for s in summaries)
+              for k in ("dns_error", "network_error")}  # fmt: skip
+    kind, n = max(failed.items(), key=lambda kv: kv[1])
+    if not n or 2 * n < attempts:
         return None
+    if kind == "network_error":
+        return (
+            f"batchcrawl: hint: {n:,} of {attempts:,} fetch attempts got no answer from their "
+            "host (network_error: connection refused, reset or timed out): check that the sites "
+            "are up and reachable from this machine (a web served here, scripts/"
+            "serve_sample_web.py, ends with its --seconds); each failed URL is retried after "
+            "frontier.retry_backoff_s (doubled at each retry, frontier.max_retries times)"
+        )
     return (
-        f"batchcrawl: hint: {dns:,} of {attempts:,} fetch attempts found no address for their host "
+        f"batchcrawl: hint: {n:,} of {attempts:,} fetch attempts found no address for their host "
         "(dns_error): check the seed URLs' host names and this machine's DNS. A web served on "
         "this machine (scripts/serve_sample_web.py: *.test hosts) needs the [network] settings "
         "of configs/local-web.toml (network.resolve): give that file at init (batchcrawl init "
