@@ -66,6 +66,25 @@ log = logging.getLogger("batchcrawl")
 
 
 # -- configuration ---------------------------------------------------------------------------
+def _config_for_reading(crawl: CrawlDir, sets: Iterable[str], command: str) -> None:
+    """Check the config layers of a command that only reads the crawl and uses no setting
+    (``status``, ``sql``): a bad key or value is said as a warning and the command goes on (a
+    fresh-user trial: a typo in ``crawl.toml`` or a stray ``BATCHCRAWL_FETCH__SHARDZ`` made
+    ``status`` exit 2, so the crawl could not even be looked at); commands that write still
+    refuse it, and so does this one for a bad ``--set`` given to it.
+
+    Raises
+    ------
+    ConfigError
+        A bad ``--set`` pair of this command line."""
+    try:
+        load_crawl_config(crawl, sets)
+    except ConfigError as exc:
+        if sets:
+            load_crawl_config(crawl, sets, environ={})  # raises if a --set pair is the bad one
+        click.echo(f"batchcrawl: warning: {exc} ({command} reads the crawl without it)", err=True)
+
+
 def load_crawl_config(
     crawl: CrawlDir,
     sets: Iterable[str] = (),
@@ -281,7 +300,7 @@ def seed_warnings(summary: Mapping[str, Any]) -> list[str]:
             f"{source}: no seed URL in it ({summary['lines']} lines, all blank or # comments); "
             "nothing was injected"
         )
-    elif summary.get("committed") is False:
+    elif summary.get("committed") is False and not no_crawlable_seed(summary):  # said above
         out.append(
             f"{source}: no new seed URL ({summary['seeds_known']} known, {summary['bad_lines']} "
             "bad); the frontier is unchanged and no generation was committed"
@@ -413,7 +432,7 @@ def sql_command(
     if all_rows and limit is not None:
         raise click.UsageError("give --limit N or --all, not both")
     crawl = _open(crawl_url)
-    load_crawl_config(crawl, sets)  # validates the layers; SQL needs no setting yet
+    _config_for_reading(crawl, sets, "sql")  # SQL needs no setting yet
     text = statement if statement is not None else sql.named_query(query_name)
     if limit is None and not all_rows and fmt == "table":
         from batchcrawl.console.sql_view import DEFAULT_LIMIT
@@ -527,7 +546,7 @@ def status(crawl_url: str, fmt: str, generation: int | None, sets) -> None:
     from batchcrawl.store.status import crawl_status
 
     crawl = _open(crawl_url)
-    load_crawl_config(crawl, sets)
+    _config_for_reading(crawl, sets, "status")
     result = crawl_status(crawl, generation)
     if fmt == "json":
         _echo_json(result)
@@ -878,7 +897,7 @@ def _rounds(first: int, last: int) -> str:
     return f"round {first}" if first == last else f"rounds {first}-{last}"
 
 
-def demo_stopped(crawl_url: str, exc: BaseException) -> Stopped:
+def demo_stopped(crawl_url: str | None, exc: BaseException) -> Stopped:
     """The :class:`Stopped` error for a demo interrupted by ``exc`` (a KeyboardInterrupt or
     :class:`~batchcrawl.console.signals.Interrupted`): which rounds of the demo crawl
     ``crawl_url`` (a path) were committed and where to look at them. "Rerun it", said for a
@@ -886,6 +905,9 @@ def demo_stopped(crawl_url: str, exc: BaseException) -> Stopped:
     continued, and ``batchcrawl demo`` creates a new crawl beside it."""
     name = getattr(exc, "signal_name", "SIGINT")
     code = getattr(exc, "exit_code", 130)
+    if crawl_url is None:  # its name not even chosen yet
+        return Stopped(f"stopped by {name} before the demo crawl was created: nothing was changed",
+                       code)  # fmt: skip
     try:
         crawl = CrawlDir.open(crawl_url)
     except CrawlDirError:
@@ -1051,10 +1073,6 @@ def demo(crawl_url, hosts, pages, rounds, as_json, sets) -> None:
     --rounds rounds on a local Dask cluster (one line each), then shows status counts, top hosts
     and fetch errors through `batchcrawl sql`. Nothing leaves this machine.
     """
-    from batchcrawl.console.progress import RoundProgress, round_line
-    from batchcrawl.demo import fresh_demo_dir, headline, run_demo
-
-    crawl_url = crawl_url or fresh_demo_dir()
 
     def on_round(summary: dict[str, Any]) -> None:
         progress.done(summary)
@@ -1063,7 +1081,11 @@ def demo(crawl_url, hosts, pages, rounds, as_json, sets) -> None:
         else:
             click.echo(round_line(summary))
 
-    try:
+    try:  # from the first import on: a stop before the crawl exists is said as such
+        from batchcrawl.console.progress import RoundProgress, round_line
+        from batchcrawl.demo import fresh_demo_dir, headline, run_demo
+
+        crawl_url = crawl_url or fresh_demo_dir()
         with RoundProgress(enabled=sys.stderr.isatty(), rounds=rounds) as progress:
             result = run_demo(
                 crawl_url, hosts=hosts, pages=pages, rounds=rounds, sets=sets,

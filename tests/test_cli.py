@@ -170,8 +170,21 @@ def test_gc_keep_flag_overrides_config(crawl):
 def test_bad_set_and_env_exit_2_naming_the_source(crawl):
     result = run("status", crawl.url, "--set", "fetch.shards=0")
     assert result.exit_code == 2 and "--set fetch.shards" in result.stderr
-    result = run("status", crawl.url, env={"BATCHCRAWL_ROUND__WORKERS": "many"})
+    result = run("gc", crawl.url, env={"BATCHCRAWL_ROUND__WORKERS": "many"})
     assert result.exit_code == 2 and "BATCHCRAWL_ROUND__WORKERS" in result.stderr
+
+
+@pytest.mark.parametrize("command", [["status"], ["sql", "SELECT count(*) FROM frontier"]])
+def test_a_bad_setting_does_not_stop_a_command_that_only_reads(crawl, command):
+    """A typo in the environment (or crawl.toml) is a warning for ``status`` and ``sql``, which
+    use no setting: the crawl can still be looked at; a bad ``--set`` given to them still fails."""
+    env = {"BATCHCRAWL_FETCH__SHARDZ": "4"}
+    result = run(command[0], crawl.url, *command[1:], env=env)
+    assert result.exit_code == 0, result.output
+    assert result.stderr.startswith("batchcrawl: warning: ") and "SHARDZ" in result.stderr
+    assert f"({command[0]} reads the crawl without it)" in result.stderr
+    result = run(command[0], crawl.url, *command[1:], "--set", "fetch.shards=0", env=env)
+    assert result.exit_code == 2 and "--set fetch.shards" in result.stderr
 
 
 def test_locked_crawl_exits_4_in_a_real_process(crawl):
@@ -644,6 +657,8 @@ def test_demo_stopped_before_its_crawl_exists_says_so(tmp_path):
     stop = demo_stopped(str(tmp_path / "none"), Interrupted(signal.SIGTERM))
     assert stop.exit_code == 143
     assert str(stop) == f"stopped by SIGTERM before the demo crawl {tmp_path / 'none'} was created"
+    early = demo_stopped(None, Interrupted(signal.SIGINT))
+    assert str(early) == "stopped by SIGINT before the demo crawl was created: nothing was changed"
     crawl = CrawlDir.create(str(tmp_path / "new"), "", buckets=2)
     empty = demo_stopped(crawl.url, KeyboardInterrupt())
     assert empty.exit_code == 130
