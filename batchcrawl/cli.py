@@ -1075,7 +1075,7 @@ def demo(crawl_url, hosts, pages, rounds, as_json, sets) -> None:
     """
 
     def on_round(summary: dict[str, Any]) -> None:
-        progress.done(summary)
+        progress.done(summary, log_line=False)  # its line is on stdout, not twice on a terminal
         if as_json:
             _echo_json(summary)
         else:

@@ -157,11 +157,13 @@ class RoundProgress:
             self._last_log = now
             log.info("%s", figures.line(self.rounds))
 
-    def done(self, summary: Mapping[str, Any]) -> None:
-        """A round committed: one INFO line; the next snapshot starts the next round's figures."""
-        log.info("round %s committed (generation %s): %s attempts, %s stored in %s",
-                 summary.get("round"), summary.get("generation"), summary.get("attempts"),
-                 summary.get("stored"), duration(summary.get("elapsed_s")))  # fmt: skip
+    def done(self, summary: Mapping[str, Any], *, log_line: bool = True) -> None:
+        """A round committed: one INFO line (not with ``log_line=False``: the caller prints its
+        own, as the demo does on stdout); the next snapshot starts the next round's figures."""
+        if log_line:
+            log.info("round %s committed (generation %s): %s attempts, %s stored in %s",
+                     summary.get("round"), summary.get("generation"), summary.get("attempts"),
+                     summary.get("stored"), duration(summary.get("elapsed_s")))  # fmt: skip
         self._round = None
 
 
