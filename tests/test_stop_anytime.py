@@ -110,7 +110,10 @@ def web():
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 @pytest.mark.parametrize("after_s", [0.2, 0.5, 1.0, 1.5, 3.0])
 def test_a_signal_at_a_fixed_moment_stops_the_command(tmp_path, web, command, signum, after_s):
-    cfg = round_config(politeness={"host_delay_s": 0.2, "ip_delay_s": 0.0, "ip_concurrency": 8})
+    # a single round must outlast the latest moment: each host's page waits 4 s after its
+    # robots.txt (with 0.2 s the seed round ended in 2 s on a quiet CI machine, before 3.0 s)
+    delay_s = 4.0 if command == "round" else 0.2
+    cfg = round_config(politeness={"host_delay_s": delay_s, "ip_delay_s": 0.0, "ip_concurrency": 8})
     crawl = new_crawl(tmp_path / "crawl", cfg, web.seeds())
     before = crawl.manifest().generation
     proc = _start(crawl, command)
