@@ -282,12 +282,11 @@ def seed_warnings(summary: Mapping[str, Any]) -> list[str]:
     if summary["bad_lines"]:
         listed = summary["bad_line_list"][:_BAD_LINES_SHOWN]
         more = summary["bad_lines"] - len(listed)
-        good = summary["lines"] - summary["skipped"] - summary["bad_lines"]
         out.append(
             f"{source}: {summary['bad_lines']} of {summary['lines']} lines were not injected; "
             + (
                 "fix them and inject the file again (the good lines are in, repeats are skipped)"
-                if good
+                if not no_crawlable_seed(summary)
                 else "none of its lines is a URL that can be crawled: fix them and inject the file "
                 "again (`batchcrawl inject CRAWL FILE`)"
             )
@@ -775,7 +774,7 @@ def _run_rounds(
     if idle is not None:
         raise idle
 
-    from batchcrawl.console.progress import RoundProgress, closing_summary, dns_hint
+    from batchcrawl.console.progress import RoundProgress, closing_summary, fetch_hint
     from batchcrawl.round import run_rounds
 
     before = crawl.manifest()
@@ -806,7 +805,7 @@ def _run_rounds(
         queued = queued_urls(crawl)
     for line in closing_summary(summaries, elapsed_s, queued):
         click.echo(line, err=True)
-    hint = dns_hint(summaries, crawl.url)
+    hint = fetch_hint(summaries, crawl.url)
     if hint is not None:
         click.echo(hint, err=True)
     _exit_without_final_collection()

@@ -18,8 +18,8 @@ from batchcrawl.console.progress import (
     RoundProgress,
     StreamProgress,
     closing_summary,
-    dns_hint,
     duration,
+    fetch_hint,
     round_line,
     stream_closing_summary,
 )
@@ -216,18 +216,18 @@ def test_crawl_max_seconds_ends_the_fetch_and_commits_the_round_in_progress(tmp_
     assert due["n"][0].as_py() > 0  # left for the next run, not lost
 
 
-def test_dns_hint_when_most_attempts_found_no_address():
+def test_fetch_hint_when_most_attempts_found_no_address():
     """The README's crawl by hand without configs/local-web.toml: every seed a dns_error (issue
     34). The hint names the setting and the file; a crawl with a few dns errors gets none."""
     failed = [{"round": 1, "attempts": 20, "errors": {"dns_error": 20}}]
-    hint = dns_hint(failed, "news")
+    hint = fetch_hint(failed, "news")
     assert hint is not None and "20 of 20" in hint and "configs/local-web.toml" in hint
     assert "news/crawl.toml" in hint and "network.resolve" in hint
-    assert dns_hint([{"round": 1, "attempts": 20, "errors": {"dns_error": 3}}], "news") is None
-    assert dns_hint([{"round": 1, "attempts": 0, "errors": {}}], "news") is None
+    assert fetch_hint([{"round": 1, "attempts": 20, "errors": {"dns_error": 3}}], "news") is None
+    assert fetch_hint([{"round": 1, "attempts": 0, "errors": {}}], "news") is None
     down = [{"round": 1, "attempts": 30, "errors": {"network_error": 20, "dns_error": 2}},
             {"round": 2, "attempts": 15, "errors": {"network_error": 15}}]  # fmt: skip
-    hint = dns_hint(down, "news")
+    hint = fetch_hint(down, "news")
     assert hint is not None and "35 of 45" in hint and "network_error" in hint
     assert "check that the sites are up" in hint and "frontier.retry_backoff_s" in hint
 

@@ -244,7 +244,7 @@ def closing_summary(summaries: Sequence[Mapping[str, Any]], elapsed_s: float,
     return [head] + rows
 
 
-def dns_hint(summaries: Sequence[Mapping[str, Any]], crawl_url: str) -> str | None:
+def fetch_hint(summaries: Sequence[Mapping[str, Any]], crawl_url: str) -> str | None:
     """A line for stderr when at least half of the rounds' fetch attempts failed the same way,
     else None: no address for their host (outcome ``dns_error``: what to check, and how a web
     served on this machine, ``*.test`` hosts, is reached; issue 34: the README's crawl by hand

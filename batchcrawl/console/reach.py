@@ -64,32 +64,26 @@ def _await_handshake(
     ------
     ClusterUnreachable
         The peer closed the connection or sent nothing within ``timeout_s``."""
-    waited = min(PROBE_S, timeout_s)
-    sock.settimeout(waited)
-    try:
-        first = sock.recv(1)
-        if not first:
-            raise ConnectionResetError
-        return
-    except TimeoutError:
-        if waited >= timeout_s:
-            first = b""
-        else:
-            say(
-                f"batchcrawl: the Dask scheduler at {address} does not answer yet; waiting up "
-                f"to {timeout_s:g} s (round.connect_timeout_s)"
-            )
-            sock.settimeout(timeout_s - waited)
-            try:
-                first = sock.recv(1)
-            except (TimeoutError, OSError):
-                first = b""
-    except OSError:
-        first = b""
-    if not first:
-        raise ClusterUnreachable(
-            f"{address} accepts connections but did not answer as a Dask scheduler within "
-            f"{timeout_s:g} s (round.connect_timeout_s); check the address and port (a Dask "
-            "scheduler listens on 8786 by default; 8787 is its dashboard) and that the scheduler "
-            "is not overloaded"
-        )
+    first_s = min(PROBE_S, timeout_s)
+    for i, wait_s in enumerate((first_s, timeout_s - first_s)):  # the 2nd after a "not yet" line
+        if wait_s <= 0:
+            break
+        sock.settimeout(wait_s)
+        try:
+            if sock.recv(1):
+                return
+            break  # the peer closed the connection: no Dask server
+        except TimeoutError:
+            if i == 0 and timeout_s > first_s:
+                say(
+                    f"batchcrawl: the Dask scheduler at {address} does not answer yet; waiting "
+                    f"up to {timeout_s:g} s (round.connect_timeout_s)"
+                )
+        except OSError:  # reset by the peer
+            break
+    raise ClusterUnreachable(
+        f"{address} accepts connections but did not answer as a Dask scheduler within "
+        f"{timeout_s:g} s (round.connect_timeout_s); check the address and port (a Dask "
+        "scheduler listens on 8786 by default; 8787 is its dashboard) and that the scheduler "
+        "is not overloaded"
+    )

@@ -168,19 +168,21 @@ def quiet_distributed_for_exit() -> None:
     stopping. Its nannies' watcher threads log a worker process that the interpreter's exit reaped
     first ("process N exit status was already read, will report exitcode 255"), at any moment,
     after the stop line too (issue 34; CI failed on that line after the stop message)."""
-    for name in distributed_loggers():
-        logging.getLogger(name).setLevel(logging.CRITICAL)
+    silence_distributed()
     # and asyncio's "Task exception was never retrieved" of what the stop cut short
     logging.getLogger("asyncio").setLevel(logging.CRITICAL)
 
 
-def distributed_loggers() -> list[str]:
-    """``distributed`` and its child loggers that have a level of their own: Dask's logging
-    configuration gives ``distributed.client`` WARNING, so silencing the parent alone let "Couldn't
-    gather 64 keys, rescheduling" (3,900 characters) through after a stop during an update (a
-    fresh-user trial, issue 34)."""
-    names = [n for n in list(logging.root.manager.loggerDict) if n.startswith("distributed.")]
-    return ["distributed", *(n for n in names if logging.getLogger(n).level != logging.NOTSET)]
+def silence_distributed() -> None:
+    """Set ``distributed`` and every child logger that has a level of its own to CRITICAL in this
+    process: Dask's logging configuration gives ``distributed.client`` WARNING, so silencing the
+    parent alone let "Couldn't gather 64 keys, rescheduling" (3,900 characters) through after a
+    stop during an update (a fresh-user trial, issue 34)."""
+    logging.getLogger("distributed").setLevel(logging.CRITICAL)
+    for name in list(logging.root.manager.loggerDict):
+        child = logging.getLogger(name)
+        if name.startswith("distributed.") and child.level != logging.NOTSET:
+            child.setLevel(logging.CRITICAL)
 
 
 def skip_final_collection() -> None:

@@ -16,10 +16,10 @@ from typing import Any
 from batchcrawl import procmem, workersetup
 from batchcrawl.config import Config
 from batchcrawl.console.signals import (
-    distributed_loggers,
     holding_stop,
     quiet_distributed_for_exit,
     raise_if_stopped,
+    silence_distributed,
     starting_workers,
 )
 from batchcrawl.errors import ClusterUnreachable, first_line
@@ -183,8 +183,7 @@ def _in_background(fn: Callable[[], None]) -> Future:
 
 def _quiet_distributed() -> None:
     """Silence ``distributed``'s loggers in this (worker) process: its cluster is closing."""
-    for name in distributed_loggers():
-        logging.getLogger(name).setLevel(logging.CRITICAL)
+    silence_distributed()
 
 
 #: Dask settings of the embedded cluster's workers, over this process's: no statistical profiler.

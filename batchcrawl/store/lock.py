@@ -232,16 +232,12 @@ class WriterLock:
         else:
             record = self.read() or {"owner": "unknown"}
             raise LockedError(_locked_message(self.crawl.url, record, self.clock()))
-        try:
-            self.lost = False
-            self._stop.clear()
-            self._thread = threading.Thread(
-                target=self._beat_loop, name=f"lock-heartbeat {self.crawl.url}", daemon=True
-            )
-            self._thread.start()
-        except BaseException:  # a stop signal right after the create: leave no lock behind
-            self.release()
-            raise
+        self.lost = False
+        self._stop.clear()
+        self._thread = threading.Thread(
+            target=self._beat_loop, name=f"lock-heartbeat {self.crawl.url}", daemon=True
+        )
+        self._thread.start()
         return self
 
     def _dump(self) -> bytes:
@@ -268,7 +264,7 @@ class WriterLock:
                 with open(tmp, "wb") as fh:
                     fh.write(data)
                 os.replace(tmp, self._path)
-            except BaseException:  # a full disk: no half-written file left beside the lock
+            except BaseException:  # a full disk: no half-written temp file left beside the lock
                 with contextlib.suppress(OSError):
                     os.unlink(tmp)
                 raise
@@ -294,27 +290,19 @@ class WriterLock:
 
     # -- release -----------------------------------------------------------------------------
     def release(self) -> None:
-        """Stop the heartbeat and remove the lock file if it is still ours.
-
-        A ``KeyboardInterrupt`` (a stop signal) that lands while the heartbeat thread is joined
-        does not leave the lock behind: the file is still removed, after the heartbeat thread ended
-        (it could rewrite the file otherwise), and the interrupt is raised afterwards (CI: a demo
-        stopped between two rounds left ``_lock.json``, and the next writer waited for it to go
-        stale)."""
+        """Stop the heartbeat and remove the lock file if it is still ours. (A stop signal is
+        not raised inside this module's code, :mod:`batchcrawl.console.signals`: the file steps
+        of acquire, heartbeat and release are never cut half way.)"""
         self._stop.set()
-        try:
-            if self._thread is not None:
-                self._thread.join()
-        finally:
-            if self._thread is not None:
-                self._thread.join()  # again, if the first join was interrupted
-                self._thread = None
-            record = self.read()
-            if record is not None and record.get("token") == self.token:
-                try:
-                    self.crawl.fs.rm_file(self._path)
-                except FileNotFoundError:
-                    pass
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        record = self.read()
+        if record is not None and record.get("token") == self.token:
+            try:
+                self.crawl.fs.rm_file(self._path)
+            except FileNotFoundError:
+                pass
 
     def __enter__(self) -> WriterLock:
         return self.acquire()
