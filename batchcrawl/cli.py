@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import sys
 
-from batchcrawl.console.signals import exit_before_start
+from batchcrawl.console.early import exit_before_start
 
 # first, when this is the program (python -m batchcrawl.cli, the batchcrawl script), not a module
 # imported by another: a stop signal while the rest is imported (pyarrow, fsspec: a second on a
@@ -733,7 +733,8 @@ def round_command(crawl_url, scheduler, workers, time_limit, max_pages, sets) ->
     crawl = _open(crawl_url)
     cfg = load_crawl_config(crawl, sets, _round_flags(scheduler, workers, time_limit, max_pages))
     _before_cluster(crawl, cfg, "batchcrawl round")
-    _run_rounds(crawl, cfg, 1, known=True, pipeline=False)  # one round per process: sequential
+    _run_rounds(crawl, cfg, 1, known=False, pipeline=False)  # one round per process: sequential;
+    # its progress says "round 4", not "round 4 of 4" (issue 34)
 
 
 def _before_cluster(crawl: CrawlDir, cfg: Config, command: str) -> None:
@@ -748,8 +749,11 @@ def _before_cluster(crawl: CrawlDir, cfg: Config, command: str) -> None:
     if cfg.round.scheduler:
         from batchcrawl.console.reach import probe_scheduler
 
-        probe_scheduler(cfg.round.scheduler, cfg.round.connect_timeout_s,
-                        lambda line: click.echo(line, err=True))  # fmt: skip
+        try:
+            probe_scheduler(cfg.round.scheduler, cfg.round.connect_timeout_s,
+                            lambda line: click.echo(line, err=True))  # fmt: skip
+        except KeyboardInterrupt as exc:  # "before round N began", as a stop in the client's wait
+            raise stopped(crawl, crawl.manifest(), exc) from None
 
 
 def _run_rounds(
@@ -832,6 +836,8 @@ def _run_stream(
               StreamProgress(sys.stderr.isatty(), cfg.progress.interval_s) as progress):  # fmt: skip
             summary = run_stream(crawl.url, cfg, stop, max_seconds=max_seconds,
                                  progress=progress.update, reload=reload)  # fmt: skip
+    except KeyboardInterrupt as exc:  # before the stream's first poll: nothing to checkpoint
+        raise stopped(crawl, before, exc) from None
     except Exception as exc:
         from batchcrawl.console.faults import round_fault
 
@@ -868,7 +874,8 @@ def stopped(crawl: CrawlDir, before, exc: BaseException, rounds: int | None = No
     (the last generation) and which round was not committed. ``rounds``: how many the run was
     asked for; when all of them were committed (the stop came while the cluster closed) nothing
     is left to rerun (a fresh-user trial: a ``round`` stopped after its commit said "round 4 was
-    not committed: rerun to do it again")."""
+    not committed: rerun to do it again"), and a round that wrote no file yet (the stop came
+    while the run waited for its scheduler or cluster) has nothing to clean up."""
     now = crawl.manifest()
     name = getattr(exc, "signal_name", "SIGINT")
     code = getattr(exc, "exit_code", 130)
@@ -884,6 +891,11 @@ def stopped(crawl: CrawlDir, before, exc: BaseException, rounds: int | None = No
         done = (
             f"nothing committed by this run (last generation {now.generation}, round {now.round})"
         )
+    from batchcrawl.store.orphans import uncommitted_rounds
+
+    if not uncommitted_rounds(crawl, now.round + 1):  # stopped before the round wrote a file
+        # (waiting for a --scheduler, the cluster's start): nothing to rerun or clean up
+        return Stopped(f"stopped by {name} before round {now.round + 1} began: {done}", code)
     return Stopped(
         f"stopped by {name}: {done}; round {now.round + 1} was not committed: rerun to do it "
         "again (`batchcrawl gc` removes its partial files)",

@@ -20,6 +20,7 @@ from crawl_helpers import small_crawl
 from batchcrawl.cli import demo_stopped, main, stopped
 from batchcrawl.config import Config, load_config
 from batchcrawl.console.signals import Interrupted
+from batchcrawl.store import paths
 from batchcrawl.store.crawldir import CrawlDir
 from batchcrawl.store.lock import LOCK_FILE, WriterLock
 
@@ -650,10 +651,17 @@ def test_a_stop_after_every_asked_round_committed_leaves_nothing_to_rerun(tmp_pa
     assert done.exit_code == 143
     assert str(done) == (f"stopped by SIGTERM after this run committed round {m.round} (last "
                          f"generation {m.generation}): nothing is left to rerun")  # fmt: skip
+    none = stopped(crawl, SimpleNamespace(round=m.round), KeyboardInterrupt(), rounds=1)
+    assert str(none) == (f"stopped by SIGINT before round {m.round + 1} began: nothing committed "
+                         f"by this run (last generation {m.generation}, round {m.round})")  # fmt: skip
+    assert none.exit_code == 130  # (a stop while waiting for a --scheduler: no file written)
+    started = crawl.path(paths.round_file("fetchlists", m.round + 1, 0))
+    crawl.fs.makedirs(started.rsplit("/", 1)[0], exist_ok=True)
+    crawl.fs.pipe_file(started, b"partial")  # the next round wrote a fetch list, then the stop
     half = stopped(crawl, before, Interrupted(signal.SIGINT), rounds=3)
     assert f"round {m.round + 1} was not committed: rerun" in str(half)
     none = stopped(crawl, SimpleNamespace(round=m.round), KeyboardInterrupt(), rounds=1)
-    assert "nothing committed by this run" in str(none) and none.exit_code == 130
+    assert "nothing committed by this run" in str(none) and "gc" in str(none)
 
 
 def test_demo_stopped_before_its_crawl_exists_says_so(tmp_path):

@@ -84,10 +84,10 @@ def test_closing_summary_adds_up_the_rounds():
     lines = closing_summary(rounds, elapsed_s=15.0)
     assert lines[0] == "batchcrawl: rounds 4-5 committed (last generation 7) in 15s"
     text = "\n".join(lines)
-    assert "attempts       30 (2.0/s)" in text and "stored         22" in text
-    assert "errors         4 (gone 3, network_error 1)" in text
-    assert "left for later 3 (time limit, last round)" in text
-    assert "queued" not in text
+    assert lines[1] == ("  30 attempts (2.0/s), 27 responses, 22 stored, 4 errors "
+                        "(gone 3, network_error 1), 35 new URLs")  # fmt: skip
+    assert lines[2] == "  left for later 3 (time limit, last round)"
+    assert len(lines) == 3 and "queued" not in text
     assert closing_summary([], 1.0) == []
 
 
@@ -100,7 +100,7 @@ def test_closing_summary_leaves_for_later_what_the_last_round_left_and_counts_th
     ]  # fmt: skip
     text = "\n".join(closing_summary(rounds, elapsed_s=2.0, queued=875))
     assert "left for later 40 (time limit, last round)" in text
-    assert "  queued         875 (batchcrawl status)" in text
+    assert "; queued 875 (batchcrawl status)" in text
 
 
 @pytest.mark.parametrize(
@@ -182,13 +182,13 @@ def test_stream_closing_summary_says_why_it_stopped():
     lines = stream_closing_summary(summary)
     assert lines[0] == ("batchcrawl: stream stopped by SIGTERM: micro-batches 3-9, 6 checkpoints "
                         "(last generation 11) in 15s")  # fmt: skip
-    text = "\n".join(lines)
-    assert "attempts       30 (2.0/s)" in text and "stored         22" in text
-    assert "errors         4 (gone 3, network_error 1)" in text
-    assert "left for later 4 (held at the stop)" in text and "queued" not in text
+    assert lines[1:] == ["  30 attempts (2.0/s), 27 responses, 22 stored, 4 errors "
+                         "(gone 3, network_error 1), 35 new URLs",
+                         "  left for later 4 (held at the stop)"]  # fmt: skip
     one = stream_closing_summary({**summary, "rounds": [3, 3], "checkpoints": 1}, queued=1234)
     assert one[0].startswith("batchcrawl: stream stopped by SIGTERM: micro-batch 3, 1 checkpoint ")
-    assert one[-1] == "  queued         1,234 (batchcrawl status)"
+    assert one[-1] == "  left for later 4 (held at the stop); queued 1,234 (batchcrawl status)"
+    assert len(one) == 3  # issue 34: a stopped stream says it in at most three lines
 
 
 @pytest.mark.slow
@@ -214,6 +214,29 @@ def test_crawl_max_seconds_ends_the_fetch_and_commits_the_round_in_progress(tmp_
     assert crawl.manifest().round == summaries[-1]["round"]  # the cut round is committed
     due = sql.query(crawl, "SELECT count(*) AS n FROM frontier WHERE status = 'queued'")
     assert due["n"][0].as_py() > 0  # left for the next run, not lost
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_a_single_round_says_its_number_alone_and_ends_in_three_lines(tmp_path):
+    """``batchcrawl round`` runs one round: its progress says "round 1", not "round 1 of 1" (the
+    fourth round of a crawl said "round 4 of 4", issue 34), and its closing summary is three
+    lines."""
+    web = sample_web(hosts=1, pages=8, extras_every=0, links_per_page=8, menu_links=2)
+    cfg = round_config(politeness={"host_delay_s": 0.4, "max_crawl_delay_s": 0.4},
+                       fetch={"shards": 1}, round={"workers": 1})  # fmt: skip
+    with serve(web):
+        crawl = new_crawl(tmp_path / "crawl", cfg, web.seeds())
+        for _ in range(2):  # the second round fetches the pages the seed linked (several seconds)
+            proc = subprocess.run(
+                cli_command("-v", "round", crawl.url, "--set", "progress.interval_s=0.3"),
+                capture_output=True, text=True, env=subprocess_env(), timeout=150,
+            )  # fmt: skip
+            assert proc.returncode == 0, proc.stderr[-3000:]
+    progress = re.findall(r"progress: (round \d+[^:]*): \d+/", proc.stderr)  # "4/8 pages"
+    assert progress and set(progress) == {"round 2"}, proc.stderr[-3000:]
+    summary = proc.stderr[proc.stderr.index("batchcrawl: round 2 committed"):].splitlines()
+    assert len(summary) == 3 and "attempts" in summary[1], summary
 
 
 def test_fetch_hint_when_most_attempts_found_no_address():

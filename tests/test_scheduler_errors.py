@@ -5,6 +5,7 @@ unreachable one (a free loopback port with nothing listening) is one line naming
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import time
@@ -55,3 +56,44 @@ def test_relative_crawl_path_goes_to_the_cluster_absolute(tmp_path, monkeypatch)
     assert cluster_url("c") == str(tmp_path / "c")
     assert cluster_url("file://" + str(tmp_path / "c")) == str(tmp_path / "c")
     assert cluster_url("memory://bucket/c") == "memory://bucket/c"
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_while_waiting_for_the_scheduler_says_nothing_began(tmp_path, signum):
+    """A ``--scheduler`` that accepts connections and never answers (a port of something else,
+    or a scheduler too busy): a stop while the round waits for it ends the command with one line
+    saying that the round had not begun -- not "round 1 was not committed ... gc removes its
+    partial files" (issue 34: no file of the round existed)."""
+    crawl = small_crawl(tmp_path / "c")
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)  # the kernel completes the handshake; nobody ever reads or writes
+        address = f"tcp://127.0.0.1:{silent.getsockname()[1]}"
+        proc = subprocess.Popen(
+            cli_command("round", crawl.url, "--scheduler", address,
+                        "--set", "round.connect_timeout_s=60"),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=subprocess_env(),
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 30  # until it waits: connected to the listener
+            while time.monotonic() < deadline:
+                silent.settimeout(0.2)
+                try:
+                    silent.accept()[0].detach()  # keep it open: the client waits for an answer
+                    break
+                except TimeoutError:
+                    assert proc.poll() is None, proc.communicate()[1][-3000:]
+            proc.send_signal(signum)
+            _, err = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert proc.returncode == 128 + signum, err[-3000:]
+    name, m = signal.Signals(signum).name, crawl.manifest()
+    assert err.strip().splitlines() == [
+        f"batchcrawl: stopped by {name} before round {m.round + 1} began: nothing committed by "
+        f"this run (last generation {m.generation}, round {m.round})"
+    ], err[-3000:]
+    assert not os.path.exists(crawl.path("_lock.json"))

@@ -238,10 +238,7 @@ def closing_summary(summaries: Sequence[Mapping[str, Any]], elapsed_s: float,
     why = left_for_later_why(summaries[-1:])
     if len(summaries) > 1:
         why = ", ".join(filter(None, [why, "last round"]))
-    rows = _total_rows(total, errors, elapsed_s, why)
-    if queued is not None:
-        rows.append(f"  {'queued':<15}{queued:,} (batchcrawl status)")
-    return [head] + rows
+    return [head, *_total_rows(total, errors, elapsed_s, why, queued)]
 
 
 def fetch_hint(summaries: Sequence[Mapping[str, Any]], crawl_url: str) -> str | None:
@@ -309,22 +306,20 @@ def stream_closing_summary(summary: Mapping[str, Any], queued: int | None = None
             f"{duration(elapsed)}")  # fmt: skip
     total = {k: int(summary.get(k, 0))
              for k in ("attempts", "responses", "stored", "new_urls", "not_fetched")}  # fmt: skip
-    rows = _total_rows(total, dict(summary.get("errors") or {}), elapsed, "held at the stop")
-    if queued is not None:
-        rows.append(f"  {'queued':<15}{queued:,} (batchcrawl status)")
-    return [head] + rows
+    errors = dict(summary.get("errors") or {})
+    return [head, *_total_rows(total, errors, elapsed, "held at the stop", queued)]
 
 
 def _total_rows(total: Mapping[str, int], errors: Mapping[str, int], elapsed_s: float,
-                left_why: str) -> list[str]:  # fmt: skip
+                left_why: str, queued: int | None) -> list[str]:  # fmt: skip
+    """The two lines under a closing summary's headline: what was fetched, and what is left (issue
+    34: at most three lines in all; eight before, one per count)."""
     by = ", ".join(f"{k} {v:,}" for k, v in sorted(errors.items(), key=lambda kv: -kv[1]))
     rate = total["attempts"] / elapsed_s if elapsed_s > 0 else 0.0
-    rows = [
-        ("attempts", f"{total['attempts']:,} ({rate:,.1f}/s)"),
-        ("responses", f"{total['responses']:,}"),
-        ("stored", f"{total['stored']:,}"),
-        ("errors", f"{sum(errors.values()):,}" + (f" ({by})" if by else "")),
-        ("new URLs", f"{total['new_urls']:,}"),
-        ("left for later", f"{total['not_fetched']:,}" + (f" ({left_why})" if left_why else "")),
-    ]
-    return [f"  {k:<15}{v}" for k, v in rows]
+    done = (f"  {total['attempts']:,} attempts ({rate:,.1f}/s), {total['responses']:,} responses, "
+            f"{total['stored']:,} stored, {sum(errors.values()):,} errors"
+            + (f" ({by})" if by else "") + f", {total['new_urls']:,} new URLs")  # fmt: skip
+    left = f"  left for later {total['not_fetched']:,}" + (f" ({left_why})" if left_why else "")
+    if queued is not None:
+        left += f"; queued {queued:,} (batchcrawl status)"
+    return [done, left]

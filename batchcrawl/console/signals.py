@@ -18,8 +18,8 @@ a main thread waiting on a lock (``distributed``'s ``sync`` waits 10 s at a time
 by another thread only at its next wake-up: the stop message came seconds late (issue 34: ~12 s to
 exit). So a watcher thread reads the interpreter's signal wake-up fd and wakes the main thread at
 once with :data:`WAKE_SIGNAL` (a no-op handler; the pending SIGINT/SIGTERM handler then runs).
-Before a command's step begins (the CLI imports pyarrow, fsspec ...) :func:`exit_before_start`
-ends the process at once with one line.
+Before a command's step begins (the CLI imports pyarrow, fsspec ...)
+:func:`batchcrawl.console.early.exit_before_start` ends the process at once with one line.
 
 The handler records the signal and raises only where that is safe (:func:`_raise_when_safe`): not
 inside importlib's machinery or an extension module's initialisation (importlib's locks and Rust
@@ -39,8 +39,7 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 
-#: The signals handled by :func:`stop_on_signals`.
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+from batchcrawl.console.early import STOP_SIGNALS  # the signals handled here too
 
 
 class Interrupted(KeyboardInterrupt):
@@ -251,26 +250,6 @@ def route_stop_signals() -> bool:
                                     name="stop signal watcher")  # fmt: skip
         _watcher.start()
     return True
-
-
-def exit_before_start() -> None:
-    """Until :func:`stop_on_signals` or :func:`stop_requested` take over (and after they are left),
-    SIGINT and SIGTERM end the process at once with one line on stderr and exit ``128 + signal``:
-    nothing of a crawl is being changed then (issue 34: a signal while the CLI imported pyarrow
-    printed a KeyboardInterrupt traceback, or ended it silently). Also unblocks them in the main
-    thread: a parent that had them blocked (a test process that ran a cluster in-process, see
-    :func:`starting_workers`) passed its mask on. The CLI calls it on its first lines."""
-    if threading.current_thread() is not threading.main_thread():
-        return
-    for s in STOP_SIGNALS:
-        signal.signal(s, _exit_at_once)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-
-
-def _exit_at_once(signum: int, frame: object) -> None:
-    name = signal.Signals(signum).name
-    os.write(2, f"batchcrawl: stopped by {name} outside a step: nothing was changed\n".encode())
-    os._exit(128 + signum)
 
 
 def _wake(signum: int, frame: object) -> None:

@@ -1,0 +1,38 @@
+"""The CLI's first line: a stop signal before a command's step begins ends the process at once.
+
+Its own module, importing nothing but the standard library's ``os``, ``signal`` and
+``threading``, so that the window in which Python's default handling applies (a ``KeyboardInterrupt``
+traceback for Ctrl-C) is only the interpreter's own start-up: ``batchcrawl.console.signals``
+imports ``logging`` and ``multiprocessing`` (10 ms, issue 34). What comes after, while a step
+runs, is :mod:`batchcrawl.console.signals`.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+
+#: The signals handled (as :data:`batchcrawl.console.signals.STOP_SIGNALS`).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def exit_before_start() -> None:
+    """Until :func:`~batchcrawl.console.signals.stop_on_signals` or
+    :func:`~batchcrawl.console.signals.stop_requested` take over (and after they are left),
+    SIGINT and SIGTERM end the process at once with one line on stderr and exit ``128 + signal``:
+    nothing of a crawl is being changed then (issue 34: a signal while the CLI imported pyarrow
+    printed a KeyboardInterrupt traceback, or ended it silently). Also unblocks them in the main
+    thread: a parent that had them blocked (a test process that ran a cluster in-process, see
+    :func:`~batchcrawl.console.signals.starting_workers`) passed its mask on. The CLI calls it on its first lines."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for s in STOP_SIGNALS:
+        signal.signal(s, _exit_at_once)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+
+
+def _exit_at_once(signum: int, frame: object) -> None:
+    name = signal.Signals(signum).name
+    os.write(2, f"batchcrawl: stopped by {name} outside a step: nothing was changed\n".encode())
+    os._exit(128 + signum)
