@@ -45,6 +45,12 @@ the crawler's launch to launch + T (start-up included, shutdown excluded):
   (``driver``: scheduler, nannies and client; ``worker``: the Dask workers together; ``refresh``:
   the crawl.duckdb child; :func:`process_role`), ``role_peak_rss_mb`` gives each role's own peak
   (one process).
+* ``cpu_ms_per_page_by_role``: the tree's CPU per page split by process role (each process's
+  user + system CPU at its last sample; ``unsampled``: the rest of ``cpu_s``, processes that
+  lived less than a sample or CPU after the last one); ``fetch_cpu_ms_per_page`` (batchcrawl): the
+  fetch threads' CPU per page by phase, from the committed rounds' summaries (``fetch_cpu_s``:
+  fetch, parse, simhash, links, warc; what the workers spend besides them is the update steps,
+  the actors' bookkeeping and Dask).
 
 Example (issue 16 item 4)::
 
@@ -65,6 +71,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -123,6 +130,7 @@ class TreeRss(threading.Thread):
         self.pid, self.interval_s, self.peak = pid, interval_s, 0
         self.at_peak: dict[str, int] = {}
         self.role_peaks: dict[str, int] = {}
+        self.cpu: dict[int, tuple[str, float]] = {}  # pid -> (role, CPU seconds at last sample)
         self.stop = threading.Event()
 
     def run(self) -> None:
@@ -144,6 +152,8 @@ class TreeRss(threading.Thread):
                 try:  # the role each time: a forked child execs another program
                     rss = p.memory_info().rss
                     role = process_role(p, self.pid, root_cmd)
+                    times = p.cpu_times()
+                    self.cpu[p.pid] = (role, times.user + times.system)
                 except psutil.Error:  # exited between listing and reading
                     continue
                 total += rss
@@ -165,6 +175,8 @@ class Run:
     #: ``{role: MiB}`` at the tree's peak and each role's own peak (:class:`TreeRss`)
     rss_at_peak_mb: dict[str, float]
     role_peak_rss_mb: dict[str, float]
+    #: ``{role: CPU seconds}`` of the sampled processes (:class:`TreeRss`)
+    cpu_s_by_role: dict[str, float]
 
 
 def _cpu_children() -> float:
@@ -207,7 +219,15 @@ def run_crawler(cmd: list[str], seconds: float, stop_after_s: float, out: Path) 
         returncode=proc.returncode,
         rss_at_peak_mb={k: round(v / 2**20, 1) for k, v in sampler.at_peak.items()},
         role_peak_rss_mb={k: round(v / 2**20, 1) for k, v in sampler.role_peaks.items()},
+        cpu_s_by_role=_by_role(sampler.cpu.values()),
     )
+
+
+def _by_role(samples: Iterable[tuple[str, float]]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for role, cpu_s in samples:
+        out[role] = out.get(role, 0.0) + cpu_s
+    return out
 
 
 def robots_denied(entries: list[dict], web: SampleWeb) -> int:
@@ -241,6 +261,12 @@ def score(
         "pages_per_s": round(distinct / max(run.seconds, 1e-9), 1),
         "cpu_s": round(run.cpu_s, 1),
         "cpu_ms_per_page": round(1000 * run.cpu_s / max(len(pages), 1), 2),
+        "cpu_ms_per_page_by_role": {
+            **{k: round(1000 * v / max(len(pages), 1), 3) for k, v in run.cpu_s_by_role.items()},
+            "unsampled": round(
+                1000 * (run.cpu_s - sum(run.cpu_s_by_role.values())) / max(len(pages), 1), 3
+            ),
+        },
         "peak_rss_mb": round(run.peak_rss_mb, 1),
         "rss_at_peak_mb": run.rss_at_peak_mb,
         "role_peak_rss_mb": run.role_peak_rss_mb,
@@ -282,17 +308,21 @@ def crawl_batchcrawl(tmp: Path, web: SampleWeb, args: argparse.Namespace) -> tup
     # SIGTERM only if it overruns by more than a round's update and commit
     cmd = [*cli, "crawl", crawl, "--max-seconds", str(args.seconds)]
     run = run_crawler(cmd, args.seconds, args.seconds + 60.0, tmp / "batchcrawl")
-    rounds = 0
+    rounds, phases = 0, {}
     for line in Path(f"{tmp / 'batchcrawl'}.stdout").read_text().splitlines():
-        rounds += line.startswith("{")
+        if line.startswith("{"):
+            rounds += 1
+            for phase, cpu_s in json.loads(line).get("fetch_cpu_s", {}).items():
+                phases[phase] = phases.get(phase, 0.0) + cpu_s
     sql = "SELECT count(DISTINCT url) AS n FROM fetched WHERE fetch_status IS NOT NULL"
     done = subprocess.run(
         [*cli, "sql", crawl, sql, "--format", "json"], capture_output=True, text=True, check=True
     )
     committed = json.loads(done.stdout)
     committed = committed[0]["n"] if isinstance(committed, list) else committed
+    per_page = {k: round(1000 * v / max(committed, 1), 3) for k, v in sorted(phases.items())}
     return run, {"version": batchcrawl.__version__, "rounds": rounds,
-                 "committed_pages": committed}  # fmt: skip
+                 "committed_pages": committed, "fetch_cpu_ms_per_page": per_page}  # fmt: skip
 
 
 def crawl_scrapy(tmp: Path, web: SampleWeb, args: argparse.Namespace) -> tuple[Run, dict]:
