@@ -235,7 +235,13 @@ def _crawl_arg(f):
 
 
 def _echo_json(data: Any) -> None:
-    click.echo(json.dumps(data, sort_keys=False, default=str))
+    """One JSON line on stdout. A reader of stdout that went away (``round CRAWL | true``, ``crawl
+    CRAWL | head -1``) ends the JSON lines, not the command: its rounds go on and its closing
+    summary still reaches stderr (a fresh-user trial, issue 34: the summary was lost)."""
+    try:
+        click.echo(json.dumps(data, sort_keys=False, default=str))
+    except BrokenPipeError:
+        _drop_stdout()
 
 
 def _open(crawl_url: str) -> CrawlDir:

@@ -51,6 +51,9 @@ from batchcrawl.store.lock import WriterLock
 
 log = logging.getLogger(__name__)
 
+#: Seconds :meth:`Crawler.close_actors` waits for one shard actor to start or close.
+ACTOR_CLOSE_TIMEOUT_S = 10.0
+
 
 # -- the driver -------------------------------------------------------------------------------------
 @dataclass
@@ -136,14 +139,18 @@ class Crawler:
         return hosts, domains
 
     def close_actors(self) -> None:
-        """Close the shard workers' connections and drop the actors."""
+        """Close the shard workers' connections and drop the actors, waiting at most
+        :data:`ACTOR_CLOSE_TIMEOUT_S` seconds for each (a worker that died never answers: a
+        ``round`` whose workers a group-wide SIGTERM killed waited here forever, issue 34)."""
         if self._starting:  # started, never used: wait for them, so they can be closed
             with contextlib.suppress(Exception):
-                self.actors = {s: f.result() for s, f in self._starting.items()}
+                self.actors = {
+                    s: f.result(timeout=ACTOR_CLOSE_TIMEOUT_S) for s, f in self._starting.items()
+                }  # fmt: skip
             self._starting = {}
         for actor in self.actors.values():
             with contextlib.suppress(Exception):
-                actor.close().result()
+                actor.close().result(timeout=ACTOR_CLOSE_TIMEOUT_S)
         self.actors = {}
         self._shards = None
 

@@ -70,14 +70,30 @@ def test_init_and_inject_commit_before_the_closed_pipe(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_round_commits_before_the_closed_pipe(tmp_path):
+@pytest.mark.parametrize(
+    ("args", "rounds", "headline"),
+    [
+        (("round",), 1, "batchcrawl: round 1 committed"),
+        (("crawl", "--rounds", "2"), 2, "batchcrawl: rounds 1-2 committed"),
+        (("crawl", "--stream", "--max-seconds", "4"), None, "batchcrawl: stream stopped by"),
+    ],
+    ids=["round", "crawl", "stream"],
+)
+def test_a_crawl_goes_on_and_says_its_summary_when_stdout_closed(tmp_path, args, rounds, headline):
+    """The JSON lines have no reader (``round CRAWL | true``): the rounds asked for are all done
+    and the closing summary reaches stderr (a fresh-user trial, issue 34: the summary was lost, and
+    a crawl's first JSON line ended it)."""
     web = sample_web(hosts=2, pages=10, extras_every=0)
     with serve(web):
         crawl = new_crawl(tmp_path / "c", round_config(), web.seeds())
-        done = _run_into_closed_pipe("round", crawl.url)
+        done = _run_into_closed_pipe(args[0], crawl.url, *args[1:])
     assert done.returncode == 0, done.stderr[-3000:]
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
-    assert CrawlDir.open(crawl.url).manifest().round == 1
+    lines = [ln for ln in done.stderr.strip().splitlines()
+             if " INFO batchcrawl.console.progress: " not in ln]  # fmt: skip
+    assert lines and lines[0].startswith(headline) and len(lines) == 3, done.stderr[-3000:]
+    m = CrawlDir.open(crawl.url).manifest()
+    assert m.round == (rounds if rounds is not None else m.round) and m.round >= 1
 
 
 def test_graph_build_prints_nodes_arcs_and_bytes_not_its_file_list(tmp_path):

@@ -52,16 +52,18 @@ COMMANDS = {
 EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
 
 
-def _send(proc: subprocess.Popen, signum: int) -> None:
-    if signum == signal.SIGINT:
-        os.killpg(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C: the whole group
+def _send(proc: subprocess.Popen, signum: int, group: bool = False) -> None:
+    if signum == signal.SIGINT or group:
+        os.killpg(proc.pid, signum)  # a terminal's Ctrl-C, systemd's stop: the whole group
     else:
         proc.send_signal(signal.SIGTERM)
 
 
-def _stop_and_check(proc, signum, crawl: CrawlDir, generation_before: int, command: str):
-    """Send ``signum``, wait for the exit, check what the module docstring lists."""
-    _send(proc, signum)
+def _stop_and_check(proc, signum, crawl: CrawlDir, generation_before: int, command: str,
+                    group: bool = False):  # fmt: skip
+    """Send ``signum`` (``group``: a SIGTERM to the whole process group too), wait for the exit,
+    check what the module docstring lists."""
+    _send(proc, signum, group)
     try:
         out, err = proc.communicate(timeout=60)
     finally:
@@ -166,3 +168,24 @@ def test_ctrl_c_mid_fetch_through_the_batchcrawl_script(tmp_path, command):
             _stop_and_check(proc, signal.SIGINT, crawl, before, command)
         finally:
             app.release.set()
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+@pytest.mark.parametrize("after_s", [1.7, 2.5])
+def test_sigterm_to_the_whole_process_group_stops_the_command(tmp_path, web, command, after_s):
+    """SIGTERM to every process of the group (``kill -TERM -PGID``; systemd's default KillMode
+    sends it to the whole control group): the Dask workers must not take it. A fresh user's trial
+    (issue 34): the workers died of it, then a ``round`` waited forever for its shard actors (10
+    minutes, no output, its lock already released), or exited after 30 s; a stream ended with exit
+    5, "a Dask worker was lost"."""
+    delay_s = 4.0 if command == "round" else 0.2
+    cfg = round_config(politeness={"host_delay_s": delay_s, "ip_delay_s": 0.0, "ip_concurrency": 8})
+    crawl = new_crawl(tmp_path / "crawl", cfg, web.seeds())
+    before = crawl.manifest().generation
+    proc = _start(crawl, command)
+    try:
+        proc.wait(timeout=after_s)
+    except subprocess.TimeoutExpired:
+        pass
+    assert proc.poll() is None, proc.communicate()[1][-3000:]
+    _stop_and_check(proc, signal.SIGTERM, crawl, before, command, group=True)

@@ -11,7 +11,7 @@ A terminal's Ctrl-C reaches the whole process group: the embedded LocalCluster's
 too. They must not react (a KeyboardInterrupt traceback from each), and this process must never
 miss it, not even while the cluster starts (issue 34: SIGINT was set to ignored for the start, so
 that the workers would inherit that, and a Ctrl-C then was lost: the crawl ran on for minutes).
-:func:`starting_workers` blocks SIGINT in the main thread while the cluster starts instead: the
+:func:`starting_workers` blocks SIGINT (and SIGTERM) in the main thread while the cluster starts instead: the
 mask is inherited by every thread created then and survives fork and exec, so the workers never
 get it, while a signal still reaches this process (another thread takes it). Python runs a handler only in the main thread, and
 a main thread waiting on a lock (``distributed``'s ``sync`` waits 10 s at a time) saw a signal taken
@@ -281,11 +281,15 @@ def _watch(read_fd: int, main_id: int) -> None:
 
 @contextlib.contextmanager
 def starting_workers() -> Iterator[None]:
-    """Around the start of the embedded Dask cluster: SIGINT is blocked in the main thread inside
-    the block, so the threads created there (the cluster's event loop, its process watchers) and
-    the worker processes they start, then or later (a restart), never get it -- a terminal's
-    Ctrl-C to the whole process group --, while this process still reacts to it at once, inside
-    the block too (another thread takes it: :func:`route_stop_signals`). Multiprocessing's resource tracker is started first: starting it
+    """Around the start of the embedded Dask cluster: SIGINT and SIGTERM are blocked in the main
+    thread inside the block, so the threads created there (the cluster's event loop, its process
+    watchers) and the worker processes they start, then or later (a restart), never get them -- a
+    terminal's Ctrl-C to the whole process group, or systemd's SIGTERM to the whole control group
+    (issue 34: a ``round`` sent ``kill -TERM -PGID`` lost its workers to the signal, then waited
+    forever for its shard actors, or ended as "a Dask worker was lost") --, while this process still
+    reacts to them at once, inside the block too (another thread takes them:
+    :func:`route_stop_signals`). The nannies stop their workers by message and SIGKILL, never by
+    SIGTERM, so the block changes nothing in a normal close. Multiprocessing's resource tracker is started first: starting it
     later, from the cluster's event loop thread, would unblock SIGINT there
     (``resource_tracker.ensure_running`` unblocks what it blocked for its own start), and every
     worker spawned from that thread would get Ctrl-C again.
@@ -317,7 +321,7 @@ def starting_workers() -> Iterator[None]:
     route_stop_signals()
     before = set(SpecCluster._instances)
     children_before = set(multiprocessing.active_children())
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # inherited by the new threads
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)  # inherited by the new threads
     try:
         with holding_stop(on_stop=lambda: _kill_children(children_before)):
             yield
@@ -330,7 +334,7 @@ def starting_workers() -> Iterator[None]:
         for cluster in set(SpecCluster._instances) - before:
             cluster.shutdown_on_close = False  # its closing is its owner's: see the docstring
         # the processes this one starts later (subprocess) get Ctrl-C as usual
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
 
 
 def _kill_children(spared: set) -> None:
