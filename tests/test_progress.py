@@ -235,7 +235,7 @@ def test_a_single_round_says_its_number_alone_and_ends_in_three_lines(tmp_path):
             assert proc.returncode == 0, proc.stderr[-3000:]
     progress = re.findall(r"progress: (round \d+[^:]*): \d+/", proc.stderr)  # "4/8 pages"
     assert progress and set(progress) == {"round 2"}, proc.stderr[-3000:]
-    summary = proc.stderr[proc.stderr.index("batchcrawl: round 2 committed"):].splitlines()
+    summary = proc.stderr[proc.stderr.index("batchcrawl: round 2 committed") :].splitlines()
     assert len(summary) == 3 and "attempts" in summary[1], summary
 
 
