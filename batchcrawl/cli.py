@@ -791,7 +791,8 @@ def _run_rounds(
     started = time.monotonic()
     try:
         with RoundProgress(enabled=sys.stderr.isatty(), interval_s=cfg.progress.interval_s,
-                           rounds=before.round + rounds if known else None) as progress:  # fmt: skip
+                           rounds=rounds if known else None,
+                           first_round=before.round + 1) as progress:  # fmt: skip
             summaries = run_rounds(
                 crawl.url, cfg, rounds, progress=progress.update, pipeline=pipeline,
                 max_seconds=max_seconds, reload=reload,

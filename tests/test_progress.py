@@ -48,6 +48,9 @@ def test_figures_count_done_planned_queue_rate_and_time_left():
     line = f.line(of=5)
     assert line.startswith("round 3 of 5: 42/50 pages (4.2/s), 2 errors")
     assert "queue per shard 8 0" in line and "~2s left" in line
+    # a run of 5 rounds that started after round 1 (crawl --rounds 5 on a crawl with one round)
+    assert f.line(of=5, first=2).startswith("round 3 (2 of 5): 42/50 pages")
+    assert f.line(of=None).startswith("round 3: 42/50 pages")
     assert Figures(snap(1, {0: 0}, {0: 5}), 3.0).left_s is None  # no rate yet: unknown
     assert [duration(x) for x in (None, 5.4, 75, 3700)] == ["?", "5s", "1m15s", "1h01m"]
 

@@ -64,18 +64,28 @@ class Figures:
         left = self.planned - self.done
         self.left_s = left / self.rate if self.rate > 0 else (0.0 if left <= 0 else None)
 
-    def line(self, of: int | None) -> str:
+    def name(self, of: int | None, first: int = 1) -> str:
+        """``round 7``; with ``of`` (the rounds of this run, the first numbered ``first``):
+        ``round 2 of 5`` when the run started at round 1, else ``round 7 (2 of 5)`` (a fresh-user
+        trial, issue 34: ``crawl --rounds 3`` after one round logged "round 3 of 4")."""
+        if not of:
+            return f"round {self.round}"
+        if first == 1:
+            return f"round {self.round} of {of}"
+        return f"round {self.round} ({int(self.round) - first + 1} of {of})"
+
+    def line(self, of: int | None, first: int = 1) -> str:
         """One log line, e.g. ``round 2 of 5: 40/100 pages (3.2/s), 1 errors, queue 12 28,
-        elapsed 12s, ~18s left``."""
+        elapsed 12s, ~18s left`` (``of``, ``first``: :meth:`name`)."""
         queue = " ".join(str(n) for n in self.queue.values())
-        return (f"round {self.round}{f' of {of}' if of else ''}: {self.done:,}/{self.planned:,} "
+        return (f"{self.name(of, first)}: {self.done:,}/{self.planned:,} "
                 f"pages ({self.rate:,.1f}/s), {self.errors:,} errors, {self.links:,} new links, "
                 f"queue per shard {queue or '-'}, elapsed {duration(self.elapsed_s)}, "
                 f"~{duration(self.left_s)} left")  # fmt: skip
 
-    def table(self, of: int | None) -> Table:
+    def table(self, of: int | None, first: int = 1) -> Table:
         """The live table (a terminal)."""
-        t = Table(title=f"batchcrawl round {self.round}{f' of {of}' if of else ''}",
+        t = Table(title=f"batchcrawl {self.name(of, first)}",
                   show_header=False, title_justify="left")  # fmt: skip
         t.add_row("pages done / planned", f"{self.done:,} / {self.planned:,}")
         t.add_row("pages/s", f"{self.rate:,.1f}")
@@ -114,15 +124,18 @@ class RoundProgress:
         Seconds between log lines without a terminal (``progress.interval_s``).
     rounds
         Rounds this run will do at most (shown as "round N of M"); None if not known.
+    first_round
+        The number of this run's first round (1: a new crawl).
     clock
         Monotonic clock, seconds (tests pass a fake one).
     """
 
     def __init__(self, enabled: bool, interval_s: float = 30.0, rounds: int | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
+                 clock: Callable[[], float] = time.monotonic, first_round: int = 1) -> None:  # fmt: skip
         self.enabled = enabled
         self.interval_s = interval_s
         self.rounds = rounds
+        self.first_round = first_round
         self.clock = clock
         self._live: Live | None = None
         self._moved: list[tuple[logging.StreamHandler, Any]] = []
@@ -152,10 +165,10 @@ class RoundProgress:
             self._round, self._t0, self._last_log = snap.get("round"), now, now
         figures = Figures(snap, now - self._t0)
         if self._live is not None:
-            self._live.update(figures.table(self.rounds))
+            self._live.update(figures.table(self.rounds, self.first_round))
         elif now - self._last_log >= self.interval_s:
             self._last_log = now
-            log.info("%s", figures.line(self.rounds))
+            log.info("%s", figures.line(self.rounds, self.first_round))
 
     def done(self, summary: Mapping[str, Any], *, log_line: bool = True) -> None:
         """A round committed: one INFO line (not with ``log_line=False``: the caller prints its

@@ -66,6 +66,8 @@ class _StopState:
     holding = 0
     #: Called once, in the main thread, when a stop signal comes inside the outermost hold.
     on_stop: Callable[[], None] | None = None
+    #: The request of the :func:`stop_requested` block the process is in (a stream), if any.
+    request: StopRequest | None = None
 
 
 _state = _StopState()
@@ -407,12 +409,23 @@ def stop_requested() -> Iterator[StopRequest]:
         request.event.set()
 
     previous = {s: signal.signal(s, handler) for s in STOP_SIGNALS}
+    _state.request = request
     try:
         yield request
     finally:
+        _state.request = None
         for s, h in previous.items():
             signal.signal(s, h)
         _forget_stop()
+
+
+def stopping() -> bool:
+    """Whether this process was asked to stop by a signal inside :func:`stop_on_signals` or
+    :func:`stop_requested`: the embedded cluster is then closed at once, not gracefully
+    (``engine.cluster.dask_client``), also after a stream's last checkpoint, when nothing
+    uncommitted is left (0.4 s of a stop's 0.9 s went to the graceful close, issue 34)."""
+    request = _state.request
+    return _state.signum is not None or (request is not None and request.signum is not None)
 
 
 class AbandonedGatherFilter(logging.Filter):

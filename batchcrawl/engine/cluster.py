@@ -21,6 +21,7 @@ from batchcrawl.console.signals import (
     raise_if_stopped,
     silence_distributed,
     starting_workers,
+    stopping,
 )
 from batchcrawl.errors import ClusterUnreachable, first_line
 from batchcrawl.frontier import runs
@@ -111,6 +112,9 @@ def dask_client(cfg: Config, scheduler: str | None = None) -> Iterator[Any]:
             quiet_distributed_for_exit()
             raise
         finally:
+            if timeout is None and stopping():  # a stream's last checkpoint after a signal is
+                timeout = 2  # committed: nothing is left for the workers to do (as above)
+                quiet_distributed_for_exit()
             # the results are in: what closing makes the processes log (a worker's heartbeat to
             # the scheduler that just closed) is not an error of the crawl
             dist_log = logging.getLogger("distributed")
