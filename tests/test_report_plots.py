@@ -10,7 +10,13 @@ from hypothesis import strategies as st
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from batchcrawl.report import plots
-from batchcrawl.report.crawl_plots import MAX_TIMELINE_LINES, round_groups, rounds, timeline
+from batchcrawl.report.crawl_plots import (
+    MAX_TIMELINE_LINES,
+    round_groups,
+    rounds,
+    storage,
+    timeline,
+)
 from batchcrawl.report.data import ReportData
 from batchcrawl.report.host_plots import politeness, responses, robots
 
@@ -118,3 +124,28 @@ def test_robots_counts_far_apart_stay_visible_on_a_log_scale():
     assert urls_ax.get_xscale() == "log" and urls_ax.get_title().endswith("(log scale)")
     assert {t.get_text() for t in urls_ax.texts} == {"131", "1"}
     assert hosts_ax.get_xscale() == "linear"  # the control: 7 and 1 stay linear
+
+
+def test_the_tallest_bars_leave_room_below_the_frame():
+    """A fresh-user trial (issue 34): the integer tick locator ended "failed attempts per round"
+    at its tallest bar, which looked clipped; the bytes-stored legend covered its tallest bar."""
+    manifests = [{"round": r, "responses": 10 * r, "seconds_by_step": {"fetch": 1.0}}
+                 for r in (1, 2, 3)]  # fmt: skip
+    outcomes = [{"round": r, "outcome": "robots_denied", "attempts": n}
+                for r, n in ((1, 1), (2, 33), (3, 54))]  # fmt: skip
+    stored = [{"round": r, "content_bytes": b, "warc_bytes": b // 3, "warc_bytes_total": t}
+              for r, b, t in ((1, 10 << 20, 3 << 20), (2, 35 << 20, 15 << 20),
+                              (3, 9 << 20, 18 << 20))]  # fmt: skip
+    data = ReportData(crawl="c", generation=4, round=3, created="2026-01-01T00:00:00Z",
+                      host_delay_s=0.2, max_crawl_delay_s=5.0, rounds=manifests,
+                      tables={"outcomes-by-round": outcomes, "bytes-by-round": stored,
+                              "rounds": []})  # fmt: skip
+    with plots.style():
+        fig = rounds(data)
+        for ax in fig.axes[:2]:
+            tallest = max(bar.get_y() + bar.get_height() for bar in ax.patches)
+            assert ax.get_ylim()[1] >= 1.07 * tallest  # matplotlib's own margin is 5 %
+        fig = storage(data)
+        ax = fig.axes[0]
+        assert ax.get_ylim()[1] >= 1.07 * max(bar.get_height() for bar in ax.patches)
+        assert not _legend_overlaps_a_bar(fig, ax)

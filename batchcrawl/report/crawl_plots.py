@@ -53,6 +53,8 @@ def rounds(d: ReportData) -> Figure:
         ax2.bar(xs, ys, bottom=bottom, label=outcome, color=color)
         bottom = [b + y for b, y in zip(bottom, ys, strict=True)]
     ax2.set(title="failed attempts per round", xlabel="round", ylabel="attempts")
+    plots.headroom(ax1, max(rates.values()))
+    plots.headroom(ax2, max(bottom, default=0))
     if per:  # beside the axes, not over them: it covered the tallest bar (issue 34, 2nd trial)
         ax2.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     for ax in (ax1, ax2):
@@ -153,5 +155,8 @@ def storage(d: ReportData) -> Figure:
             label="WARC bytes, running total")  # fmt: skip
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set(xlabel="round", ylabel=unit)
-    ax.legend(fontsize=7, loc="upper left")
+    plots.headroom(ax, max(max(r["content_bytes"], r["warc_bytes"], r["warc_bytes_total"])
+                           for r in rows) / scale)  # fmt: skip
+    # above the axes, not over them: it covered the tallest bar (issue 34, a fresh-user trial)
+    ax.legend(fontsize=7, loc="lower right", bbox_to_anchor=(1.0, 1.0), ncols=3, frameon=False)
     return fig

@@ -128,7 +128,7 @@ def robots(d: ReportData) -> Figure:
         (
             ax2,
             "urls",
-            "URLs not fetched because of robots.txt",
+            "URLs robots.txt kept out",  # with " (log scale)": the longer title was cut
             "URLs",
             "robots.txt kept no URL out",
         ),

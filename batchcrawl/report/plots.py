@@ -80,6 +80,14 @@ def counts_scale(ax: Any, counts: list[int], axis: str) -> str:
     return " (log scale)"
 
 
+def headroom(ax: Any, top: float, share: float = 0.08) -> None:
+    """Let ``ax``'s y axis end ``share`` above ``top`` (the tallest bar), so that no bar touches
+    the frame (a fresh-user trial, issue 34: the integer tick locator ended the axis at the
+    tallest bar, which looked clipped). Nothing for ``top <= 0``."""
+    if top > 0:
+        ax.set_ylim(0, top * (1 + share))
+
+
 def new_figure(rows: int = 1, cols: int = 1, height_in: float = 3.4) -> tuple[Figure, Any]:
     """A figure of ``rows`` x ``cols`` axes, :data:`WIDTH_IN` wide and ``height_in`` inches high.
 
