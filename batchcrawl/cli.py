@@ -744,14 +744,16 @@ def round_command(crawl_url, scheduler, workers, time_limit, max_pages, sets) ->
 
 
 def _before_cluster(crawl: CrawlDir, cfg: Config, command: str) -> None:
-    """What ``round`` and ``crawl`` check before they start or reach a Dask cluster (issue 34):
-    the crawl's lock (a second writer is told at once who holds it, not after a cluster start;
-    the locks this process takes name ``command``), and an existing scheduler's address
-    (:func:`batchcrawl.console.reach.probe_scheduler`)."""
+    """What ``round`` and ``crawl`` do before they start or reach a Dask cluster (issue 34): take
+    the crawl's lock for the whole command (a second writer is told at once who holds it, not
+    after a cluster start; the locks this process takes name ``command``), and check an existing
+    scheduler's address (:func:`batchcrawl.console.reach.probe_scheduler`)."""
     from batchcrawl.store.lock import WriterLock, name_command
 
     name_command(command)
-    WriterLock(crawl).check_free()
+    # held until the command ends (its steps' own locks nest in it): a second writer started a
+    # moment later is refused at once, before it starts a cluster of its own
+    click.get_current_context().with_resource(WriterLock(crawl, owner=command, nest=True))
     if cfg.round.scheduler:
         from batchcrawl.console.reach import probe_scheduler
 

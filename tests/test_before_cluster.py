@@ -95,3 +95,36 @@ def test_the_lock_record_names_the_command_and_its_step(tmp_path):
         with pytest.raises(lock_mod.LockedError, match=r"locked by batchcrawl gc \(pid 1\) \("):
             WriterLock(crawl).check_free()
     WriterLock(crawl).check_free()  # released: free
+
+
+@pytest.mark.parametrize("command", [["round"], ["crawl", "--stream", "--max-seconds", "2"]])
+def test_the_lock_is_taken_before_the_cluster_starts(tmp_path, command):
+    """A second writer started a moment after the first (a fresh-user trial, issue 34: 0.3-1 s
+    later) found no lock yet -- the first took it only once its cluster had started, 1.7 s in --,
+    started a cluster of its own and was refused 3-4 s later. The lock now comes first: when its
+    file appears, the command has no worker process yet; a second writer then is refused at once,
+    without importing ``distributed``."""
+    import os
+    import time
+
+    import psutil
+
+    crawl = small_crawl(tmp_path / "c")
+    lock_file = crawl.path(lock_mod.LOCK_FILE)
+    proc = subprocess.Popen([sys.executable, "-m", "batchcrawl.cli", command[0], crawl.url,
+                             *command[1:]], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, env=subprocess_env())  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not os.path.exists(lock_file) and proc.poll() is None:
+            assert time.monotonic() < deadline, "no lock taken"
+            time.sleep(0.002)
+        workers = [p for p in psutil.Process(proc.pid).children(recursive=True)
+                   if "spawn_main" in " ".join(p.cmdline())]  # fmt: skip
+        assert workers == [], "the cluster started before the lock was taken"
+        second = _cli(command[0], crawl.url, *command[1:])
+        assert second.returncode == 4, second.stderr[-3000:]
+        assert not _imported(second.stderr, "distributed")
+    finally:
+        proc.kill()
+        proc.wait()

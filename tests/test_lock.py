@@ -164,3 +164,22 @@ def test_concurrent_writers_exactly_one_wins(crawl):
     assert lock_record(crawl)["owner"] == wins[0].owner
     wins[0].release()
     assert not [n for n in os.listdir(crawl.root) if ".tmp-" in n or ".stale-" in n]
+
+
+def test_a_nesting_hold_lets_this_process_take_the_lock_again(crawl):
+    """The CLI holds the lock for a whole command (``nest=True``) and its steps take it again
+    under another name of the same crawl (the cluster's absolute path): they nest, checking and
+    releasing through the hold, which alone removes the file; another writer is refused."""
+    with WriterLock(crawl, owner="batchcrawl crawl", nest=True) as hold:
+        same = CrawlDir.open(os.path.relpath(crawl.url))
+        with WriterLock(same, owner="batchcrawl round") as step:
+            assert (step.token, step.started) == (hold.token, hold.started)
+            step.check()
+            assert lock_record(crawl)["owner"] == "batchcrawl crawl"
+        assert os.path.exists(crawl.path(LOCK_FILE))  # the step left it to the hold
+        with pytest.raises(LockedError):  # a second writer is still refused
+            WriterLock(crawl, owner="other").check_free()
+    assert not os.path.exists(crawl.path(LOCK_FILE))
+    with WriterLock(crawl, owner="first"):  # without a nesting hold: a second writer
+        with pytest.raises(LockedError, match="first"):
+            WriterLock(crawl, owner="second").acquire()

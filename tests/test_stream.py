@@ -168,7 +168,7 @@ def test_sigterm_checkpoints_exits_0_and_releases_the_lock_status_works_meanwhil
         # progress lines while streaming, the human summary at the end (stderr, not stdout)
         assert "stream: micro-batch " in err and " pages (" in err, err
         assert "batchcrawl: stream stopped by SIGTERM: micro-batches " in err, err
-        assert f"attempts       {summary['attempts']:,}" in err
+        assert f"  {summary['attempts']:,} attempts (" in err
         assert summary["generation"] == crawl.manifest().generation
         assert not crawl.fs.exists(crawl.path("_lock.json"))
         assert summary["responses"] < len(web.reachable(max_depth=cfg.filters.max_depth))

@@ -52,6 +52,19 @@ def _pid_alive(pid: int) -> bool:
 _command: str | None = None
 
 
+#: The ``nest=True`` locks this process holds, by lock file (:func:`_key`): a ``WriterLock`` of the
+#: same crawl acquired in this process while one is held nests in it (:meth:`WriterLock.acquire`).
+_held: dict[str, WriterLock] = {}
+_held_lock = threading.Lock()
+
+
+def _key(crawl: CrawlDir) -> str:
+    """The lock file of ``crawl`` as one string whatever path or URL named the crawl (a command's
+    relative ``news`` and its cluster's absolute ``/home/me/news`` are one crawl)."""
+    path = crawl.path(LOCK_FILE)
+    return os.path.realpath(path) if crawl.local else path
+
+
 def name_command(command: str | None) -> None:
     """Record ``command`` (``"batchcrawl crawl"``; None forgets it) in the locks this process takes
     from now on: the CLI calls it once per command."""
@@ -75,6 +88,10 @@ class WriterLock:
         A lock whose heartbeat is older than this many seconds is stale and may be taken over.
     clock
         Wall clock in seconds since the epoch (``time.time``); heartbeats and staleness use it.
+    nest
+        Let the other ``WriterLock`` objects of this crawl that this process acquires while this one is
+        held nest in it (:meth:`acquire`): a command's hold around its steps. Otherwise a second
+        ``WriterLock`` in the same process is a second writer, refused like any other.
 
     Raises
     ------
@@ -94,8 +111,10 @@ class WriterLock:
         heartbeat_s: float = 10.0,
         stale_after_s: float = 60.0,
         clock: Callable[[], float] = time.time,
+        nest: bool = False,
     ):
         self.crawl = crawl
+        self.nest = nest
         self.host = socket.gethostname()
         self.pid = os.getpid()
         self.owner = owner or f"{os.environ.get('USER', 'unknown')}@{self.host} pid {self.pid}"
@@ -108,6 +127,7 @@ class WriterLock:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._path = crawl.path(LOCK_FILE)
+        self._outer: WriterLock | None = None  # the hold this one nests in (acquire)
 
     # -- the lock record ---------------------------------------------------------------------
     def _record(self) -> dict[str, Any]:
@@ -205,13 +225,25 @@ class WriterLock:
     def acquire(self) -> WriterLock:
         """Take the lock (taking over a stale one) and start the heartbeat thread.
 
+        If this process holds the crawl's lock through a ``WriterLock`` made with ``nest=True``,
+        this one nests in that hold instead: same token and start time, its
+        :meth:`check` is the holder's, its release leaves the lock to the holder. So the CLI
+        takes the lock before it starts a Dask cluster and holds it for the whole command, and
+        the steps inside take it again (a fresh-user trial, issue 34: two writers started a
+        second apart both started clusters, and the second was refused only 3-4 s later).
+
         Raises
         ------
         LockedError
             A live writer holds the lock.
         """
-        if self._thread is not None:
+        if self._thread is not None or self._outer is not None:
             raise CrawlDirError(f"{self.crawl.url}: this WriterLock is already held")
+        with _held_lock:
+            outer = _held.get(_key(self.crawl))
+        if outer is not None:
+            self._outer, self.token, self.started = outer, outer.token, outer.started
+            return self
         self.started = self.clock()
         for _ in range(3):
             if self._create(self._dump()):
@@ -238,6 +270,9 @@ class WriterLock:
             target=self._beat_loop, name=f"lock-heartbeat {self.crawl.url}", daemon=True
         )
         self._thread.start()
+        if self.nest:
+            with _held_lock:
+                _held[_key(self.crawl)] = self
         return self
 
     def _dump(self) -> bytes:
@@ -282,6 +317,9 @@ class WriterLock:
 
     def check(self) -> None:
         """Raise :class:`LockedError` if the lock was lost (call before committing)."""
+        if self._outer is not None:
+            self._outer.check()
+            return
         if self.lost or not self.beat():
             raise LockedError(
                 f"{self.crawl.url}: the writer lock was taken over by another process; "
@@ -292,7 +330,14 @@ class WriterLock:
     def release(self) -> None:
         """Stop the heartbeat and remove the lock file if it is still ours. (A stop signal is
         not raised inside this module's code, :mod:`batchcrawl.console.signals`: the file steps
-        of acquire, heartbeat and release are never cut half way.)"""
+        of acquire, heartbeat and release are never cut half way.) A nested hold (:meth:`acquire`)
+        leaves the lock to its holder."""
+        if self._outer is not None:
+            self._outer = None
+            return
+        with _held_lock:
+            if _held.get(_key(self.crawl)) is self:
+                del _held[_key(self.crawl)]
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
