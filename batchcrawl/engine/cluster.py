@@ -90,7 +90,8 @@ def dask_client(cfg: Config, scheduler: str | None = None) -> Iterator[Any]:
     with procmem.environ_kept():  # nannies write the workers' variables into os.environ
         prepared = _in_background(schemas.prepare_without_duckdb)  # while the workers start
         cluster = client = None
-        timeout = None
+        timeout: float | None = None
+        interrupted = False
         try:
             # a stop signal meanwhile is held until the cluster and its client exist, then raised
             # here: the cluster is closed whole; the workers never see Ctrl-C
@@ -103,17 +104,17 @@ def dask_client(cfg: Config, scheduler: str | None = None) -> Iterator[Any]:
             raise_if_stopped()
             workersetup.register(client)
             yield client
-        except KeyboardInterrupt:
-            # Ctrl-C or SIGTERM (signals.Interrupted): do not wait for the workers to say goodbye;
-            # nothing uncommitted matters (the round reruns whole). Their nannies stop them within
-            # STOP_WORKER_TIMEOUT_S (a worker busy in a fetch took the whole 2 s close timeout and
-            # was killed only by the interpreter's exit: exit 2.4-2.6 s after SIGTERM, issue 34)
-            timeout = 2
-            quiet_distributed_for_exit()
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM (signals.Interrupted) unwinding a round
+            interrupted = True
             raise
         finally:
-            if timeout is None and stopping():  # a stream's last checkpoint after a signal is
-                timeout = 2  # committed: nothing is left for the workers to do (as above)
+            # A stop (a round unwinding, or a stream whose last checkpoint after a signal is
+            # committed): do not wait for the workers to say goodbye; nothing uncommitted matters
+            # (the round reruns whole). Their nannies stop them within STOP_WORKER_TIMEOUT_S (a
+            # worker busy in a fetch took the whole 2 s close timeout and was killed only by the
+            # interpreter's exit: exit 2.4-2.6 s after SIGTERM, issue 34)
+            if interrupted or stopping():
+                timeout = 2
                 quiet_distributed_for_exit()
             # the results are in: what closing makes the processes log (a worker's heartbeat to
             # the scheduler that just closed) is not an error of the crawl
