@@ -36,9 +36,10 @@ def test_round_groups_are_consecutive_cover_every_round_and_are_few(rounds, most
         assert max(map(len, groups)) - min(map(len, groups)) <= 1
 
 
-def _timeline_rows(n_rounds: int) -> list[dict]:
-    return [{"round": r, "second": s, "attempts": 10 + r, "failed": s % 2}
-            for r in range(1, n_rounds + 1) for s in range(5)]  # fmt: skip
+def _timeline_rows(n_rounds: int, seconds: int = 5) -> list[dict]:
+    """Rounds end to end in wall time, each ``seconds`` long (a stream's micro-batches)."""
+    return [{"round": r, "second": s, "crawl_second": (r - 1) * seconds + s, "attempts": 10 + r,
+             "failed": s % 2} for r in range(1, n_rounds + 1) for s in range(seconds)]  # fmt: skip
 
 
 def test_many_micro_batches_are_grouped_into_few_lines():
@@ -53,6 +54,41 @@ def test_many_micro_batches_are_grouped_into_few_lines():
     # the control: three rounds are three lines, one a round
     assert [t.get_text() for t in few.get_legend().get_texts()] == ["round 1", "round 2",
                                                                     "round 3"]  # fmt: skip
+
+
+def _line_xs(ax) -> list[list[float]]:
+    return [[x for x in ln.get_xdata() if x == x] for ln in ax.get_lines()
+            if ln.get_linestyle() == "-"]  # fmt: skip
+
+
+def test_micro_batches_lie_end_to_end_in_wall_time():
+    """A stream's 1 s micro-batches on their own clocks were dots at x = 0 (issue 34, 2nd trial):
+    grouped, they are drawn against the crawl's wall time, each group after the one before."""
+    with plots.style():
+        many = timeline(_data(**{"fetch-timeline": _timeline_rows(40, seconds=2)})).axes[0]
+        few = timeline(_data(**{"fetch-timeline": _timeline_rows(3)})).axes[0]
+    groups = _line_xs(many)
+    assert len(groups) == MAX_TIMELINE_LINES
+    assert min(groups[0]) == 0 and max(groups[-1]) == 79  # the whole 80 s of the crawl
+    for before, after in zip(groups, groups[1:], strict=False):
+        assert max(before) < min(after)
+    assert "crawl's first request" in many.get_xlabel()
+    assert max(many.get_lines()[0].get_ydata()) == 10 + 5  # summed per second, not a mean
+    # the control: few rounds each start at 0 on their own clock
+    assert [min(xs) for xs in _line_xs(few)] == [0, 0, 0]
+    assert "round's first request" in few.get_xlabel()
+
+
+def test_a_line_breaks_where_no_request_was_made():
+    rows = _timeline_rows(11, seconds=2)  # in groups [1, 2], [3, 4], [5, 6], [7], ...
+    for r in rows:  # rounds 6-11 start an hour later
+        r["crawl_second"] += 3600 if r["round"] > 5 else 0
+    with plots.style():
+        ax = timeline(_data(**{"fetch-timeline": rows})).axes[0]
+    assert "min since" in ax.get_xlabel()
+    ydata = [list(ln.get_ydata()) for ln in ax.get_lines() if ln.get_linestyle() == "-"]
+    joined = [ys for ys in ydata if any(y != y for y in ys)]  # a NaN: the group spans the gap
+    assert len(joined) == 1
 
 
 def test_small_counts_stay_visible_on_a_log_scale_with_their_numbers():

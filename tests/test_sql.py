@@ -214,11 +214,11 @@ NAMED_EXPECTED = {
         {"round": 1, "outcome": "ok", "attempts": 3},
     ],
     "fetch-timeline": [
-        {"round": 1, "second": 0, "attempts": 1, "failed": 0},
-        {"round": 1, "second": 2, "attempts": 1, "failed": 0},
-        {"round": 1, "second": 3, "attempts": 1, "failed": 1},
-        {"round": 1, "second": 5, "attempts": 1, "failed": 1},
-        {"round": 1, "second": 6, "attempts": 1, "failed": 0},
+        {"round": 1, "second": 0, "crawl_second": 0, "attempts": 1, "failed": 0},
+        {"round": 1, "second": 2, "crawl_second": 2, "attempts": 1, "failed": 0},
+        {"round": 1, "second": 3, "crawl_second": 3, "attempts": 1, "failed": 1},
+        {"round": 1, "second": 5, "crawl_second": 5, "attempts": 1, "failed": 1},
+        {"round": 1, "second": 6, "crawl_second": 6, "attempts": 1, "failed": 0},
     ],
     "http-status": [
         {"fetch_status": 200, "attempts": 3},

@@ -79,11 +79,27 @@ def round_groups(rounds: list[int], most: int = MAX_TIMELINE_LINES) -> list[list
     return groups
 
 
+#: A gap longer than this (seconds of wall time) between two requests breaks a timeline line.
+TIMELINE_BREAK_S = 3
+
+
+def time_unit(longest_s: float) -> tuple[float, str]:
+    """``(divisor, unit)`` to show spans up to ``longest_s`` seconds on an axis: ``(60, 'min')``."""
+    for scale, unit in ((86400.0, "days"), (3600.0, "hours"), (60.0, "min")):
+        if longest_s >= 3 * scale:
+            return scale, unit
+    return 1.0, "s"
+
+
 def timeline(d: ReportData) -> Figure:
-    """Fetch attempts per second (1/s) against seconds since each round's first request, one
-    line per round; failed attempts as crosses. More than :data:`MAX_TIMELINE_LINES` rounds (a
-    stream's micro-batches: 23 lines in 10 repeating colours, issue 34) are grouped into that many
-    lines of consecutive rounds, each the mean of its rounds at every second."""
+    """Fetch attempts per second (1/s) over time; failed attempts as crosses.
+
+    Up to :data:`MAX_TIMELINE_LINES` rounds: one line per round, against seconds since that
+    round's first request, so rounds compare shape to shape. More rounds (a stream's ~1 s
+    micro-batches, which shrank to dots at x = 0 on their own clocks, issue 34) are drawn against
+    wall time since the crawl's first request (``crawl_second``), in that many colours of
+    consecutive rounds; a line breaks where no request was made for :data:`TIMELINE_BREAK_S`.
+    """
     fig, ax = plots.new_figure()
     rows = d.tables["fetch-timeline"]
     if not rows:
@@ -93,22 +109,35 @@ def timeline(d: ReportData) -> Figure:
     for r in rows:
         by_round[r["round"]].append(r)
     groups = round_groups(sorted(by_round))
+    wall = len(groups) < len(by_round)
+    key = "crawl_second" if wall else "second"
+    scale, unit = time_unit(max(r[key] for r in rows)) if wall else (1.0, "s")
     for group in groups:
-        attempts: dict[int, float] = defaultdict(float)
-        failed: dict[int, float] = defaultdict(float)
+        attempts: dict[int, int] = defaultdict(int)
+        failed: dict[int, int] = defaultdict(int)
         for rnd in group:
             for r in by_round[rnd]:
-                attempts[r["second"]] += r["attempts"] / len(group)
-                failed[r["second"]] += r["failed"] / len(group)
-        secs = sorted(attempts)
+                attempts[r[key]] += r["attempts"]
+                failed[r[key]] += r["failed"]
+        xs: list[float] = []
+        ys: list[float] = []
+        last = None
+        for t in sorted(attempts):
+            if last is not None and t - last > TIMELINE_BREAK_S:
+                xs.append(float("nan"))
+                ys.append(float("nan"))
+            xs.append(t / scale)
+            last = t
+            ys.append(attempts[t])
         label = f"round {group[0]}" if len(group) == 1 else f"rounds {group[0]}-{group[-1]}"
-        line = ax.plot(secs, [attempts[t] for t in secs], ".-", label=label)
-        fails = [t for t in secs if failed[t]]
+        line = ax.plot(xs, ys, ".-", label=label)
+        fails = [t for t in sorted(failed) if failed[t]]
         if fails:
-            ax.plot(fails, [failed[t] for t in fails], "x", color=line[0].get_color())
-    grouped = len(groups) < len(by_round)
-    ax.set(xlabel="seconds since the round's first request",
-           ylabel="attempts / s" + (" (mean of the group's rounds)" if grouped else ""))  # fmt: skip
+            ax.plot([t / scale for t in fails], [failed[t] for t in fails], "x",
+                    color=line[0].get_color())  # fmt: skip
+    xlabel = (f"{unit} since the crawl's first request" if wall
+              else "seconds since the round's first request")  # fmt: skip
+    ax.set(xlabel=xlabel, ylabel="attempts / s")
     ax.legend(fontsize=7, ncols=min(4, len(groups)), title="line: attempts, x: failed")
     return fig
 
