@@ -165,7 +165,7 @@ class Crawler:
         """Run one round under the writer lock and commit it; return its summary.
 
         ``progress`` receives a snapshot ``{"round", "planned": {shard: URLs}, "shards": {shard:
-        live counters}}`` about twice a second while fetching;
+        live counters}, "over": [shards whose fetch ended]}`` about twice a second while fetching;
         ``on_step`` is called with ``"generate"``, ``"fetch"``, ``"update"``, ``"compact"``, ``"commit"`` as each
         step starts (tests use it to crash a round at a known point).
 
@@ -312,7 +312,8 @@ class Crawler:
                         if s not in results:
                             with contextlib.suppress(Exception):
                                 shards[s] = actor.progress().result(timeout=5)
-                    progress({"round": rnd, "planned": planned, "shards": shards})
+                    progress({"round": rnd, "planned": planned, "shards": shards,
+                              "over": sorted(results)})  # fmt: skip
                 # wake when a shard is done (not at the next half second), at least twice a
                 # second for the progress display
                 wait_any_done([fut for s, fut in pending.items() if s not in results], 0.5)

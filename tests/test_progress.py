@@ -55,6 +55,17 @@ def test_figures_count_done_planned_queue_rate_and_time_left():
     assert [duration(x) for x in (None, 5.4, 75, 3700)] == ["?", "5s", "1m15s", "1h01m"]
 
 
+def test_a_shard_whose_fetch_is_over_has_no_queue():
+    """A tail-cut shard's unfetched URLs showed as queued until the round ended (issue 34)."""
+    s = snap(3, {0: 10, 1: 5}, {0: 20, 1: 30})
+    running = Figures(s, elapsed_s=5.0)
+    assert running.queue == {0: 10, 1: 25} and running.left_for_later == 0
+    cut = Figures({**s, "over": [1]}, elapsed_s=5.0)
+    assert cut.queue == {0: 10, 1: 0} and cut.left_for_later == 25
+    assert cut.left_s == pytest.approx(10 / 3.0)  # 15 pages in 5 s, 10 still queued
+    assert "queue per shard 10 0 (25 left for later)" in cut.line(of=None)
+
+
 def test_lines_come_every_interval_and_each_round_starts_from_zero(caplog):
     clock = FakeClock()
     caplog.set_level(logging.INFO, logger="batchcrawl.console.progress")

@@ -3,8 +3,9 @@ one INFO log line every ``progress.interval_s`` seconds otherwise (CI, Airflow),
 at the end (Scrapy's closing stats block).
 
 Fed by :func:`batchcrawl.round.run_rounds` with snapshots ``{"round": N, "planned": {shard: urls},
-"shards": {shard: counters}}``, where each shard's counters are its fetch worker's live counters
-(one per :class:`~batchcrawl.records.Outcome` value, ``links_new`` ...). Counters, rate and clock
+"shards": {shard: counters}, "over": [shard, ...]}``, where each shard's counters are its fetch
+worker's live counters (one per :class:`~batchcrawl.records.Outcome` value, ``links_new`` ...)
+and ``over`` lists the shards whose fetch has ended (what they did not fetch is left for later). Counters, rate and clock
 start again when the round number changes: a round never shows its predecessor's figures.
 A stream (:mod:`batchcrawl.stream`) feeds :class:`StreamProgress` its own snapshot
 (:meth:`batchcrawl.stream.Stream.snapshot`) after each micro-batch: totals since it started.
@@ -47,21 +48,28 @@ def duration(seconds: float | None) -> str:
 
 class Figures:
     """What one snapshot of a round shows: pages done and planned, rate, errors, queue per shard,
-    elapsed and estimated time left (seconds; None when not known yet)."""
+    pages left for later by shards whose fetch is over (a time limit or a slow tail cut), elapsed
+    and estimated time left (seconds; None when not known yet).
+
+    A shard whose fetch is over has an empty queue: a tail-cut shard's unfetched URLs were shown
+    as still queued, and counted in the time left, until the round ended (issue 34)."""
 
     def __init__(self, snap: Mapping[str, Any], elapsed_s: float) -> None:
         shards: Mapping[int, Mapping[str, float]] = snap.get("shards", {})
         planned: Mapping[int, int] = snap.get("planned", {})
+        over = set(snap.get("over", ()))
         self.round = snap.get("round")
         done = {s: int(sum(c.get(k, 0) for k in DONE)) for s, c in shards.items()}
         self.done = sum(done.values())
         self.planned = sum(planned.values())
-        self.queue = {s: max(0, n - done.get(s, 0)) for s, n in sorted(planned.items())}
+        unfetched = {s: max(0, n - done.get(s, 0)) for s, n in sorted(planned.items())}
+        self.queue = {s: 0 if s in over else n for s, n in unfetched.items()}
+        self.left_for_later = sum(n for s, n in unfetched.items() if s in over)
         self.errors = int(sum(c.get(k, 0) for c in shards.values() for k in ERRORS))
         self.links = int(sum(c.get("links_new", 0) for c in shards.values()))
         self.elapsed_s = elapsed_s
         self.rate = self.done / elapsed_s if elapsed_s > 0 else 0.0
-        left = self.planned - self.done
+        left = sum(self.queue.values())
         self.left_s = left / self.rate if self.rate > 0 else (0.0 if left <= 0 else None)
 
     def name(self, of: int | None, first: int = 1) -> str:
@@ -78,9 +86,10 @@ class Figures:
         """One log line, e.g. ``round 2 of 5: 40/100 pages (3.2/s), 1 errors, queue 12 28,
         elapsed 12s, ~18s left`` (``of``, ``first``: :meth:`name`)."""
         queue = " ".join(str(n) for n in self.queue.values())
+        later = f" ({self.left_for_later:,} left for later)" if self.left_for_later else ""
         return (f"{self.name(of, first)}: {self.done:,}/{self.planned:,} "
                 f"pages ({self.rate:,.1f}/s), {self.errors:,} errors, {self.links:,} new links, "
-                f"queue per shard {queue or '-'}, elapsed {duration(self.elapsed_s)}, "
+                f"queue per shard {queue or '-'}{later}, elapsed {duration(self.elapsed_s)}, "
                 f"~{duration(self.left_s)} left")  # fmt: skip
 
     def table(self, of: int | None, first: int = 1) -> Table:
@@ -92,6 +101,8 @@ class Figures:
         t.add_row("errors", f"{self.errors:,}")
         t.add_row("new links", f"{self.links:,}")
         t.add_row("queue per shard", " ".join(f"{s}:{n:,}" for s, n in self.queue.items()) or "-")
+        if self.left_for_later:
+            t.add_row("left for later", f"{self.left_for_later:,}")
         t.add_row("elapsed / left", f"{duration(self.elapsed_s)} / ~{duration(self.left_s)}")
         return t
 
