@@ -173,11 +173,17 @@ class _Group(click.Group):
             ctx.exit(3)
         except KeyboardInterrupt as exc:
             name = getattr(exc, "signal_name", "SIGINT")
-            click.echo(
-                f"batchcrawl: stopped by {name} before the step finished; its commit did not "
-                "happen, committed generations are intact; rerun it",
-                err=True,
-            )
+            command = ctx.invoked_subcommand
+            lock = sys.modules.get("batchcrawl.store.lock")  # not imported: no lock taken
+            if command != "init" and not (lock and lock.taken_in_this_process()):
+                # before it took the crawl's lock (loading, the config, opening the crawl):
+                # nothing was written (a fresh-user trial, issue 34: a round stopped at 0.5 s
+                # was told "before the step finished; its commit did not happen")
+                msg = f"stopped by {name} before `batchcrawl {command}` wrote anything: nothing was changed"
+            else:
+                msg = (f"stopped by {name} before the step finished; its commit did not "
+                       "happen, committed generations are intact; rerun it")  # fmt: skip
+            click.echo(f"batchcrawl: {msg}", err=True)
             skip_final_collection()
             ctx.exit(getattr(exc, "exit_code", 130))
 

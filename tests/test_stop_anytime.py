@@ -189,3 +189,35 @@ def test_sigterm_to_the_whole_process_group_stops_the_command(tmp_path, web, com
         pass
     assert proc.poll() is None, proc.communicate()[1][-3000:]
     _stop_and_check(proc, signal.SIGTERM, crawl, before, command, group=True)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_stop_before_the_lock_says_nothing_was_written(tmp_path, signum):
+    """A ``round`` stopped at ~0.5 s, before it took the crawl's lock, was told "before the step
+    finished; its commit did not happen" (issue 34, 2nd trial). Here the command sends itself the
+    signal (a real one) while it opens the crawl, so it surely lands before the lock."""
+    crawl = new_crawl(tmp_path / "crawl", round_config(), ["http://h1.test/"])
+    before = sorted(os.listdir(crawl.path("")))
+    script = tmp_path / "stop_while_opening.py"
+    script.write_text(
+        "import os, signal, sys\n"
+        "from batchcrawl.store.crawldir import CrawlDir\n"
+        "from batchcrawl.cli import main, exit_before_start\n"
+        "exit_before_start()  # what the CLI does first when it is the program\n"
+        "opened = CrawlDir.open.__func__\n"
+        "def open_and_stop(cls, url):\n"
+        "    crawl = opened(cls, url)\n"
+        f"    os.kill(os.getpid(), {int(signum)})\n"
+        "    return crawl\n"
+        "CrawlDir.open = classmethod(open_and_stop)\n"
+        "sys.exit(main())\n"
+    )
+    proc = _start(crawl, "round", script)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == EXIT[signum], err[-3000:]
+    assert err.strip().splitlines() == [
+        f"batchcrawl: stopped by {signum.name} before `batchcrawl round` wrote anything: nothing "
+        "was changed"
+    ], err[-3000:]
+    assert sorted(os.listdir(crawl.path(""))) == before  # no lock file, nothing new
+    assert CrawlDir.open(crawl.url).manifest().generation == crawl.manifest().generation

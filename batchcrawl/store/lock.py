@@ -55,6 +55,9 @@ _command: str | None = None
 #: The ``nest=True`` locks this process holds, by lock file (:func:`_key`): a ``WriterLock`` of the
 #: same crawl acquired in this process while one is held nests in it (:meth:`WriterLock.acquire`).
 _held: dict[str, WriterLock] = {}
+#: Whether this process has taken a crawl's lock: every write of a crawl but ``init`` happens under
+#: it, so a stop before it was taken changed nothing (:func:`taken_in_this_process`).
+_taken = False
 _held_lock = threading.Lock()
 
 
@@ -63,6 +66,13 @@ def _key(crawl: CrawlDir) -> str:
     relative ``news`` and its cluster's absolute ``/home/me/news`` are one crawl)."""
     path = crawl.path(LOCK_FILE)
     return os.path.realpath(path) if crawl.local else path
+
+
+def taken_in_this_process() -> bool:
+    """Whether this process has taken a crawl's writer lock (held now or released). A command
+    stopped before that has written nothing to any crawl (``init`` aside, which writes a new crawl
+    without one)."""
+    return _taken
 
 
 def name_command(command: str | None) -> None:
@@ -264,6 +274,8 @@ class WriterLock:
         else:
             record = self.read() or {"owner": "unknown"}
             raise LockedError(_locked_message(self.crawl.url, record, self.clock()))
+        global _taken
+        _taken = True
         self.lost = False
         self._stop.clear()
         self._thread = threading.Thread(
