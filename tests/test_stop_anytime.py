@@ -20,10 +20,12 @@ batchcrawl (on a busy machine the interpreter alone can take 0.5 s).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -221,3 +223,30 @@ def test_a_stop_before_the_lock_says_nothing_was_written(tmp_path, signum):
     ], err[-3000:]
     assert sorted(os.listdir(crawl.path(""))) == before  # no lock file, nothing new
     assert CrawlDir.open(crawl.url).manifest().generation == crawl.manifest().generation
+
+
+def test_a_second_ctrl_c_ends_the_command_without_the_trackers_warning(tmp_path):
+    """A second Ctrl-C ends the command at once; multiprocessing's resource tracker then removed
+    the cluster's semaphores and printed "resource_tracker: There appear to be 12 leaked semaphore
+    objects to clean up at shutdown" (issue 34, 2nd trial)."""
+    app = HoldPages(sample_web(hosts=3, pages=30, extras_every=0))
+    with serve(app):
+        crawl = new_crawl(tmp_path / "crawl", round_config(), app.web.seeds())
+        app.armed.set()
+        proc = _start(crawl, "round")
+        try:
+            assert app.arrived.wait(120), "no page was fetched"
+            os.killpg(proc.pid, signal.SIGINT)
+            time.sleep(0.05)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGINT)
+            out, err = proc.communicate(timeout=60)
+        finally:
+            app.release.set()
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    assert proc.returncode in (130, -signal.SIGINT), err[-3000:]
+    assert wait_gone(group_members(proc.pid), 30) == []  # the tracker too: its stderr is read
+    for noise in ("resource_tracker", "leaked", "Traceback", "Warning"):
+        assert noise not in err, err[-3000:]

@@ -36,6 +36,7 @@ import logging
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator
 
@@ -162,6 +163,23 @@ def holding_stop(on_stop: Callable[[], None] | None = None) -> Iterator[None]:
         _state.holding -= 1
         if outer:
             _state.on_stop = None
+
+
+#: The warning filter (``-W``) given to multiprocessing's resource tracker: :func:`quiet_resource_tracker`.
+TRACKER_WARNINGS = "ignore:resource_tracker:UserWarning"
+
+
+def quiet_resource_tracker() -> None:
+    """Let multiprocessing's resource tracker, started after this call, keep quiet about leaked
+    semaphores. A second Ctrl-C ends this process at once (the default
+    action), before the cluster's semaphores are released; the tracker then removes them, as it
+    exists to, and printed "resource_tracker: There appear to be 12 leaked semaphore objects to
+    clean up at shutdown" with its source line after the stop (issue 34, a fresh-user trial). The
+    tracker is a ``python -c`` child that gets this interpreter's ``-W`` options
+    (``multiprocessing.util._args_from_interpreter_flags`` reads ``sys.warnoptions``), so the
+    filter is added there before it starts; the tracker still removes what it finds."""
+    if TRACKER_WARNINGS not in sys.warnoptions:
+        sys.warnoptions.append(TRACKER_WARNINGS)
 
 
 def quiet_distributed_for_exit() -> None:
@@ -319,6 +337,7 @@ def starting_workers() -> Iterator[None]:
 
     from distributed.deploy.spec import SpecCluster
 
+    quiet_resource_tracker()
     resource_tracker.ensure_running()
     route_stop_signals()
     before = set(SpecCluster._instances)
