@@ -29,6 +29,8 @@ from batchcrawl.frontier.runs import BucketFiles
 from batchcrawl.store import schemas
 from batchcrawl.store.crawldir import CrawlDir
 
+log = logging.getLogger(__name__)
+
 
 def dask_mapper(client: Any) -> runs.Mapper:
     """A :data:`~batchcrawl.frontier.runs.Mapper` that runs one Dask task per item: the round's
@@ -103,7 +105,8 @@ def dask_client(cfg: Config, scheduler: str | None = None) -> Iterator[Any]:
                 client = Client(cluster)
             raise_if_stopped()
             workersetup.register(client)
-            yield client
+            with lost_workers_said_once():
+                yield client
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM (signals.Interrupted) unwinding a round
             interrupted = True
             raise
@@ -134,6 +137,34 @@ def dask_client(cfg: Config, scheduler: str | None = None) -> Iterator[Any]:
                 with contextlib.suppress(Exception):
                     cluster.close(timeout=timeout)
             dist_log.setLevel(level)
+
+
+class _LostWorkerRecords(logging.Filter):
+    """Turns the embedded scheduler's records of a removed worker into DEBUG lines of
+    ``batchcrawl.engine.cluster`` (:func:`lost_workers_said_once`)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.getMessage().startswith("Removing worker"):
+            return True
+        log.debug("distributed: %s", record.getMessage())
+        return False
+
+
+@contextlib.contextmanager
+def lost_workers_said_once() -> Iterator[None]:
+    """Inside the block, the embedded scheduler (it runs in this process and logs on its stderr)
+    does not print "Removing worker 'tcp://...' caused the cluster to lose already computed
+    task(s) ... {keys}": a worker lost mid-round or mid-stream ends the command with one line of
+    its own, naming the loss and what is intact (exit 5, :func:`batchcrawl.console.faults.round_fault`).
+    A stream whose killed worker held a micro-batch's results printed that record before it
+    (issue 34, a fresh-user trial). With ``-vv`` the record is a DEBUG line."""
+    scheduler_log = logging.getLogger("distributed.scheduler")
+    said_once = _LostWorkerRecords()
+    scheduler_log.addFilter(said_once)
+    try:
+        yield
+    finally:
+        scheduler_log.removeFilter(said_once)
 
 
 #: Seconds a worker of the embedded cluster is given to stop after a stop signal before its nanny
