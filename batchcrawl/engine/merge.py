@@ -168,7 +168,9 @@ def merge_and_commit(
         buckets[bf.bucket] = bf
     lock.check()
     manifest = crawl.commit(parent, _listing(crawl, parent, work, merged, buckets, fparts,
-                                             lparts, eparts, cfg), summary, round=rnd)  # fmt: skip
+                                             lparts, eparts, cfg), summary, round=rnd,
+                            warcs_without_rows=[f for r in work.reports
+                                                for f in r.warcs_without_rows])  # fmt: skip
     if cfg.gc.auto:  # under the lock, before the next commit: the window's routine expiry
         retention.expire(crawl, cfg.crawl.keep_generations, cfg.gc.keep_seconds)
         retention.remove_orphans(crawl, parent, manifest, lock.started)  # a dead writer's

@@ -53,6 +53,9 @@ class ShardReport:
         URLs it fetched and when (epoch seconds): a stream's fetch times.
     fetched_hosts
         The host of each of ``fetched_keys`` (a stream's host gaps, :mod:`batchcrawl.engine.hostgaps`).
+    warcs_without_rows
+        WARC files it wrote (relative paths) that none of its ``fetched`` rows names: their
+        records are robots.txt captures only (:attr:`batchcrawl.store.crawldir.Manifest.warcs_without_rows`).
     warc_open
         A stream: the WARC file it keeps open across the checkpoint and the end (bytes) of the
         records committed in it (:class:`~batchcrawl.fetch.warc.WarcCheckpoint`); None when it
@@ -84,4 +87,5 @@ class ShardReport:
     fetched_keys: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64), repr=False)
     fetched_at: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
     fetched_hosts: list[str] = field(default_factory=list, repr=False)
+    warcs_without_rows: list[str] = field(default_factory=list)
     warc_open: tuple[str, int] | None = None

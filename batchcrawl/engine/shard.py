@@ -128,6 +128,7 @@ class ShardActor:
             host_rows={"kept": len(self.known_hosts), "read_back": rows_read},
             seconds=time.monotonic() - started, fetch_seconds=run.seconds, startup_s=startup_s,
             idle_s=run.idle_s, tail_s=run.tail_s,
+            warcs_without_rows=[f for f in run.warc_files if f not in facts.warc_names],
         )  # fmt: skip
         del run, items  # the round's rows: give their memory back before the next round
         procmem.trim()
@@ -310,6 +311,9 @@ class StreamShardActor(ShardActor):
             direct=out.direct,
             held=0 if final else self.worker.stream_held, warc_open=out.warc_open,
         )  # fmt: skip
+        named = {row.get("warc_filename") for row in out.fetched}  # a stream's open file: once
+        report.warcs_without_rows = [f for f in out.warc_files if f not in named]  # it has pages
+        # too, it stays listed, which only keeps it
         (report.found_keys, report.found_at, report.fetched_keys,
          report.fetched_at) = discoveries(out)  # fmt: skip
         hosts = {row["url_key"]: row["url_host_name"] for row in out.fetched}

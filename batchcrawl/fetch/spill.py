@@ -62,7 +62,8 @@ class FactFiles:
 
     Use as a context manager (leaving it removes the spill files, after an error too);
     :meth:`finish` writes the files. ``outcomes`` counts the written ``fetched`` rows by outcome,
-    ``spills`` the spills made, ``seconds`` the time spent spilling and writing.
+    ``warc_names`` holds the WARC files they name (``warc_filename``), ``spills`` counts the spills
+    made, ``seconds`` the time spent spilling and writing.
     """
 
     def __init__(self, crawl: CrawlDir, round: int, shard: int, buckets: int) -> None:
@@ -71,6 +72,7 @@ class FactFiles:
         self.shard = shard
         self.buckets = buckets
         self.outcomes: Counter[str] = Counter()
+        self.warc_names: set[str | None] = set()
         self.spills = 0
         self.seconds = 0.0
         self._spill_files: dict[str, SpillFile] = {}
@@ -125,6 +127,7 @@ class FactFiles:
         list, so that the sorted copy replaces it instead of joining it. No local name holds a
         table's Python rows across the ``yield``."""
         self.outcomes.update(row["outcome"] for row in rows.fetched)
+        self.warc_names.update(row.get("warc_filename") for row in rows.fetched)
         for name, (to_arrow, emptied) in _HELD_AS.items():
             table = [to_arrow(getattr(rows, name), schema=schemas.schema(name))]
             setattr(rows, name, emptied(getattr(rows, name)))

@@ -164,6 +164,12 @@ class Manifest:
         Table name -> the :class:`FileList` files its entries start with (format 2; the rest of
         its entries are inline in the manifest). Not part of equality: two manifests with the
         same files are equal however they are stored.
+    warcs_without_rows
+        WARC files of committed rounds that no ``fetched`` row names, sorted (paths relative to
+        the crawl root): files holding only robots.txt captures, which have no ``fetched`` row.
+        Carried from each generation to the next by :meth:`CrawlDir.commit`, so that ``gc``
+        keeps them (:func:`batchcrawl.store.gc.referenced_files`); it found WARC files only
+        through ``fetched.warc_filename`` and deleted these, robots.txt captures and all.
     """
 
     generation: int
@@ -174,6 +180,7 @@ class Manifest:
     created: str = ""
     parent: int | None = None
     lists: Mapping[str, tuple[FileList, ...]] = field(default_factory=dict, compare=False)
+    warcs_without_rows: tuple[str, ...] = ()
 
     def files(self, table: str) -> list[str]:
         """Paths (relative to the crawl root) of ``table``'s files."""
@@ -213,6 +220,11 @@ class Manifest:
                 }
                 for t in self.tables
             },
+            **(
+                {"warcs_without_rows": list(self.warcs_without_rows)}
+                if self.warcs_without_rows
+                else {}
+            ),  # fmt: skip
         }
 
     @classmethod
@@ -252,6 +264,7 @@ class Manifest:
                 created=str(data.get("created", "")),
                 parent=None if data.get("parent") is None else int(data["parent"]),
                 lists=lists,
+                warcs_without_rows=tuple(str(p) for p in data.get("warcs_without_rows") or ()),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise CrawlDirError(f"{origin}: malformed manifest ({exc})") from None
@@ -481,6 +494,7 @@ class CrawlDir(atomic.Location):
         summary: Mapping[str, Any],
         *,
         round: int | None = None,
+        warcs_without_rows: Iterable[str] = (),
     ) -> Manifest:
         """Publish generation ``parent.generation + 1``.
 
@@ -495,6 +509,9 @@ class CrawlDir(atomic.Location):
             JSON-serializable description of the step (the round summary).
         round
             Round number committed by this generation (default: the parent's).
+        warcs_without_rows
+            WARC files this step wrote that no ``fetched`` row names (relative paths); added to
+            the parent's (:attr:`Manifest.warcs_without_rows`).
 
         Raises
         ------
@@ -520,6 +537,7 @@ class CrawlDir(atomic.Location):
             created=utcnow_iso(),
             parent=parent.generation,
             lists=lists,
+            warcs_without_rows=tuple(sorted({*parent.warcs_without_rows, *warcs_without_rows})),
         )
         self._publish(manifest)
         self._after_publish(manifest)

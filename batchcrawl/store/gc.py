@@ -2,7 +2,8 @@
 
 A file is kept exactly when a kept manifest references it: directly (a table file or one of the
 file lists under ``_commits/lists/`` that its listing goes through) or, for WARC
-files, through the ``warc_filename`` column of a kept generation's ``fetched`` table. What goes:
+files, through the ``warc_filename`` column of a kept generation's ``fetched`` table or its list of
+WARC files without such rows (robots.txt captures only: ``Manifest.warcs_without_rows``). What goes:
 files of generations no longer kept, orphans of rounds that died before committing, and ``*.tmp-*``
 leftovers of interrupted writes once older than a safety age (a write in progress has a young temp
 file). Like Nutch's ``current``/``old`` CrawlDb swap, but N deep.
@@ -39,7 +40,7 @@ log = logging.getLogger(__name__)
 def referenced_files(crawl: CrawlDir, generations: list[int]) -> set[str]:
     """Paths (relative to the crawl root) referenced by the manifests of ``generations``: their
     file lists (``_commits/lists/``), every table file, every WARC file named in their ``fetched``
-    tables (with its companions, :func:`warc_companions`), and the link graph built from each of
+    tables or listed without rows (with its companions, :func:`warc_companions`), and the link graph built from each of
     them (its ``graph.json`` and the files that lists under ``"files"``)."""
     keep: set[str] = set()
     fetched: set[str] = set()
@@ -49,6 +50,7 @@ def referenced_files(crawl: CrawlDir, generations: list[int]) -> set[str]:
         keep.update(manifest_files(manifest))
         fetched.update(manifest.files("fetched"))
         keep.update(graph_files(crawl, gen))
+        keep.update(warc_companions(manifest.warcs_without_rows))  # robots.txt captures only
     for rel in sorted(fetched):
         column = crawl.read_table("fetched", [rel], columns=["warc_filename"]).column(0)
         keep.update(warc_companions(pc.unique(column.drop_null()).to_pylist()))
