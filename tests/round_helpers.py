@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -257,6 +258,14 @@ def alive(pids: Iterable[int]) -> list[int]:
         except psutil.NoSuchProcess:
             pass
     return out
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the process group of ``proc`` (started with ``start_new_session=True``) if ``proc``
+    still runs, and reap it: a test's ``finally`` never leaves a crawl and its workers behind."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 def wait_gone(pids: Iterable[int], timeout_s: float) -> list[int]:

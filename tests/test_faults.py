@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 
 import psutil
@@ -16,6 +15,7 @@ import pytest
 from round_helpers import (
     HoldPages,
     cli_command,
+    kill_group,
     new_crawl,
     round_config,
     sample_web,
@@ -51,9 +51,7 @@ def kill_fetching_worker(proc: subprocess.Popen, app, port: int) -> tuple[str, s
         return proc.communicate(timeout=150)
     finally:
         app.release.set()
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        kill_group(proc)
 
 
 def test_a_worker_killed_mid_fetch_ends_in_one_line_and_a_rerun_recovers(tmp_path):

@@ -15,6 +15,7 @@ from fsspec.implementations.dirfs import DirFileSystem
 from round_helpers import (
     cli_command,
     group_members,
+    kill_group,
     new_crawl,
     round_config,
     serve,
@@ -297,9 +298,7 @@ def test_the_back_off_survives_a_sigkill(tmp_path):
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(30)
         finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            kill_group(proc)
         assert wait_gone(group_members(proc.pid), 30) == []
         assert crawl.manifest().generation == generation  # the killed round committed nothing
 

@@ -19,6 +19,7 @@ import pytest
 from round_helpers import (
     HoldPages,
     cli_command,
+    kill_group,
     new_crawl,
     round_config,
     sample_web,
@@ -60,9 +61,7 @@ def test_signal_mid_round_releases_the_lock_and_says_what_was_committed(tmp_path
             out, err = proc.communicate(timeout=60)
         finally:
             app.release.set()
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            kill_group(proc)
     assert proc.returncode == code, err[-3000:]
     assert out == "", out
     lines = [

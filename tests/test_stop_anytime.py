@@ -33,6 +33,7 @@ from round_helpers import (
     HoldPages,
     cli_command,
     group_members,
+    kill_group,
     new_crawl,
     round_config,
     sample_web,
@@ -69,9 +70,7 @@ def _stop_and_check(proc, signum, crawl: CrawlDir, generation_before: int, comma
     try:
         out, err = proc.communicate(timeout=60)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        kill_group(proc)
     lines = [ln for ln in err.strip().splitlines()
              if ln and " INFO batchcrawl.console.progress: " not in ln]  # fmt: skip
     stream_done = command == "stream" and proc.returncode == 0
@@ -243,9 +242,7 @@ def test_a_second_ctrl_c_ends_the_command_without_the_trackers_warning(tmp_path)
             out, err = proc.communicate(timeout=60)
         finally:
             app.release.set()
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            kill_group(proc)
     assert proc.returncode in (130, -signal.SIGINT), err[-3000:]
     assert wait_gone(group_members(proc.pid), 30) == []  # the tracker too: its stderr is read
     for noise in ("resource_tracker", "leaked", "Traceback", "Warning"):
