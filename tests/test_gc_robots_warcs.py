@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import os
 
+import pyarrow.dataset as ds
 import pytest
 from round_helpers import new_crawl, round_config, sample_web, serve
 from warcio.archiveiterator import ArchiveIterator
 
+from batchcrawl.export.lake import export_crawl, warc_dest
 from batchcrawl.frontier.inject import inject
 from batchcrawl.round import run_rounds
 from batchcrawl.store.crawldir import CrawlDir
@@ -44,12 +46,12 @@ def _warc_types(path: str) -> list[tuple[str, str]]:
                 for r in ArchiveIterator(fh)]  # fmt: skip
 
 
-def test_a_warc_file_of_robots_txt_captures_only_survives_gc(tmp_path):
+def _robots_only_crawl(tmp_path, cfg, rounds: int):
+    """A crawl whose round 1 fetched only the denying host's seed (one shard, so its WARC file
+    holds robots.txt captures alone); later rounds crawl an allowed host. Returns the crawl,
+    the seeds (denied, allowed) and the WARC files without rows after round 1."""
     web = sample_web(hosts=2, pages=10, extras_every=0)
-    app = DenyAll(web)
-    # one shard: the denying host's seed alone in round 1, so its shard writes robots.txt only
-    cfg = round_config(fetch={"shards": 1}, gc={"auto": True}, crawl={"keep_generations": 1})
-    with serve(app):
+    with serve(DenyAll(web)):
         denied, allowed = web.seeds()[0], web.seeds()[1]
         crawl = new_crawl(tmp_path / "crawl", cfg, [denied])
         first = run_rounds(crawl.url, cfg, 1)[0]
@@ -58,8 +60,29 @@ def test_a_warc_file_of_robots_txt_captures_only_survives_gc(tmp_path):
         kept = crawl.manifest().warcs_without_rows
         assert len(kept) == 1, kept
         inject(crawl, cfg, [allowed])
-        run_rounds(crawl.url, cfg, 2)
-    crawl = CrawlDir.open(crawl.url)
+        run_rounds(crawl.url, cfg, rounds - 1)
+    return CrawlDir.open(crawl.url), (denied, allowed), kept
+
+
+def test_a_warc_file_of_robots_txt_captures_only_is_exported_and_indexed(tmp_path):
+    cfg = round_config(fetch={"shards": 1})
+    crawl, (denied, _), kept = _robots_only_crawl(tmp_path, cfg, 2)
+    dest = tmp_path / "lake"
+    summary = export_crawl(crawl, str(dest), crawl_name="c")
+    assert summary["exported"] == [1, 2], summary
+    copy = dest / warc_dest("c", 1, kept[0])
+    assert copy.exists(), sorted(p.name for p in dest.rglob("*.warc*"))
+    assert copy.read_bytes() == open(crawl.path(kept[0]), "rb").read()  # a byte copy
+    assert copy.with_name(copy.name.replace(".warc.gz", ".cdxj")).exists()
+    index = ds.dataset(str(dest / "index"), format="parquet", partitioning="hive").to_table()
+    robots = [r for r in index.to_pylist() if r["subset"] == "robotstxt"]
+    assert denied.rstrip("/") + "/robots.txt" in {r["url"] for r in robots}, robots
+    assert {r["warc_filename"] for r in robots} >= {warc_dest("c", 1, kept[0])}
+
+
+def test_a_warc_file_of_robots_txt_captures_only_survives_gc(tmp_path):
+    cfg = round_config(fetch={"shards": 1}, gc={"auto": True}, crawl={"keep_generations": 1})
+    crawl, (denied, _), kept = _robots_only_crawl(tmp_path, cfg, 3)
     gc(crawl, keep=1, tmp_min_age_s=0)
     path = crawl.path(kept[0])
     assert os.path.exists(path), "the robots.txt captures were deleted"

@@ -556,7 +556,7 @@ class Exporter:
     def _export_round(self, job: _RoundJob, manifest: Manifest, entries) -> dict[str, Any]:
         r, todo = job.round, job.tables
         fetched = self._read_round("fetched", entries["fetched"].get(r, []), r)
-        warc_files = self._warc_files(fetched, r)
+        warc_files = self._warc_files(fetched, r, manifest)
         record: dict[str, Any] = {
             "format": FORMAT_VERSION,
             "crawl": self.name,
@@ -646,8 +646,13 @@ class Exporter:
         except OSError as exc:
             raise ExportError(f"{self.crawl.url}: cannot read {table}: {exc}") from exc
 
-    def _warc_files(self, fetched: pa.Table, r: int) -> list[str]:
-        names = pc.unique(fetched.column("warc_filename").drop_null()).to_pylist()
+    def _warc_files(self, fetched: pa.Table, r: int, manifest: Manifest) -> list[str]:
+        """Round ``r``'s WARC files: those its ``fetched`` rows name, and those the round wrote
+        with robots.txt captures only (no row names them: ``Manifest.warcs_without_rows``, kept
+        by the file's ``round=N`` folder). Raises :class:`ExportError` when two would go to one
+        destination path."""
+        names = set(pc.unique(fetched.column("warc_filename").drop_null()).to_pylist())
+        names.update(w for w in manifest.warcs_without_rows if paths.parse_round(w) == r)
         names = sorted(names)
         seen: dict[str, str] = {}
         for name in names:
@@ -867,6 +872,10 @@ class Exporter:
         ):
             if name is not None:
                 shard_of_warc.setdefault(name, shard)
+        for src in scanned:  # robots.txt captures only: the shard its file name gives
+            shard = paths.parse_warc_shard(src)
+            if src not in shard_of_warc and shard is not None:
+                shard_of_warc[src] = shard
         shards = sorted(
             {_part_number(e, i) for i, e in enumerate(fetched_entries)}
             | set(shard_of_warc.values())

@@ -227,6 +227,17 @@ def warc_prefix(crawl_name: str, round: int, shard: int, wall_s: float) -> str:
     return f"{safe}-{round:05d}-{shard:02d}-{stamp}"
 
 
+#: The shard in a WARC file name made from :func:`warc_prefix` (the crawl name may hold ``-``).
+WARC_SHARD_RE = re.compile(r"-\d{5,}-(\d{2,})-\d{14}-\d+\.warc(?:\.gz)?$")
+
+
+def parse_warc_shard(warc_rel: str) -> int | None:
+    """The shard of a WARC file named by :func:`warc_prefix` (``.../c-00007-03-20261205064337-
+    00000.warc.gz`` -> 3), or None for another name."""
+    m = WARC_SHARD_RE.search(warc_rel)
+    return int(m.group(1)) if m else None
+
+
 def warc_cdxj(warc_rel: str) -> str:
     """The CDXJ index beside a WARC file: ``X.warc.gz`` (or ``X.warc``) -> ``X.cdxj`` (pywb's
     and cdxj-indexer's naming; written at crawl time when ``fetch.warc_cdxj`` is on, and beside
