@@ -648,9 +648,10 @@ class StoreSection:
     """``[store]``: the crawl directory's fact files (docs/design.md §3, "Fact compaction")."""
 
     compact_facts_min_files: Annotated[int, Range(2, None)] = 64
-    """Merge the small files of a fact table (``fetched``, ``links``, ``edges``) once this many
-    are due (small and old enough), in the commit of a round or stream checkpoint: the number of
-    files then grows with the data, not with the checkpoints (Nutch's segment merge)."""
+    """Merge the small files of a fact table (``fetchlists``, ``fetched``, ``links``, ``edges``)
+    once this many are due (small and old enough), in the commit of a round or stream checkpoint:
+    the number of files then grows with the data, not with the rounds and checkpoints (Nutch's
+    segment merge)."""
     compact_facts_target_rows: Positive = 1_000_000
     """Rows of a merged fact file; a file with fewer rows is small (merged again later)."""
     compact_facts_min_age_rounds: Annotated[int, Range(0, None)] = 4

@@ -88,7 +88,7 @@ def compacted_crawl(tmp_path_factory):
 def test_merged_files_replace_the_rounds_own_files(compacted_crawl):
     crawl, summaries, *_ = compacted_crawl
     m = crawl.manifest()
-    for table in ("fetched", "links", "edges"):
+    for table in ("fetchlists", "fetched", "links", "edges"):  # one file per shard per round
         merged = [e for e in m.tables[table] if factcompact.is_merged(e)]
         assert merged, table
         rounds = {r for e in m.tables[table] for r in range(*_span(e.path))}

@@ -1,8 +1,8 @@
-"""Fact-file compaction: the small per-round files of ``fetched``, ``links`` and ``edges`` merged
-into larger ones as part of a commit (docs/design.md §3, "Fact compaction"; Nutch's
-``mergesegs``, Iceberg's and Delta's small-file compaction).
+"""Fact-file compaction: the small per-round files of ``fetchlists``, ``fetched``, ``links`` and
+``edges`` merged into larger ones as part of a commit (docs/design.md §3, "Fact compaction";
+Nutch's ``mergesegs``, Iceberg's and Delta's small-file compaction).
 
-A stream writes one file per table per shard per checkpoint, so without merging the number of
+A round writes one file per table per shard (a stream, per checkpoint; fetch lists per round), so without merging the number of
 files (and of entries a generation names, and of files a SQL view opens) grows with the
 checkpoints. Here, size-tiered (as LSM trees compact, and Cassandra's size-tiered strategy): a
 file is *due* when it holds fewer than ``store.compact_facts_target_rows`` rows and its newest

@@ -156,17 +156,19 @@ def spill_file(table: str, round: int, shard: int, token: str) -> str:
     return f"{round_file(table, round, shard)}{TMP_MARKER}spill{token}"
 
 
-#: Fact tables whose per-round files are merged by :mod:`batchcrawl.store.factcompact`.
-COMPACTED_TABLES = ("fetched", "links", "edges")
+#: Fact tables whose per-round files are merged by :mod:`batchcrawl.store.factcompact` (every
+#: round writes one file per shard of each: without merging, a crawl of thousands of rounds is
+#: tens of thousands of files).
+COMPACTED_TABLES = ("fetchlists", "fetched", "links", "edges")
 #: A merged fact file -> table (1), first round (2), last round (3), tier (4), generation (5).
 COMPACTED_RE = re.compile(
-    r"^(fetched|links|edges)/rounds=(\d+)-(\d+)/tier=(\d+)-gen=(\d+)-part=\d+\.parquet$"
+    r"^(fetchlists|fetched|links|edges)/rounds=(\d+)-(\d+)/tier=(\d+)-gen=(\d+)-part=\d+\.parquet$"
 )
 
 
 def compacted_file(table: str, first: int, last: int, tier: int, generation: int, part: int) -> str:
     """``TABLE/rounds=A-B/tier=T-gen=G-part=PP.parquet``: rows of rounds ``first``..``last`` of a
-    fact table (``fetched``, ``links``, ``edges``) merged from smaller files by the commit of
+    fact table (:data:`COMPACTED_TABLES`) merged from smaller files by the commit of
     ``generation``; ``tier`` counts the merges its rows went through (a round's own file is
     tier 0)."""
     if table not in COMPACTED_TABLES:
@@ -291,7 +293,7 @@ _MERGED = r"rounds=\d+-\d+/tier=\d+-gen=\d+-part=\d{2,}\.parquet"  # compacted_f
 LAYOUT = {
     "frontier": rf"frontier/gen=\d+/bucket=\d{{3,}}(?:\.run)?(?:\.due)?\.parquet{_TMP}",
     "hosts": rf"hosts/gen=\d+/(?:shard=\d{{2,}}(?:\.run)?|hosts)\.parquet{_TMP}",
-    "fetchlists": rf"fetchlists/round=\d+/shard=\d{{2,}}\.parquet{_TMP}",
+    "fetchlists": rf"fetchlists/(?:round=\d+/shard=\d{{2,}}\.parquet|{_MERGED}){_TMP}",
     "fetched": rf"fetched/(?:round=\d+/shard=\d{{2,}}\.parquet|{_MERGED}){_TMP}",
     "links": rf"links/(?:round=\d+/shard=\d{{2,}}\.parquet|{_MERGED}){_TMP}",
     "edges": rf"edges/(?:round=\d+/shard=\d{{2,}}\.parquet|{_MERGED}){_TMP}",
