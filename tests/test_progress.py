@@ -163,6 +163,7 @@ def test_progress_lines_appear_on_a_pipe_without_verbose(tmp_path):
     assert any(": round 1 committed (generation 2)" in ln for ln in progress), proc.stderr
     assert "batchcrawl: rounds 1-2 committed (last generation 3)" in proc.stderr
     assert "Traceback" not in proc.stderr
+    assert "\x1b" not in proc.stdout + proc.stderr  # no live table, no escape codes on a pipe
 
 
 def stream_snap(elapsed_s, attempts, micro_batch=3, **extra):
@@ -302,3 +303,93 @@ def test_log_lines_print_above_the_live_table(monkeypatch):
     assert "a line of its own" in text
     before = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text[: text.index("a line of its own")])
     assert before == "" or before.endswith(("\n", "\r")), repr(before[-80:])
+
+
+def run_in_terminal(argv: list[str], cols: int, rows: int, timeout_s: float) -> tuple[int, bytes]:
+    """Run ``argv`` with stdin, stdout and stderr on one pseudo-terminal of ``cols`` x ``rows``
+    (as in a tmux pane); its exit code and every byte it wrote."""
+    import fcntl
+    import os
+    import pty
+    import select
+    import struct
+    import termios
+    import time
+
+    from round_helpers import kill_group
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    env = {k: v for k, v in subprocess_env().items()
+           if k not in ("NO_COLOR", "FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE")}  # fmt: skip
+    env.update(TERM="xterm-256color", COLUMNS=str(cols), LINES=str(rows))
+    proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env,
+                            start_new_session=True)  # fmt: skip
+    os.close(slave)
+    out = bytearray()
+    try:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if select.select([master], [], [], 0.2)[0]:
+                try:
+                    data = os.read(master, 65536)
+                except OSError:  # EIO: every writer closed the terminal
+                    break
+                if not data:
+                    break
+                out += data
+        return proc.wait(10), bytes(out)
+    finally:
+        os.close(master)
+        if proc.poll() is None:
+            kill_group(proc)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_json_summaries_stay_whole_under_the_live_table_on_a_terminal(tmp_path):
+    """On a terminal (120 x 50, stdout and stderr both on it) the live table redirects
+    ``sys.stdout``, but click writes the JSON summary to the real stdout's buffer past the
+    redirect: it was glued to the table's bottom border, the next redraw (as many rows up as the
+    table, while the JSON wraps over ~20) erased its end, and a stale copy of the table stayed
+    above it (a user trial). Fed to a terminal emulator, the final screen and its scrollback hold
+    each round's JSON line whole, from the first column, its INFO line too, and no table."""
+    pyte = pytest.importorskip("pyte")
+    cols, rows = 120, 50
+    web = sample_web(hosts=2, pages=30, extras_every=0, links_per_page=10, menu_links=2)
+    cfg = round_config(politeness={"host_delay_s": 0.1, "max_crawl_delay_s": 0.1},
+                       fetch={"shards": 1}, round={"workers": 1})  # fmt: skip
+    with serve(web):
+        crawl = new_crawl(tmp_path / "crawl", cfg, web.seeds())
+        code, out = run_in_terminal(cli_command("crawl", crawl.url, "--rounds", "2"), cols, rows,
+                                    timeout_s=150)  # fmt: skip
+    text = out.decode("utf-8", "replace")
+    assert code == 0, text[-3000:]
+    assert "\x1b[" in text  # the live table was drawn: a terminal indeed
+    screen = pyte.HistoryScreen(cols, rows, history=2000)
+    pyte.ByteStream(screen).feed(out)
+    lines = ["".join(row[x].data for x in range(cols)) for row in screen.history.top]
+    lines += screen.display
+    summaries = []
+    for i, line in enumerate(lines):
+        if '{"step": "round"' not in line:
+            continue
+        assert line.startswith('{"step": "round"'), f"glued to something: {line!r}"
+        whole = ""  # the JSON wraps over rows of `cols` characters: join them till it parses
+        for row in lines[i:]:
+            whole += row
+            try:
+                summaries.append(json.loads(whole.rstrip()))
+                break
+            except json.JSONDecodeError:
+                continue
+        else:
+            raise AssertionError(f"a JSON summary cut short: {whole.rstrip()[-300:]!r}")
+    assert [s["round"] for s in summaries] == [1, 2], "\n".join(lines)
+    screen_text = "\n".join(lines)
+    for n in (1, 2):
+        assert f"INFO batchcrawl.console.progress: round {n} committed (generation {n + 1})" in (
+            screen_text
+        ), screen_text
+    assert "pages done / planned" not in screen_text and "└" not in screen_text, screen_text
+    assert "batchcrawl: rounds 1-2 committed (last generation 3)" in screen_text

@@ -156,18 +156,30 @@ class RoundProgress:
 
     def __enter__(self) -> RoundProgress:
         if self.enabled:
-            stderr = sys.stderr
-            self._live = Live(Table(title="batchcrawl: starting"), console=Console(file=stderr),
-                              refresh_per_second=2, transient=True)  # fmt: skip
-            self._live.__enter__()
-            self._moved = _move_log_handlers(stderr, sys.stderr)
+            self._start(Table(title="batchcrawl: starting"))
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._live is not None:
-            for handler, stream in self._moved:
-                handler.setStream(stream)
-            self._live.__exit__(*exc)
+        self._stop()
+
+    def _start(self, table: Table) -> None:
+        """Draw the live table on stderr; log handlers print above it while it is drawn."""
+        stderr = sys.stderr
+        self._live = Live(table, console=Console(file=stderr), refresh_per_second=2,
+                          transient=True)  # fmt: skip
+        self._live.start(refresh=True)
+        self._moved = _move_log_handlers(stderr, sys.stderr)
+
+    def _stop(self) -> None:
+        """Clear the live table (if drawn) and give back the streams it redirected: what is
+        printed next (a round's JSON summary on stdout, a log line) lands on a line of its own."""
+        live, self._live = self._live, None
+        if live is None:
+            return
+        for handler, stream in self._moved:
+            handler.setStream(stream)
+        self._moved = []
+        live.stop()
 
     def update(self, snap: Mapping[str, Any]) -> None:
         """A new snapshot of the running round (see the module docstring)."""
@@ -175,15 +187,26 @@ class RoundProgress:
         if snap.get("round") != self._round:  # a new round: its own clock and counters
             self._round, self._t0, self._last_log = snap.get("round"), now, now
         figures = Figures(snap, now - self._t0)
-        if self._live is not None:
-            self._live.update(figures.table(self.rounds, self.first_round))
+        if self.enabled:
+            table = figures.table(self.rounds, self.first_round)
+            if self._live is None:  # the round's first snapshot: done() cleared the last table
+                self._start(table)
+            else:
+                self._live.update(table)
         elif now - self._last_log >= self.interval_s:
             self._last_log = now
             log.info("%s", figures.line(self.rounds, self.first_round))
 
     def done(self, summary: Mapping[str, Any], *, log_line: bool = True) -> None:
-        """A round committed: one INFO line (not with ``log_line=False``: the caller prints its
-        own, as the demo does on stdout); the next snapshot starts the next round's figures."""
+        """A round committed: the live table is cleared, then one INFO line (not with
+        ``log_line=False``: the caller prints its own, as the demo does on stdout); the next
+        snapshot starts the next round's figures, in a new table.
+
+        The caller prints the round's JSON summary on stdout after this call: click writes it to
+        the real stdout's buffer, past rich's redirect of ``sys.stdout`` (its proxy reports no
+        encoding), so it was glued to the table's bottom border, its wrapped end erased by the
+        next redraw and a stale copy of the table left above (a user trial on a terminal)."""
+        self._stop()
         if log_line:
             log.info("round %s committed (generation %s): %s attempts, %s stored in %s",
                      summary.get("round"), summary.get("generation"), summary.get("attempts"),
@@ -218,10 +241,13 @@ class StreamProgress(RoundProgress):
     def update(self, snap: Mapping[str, Any]) -> None:
         """A new snapshot of the stream (:meth:`batchcrawl.stream.Stream.snapshot`)."""
         now = self.clock()
-        if self._live is not None:
+        if self.enabled:
             t = Table(title="batchcrawl stream", show_header=False, title_justify="left")
             t.add_row(stream_line(snap))
-            self._live.update(t)
+            if self._live is None:
+                self._start(t)
+            else:
+                self._live.update(t)
         elif now - self._last_log >= self.interval_s:
             self._last_log = now
             log.info("%s", stream_line(snap))
