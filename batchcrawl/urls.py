@@ -85,6 +85,14 @@ _BAD_ESCAPE = re.compile(r"%(?![0-9A-F]{2})|%(?:[46][1-9A-F]|[57][0-9A]|3[0-9]|2
 _PCT_TOKEN = re.compile(r"%([0-9A-Fa-f]{2})|[^A-Za-z0-9\-._~!$&'()*+,;=:@/?]")
 _UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 _IPV4 = re.compile(r"[0-9]{1,3}(?:\.[0-9]{1,3}){3}")
+# An absolute URL written without its scheme: a dotted host name, ``localhost`` or an IPv6 literal,
+# then an optional port and path (``h0003.test:38427/x``, ``example.com/a``). WHATWG reads the
+# first as scheme ``h0003.test`` and refuses the second; both are better told to add ``http://``.
+_NO_SCHEME = re.compile(
+    r"(?:[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+\.?|localhost|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?"
+    r"(?:[/?#].*)?",
+    re.DOTALL,
+)
 
 
 def _pct_repl(m: re.Match[str]) -> str:
@@ -139,10 +147,13 @@ def canonicalize(url: str, base: str | None = None) -> str:
         try:
             href = ada_url.normalize_url(url)
         except ValueError:
+            _refuse_without_scheme(url)
             raise InvalidURL(
                 f"cannot parse URL {url!r} (WHATWG URL Standard); write it as an absolute "
                 "http(s) URL with scheme and host, e.g. https://example.com/path"
             ) from None
+        if not href.startswith(("http://", "https://")):
+            _refuse_without_scheme(url)
     else:
         try:
             href = ada_url.join_url(base, url)
@@ -152,6 +163,23 @@ def canonicalize(url: str, base: str | None = None) -> str:
                 "the base must be an absolute URL and the reference must be valid"
             ) from None
     return _canonical_from_href(href, url)
+
+
+def _refuse_without_scheme(url: str) -> None:
+    """Raise :class:`InvalidURL` suggesting ``http://`` + ``url`` when ``url`` (given without a
+    base) is a host, maybe a port and a path with the scheme left out, and adding ``http://``
+    makes it a URL that can be crawled; return otherwise."""
+    text = url.strip()
+    if "://" in text or _NO_SCHEME.fullmatch(text) is None:
+        return
+    fixed = "http://" + text
+    try:
+        canonicalize(fixed)
+    except InvalidURL:
+        return
+    raise InvalidURL(
+        f"URL {url!r} is not an absolute http(s) URL: it has no scheme; write it as {fixed}"
+    )
 
 
 def _canonical_from_href(href: str, original: str) -> str:

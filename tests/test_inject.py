@@ -86,6 +86,15 @@ def test_bad_lines_never_stop_and_are_capped(tmp_path):
     assert s["seeds_new"] == 1
 
 
+def test_a_seed_line_without_scheme_is_told_to_add_it(tmp_path):
+    """Issue: `` h0003.test:38427/x`` was reported as ``has scheme 'h0003.test'``."""
+    crawl, cfg = make_crawl(tmp_path, buckets=1)
+    s = inject(crawl, cfg, ["http://ok.test/", " h0003.test:38427/x"])
+    assert s["bad_line_list"] == [{"line": 2, "reason": "URL 'h0003.test:38427/x' is not an "
+                                   "absolute http(s) URL: it has no scheme; write it as "
+                                   "http://h0003.test:38427/x"}]  # fmt: skip
+
+
 @pytest.mark.parametrize("scope", ["host", "domain"])
 def test_seed_scope_includes_new_seeds(tmp_path, scope):
     crawl, cfg = make_crawl(tmp_path, filters={"seed_scope": scope})

@@ -357,6 +357,32 @@ def test_invalid_urls(url: str, base: str | None, match: str) -> None:
     assert repr(url) in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("url", "suggested"),
+    [
+        ("h0003.test:38427/x", "http://h0003.test:38427/x"),
+        ("localhost:8080", "http://localhost:8080"),
+        ("127.0.0.1:8080/a?q", "http://127.0.0.1:8080/a?q"),
+        ("example.com/path", "http://example.com/path"),
+    ],
+)
+def test_a_url_without_scheme_is_named_so_with_the_url_to_write(url: str, suggested: str) -> None:
+    """``h0003.test:38427/x`` parses (WHATWG) as scheme ``h0003.test``: the message says the
+    scheme is missing and gives the URL to write, not ``has scheme 'h0003.test'``."""
+    with pytest.raises(InvalidURL) as info:
+        canonicalize(url)
+    message = str(info.value)
+    assert f"{url!r} is not an absolute http(s) URL" in message and "has scheme" not in message
+    assert message.endswith(f"write it as {suggested}")
+    canonicalize(suggested)  # the suggestion is a URL that can be crawled
+    # a real scheme, or a relative reference resolved against a page, is not taken for a host
+    for other in ("mailto:a@b.test", "com.example.app:/x", "a.b:c"):
+        with pytest.raises(InvalidURL, match="has scheme"):
+            canonicalize(other)
+    with pytest.raises(InvalidURL, match="has scheme 'h0003.test'"):
+        canonicalize("h0003.test:38427/x", "http://a.test/")
+
+
 # --- properties ----------------------------------------------------------------------------------------
 
 _label = st.text(alphabet="abcXYZ019-éßж", min_size=1, max_size=8)
