@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from batchcrawl.config import Config, to_toml
-from batchcrawl.frontier.inject import MAX_BAD_LINES_LISTED, inject
+from batchcrawl.frontier.inject import MAX_BAD_LINES_LISTED, filtered_text, inject
 from batchcrawl.frontier.runs import bucket_files, read_bucket
 from batchcrawl.frontier.table import seed_scope
 from batchcrawl.store.crawldir import CrawlDir
@@ -93,6 +93,20 @@ def test_a_seed_line_without_scheme_is_told_to_add_it(tmp_path):
     assert s["bad_line_list"] == [{"line": 2, "reason": "URL 'h0003.test:38427/x' is not an "
                                    "absolute http(s) URL: it has no scheme; write it as "
                                    "http://h0003.test:38427/x"}]  # fmt: skip
+
+
+def test_seeds_dropped_by_the_url_filters_are_named_for_the_stderr_summary(tmp_path):
+    """A 10,024-character seed dropped by ``filters.max_url_length`` was only in the JSON
+    (``"filtered": {"url_length": 1}``); the text for the stderr line says how many and why."""
+    crawl, cfg = make_crawl(tmp_path, buckets=1)
+    long_url = "http://long.test/" + "a" * 10_007
+    assert len(long_url) == 10_024
+    s = inject(crawl, cfg, ["http://ok.test/", long_url, "not a url"])
+    assert s["filtered"] == {"url_length": 1} and s["bad_lines"] == 1
+    assert filtered_text(s) == "1 dropped by the URL filters (url_length 1)"
+    many = {**s, "filtered": {"url_length": 1200, "deny_host": 3}}
+    assert filtered_text(many) == "1,203 dropped by the URL filters (deny_host 3, url_length 1,200)"
+    assert filtered_text(inject(crawl, cfg, ["http://ok2.test/"])) == ""
 
 
 @pytest.mark.parametrize("scope", ["host", "domain"])

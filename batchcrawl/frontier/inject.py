@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Container, Iterable
+from collections.abc import Callable, Container, Iterable, Mapping
 from typing import Any, TypedDict
 
 import numpy as np
@@ -35,7 +35,7 @@ from batchcrawl.scope.filters import FilterChain
 from batchcrawl.store import schemas
 from batchcrawl.store.crawldir import CrawlDir, Manifest
 
-__all__ = ["MAX_BAD_LINES_LISTED", "inject", "parse_seed_lines"]
+__all__ = ["MAX_BAD_LINES_LISTED", "filtered_text", "inject", "parse_seed_lines"]
 
 #: At most this many bad lines are listed (with number and reason) in the summary.
 MAX_BAD_LINES_LISTED = 100
@@ -210,6 +210,20 @@ def inject(
         return {**summary, "generation": manifest.generation, "committed": False}
     committed = crawl.commit(manifest, {"frontier": runs.frontier_listing(out)}, summary)
     return {**summary, "generation": committed.generation, "committed": True}
+
+
+def filtered_text(summary: Mapping[str, Any]) -> str:
+    """The new seeds of an inject ``summary`` that the URL filters (``[filters]``) dropped, how
+    many and why, as a part of the one-line stderr summary: ``"1 dropped by the URL filters
+    (url_length 1)"``; ``""`` when the filters dropped none. Such a seed is in the frontier with
+    ``status = 'filtered'`` and is never fetched; the JSON summary's ``filtered`` has the same
+    counts."""
+    filtered: Mapping[str, int] = summary.get("filtered") or {}
+    total = sum(filtered.values())
+    if not total:
+        return ""
+    reasons = ", ".join(f"{why} {n:,}" for why, n in sorted(filtered.items()))
+    return f"{total:,} dropped by the URL filters ({reasons})"
 
 
 _REFETCHABLE = ("fetched", "gone", "error", "queued")
