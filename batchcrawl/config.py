@@ -822,6 +822,38 @@ def _origin_line(path: str, text: str, section: str, key: str) -> str:
     return path
 
 
+def _top_level_line(path: str, text: str, key: str) -> str:
+    """Best-effort ``file:line`` of ``key`` written before the first ``[section]`` of a TOML text
+    (a key outside any section)."""
+    for lineno, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if stripped.startswith("["):
+            break
+        if re.match(
+            rf"^(?:{re.escape(key)}|\"{re.escape(key)}\"|'{re.escape(key)}')\s*=", stripped
+        ):
+            return f"{path}:{lineno}"
+    return path
+
+
+def _outside_sections(key: str, where: str) -> ConfigError:
+    """The error for ``key`` written outside any section (before the first ``[section]`` header
+    of a file), naming the sections that have a key of that name."""
+    homes = [name for name in SECTIONS if key in _field_types(name)]
+    homes += [s for (s, old) in (*RENAMED_KEYS, *RETIRED_KEYS) if old == key and s not in homes]
+    if len(homes) == 1:
+        hint = f"move it under [{homes[0]}], the section that has a key of that name"
+    elif homes:
+        hint = f"move it under the section it is meant for ({', '.join(f'[{h}]' for h in homes)} "
+        hint += "have a key of that name)"
+    else:
+        hint = f"no section has a key of that name; known sections: {', '.join(SECTIONS)}"
+    return ConfigError(
+        f"{key} (from {where}): a key outside any section (written before the first [section] "
+        f"header); {hint}"
+    )
+
+
 def _coerce(section: str, key: str, value: Any, origin: str, from_string: bool) -> Any:
     """Check ``value`` against the declared type of ``section.key``; strings from the environment or
     ``--set`` are parsed as TOML values first (falling back to a bare string)."""
@@ -902,6 +934,11 @@ def _merge(
         if not isinstance(data, Mapping):
             raise ConfigError(f"{origin}: expected a table of sections, got {data!r}")
         for section, values in data.items():
+            if section not in SECTIONS and not isinstance(values, Mapping):
+                where = origin
+                if texts and origin in texts:
+                    where = _top_level_line(origin, texts[origin], section)
+                raise _outside_sections(section, where)
             if section not in SECTIONS:
                 raise ConfigError(
                     f"{origin}: unknown section [{section}]; known sections: {', '.join(SECTIONS)}"

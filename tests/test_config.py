@@ -105,6 +105,25 @@ def test_error_in_crawl_toml_names_file_and_line(tmp_path):
         load_crawl_config(crawl2, environ={})
 
 
+def test_a_key_outside_any_section_names_file_line_and_its_section(tmp_path):
+    """``host_delay_s = 0.5`` above the first ``[section]`` was "unknown section [host_delay_s]",
+    without a line: it is a key outside any section, at its line, and [politeness] has it."""
+    text = "# my crawl\nhost_delay_s = 0.5\n\n[crawl]\nname = 'x'\n"
+    crawl = CrawlDir.create(str(tmp_path / "c"), text, 1)
+    with pytest.raises(ConfigError) as info:
+        load_crawl_config(crawl, environ={})
+    message = str(info.value)
+    assert message.startswith("host_delay_s (from ") and "unknown section" not in message
+    assert "crawl.toml:2): a key outside any section" in message
+    assert message.endswith("move it under [politeness], the section that has a key of that name")
+    with pytest.raises(ConfigError, match=r"max_bytes \(from c\.toml:1\): a key outside any "
+                       r"section .*\(\[robots\], \[sitemaps\] have a key of that name\)"):  # fmt: skip
+        load_config(files=[("c.toml", "max_bytes = 1\n[fetch]\n")], environ={})
+    with pytest.raises(ConfigError, match=r"c\.toml:1\): a key outside any section .*no section "
+                       r"has a key of that name; known sections: crawl, "):  # fmt: skip
+        load_config(files=[("c.toml", "colour = 'red'\n")], environ={})
+
+
 def test_error_from_environment_names_the_variable(crawl):
     with pytest.raises(ConfigError, match="environment variable BATCHCRAWL_FETCH__SHARDS"):
         load_crawl_config(crawl, environ={"BATCHCRAWL_FETCH__SHARDS": "zero"})
