@@ -5,20 +5,28 @@ matplotlib figure, with a control that shows the check can fail."""
 
 from __future__ import annotations
 
+import datetime as dt
+
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from round_helpers import new_crawl, round_config, sample_web, serve
 
+from batchcrawl.console.signals import StopRequest
 from batchcrawl.report import plots
 from batchcrawl.report.crawl_plots import (
     MAX_TIMELINE_LINES,
     round_groups,
     rounds,
     storage,
+    stream_windows,
     timeline,
 )
-from batchcrawl.report.data import ReportData
+from batchcrawl.report.data import ReportData, read_report_data
 from batchcrawl.report.host_plots import politeness, responses, robots
+from batchcrawl.store import sql
+from batchcrawl.stream import run_stream
 
 
 def _data(**tables) -> ReportData:
@@ -185,3 +193,99 @@ def test_the_tallest_bars_leave_room_below_the_frame():
         ax = fig.axes[0]
         assert ax.get_ylim()[1] >= 1.07 * max(bar.get_height() for bar in ax.patches)
         assert not _legend_overlaps_a_bar(fig, ax)
+
+
+#: The stream's start, epoch seconds, in the micro-batches below.
+_T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC).timestamp()
+
+
+def _micro_batch(rnd: int, start_s: float, responses: int, **extra) -> dict:
+    """The manifest summary of stream micro-batch ``rnd`` (generation ``rnd + 1``) taken
+    ``start_s`` seconds after :data:`_T0` and committed 0.1 s later, its WARC files left open."""
+    created = dt.datetime.fromtimestamp(_T0 + start_s + 0.1, dt.UTC)
+    return {"step": "round", "mode": "stream", "round": rnd, "generation": rnd + 1,
+            "created": created.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "elapsed_s": 0.1, "responses": responses, "attempts": responses,
+            "seconds_by_step": {"take": 0.01, "update": 0.09, "compact": 0.0},
+            "warc_open": {"0": ["warc/round=1/c-00001-00.warc.gz", 1000]}, **extra}  # fmt: skip
+
+
+def _bar_heights(d: ReportData) -> tuple[dict[int, float], float]:
+    """The "pages/s per round" bars of ``d`` by round, and the top of their y axis."""
+    with plots.style():
+        ax = rounds(d).axes[0]
+    bars = {round(b.get_x() + b.get_width() / 2): b.get_height() for b in ax.patches}
+    return bars, ax.get_ylim()[1]
+
+
+def test_a_stream_micro_batch_is_drawn_over_its_wall_time_not_its_request_span():
+    """A user's trial: micro-batch 1 made 4 requests 3 ms apart (``span_s`` 0.003), drawn at
+    1,333 pages/s on an axis to 1,350 beside the real ~17/s. A micro-batch's rate is its pages
+    over the time from the stream's previous micro-batch to it (the flush interval for the first)."""
+    rows = [{"round": 1, "attempts": 4, "span_s": 0.003}]
+    rows += [{"round": r, "attempts": 85, "span_s": 4.5} for r in (2, 3, 4)]
+    batches = [_micro_batch(1, 5.0, 4)]
+    batches += [_micro_batch(r, 5.0 * r + dt_s, 85) for r, dt_s in ((2, 0.0), (3, 0.3), (4, 0.0))]
+    d = ReportData(crawl="c", generation=5, round=4, created="2026-01-01T00:00:20Z",
+                   host_delay_s=0.2, max_crawl_delay_s=5.0, rounds=batches, flush_interval_s=5.0,
+                   tables={"rounds": rows, "outcomes-by-round": []})  # fmt: skip
+    bars, top = _bar_heights(d)
+    assert bars[1] == pytest.approx(4 / 5.0)  # the first: over the flush interval
+    assert bars[2] == pytest.approx(85 / 5.0, rel=1e-3)
+    assert bars[3] == pytest.approx(85 / 5.3, rel=1e-3)  # its micro-batch started 0.3 s late
+    assert bars[4] == pytest.approx(85 / 4.7, rel=1e-3)
+    assert top < 20
+    # the control: the same rows as batch rounds whose manifests expired (they have fetch
+    # lists) keep the rate over their request span
+    batch = ReportData(crawl="c", generation=5, round=4, created="2026-01-01T00:00:20Z",
+                       host_delay_s=0.2, max_crawl_delay_s=5.0, fetchlist_rounds=frozenset(
+                           {1, 2, 3, 4}), tables={"rounds": rows, "outcomes-by-round": []})  # fmt: skip
+    bars, top = _bar_heights(batch)
+    assert bars[1] == pytest.approx(4 / 0.003) and top > 1333
+
+
+def test_a_new_stream_and_an_expired_manifest_give_the_flush_interval_not_the_gap():
+    """The time since the generation before is a micro-batch's only after a micro-batch of the
+    same stream: not after one that closed its WARC files (a stream's last) or when it reran a
+    crashed one (a new stream) -- the hours between two streams are no micro-batch's. A
+    micro-batch whose manifest expired (no fetch list: not a batch round) gets the interval too,
+    or its request span if longer."""
+    rows = [{"round": r, "attempts": 10, "span_s": 0.5} for r in (1, 2, 3, 4)]
+    rows.append({"round": 5, "attempts": 10, "span_s": 8.0})
+    batches = [_micro_batch(2, 0.0, 10, warc_open={}),  # a clean stop: WARC files closed
+               _micro_batch(3, 7200.0, 10),  # a new stream two hours later
+               _micro_batch(4, 9000.0, 10, rerun_after_crash=True)]  # fmt: skip
+    d = ReportData(crawl="c", generation=5, round=5, created="2026-01-01T03:00:00Z",
+                   host_delay_s=0.2, max_crawl_delay_s=5.0, rounds=batches, flush_interval_s=2.0,
+                   tables={"rounds": rows})  # fmt: skip
+    assert stream_windows(d) == {1: 2.0, 2: 2.0, 3: 2.0, 4: 2.0, 5: 8.0}
+    # the control: a micro-batch after one that left its WARC files open is timed from it
+    batches[0]["warc_open"] = {"1": ["warc/round=2/c-00002-01.warc.gz", 10]}
+    assert stream_windows(d)[3] == pytest.approx(7200.0)
+
+
+def test_a_real_stream_draws_no_micro_batch_faster_than_its_pages_over_the_flush_interval(
+    tmp_path,
+):
+    """A stream on a loopback sample web, its report's data read back: no micro-batch is drawn
+    faster than its responses over most of one flush interval (each started one interval after
+    the one before: no early flushes at this interval), while the rates over their request spans
+    (the plot before) of some were faster."""
+    web = sample_web(pages=40)
+    flush = 0.5
+    cfg = round_config(stream={"flush_interval_s": flush})
+    with serve(web):
+        crawl = new_crawl(tmp_path / "c", cfg, web.seeds())
+        summary = run_stream(crawl.url, cfg, StopRequest(), max_seconds=120)
+    assert summary["stopped_by"] == "nothing_due", summary
+    d = read_report_data(crawl, cfg)
+    assert d.fetchlist_rounds == frozenset() and d.flush_interval_s == flush
+    bound = {s["round"]: s["responses"] / (0.7 * flush) for s in d.rounds}
+    bars, _ = _bar_heights(d)
+    assert set(bars) == {r["round"] for r in d.tables["rounds"]} and len(bars) >= 3
+    for rnd, rate in bars.items():
+        assert rate <= bound[rnd], (rnd, rate, bound[rnd])
+    # the control: over its request span (``batchcrawl sql --query rounds``) one was faster
+    spans = sql.query(crawl, sql.named_query("rounds")).to_pylist()
+    assert any(r["span_s"] and r["attempts"] / r["span_s"] > bound[r["round"]]
+               for r in spans), spans  # fmt: skip

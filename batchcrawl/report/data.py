@@ -1,5 +1,6 @@
 """What the crawl report shows, read from one committed generation: the named queries of
-``storage/queries`` (run by :mod:`batchcrawl.store.sql`) and the manifests' round summaries.
+``storage/queries`` (run by :mod:`batchcrawl.store.sql`), which rounds have fetch lists, and the
+manifests' round summaries with their commit times.
 
 Everything here is plain rows (lists of dicts), so the figures can be drawn, and tested, without a
 crawl directory.
@@ -58,7 +59,15 @@ class ReportData:
         ``[{"generation": g, "round": r, "step": s, "by_status": {status: urls}}, ...]``, oldest
         first, for the newest :data:`MAX_GENERATIONS` generations still kept.
     rounds
-        Summaries of the ``round`` steps among the kept manifests, oldest first.
+        Summaries of the ``round`` steps among the kept manifests, oldest first, each with its
+        ``generation`` and its commit time ``created`` (a stream micro-batch's rate is drawn over
+        the wall time between two commits, :func:`batchcrawl.report.crawl_plots.stream_windows`).
+    fetchlist_rounds
+        Rounds the generation holds fetch lists of: batch rounds (a stream writes none), so a
+        round with requests, no fetch list and no kept manifest was a stream micro-batch.
+    flush_interval_s
+        Configured seconds between a stream's micro-batches (``stream.flush_interval_s``): the
+        wall time given to a micro-batch whose previous one's commit is not known.
     """
 
     crawl: str
@@ -70,6 +79,12 @@ class ReportData:
     tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     frontier_by_generation: list[dict[str, Any]] = field(default_factory=list)
     rounds: list[dict[str, Any]] = field(default_factory=list)
+    fetchlist_rounds: frozenset[int] = frozenset()
+    flush_interval_s: float = 5.0
+
+
+#: Rounds with fetch lists (:attr:`ReportData.fetchlist_rounds`).
+FETCHLIST_ROUNDS_SQL = "SELECT DISTINCT round FROM fetchlists"
 
 
 def _rows(con, name: str) -> list[dict[str, Any]]:
@@ -98,6 +113,7 @@ def read_report_data(crawl: CrawlDir, cfg: Config, generation: int | None = None
     try:
         with sql.reading_generation(crawl, manifest.generation):
             tables = {name: _rows(con, name) for name in QUERIES}
+            listed = con.sql(FETCHLIST_ROUNDS_SQL).to_arrow_table().column("round").to_pylist()
     finally:
         con.close()
     kept = [g for g in crawl.generations() if g <= manifest.generation]
@@ -105,7 +121,7 @@ def read_report_data(crawl: CrawlDir, cfg: Config, generation: int | None = None
     for g in kept:
         m = manifest if g == manifest.generation else crawl.manifest(g)
         if m.summary.get("step") == "round":
-            rounds.append(dict(m.summary, generation=g))
+            rounds.append(dict(m.summary, generation=g, created=m.created))
     for g in kept[-MAX_GENERATIONS:]:
         m = manifest if g == manifest.generation else crawl.manifest(g)
         con = sql.connect(crawl, g)
@@ -127,4 +143,6 @@ def read_report_data(crawl: CrawlDir, cfg: Config, generation: int | None = None
         tables=tables,
         frontier_by_generation=by_gen,
         rounds=rounds,
+        fetchlist_rounds=frozenset(listed),
+        flush_interval_s=cfg.stream.flush_interval_s,
     )

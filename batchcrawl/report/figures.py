@@ -28,7 +28,8 @@ class Drawn:
 #: ``(key, title, reading guide, function)`` of every figure, in page order.
 FIGURES: tuple[tuple[str, str, str, Any], ...] = (
     ("rounds", "Rounds: speed and failures",
-     "Responses per second of each round's fetch phase, and its failed attempts by outcome.", rounds),
+     "Responses per second of each round's fetch phase (of a stream's micro-batch: since the one "
+     "before), and its failed attempts by outcome.", rounds),
     ("timeline", "Fetch attempts over time within each round",
      "A long thin tail is a few slow or Crawl-delay hosts holding the round open.", timeline),
     ("frontier", "Frontier by status per generation",
