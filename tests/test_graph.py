@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections import defaultdict
 
@@ -12,10 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from batchcrawl.graph import LinkGraph, build_graph, codec
+from batchcrawl.graph import LinkGraph, build, build_graph, codec
 from batchcrawl.store import paths
 from batchcrawl.store.crawldir import CrawlDir
 from batchcrawl.store.gc import gc
+from batchcrawl.store.retention import expire
 
 KEYS = st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=25, unique=True)
 
@@ -90,6 +92,54 @@ def test_rebuild_returns_the_built_graph_and_gc_keeps_it_with_its_generation(tmp
     assert not any(crawl.fs.exists(crawl.path(f)) for f in files)
     with pytest.raises(Exception, match="graph build"):
         LinkGraph.open(crawl)
+
+
+def _folders(crawl: CrawlDir, top: str) -> list[str]:
+    return sorted(os.path.relpath(d, crawl.root) for d, _, _ in os.walk(crawl.path(top)))
+
+
+def test_gc_and_retention_remove_the_folders_of_a_graph_they_delete(tmp_path):
+    """``gc`` (and the automatic retention) deleted an old generation's graph files and left
+    empty ``graph/gen=G/{nodes,out,in}`` folders; now those go too, but never a folder that still
+    holds a file (a foreign one here)."""
+    for how in ("gc", "retention"):
+        crawl = _crawl_with_edges(str(tmp_path / how), 2, [(1, 2), (2, 3)])
+        gen = build_graph(crawl)["generation"]
+        built = [f"graph/gen={gen}", *(f"graph/gen={gen}/{d}" for d in ("in", "nodes", "out"))]
+        assert _folders(crawl, "graph") == ["graph", *built]
+        crawl.commit(crawl.manifest(), {}, {"step": "test"})
+        if how == "gc":
+            gc(crawl, keep=1)
+        else:
+            assert expire(crawl, 1, 0)["expired"] == [0, gen]
+        assert _folders(crawl, "graph") == ["graph"], how
+
+    crawl = _crawl_with_edges(str(tmp_path / "foreign"), 2, [(1, 2), (2, 3)])
+    gen = build_graph(crawl)["generation"]
+    with open(crawl.path(f"graph/gen={gen}/out/notes.txt"), "w") as fh:
+        fh.write("not batchcrawl's")
+    crawl.commit(crawl.manifest(), {}, {"step": "test"})
+    gc(crawl, keep=1)
+    assert _folders(crawl, "graph") == ["graph", f"graph/gen={gen}", f"graph/gen={gen}/out"]
+
+
+def test_gc_removes_the_folders_an_interrupted_graph_build_left(tmp_path, monkeypatch):
+    """A ``graph build`` that died after writing the nodes (and creating ``out/``) left an empty
+    ``graph/gen=G/`` behind after ``gc`` deleted its files; now the folder goes too."""
+    crawl = _crawl_with_edges(str(tmp_path / "c"), 2, [(1, 2), (2, 3)])
+    gen = crawl.manifest().generation
+
+    def dies(*args, **kwargs):
+        os.makedirs(crawl.path(f"graph/gen={gen}/out"), exist_ok=True)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(build, "lists_task", dies)
+    with pytest.raises(KeyboardInterrupt):
+        build_graph(crawl)
+    assert os.listdir(crawl.path(f"graph/gen={gen}/nodes"))  # written, never named by a graph
+    result = gc(crawl, keep=1, tmp_min_age_s=0)
+    assert result["deleted_files"] == 2  # the nodes of both partitions
+    assert _folders(crawl, "graph") == ["graph"]
 
 
 def test_damaged_list_file_is_reported(tmp_path):

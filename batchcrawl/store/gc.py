@@ -8,6 +8,10 @@ files of generations no longer kept, orphans of rounds that died before committi
 leftovers of interrupted writes once older than a safety age (a write in progress has a young temp
 file). Like Nutch's ``current``/``old`` CrawlDb swap, but N deep.
 
+On a local crawl directory ``gc`` then removes the folders the layout names that are left empty
+(``frontier/gen=7``, ``graph/gen=7/nodes`` ...; object stores have no folders), never one that
+still holds a file or a folder of someone else's.
+
 ``gc`` only ever deletes a file whose path the crawl's own layout produces (:data:`batchcrawl.store.paths.LAYOUT`, e.g.
 ``frontier/gen=7/bucket=042.parquet``, ``warc/round=7/...warc.gz``, their ``.tmp-*`` temp files,
 old manifests, ``crawl.duckdb.tmp-*``): a file someone else put into the crawl directory, even
@@ -35,6 +39,10 @@ from batchcrawl.store.crawldir import CrawlDir, Manifest
 from batchcrawl.store.paths import COMMITS_DIR, DATA_DIRS, LAYOUT_RE, PARTITION_DIR_RE, TMP_MARKER
 
 log = logging.getLogger(__name__)
+
+#: Folders the layout puts inside a table's partition folders (``graph/gen=G/nodes``, ``.../out``,
+#: ``.../in``); the other tables keep their files directly in ``gen=G`` / ``round=R``.
+PARTITION_SUBDIRS: dict[str, tuple[str, ...]] = {"graph": ("nodes", *paths.GRAPH_DIRECTIONS)}
 
 
 def referenced_files(crawl: CrawlDir, generations: list[int]) -> set[str]:
@@ -159,7 +167,7 @@ def gc(
                 stats["kept_files"] += 1
     if crawl.local and not dry_run:
         for folder in DATA_DIRS:
-            _remove_empty_partition_dirs(crawl.path(folder))
+            _remove_empty_partition_dirs(crawl.path(folder), PARTITION_SUBDIRS.get(folder, ()))
     log.info("gc %s: kept generations %s, %s", crawl.url, kept, stats)
     return {"kept_generations": kept, **stats, "dry_run": dry_run}
 
@@ -210,12 +218,55 @@ def listing_mtime(info: dict[str, Any]) -> float:
     return 0.0
 
 
-def _remove_empty_partition_dirs(root: str) -> None:
-    """Remove the empty ``gen=N`` / ``round=N`` folders directly under ``root`` (a table folder);
-    any other folder is not ours and stays."""
+def remove_emptied_folders(crawl: CrawlDir, deleted: Iterable[str]) -> int:
+    """On a local crawl directory, remove the folders of the ``deleted`` files (paths relative to
+    the crawl root) that are left empty and that the layout names (``TABLE/gen=G``,
+    ``TABLE/round=R``, ``graph/gen=G/nodes`` ...), deepest first; returns how many went. A folder
+    that still holds anything stays, and so does every other folder. Object stores have no
+    folders: nothing to do there."""
+    if not crawl.local:
+        return 0
+    folders: set[str] = set()
+    for rel in deleted:
+        parts = posixpath.normpath(rel).split("/")[:-1]
+        while _is_layout_folder(parts):
+            folders.add("/".join(parts))
+            parts = parts[:-1]
+    removed = 0
+    for folder in sorted(folders, key=lambda f: (-f.count("/"), f)):
+        removed += _rmdir_if_empty(crawl.path(folder))
+    return removed
+
+
+def _is_layout_folder(parts: list[str]) -> bool:
+    """True if the folder ``"/".join(parts)`` is one the layout makes inside a table folder: a
+    partition folder (``gen=G``, ``round=R``, ``rounds=A-B``) or one of its
+    :data:`PARTITION_SUBDIRS`."""
+    if len(parts) not in (2, 3) or parts[0] not in DATA_DIRS:
+        return False
+    if PARTITION_DIR_RE.fullmatch(parts[1]) is None:
+        return False
+    return len(parts) == 2 or parts[2] in PARTITION_SUBDIRS.get(parts[0], ())
+
+
+def _rmdir_if_empty(path: str) -> bool:
+    """Remove the folder ``path`` if it is empty (``os.rmdir`` refuses one that holds anything)."""
+    try:
+        os.rmdir(path)
+    except OSError:  # not empty, already gone, or not a folder
+        return False
+    return True
+
+
+def _remove_empty_partition_dirs(root: str, subdirs: tuple[str, ...] = ()) -> None:
+    """Remove the empty ``gen=N`` / ``round=N`` folders directly under ``root`` (a table folder),
+    after their empty ``subdirs`` (the folders the layout puts inside them); any other folder is
+    not ours and stays, and so does a partition folder that holds one."""
     if not os.path.isdir(root):
         return
     for name in os.listdir(root):
         path = os.path.join(root, name)
-        if PARTITION_DIR_RE.fullmatch(name) and os.path.isdir(path) and not os.listdir(path):
-            os.rmdir(path)
+        if PARTITION_DIR_RE.fullmatch(name) and os.path.isdir(path):
+            for sub in subdirs:
+                _rmdir_if_empty(os.path.join(path, sub))
+            _rmdir_if_empty(path)

@@ -26,8 +26,9 @@ robots.txt captures is named by no row): they are never deleted here. Other craw
 kept out by the lock, and a pipelined round or the stream's next micro-batch writes the folders of
 the next round and generation. On an object store, whose clock may differ from ours, a file counts
 as older than the lock only :data:`CLOCK_SKEW_S` before it. Orphans of a crash between a commit and
-this step, ``compact`` leftovers, old temp files elsewhere and empty folders stay for
-``batchcrawl gc``, which walks the whole directory.
+this step, ``compact`` leftovers, old temp files elsewhere and the folders they leave empty
+stay for ``batchcrawl gc``, which walks the whole directory. :func:`expire` removes the folders its
+own deletions left empty (a local crawl directory; :func:`batchcrawl.store.gc.remove_emptied_folders`).
 
 A file never comes back into a listing once it left it (every write has a new name), so a file
 that the oldest kept generation does not name is named by no kept generation.
@@ -50,6 +51,7 @@ from batchcrawl.store.gc import (
     is_layout_path,
     listing_mtime,
     manifest_files,
+    remove_emptied_folders,
     warc_companions,
 )
 
@@ -119,8 +121,10 @@ def expire(
         except FileNotFoundError:
             continue
         deleted += 1
+    folders = remove_emptied_folders(crawl, doomed)  # a graph's gen=G/{nodes,out,in}, gen=G
     numbers = [m.generation for m in expired]
-    log.debug("retention %s: expired generations %s, %d files", crawl.url, numbers, deleted)
+    log.debug("retention %s: expired generations %s, %d files, %d empty folders", crawl.url,
+              numbers, deleted, folders)  # fmt: skip
     return {"expired": numbers, "deleted_files": deleted}
 
 
