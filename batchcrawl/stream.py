@@ -270,9 +270,11 @@ class Stream:
         rnd, gen = self.round, self.manifest.generation + 1
         # every shard's hosts file in the first commit; an empty last take writes nothing, so a
         # batch round after a clean stop does not take it for a crashed one (engine.rerun) --
-        # unless the last commit left WARC files open: the last take closes them, and a commit
-        # must say so, or the next start would cut them back as a crash's (engine.warcopen)
-        closes_warcs = final and bool(self.manifest.summary.get("warc_open"))
+        # unless the last crawl commit left WARC files open: the last take closes them (or the
+        # start cut back those of a crash), and a commit must say so, or every later start
+        # would cut them back as a crash's again (engine.warcopen). The last crawl commit, not
+        # the last commit: an extract, inject or graph build after it names no open file.
+        closes_warcs = final and bool(self.crawl.open_warcs(self.manifest.generation))
         force = self.commits == 0 or closes_warcs
         self.on_step("take")
         reports: list[ShardReport] = [f.result() for f in [

@@ -6,14 +6,17 @@ SIGKILLed streams: ``tests/test_warc_checkpoints.py``."""
 
 from __future__ import annotations
 
+import logging
 import os
 
 import fsspec
 import pytest
 from fsspec.implementations.dirfs import DirFileSystem
+from round_helpers import round_config
 from test_warc import fetch, writer
 from warc_checks import check_committed_warcs
 
+from batchcrawl.console.signals import StopRequest
 from batchcrawl.engine.warcopen import close_open_warcs, committed_open_warcs
 from batchcrawl.errors import WarcError
 from batchcrawl.store import paths
@@ -61,3 +64,29 @@ def test_a_file_shorter_than_its_committed_end_is_an_error(left_open):
         fh.truncate(end - 10)
     with pytest.raises(WarcError, match="committed records were lost"):
         close_open_warcs(crawl)
+
+
+def test_a_stream_that_cut_back_open_files_settles_it_so_the_next_start_does_not_again(
+    left_open, caplog
+):
+    """The cut-back warning ("... cut back to its last committed record (N bytes, 0 removed)")
+    came again at every later start: a stream that had nothing to fetch committed nothing when
+    the newest commit was not a crawl step (an ``extract`` here), so the crawl commit that left
+    the file open stayed the newest one. The stream's last take now commits that nothing is open
+    left, and the next start finds nothing to cut back."""
+    from batchcrawl.stream import run_stream  # Dask: imported by the one test that runs a stream
+
+    crawl, name, end = left_open
+    _commit(crawl, {"step": "extract"})  # not a crawl step: looked past
+    cfg = round_config(stream={"flush_interval_s": 0.2}, frontier={"buckets": 1})
+    with caplog.at_level(logging.INFO, logger="batchcrawl.engine"):
+        first = run_stream(crawl.url, cfg, StopRequest(), max_seconds=60)
+    assert first["stopped_by"] == "nothing_due" and first["rerun_after_crash"] is True
+    assert "cut back to its last committed record" in caplog.text
+    assert os.path.getsize(crawl.path(name)) == end
+    assert committed_open_warcs(crawl) == {}  # settled: a crawl commit says nothing is open
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="batchcrawl.engine"):
+        again = run_stream(crawl.url, cfg, StopRequest(), max_seconds=60)
+    assert again["rerun_after_crash"] is False
+    assert "left open" not in caplog.text and "did not commit" not in caplog.text

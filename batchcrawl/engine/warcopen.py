@@ -11,7 +11,9 @@ writer (a stream or a round) fetches anything, :func:`close_open_warcs` truncate
 its committed end and rewrites its CDXJ from what is left (:func:`batchcrawl.fetch.warc.reindex`). The file is
 then closed for good (the next writer starts new ones), every committed row points at a whole record,
 and ``warcio check`` passes on it. Truncating to the same end again is harmless, so a crash during
-the cut-back is repaired by the next start.
+the cut-back is repaired by the next start. The next crawl commit settles it: its ``warc_open`` names
+only the files of that writer (a stream's last take commits for this even when it fetched nothing,
+:meth:`batchcrawl.stream.Stream.micro_batch`), so later starts find nothing to cut back.
 
 Commits that are not a crawl step (``extract``, ``compact``, ``graph``, ...) carry no ``warc_open``
 and touch no WARC file: the state is read from the newest commit of a round or a stream micro-batch
