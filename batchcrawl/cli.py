@@ -57,6 +57,7 @@ from batchcrawl.config import Config, load_config, to_toml  # noqa: E402
 from batchcrawl.console.signals import (  # noqa: E402
     quiet_abandoned_gathers,
     skip_final_collection,
+    stop_behind,
     stop_on_signals,
 )
 from batchcrawl.errors import BatchcrawlError, ConfigError, CrawlDirError, Stopped  # noqa: E402
@@ -135,7 +136,17 @@ class _Group(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             with stop_on_signals():
-                return super().invoke(ctx)
+                try:
+                    return super().invoke(ctx)
+                except (BatchcrawlError, click.exceptions.ClickException, click.exceptions.Exit):
+                    raise  # ours (a Stopped says more than a generic stop line) and click's
+                except Exception as exc:
+                    # a library that caught the stop's KeyboardInterrupt and raised its own
+                    # error (DuckDB's "Query interrupted"): the stop it was
+                    stop = stop_behind(exc)
+                    if stop is None:
+                        raise
+                    raise stop from exc
         except BatchcrawlError as exc:
             log.debug("error details", exc_info=True)
             label = f"{exc.label}: " if exc.label else ""

@@ -247,3 +247,27 @@ def test_a_second_ctrl_c_ends_the_command_without_the_trackers_warning(tmp_path)
     assert wait_gone(group_members(proc.pid), 30) == []  # the tracker too: its stderr is read
     for noise in ("resource_tracker", "leaked", "Traceback", "Warning"):
         assert noise not in err, err[-3000:]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_stop_during_a_duckdb_query_is_a_stop(tmp_path, signum):
+    """DuckDB turns the KeyboardInterrupt of a stop into ``RuntimeError: Query interrupted``:
+    Ctrl-C during ``status``, ``sql`` or ``report`` printed that traceback and exited 1 (issue 34,
+    a fresh-user trial). A query that runs until it is stopped: ``sql`` must end by the signal."""
+    crawl = new_crawl(tmp_path / "crawl", round_config(), ["http://h1.test/"])
+    query = "SELECT count(*) FROM range(1000000000000) a"
+    proc = subprocess.Popen(
+        cli_command("sql", crawl.url, query), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env=subprocess_env(), start_new_session=True,
+    )  # fmt: skip
+    try:
+        time.sleep(3)  # the interpreter, DuckDB and the views: then the query runs
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        _send(proc, signum)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        kill_group(proc)
+    assert proc.returncode == EXIT[signum], err[-3000:]
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"batchcrawl: stopped by {signum.name}"), err
+    assert "Traceback" not in err and "interrupted" not in err, err

@@ -38,6 +38,7 @@ import os
 import signal
 import sys
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 
 from batchcrawl.console.early import STOP_SIGNALS  # the signals handled here too
@@ -139,6 +140,18 @@ def raise_if_stopped() -> None:
     if _state.signum is not None:
         _state.raised = True
         raise Interrupted(_state.signum)
+
+
+def stop_behind(exc: BaseException) -> Interrupted | None:
+    """The :class:`Interrupted` to raise instead of ``exc`` when a stop signal came and a library
+    turned the :class:`KeyboardInterrupt` it got into another exception: DuckDB interrupts the
+    running query and raises ``RuntimeError("Query interrupted")`` (issue 34, a fresh-user trial:
+    Ctrl-C in ``status``, ``sql`` or ``report`` printed that traceback and exited 1). None when no
+    stop signal came, or ``exc`` is the stop itself."""
+    if _state.signum is None or isinstance(exc, KeyboardInterrupt):
+        return None
+    _state.raised = True
+    return Interrupted(_state.signum)
 
 
 def _forget_stop() -> None:
@@ -295,8 +308,37 @@ def _watch(read_fd: int, main_id: int) -> None:
         received = os.read(read_fd, 64) if ready else b""
         if cutting is not None:  # a held start: what it started since the last call, too
             cutting()
+        if any(b in STOP_SIGNALS for b in received):
+            _interrupt_calls()
         if any(b in STOP_SIGNALS for b in received) or (waiting and not ready):
             signal.pthread_kill(main_id, WAKE_SIGNAL)
+
+
+#: Objects (weakly held) whose ``interrupt()`` cuts a call the main thread waits in without ever
+#: looking at its signal flags (:func:`interrupt_on_stop`).
+_interrupters: list[weakref.ref] = []
+
+
+def interrupt_on_stop(obj: object) -> None:
+    """Have the watcher thread call ``obj.interrupt()`` when a stop signal comes (``obj`` is held
+    weakly: it may go away). For C code the main thread waits in without checking for
+    signals: DuckDB runs a query on its own threads and the main thread's wait for it is not cut
+    by a signal (``con.sql(...).to_arrow_table()``, duckdb 2.0: a ``sql`` query ran on after
+    Ctrl-C), but ``DuckDBPyConnection.interrupt`` from another thread ends it with
+    ``InterruptException``, which :func:`stop_behind` turns into the stop. Exceptions of
+    ``interrupt()`` are ignored (a closed connection)."""
+    with _watcher_lock:
+        _interrupters[:] = [r for r in _interrupters if r() is not None]
+        _interrupters.append(weakref.ref(obj))
+
+
+def _interrupt_calls() -> None:
+    with _watcher_lock:
+        objs = [r() for r in _interrupters]
+    for obj in objs:
+        if obj is not None:
+            with contextlib.suppress(Exception):
+                obj.interrupt()  # type: ignore[attr-defined]
 
 
 @contextlib.contextmanager

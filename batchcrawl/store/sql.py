@@ -83,6 +83,11 @@ def connect(crawl: CrawlDir, generation: int | None = None) -> duckdb.DuckDBPyCo
 def _connect(crawl: CrawlDir, manifest: Manifest) -> duckdb.DuckDBPyConnection:
     """:func:`connect` for a manifest already read."""
     con = duckdb.connect(":memory:")
+    # a stop signal does not cut the main thread's wait for a running query: the watcher
+    # thread interrupts it (console.signals, issue 34: Ctrl-C in sql ran on or printed a traceback)
+    from batchcrawl.console.signals import interrupt_on_stop
+
+    interrupt_on_stop(con)
     if not crawl.local:
         con.register_filesystem(crawl.fs)
     try:
@@ -236,6 +241,8 @@ def query_each(crawl: CrawlDir, sql: str, generation: int | None = None) -> list
         con = _connect(crawl, manifest)
         with reading_generation(crawl, manifest.generation):
             return [con.sql(text).to_arrow_table() for text in statements]
+    except duckdb.InterruptException:
+        raise  # a stop signal's (console.signals.stop_behind): not an error of the statement
     except duckdb.Error as exc:
         raise failed("query failed", exc) from None
     finally:
