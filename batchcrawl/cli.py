@@ -385,7 +385,18 @@ def init(crawl_url: str, seeds: io.TextIOBase | None, config_file: str | None, s
     crawl = CrawlDir.create(crawl_url, to_toml(cfg), buckets=cfg.frontier.buckets)
     out: dict[str, Any] = {"crawl": crawl.url, "generation": 0, "buckets": cfg.frontier.buckets}
     if seeds is not None:
-        out["inject"] = _inject(crawl, cfg, seeds, source=getattr(seeds, "name", "-"))
+        try:
+            out["inject"] = _inject(crawl, cfg, seeds, source=getattr(seeds, "name", "-"))
+        except KeyboardInterrupt as exc:
+            # the crawl exists from here on: a rerun of init is refused (issue 34, a fresh-user
+            # trial was told "rerun it"); inject is what finishes it
+            name = getattr(exc, "signal_name", "SIGINT")
+            raise Stopped(
+                f"stopped by {name}: the crawl {crawl.url} was created, but its seeds were not "
+                f"injected; add them with `batchcrawl inject {crawl.url} "
+                f"{getattr(seeds, 'name', 'FILE')}`",
+                getattr(exc, "exit_code", 130),
+            ) from None
         out["generation"] = out["inject"]["generation"]
     _echo_json(out)
     if seeds is not None and no_crawlable_seed(out["inject"]):

@@ -776,3 +776,16 @@ def test_a_duckdb_error_is_one_line_with_a_hint(crawl, statement):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("batchcrawl: "), result.stderr
     assert "DESCRIBE frontier" in lines[0]
+
+
+def test_python_dash_m_batchcrawl_runs_the_command(tmp_path):
+    """``python -m batchcrawl`` is the command for a checkout on ``PYTHONPATH`` (a fresh-user
+    trial: "No module named batchcrawl.__main__")."""
+    url = str(tmp_path / "crawl")
+    proc = subprocess.run([sys.executable, "-m", "batchcrawl", "init", url], capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["generation"] == 0
+    usage = subprocess.run([sys.executable, "-m", "batchcrawl", "--help"], capture_output=True,
+                           text=True, timeout=120)  # fmt: skip
+    assert usage.returncode == 0 and usage.stdout.startswith("Usage: batchcrawl "), usage.stdout

@@ -271,3 +271,37 @@ def test_a_stop_during_a_duckdb_query_is_a_stop(tmp_path, signum):
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"batchcrawl: stopped by {signum.name}"), err
     assert "Traceback" not in err and "interrupted" not in err, err
+
+
+def test_init_stopped_while_it_injects_says_how_to_finish_the_crawl(tmp_path):
+    """``init --seeds`` creates the crawl, then injects: a stop in between was told "rerun it",
+    and a rerun of ``init`` is refused (the crawl exists; issue 34, a fresh-user trial). The
+    message now names ``inject``, and that command finishes the crawl."""
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("http://h1.test/\nhttp://h2.test/\n")
+    script = tmp_path / "stop_while_injecting.py"
+    script.write_text(
+        "import os, signal, sys\n"
+        "import batchcrawl.frontier.inject as inject_mod\n"
+        "from batchcrawl.cli import main, exit_before_start\n"
+        "exit_before_start()\n"
+        "def stopped(*args, **kwargs):\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
+        "    raise AssertionError('the signal did not stop the command')\n"
+        "inject_mod.inject = stopped\n"
+        "sys.exit(main())\n"
+    )
+    url = str(tmp_path / "crawl")
+    proc = subprocess.run(
+        [sys.executable, str(script), "init", url, "--seeds", str(seeds)],
+        capture_output=True, text=True, env=subprocess_env(), timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 130, proc.stderr[-3000:]
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "was created, but its seeds were not injected" in lines[0], lines
+    command = lines[0].split("`")[1].split()
+    assert command[:3] == ["batchcrawl", "inject", CrawlDir.open(url).url], command
+    again = subprocess.run(cli_command(*command[1:]), capture_output=True, text=True,
+                           env=subprocess_env(), timeout=120)  # fmt: skip
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert CrawlDir.open(url).manifest().rows("frontier") == 2
