@@ -878,7 +878,7 @@ def _run_stream(
     except Exception as exc:
         from batchcrawl.console.faults import round_fault
 
-        fault = round_fault(crawl, before, exc)
+        fault = round_fault(crawl, before, exc, stream=True)
         if fault is None:
             raise
         log.debug("error details", exc_info=True)

@@ -44,7 +44,10 @@ def test_a_worker_killed_mid_stream_ends_in_one_line_with_exit_5(tmp_path):
         assert proc.returncode == 5, err[-3000:]
         lines = err.strip().splitlines()  # no traceback, no record of distributed's either
         assert len(lines) == 1, err[-3000:]
-        assert lines[0].startswith("batchcrawl: error: a Dask worker was lost"), lines[0]
+        assert lines[0].startswith("batchcrawl: error: a Dask worker was lost during the stream"), (
+            lines[0]
+        )
+        assert "micro-batch" in lines[0] and "round" not in lines[0], lines[0]
         assert "is intact" in lines[0] and "rerun" in lines[0]
         crawl = CrawlDir.open(crawl.url)
         assert crawl.manifest().generation >= before.generation

@@ -36,9 +36,12 @@ def is_lost_worker(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and ACTOR_UNREACHABLE in str(exc)
 
 
-def round_fault(crawl: CrawlDir, before: Manifest, exc: BaseException) -> BatchcrawlError | None:
+def round_fault(
+    crawl: CrawlDir, before: Manifest, exc: BaseException, stream: bool = False
+) -> BatchcrawlError | None:
     """The one-line error for rounds of ``crawl`` (last manifest ``before`` the run) that failed
-    with ``exc``; None if ``exc`` is neither a lost worker nor a storage fault.
+    with ``exc``; None if ``exc`` is neither a lost worker nor a storage fault. ``stream``: the
+    rounds were a stream's micro-batches, and the message says so.
 
     Returns
     -------
@@ -47,10 +50,13 @@ def round_fault(crawl: CrawlDir, before: Manifest, exc: BaseException) -> Batchc
         full or read-only crawl directory.
     """
     now = crawl.manifest()
-    state = (f"nothing of round {now.round + 1} was committed and the last generation "
-             f"({now.generation}, round {now.round}) is intact")  # fmt: skip
-    if now.round > before.round:
-        state += f" (this run committed rounds {before.round + 1}..{now.round})"
+    unit, units = ("micro-batch", "micro-batches") if stream else ("round", "rounds")
+    state = (f"nothing of {unit} {now.round + 1} was committed and the last generation "
+             f"({now.generation}, {unit} {now.round}) is intact")  # fmt: skip
+    if now.round == before.round + 1:
+        state += f" (this run committed {unit} {now.round})"
+    elif now.round > before.round:
+        state += f" (this run committed {units} {before.round + 1}..{now.round})"
     first = (str(exc).splitlines() or [""])[0]
     if (fault := storage_fault(exc)) is not None:
         where = f" writing {fault.filename}" if fault.filename else ""
@@ -60,7 +66,8 @@ def round_fault(crawl: CrawlDir, before: Manifest, exc: BaseException) -> Batchc
         )
     if is_lost_worker(exc):
         return WorkerLost(
-            f"a Dask worker was lost during the round ({type(exc).__name__}: {first}); {state}; "
+            f"a Dask worker was lost during the {'stream' if stream else 'round'} "
+            f"({type(exc).__name__}: {first}); {state}; "
             "rerun the command (check the workers' memory limit and logs if it happens again)"
         )
     return None
