@@ -164,6 +164,14 @@ def test_report_command_exit_codes(crawl, tmp_path):
     assert folder_out.exit_code == 2, folder_out.output
     assert f"is a folder; name a file in it, e.g. {tmp_path / 'report.html'}" in folder_out.stderr
     assert "IsADirectoryError" not in folder_out.stderr
+    # a folder whose file system takes no new files: what failed, in words, and what to do
+    proc_out = CliRunner().invoke(main, ["report", crawl.url, "--out", "/proc/report.html"])
+    assert proc_out.exit_code == 2, proc_out.output
+    assert (
+        "cannot be written (No such file or directory); name a file in a folder you can "
+        "write to" in proc_out.stderr
+    ), proc_out.stderr
+    assert "Error" not in proc_out.stderr
 
 
 def test_gaps_follow_the_fetch_times(tmp_path):

@@ -79,7 +79,12 @@ def write_report(
     try:
         with fsspec.open(out, "wb") as f:
             f.write(body)
-    except (OSError, ValueError, ImportError) as exc:
+    except OSError as exc:  # read-only, full, a file system that takes no new files (/proc)
+        raise ConfigError(
+            f"report output {out!r} cannot be written ({exc.strerror or exc}); name a file in a "
+            "folder you can write to"
+        ) from None
+    except (ValueError, ImportError) as exc:  # fsspec: an unknown protocol, a missing package
         raise ConfigError(f"report output {out!r}: {type(exc).__name__}: {exc}") from None
     return {"report": out, "generation": gen, "bytes": len(body)}
 
