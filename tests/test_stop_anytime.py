@@ -145,6 +145,29 @@ def test_a_signal_mid_fetch_stops_the_command(tmp_path, command, signum):
             app.release.set()
 
 
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_the_run_after_a_stop_reruns_the_round_without_a_warning(tmp_path, command):
+    """The stop's own line says the round was not committed and to rerun it; the rerun then began
+    with "WARNING ... round 2 was started before ... and did not commit" (issue 34, a fresh-user
+    trial: every command after a Ctrl-C printed it, past the three lines a stop may print)."""
+    app = HoldPages(sample_web(hosts=3, pages=30, extras_every=0))
+    with serve(app):
+        crawl = new_crawl(tmp_path / "crawl", round_config(), app.web.seeds())
+        before = crawl.manifest().generation
+        app.armed.set()
+        proc = _start(crawl, command)
+        try:
+            assert app.arrived.wait(120), "no page was fetched"
+            _stop_and_check(proc, signal.SIGINT, crawl, before, command)
+        finally:
+            app.release.set()
+        app.armed.clear()
+        again = subprocess.run(cli_command("round", crawl.url), capture_output=True, text=True,
+                               env=subprocess_env(), timeout=180)  # fmt: skip
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "WARNING" not in again.stderr and "did not commit" not in again.stderr, again.stderr
+
+
 @pytest.mark.parametrize("command", ["round", "stream"])
 def test_ctrl_c_mid_fetch_through_the_batchcrawl_script(tmp_path, command):
     """The ``batchcrawl`` console script (not ``python -m``): Dask's spawned worker processes

@@ -47,12 +47,16 @@ def crash_rerun(crawl: CrawlDir, rnd: int, who: str) -> Rerun:
     """The rule for round ``rnd`` (the next, uncommitted one) of ``crawl``
     (:func:`batchcrawl.store.orphans.uncommitted_rounds`: a batch round's fetch lists, a
     micro-batch's ``fetched`` or WARC files, or WARC files a stream left open). Cuts those open
-    files back to their committed end (call it under the writer lock). Logs a warning naming
-    ``who`` reruns it."""
+    files back to their committed end (call it under the writer lock). Logs (INFO) that ``who``
+    reruns it."""
     cut = close_open_warcs(crawl)
     if not uncommitted_rounds(crawl, rnd) and not cut:
         return Rerun(rnd, False)
-    log.warning("round %d was started before (a round, a pipelined round or a stream) and did "
-                "not commit: %s reruns it, with a full politeness delay first for every host it "
-                "may have contacted", rnd, who)  # fmt: skip
+    # INFO: the run that left it said so (a stop's line: "round N was not committed: rerun to do
+    # it"; a lost worker's, a full disk's), and a process that died without a word left its lock,
+    # whose takeover is a warning (store.lock); a stop and its rerun print nothing more (issue 34,
+    # a fresh-user trial: every command after a Ctrl-C began with this warning)
+    log.info("round %d was started before (a round, a pipelined round or a stream) and did not "
+             "commit: %s reruns it, with a full politeness delay first for every host it may "
+             "have contacted", rnd, who)  # fmt: skip
     return Rerun(rnd, True, uncommitted_hosts(crawl, rnd))
