@@ -300,13 +300,18 @@ _BAD_LINES_SHOWN = 5  # bad seed lines shown on stderr; the JSON lists more
 def seed_warnings(summary: Mapping[str, Any]) -> list[str]:
     """Lines for stderr about an inject ``summary`` (:func:`batchcrawl.frontier.inject.inject`):
     the bad lines (count, the first few with line number and reason) and an empty seed file."""
+    from batchcrawl.frontier.inject import filtered_text
+
     source = summary.get("source", "-")
     out = []
+    dropped = filtered_text(summary)  # "1 dropped by the URL filters (url_length 1)" or ""
     if summary["bad_lines"]:
         listed = summary["bad_line_list"][:_BAD_LINES_SHOWN]
         more = summary["bad_lines"] - len(listed)
         out.append(
-            f"{source}: {summary['bad_lines']} of {summary['lines']} lines were not injected; "
+            f"{source}: {summary['bad_lines']} of {summary['lines']} lines were not injected"
+            + (f", {dropped}" if dropped else "")
+            + "; "
             + (
                 "fix them and inject the file again (the good lines are in, repeats are skipped)"
                 if not no_crawlable_seed(summary)
@@ -317,6 +322,11 @@ def seed_warnings(summary: Mapping[str, Any]) -> list[str]:
         out += [f"  {source}:{b['line']}: {b['reason']}" for b in listed]
         if more:
             out.append(f"  ... and {more} more (bad_line_list in the JSON summary)")
+    elif dropped:
+        out.append(
+            f"{source}: of {summary['seeds_new']} new seeds, {dropped}; those are in the "
+            "frontier as filtered and are not crawled (see [filters] in crawl.toml)"
+        )
     if summary["lines"] == summary["skipped"]:
         out.append(
             f"{source}: no seed URL in it ({summary['lines']} lines, all blank or # comments); "

@@ -789,3 +789,25 @@ def test_python_dash_m_batchcrawl_runs_the_command(tmp_path):
     usage = subprocess.run([sys.executable, "-m", "batchcrawl", "--help"], capture_output=True,
                            text=True, timeout=120)  # fmt: skip
     assert usage.returncode == 0 and usage.stdout.startswith("Usage: batchcrawl "), usage.stdout
+
+
+def test_seeds_dropped_by_the_url_filters_are_said_on_the_stderr_line(tmp_path):
+    seeds = tmp_path / "seeds.txt"
+    long_url = "http://long.test/" + "a" * 10_007  # 10,024 characters: over filters.max_url_length
+    seeds.write_text("http://a.test/\nnot a url\n" + long_url + "\n")
+    result = run("init", str(tmp_path / "c"), "--seeds", str(seeds))
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["inject"]["filtered"] == {"url_length": 1}
+    first = result.stderr.splitlines()[0]
+    assert first.startswith(
+        f"batchcrawl: warning: {seeds}: 1 of 3 lines were not injected, "
+        "1 dropped by the URL filters (url_length 1); "
+    )
+    seeds.write_text("http://b.test/\n" + long_url.replace("long", "long2") + "\n")
+    result = run("inject", str(tmp_path / "c"), str(seeds))
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines() == [
+        f"batchcrawl: warning: {seeds}: of 2 new seeds, 1 dropped by the URL filters "
+        "(url_length 1); those are in the frontier as filtered and are not crawled "
+        "(see [filters] in crawl.toml)"
+    ]
