@@ -519,11 +519,7 @@ def _print_table(table, fmt: str, limit: int | None = None) -> None:
     if fmt == "json":
         click.echo(json.dumps(table.to_pylist(), default=str, indent=None))
     elif fmt == "csv":
-        import pyarrow.csv as pacsv
-
-        buf = io.BytesIO()
-        pacsv.write_csv(_csv_ready(table), buf)
-        click.echo(buf.getvalue().decode("utf-8"), nl=False)
+        click.echo(_csv_text(table), nl=False)
     else:
         from batchcrawl.console.pipe import PipeConsole
 
@@ -534,6 +530,26 @@ def _print_table(table, fmt: str, limit: int | None = None) -> None:
             _render(_rows_table(None, table.column_names, rows))
         if more is not None:
             click.echo(more)
+
+
+def _csv_text(table) -> str:
+    """``table`` as CSV (RFC 4180): a header line, then one line per row; a field is quoted only
+    when it holds a comma, a quote or a line break (Python's ``csv.QUOTE_MINIMAL``), so a URL
+    copied out of it is the URL (issue 34: pyarrow's writer quotes every string, and a copied
+    ``"http://..."`` was refused by inject). Nested values are JSON (:func:`_csv_ready`), nulls
+    empty, booleans ``true``/``false``."""
+    import csv
+
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    table = _csv_ready(table)
+    writer.writerow(table.column_names)
+    for row in table.to_pylist():
+        writer.writerow(
+            ["" if v is None else ("true" if v else "false") if isinstance(v, bool) else v
+             for v in row.values()]
+        )  # fmt: skip
+    return buf.getvalue()
 
 
 def _csv_ready(table):

@@ -496,6 +496,16 @@ def test_sql_csv_renders_list_and_struct_columns_as_json(crawl):
     assert rows == [["host", "sitemaps", "st", "n"], ["a.test", '["s1", "s2"]', '{"k": 1}', ""]]
 
 
+def test_sql_csv_quotes_only_the_fields_that_need_it(crawl):
+    """A URL copied out of the CSV is the URL (issue 34, a fresh-user trial: every string was
+    quoted, and ``"http://a.test/"`` pasted into a seed file was refused)."""
+    q = "SELECT 'http://a.test/x?a=1' AS url, 'a, b' AS comma, 'say \"hi\"' AS quote, true AS ok, 7 AS n"
+    result = run("sql", crawl.url, q, "--format", "csv")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines == ["url,comma,quote,ok,n", 'http://a.test/x?a=1,"a, b","say ""hi""",true,7']
+
+
 @pytest.mark.parametrize("target", ["/proc/batchcrawl-x", "/sys/batchcrawl-x", "/dev/null/x"])
 def test_init_where_nothing_can_be_written_is_one_line_exit_3(target):
     proc = subprocess.run([sys.executable, "-m", "batchcrawl.cli", "init", target],
