@@ -331,3 +331,17 @@ def test_due_soon_lists_only_statuses_that_are_ever_due_with_seconds(tmp_path):
     due = sql.query(crawl, sql.named_query("due-soon")).to_pylist()
     assert sorted(r["status"] for r in due) == ["fetched", "gone", "queued"]
     assert {r["avg_interval_s"] for r in due} == {20.0}
+    assert {r["avg_interval"] for r in due} == {"20.0 s"}
+
+
+@pytest.mark.parametrize(("seconds", "shown"), [(59.0, "59.0 s"), (90.0, "1.5 min"),
+                                                (5400.0, "1.5 h"), (2592000.0, "30.0 d")])  # fmt: skip
+def test_due_soon_gives_the_interval_in_the_largest_unit_that_fits(tmp_path, seconds, shown):
+    """A fresh-user trial (issue 34): ``avg_interval_s 2592000.0`` had to be divided by hand."""
+    crawl = CrawlDir.create(str(tmp_path / "d"), "", buckets=1)
+    row = frontier_row(0, status="fetched")
+    row.update(next_fetch_time=dt.datetime(2026, 1, 2), fetch_interval_s=seconds)
+    files = [crawl.write_table("frontier", "frontier/gen=1/b.parquet", [row])]
+    crawl.commit(crawl.manifest(), {"frontier": files}, {"step": "inject"})
+    due = sql.query(crawl, sql.named_query("due-soon")).to_pylist()
+    assert [(r["avg_interval_s"], r["avg_interval"]) for r in due] == [(seconds, shown)]
