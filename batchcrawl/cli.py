@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import sys
 
-from batchcrawl.console.early import exit_before_start
+from batchcrawl.console.early import exit_before_start, finished
 
 # first, when this is the program (python -m batchcrawl.cli, the batchcrawl script), not a module
 # imported by another: a stop signal while the rest is imported (pyarrow, fsspec: a second on a
@@ -137,7 +137,7 @@ class _Group(click.Group):
         try:
             with stop_on_signals():
                 try:
-                    return super().invoke(ctx)
+                    result = super().invoke(ctx)
                 except (BatchcrawlError, click.exceptions.ClickException, click.exceptions.Exit):
                     raise  # ours (a Stopped says more than a generic stop line) and click's
                 except Exception as exc:
@@ -147,6 +147,11 @@ class _Group(click.Group):
                     if stop is None:
                         raise
                     raise stop from exc
+            finished(0)
+            return result
+        except click.exceptions.Exit as exc:  # the command's own ctx.exit(code), after its result
+            finished(exc.exit_code)
+            raise
         except BatchcrawlError as exc:
             log.debug("error details", exc_info=True)
             label = f"{exc.label}: " if exc.label else ""
@@ -186,7 +191,14 @@ class _Group(click.Group):
             name = getattr(exc, "signal_name", "SIGINT")
             command = ctx.invoked_subcommand
             lock = sys.modules.get("batchcrawl.store.lock")  # not imported: no lock taken
-            if command != "init" and not (lock and lock.taken_in_this_process()):
+            publish = sys.modules.get("batchcrawl.store.publish")  # not imported: no commit
+            committed = publish.committed_in_this_process() if publish else None
+            if committed is not None:
+                # the step's commit happened; only its summary was cut short
+                msg = (f"stopped by {name} after `batchcrawl {command}` committed generation "
+                       f"{committed[1]} of {committed[0]}: its result stands (`batchcrawl "
+                       "status` shows it)")  # fmt: skip
+            elif command != "init" and not (lock and lock.taken_in_this_process()):
                 # before it took the crawl's lock (loading, the config, opening the crawl):
                 # nothing was written (a fresh-user trial, issue 34: a round stopped at 0.5 s
                 # was told "before the step finished; its commit did not happen")

@@ -21,6 +21,7 @@ batchcrawl (on a busy machine the interpreter alone can take 0.5 s).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -328,3 +329,66 @@ def test_init_stopped_while_it_injects_says_how_to_finish_the_crawl(tmp_path):
                            env=subprocess_env(), timeout=120)  # fmt: skip
     assert again.returncode == 0, again.stderr[-3000:]
     assert CrawlDir.open(url).manifest().rows("frontier") == 2
+
+
+def test_a_stop_right_after_the_commit_says_the_result_stands(tmp_path):
+    """A stop between the manifest's publication and the command's JSON line was told "its commit
+    did not happen ... rerun it" with the generation committed, or left a ``_commits/*.tmp-*``
+    file (issue 34, a fresh-user trial: ``inject`` stopped at 0.7 s). Here the signal comes while
+    the manifest is written (a real one, sent by the process to itself)."""
+    crawl = new_crawl(tmp_path / "crawl", round_config(), ["http://h1.test/"])
+    before = crawl.manifest().generation
+    seeds = tmp_path / "more.txt"
+    seeds.write_text("http://h2.test/\n")
+    script = tmp_path / "stop_while_publishing.py"
+    script.write_text(
+        "import os, signal, sys\n"
+        "from batchcrawl.store.crawldir import CrawlDir\n"
+        "from batchcrawl.cli import main, exit_before_start\n"
+        "exit_before_start()\n"
+        "create = CrawlDir.create_exclusive\n"
+        "def create_and_stop(self, rel, data):\n"
+        "    if rel.startswith('_commits/'):  # the manifest's publication, not a data file\n"
+        "        os.kill(os.getpid(), signal.SIGINT)\n"
+        "    return create(self, rel, data)\n"
+        "CrawlDir.create_exclusive = create_and_stop\n"
+        "sys.exit(main())\n"
+    )
+    proc = subprocess.run([sys.executable, str(script), "inject", crawl.url, str(seeds)],
+                          capture_output=True, text=True, env=subprocess_env(), timeout=120)  # fmt: skip
+    assert proc.returncode == 130, proc.stderr[-3000:]
+    now = CrawlDir.open(crawl.url).manifest()
+    assert now.generation == before + 1  # the publication was not cut
+    assert proc.stderr.strip().splitlines() == [
+        f"batchcrawl: stopped by SIGINT after `batchcrawl inject` committed generation "
+        f"{now.generation} of {crawl.url}: its result stands (`batchcrawl status` shows it)"
+    ]
+    assert not [f for f in os.listdir(crawl.path("_commits")) if ".tmp-" in f]
+
+
+def test_a_stop_after_the_command_ended_changes_nothing(tmp_path):
+    """Once a command printed its result, a stop signal ends the process with the command's own
+    exit code and no line; in the interpreter's teardown, after the exit hooks, Python gave the
+    signals their default action back and one killed the process silently (-SIGINT, a shell's
+    130) after ``inject`` had printed its JSON (issue 34, a fresh-user trial). Here a thread
+    sends SIGINT every millisecond from the first exit hook on."""
+    crawl = new_crawl(tmp_path / "crawl", round_config(), ["http://h1.test/"])
+    script = tmp_path / "stop_at_exit.py"
+    script.write_text(
+        "import atexit, os, signal, sys, threading, time\n"
+        "from batchcrawl.cli import main, exit_before_start\n"
+        "exit_before_start()\n"
+        "def flood():\n"
+        "    while True:\n"
+        "        os.kill(os.getpid(), signal.SIGINT)\n"
+        "        time.sleep(0.001)\n"
+        "atexit.register(lambda: threading.Thread(target=flood, daemon=True).start())\n"
+        "sys.exit(main())\n"
+    )
+    for _ in range(3):
+        proc = subprocess.run([sys.executable, str(script), "status", crawl.url, "--format",
+                               "json"], capture_output=True, text=True, env=subprocess_env(),
+                              timeout=120)  # fmt: skip
+        assert proc.returncode == 0, (proc.returncode, proc.stderr[-3000:])
+        assert json.loads(proc.stdout)["generation"] == crawl.manifest().generation
+        assert proc.stderr == ""

@@ -9,8 +9,10 @@ runs, is :mod:`batchcrawl.console.signals`.
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
+import sys
 import threading
 
 #: The signals handled (as :data:`batchcrawl.console.signals.STOP_SIGNALS`).
@@ -30,6 +32,38 @@ def exit_before_start() -> None:
     for s in STOP_SIGNALS:
         signal.signal(s, _exit_at_once)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    atexit.register(_ignore_in_teardown)  # the first registered: it runs last
+
+
+def finished(code: int) -> None:
+    """The command is done, its result printed, its exit code ``code``: a stop signal from now on
+    ends the process at once with ``code`` and no line (nothing is left to stop; issue 34, a
+    fresh-user trial: a Ctrl-C just after ``inject`` printed its result was told "nothing was
+    changed", or killed it silently with 130)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def exit_done(signum: int, frame: object) -> None:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(code)
+
+    for s in STOP_SIGNALS:
+        signal.signal(s, exit_done)
+
+
+def _ignore_in_teardown() -> None:
+    """The last ``atexit`` hook: ignore the stop signals for the rest of the interpreter's exit.
+    After the hooks Python gives every signal with a Python handler its default action back
+    (``_PySignal_Fini``; an ignored one stays ignored), and a signal in the teardown that follows
+    (modules, garbage: 10-100 ms) killed a process whose command had ended, with 128 + signal
+    and no line (its daemon threads still run then: blocking the signal in the main thread alone
+    does not keep it out)."""
+    for s in STOP_SIGNALS:
+        signal.signal(s, signal.SIG_IGN)
 
 
 def _exit_at_once(signum: int, frame: object) -> None:

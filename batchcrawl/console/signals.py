@@ -106,8 +106,9 @@ def _raise_when_safe(frame: object) -> None:
 #: prefix: fsspec's ``exists`` (and more) catch every exception with a bare ``except:`` and answer
 #: False (CI, issue 34: a demo stopped between two rounds reported its crawl as "not a crawl
 #: directory (no crawl.toml)"); the writer lock writes, rewrites and removes its file in steps (a
-#: stop between them left ``_lock.json`` or a ``_lock.json.tmp-*`` file behind).
-_NOT_CUT = ("fsspec.", "batchcrawl.store.lock")
+#: stop between them left ``_lock.json`` or a ``_lock.json.tmp-*`` file behind), and so does the
+#: publication of a commit's manifest (:mod:`batchcrawl.store.publish`).
+_NOT_CUT = ("fsspec.", "batchcrawl.store.lock", "batchcrawl.store.publish")
 
 
 def _cannot_unwind(frame: object) -> bool:

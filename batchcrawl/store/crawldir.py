@@ -39,6 +39,7 @@ import pyarrow.parquet as pq
 from batchcrawl.errors import CommitConflict, CrawlDirError, first_line
 from batchcrawl.store import atomic, paths, schemas
 from batchcrawl.store.paths import COMMITS_DIR, CONFIG_FILE
+from batchcrawl.store.publish import publish_manifest
 
 #: The summary ``step`` of a generation committed by a round, and by a stream (a checkpoint of
 #: micro-batches, :mod:`batchcrawl.stream`).
@@ -589,7 +590,7 @@ class CrawlDir(atomic.Location):
     def _publish(self, manifest: Manifest) -> None:
         rel = paths.commit_file(manifest.generation)
         data = (json.dumps(manifest.to_json(), indent=1, sort_keys=True) + "\n").encode("utf-8")
-        if not self.create_exclusive(rel, data):
+        if not publish_manifest(self, rel, data, manifest.generation):  # a stop cannot cut it
             raise CommitConflict(
                 f"{self.path(rel)}: generation {manifest.generation} was committed by another writer"
             )
