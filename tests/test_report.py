@@ -107,9 +107,11 @@ def test_report_is_one_self_contained_page_with_every_figure(crawl):
     # and the languages (no extract has run: tests/test_extract_crawl.py draws them)
     assert re.findall(r"no data: [^<]*", html) == [
         "no data: robots.txt kept no URL out",
-        "no data: no text extracted yet (batchcrawl extract)",
-        "no data: no text extracted yet",
+        "no data: no text extracted yet (run batchcrawl extract CRAWL)",
     ]
+    # ... said in one line, not in two empty plots 4.2 inches high (450 px)
+    height = re.search(r'<svg[^>]*height="([0-9.]+)pt"', sections["languages"])
+    assert height and float(height.group(1)) <= 0.5 * 72, sections["languages"][:300]
     # nothing to fetch: no script, no stylesheet or image link, no URL in src/href/url()
     assert not re.search(r"<script|<link|<img|<iframe|@import", html, re.I)
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", html, re.I)
