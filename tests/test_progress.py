@@ -66,6 +66,16 @@ def test_a_shard_whose_fetch_is_over_has_no_queue():
     assert "queue per shard 10 0 (25 left for later)" in cut.line(of=None)
 
 
+def test_once_no_page_is_queued_the_line_says_the_fetch_is_over_not_zero_seconds_left():
+    """A fresh-user trial (issue 34): "~0s left" while the round's update and commit ran 2 s on."""
+    over = Figures({**snap(4, {0: 20, 1: 5}, {0: 20, 1: 30}), "over": [1]}, elapsed_s=6.0)
+    assert over.queue == {0: 0, 1: 0}
+    assert over.line(of=None).endswith("elapsed 6s, fetch over, update and commit follow")
+    assert "0s left" not in over.line(of=None)
+    done = Figures(snap(4, {0: 20}, {0: 20}), elapsed_s=4.0)
+    assert done.line(of=None).endswith("fetch over, update and commit follow")
+
+
 def test_lines_come_every_interval_and_each_round_starts_from_zero(caplog):
     clock = FakeClock()
     caplog.set_level(logging.INFO, logger="batchcrawl.console.progress")

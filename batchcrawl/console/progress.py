@@ -72,6 +72,14 @@ class Figures:
         left = sum(self.queue.values())
         self.left_s = left / self.rate if self.rate > 0 else (0.0 if left <= 0 else None)
 
+    def time_left(self) -> str:
+        """``~18s left`` while pages are queued; once no shard has any, the fetch is over and
+        what remains is the round's update and commit, which no rate predicts (a fresh-user
+        trial, issue 34: "~0s left", then the round ran 2 s more)."""
+        if self.left_s == 0.0 and self.planned:
+            return "fetch over, update and commit follow"
+        return f"~{duration(self.left_s)} left"
+
     def name(self, of: int | None, first: int = 1) -> str:
         """``round 7``; with ``of`` (the rounds of this run, the first numbered ``first``):
         ``round 2 of 5`` when the run started at round 1, else ``round 7 (2 of 5)`` (a fresh-user
@@ -90,7 +98,7 @@ class Figures:
         return (f"{self.name(of, first)}: {self.done:,}/{self.planned:,} "
                 f"pages ({self.rate:,.1f}/s), {self.errors:,} errors, {self.links:,} new links, "
                 f"queue per shard {queue or '-'}{later}, elapsed {duration(self.elapsed_s)}, "
-                f"~{duration(self.left_s)} left")  # fmt: skip
+                f"{self.time_left()}")  # fmt: skip
 
     def table(self, of: int | None, first: int = 1) -> Table:
         """The live table (a terminal)."""
@@ -103,7 +111,7 @@ class Figures:
         t.add_row("queue per shard", " ".join(f"{s}:{n:,}" for s, n in self.queue.items()) or "-")
         if self.left_for_later:
             t.add_row("left for later", f"{self.left_for_later:,}")
-        t.add_row("elapsed / left", f"{duration(self.elapsed_s)} / ~{duration(self.left_s)}")
+        t.add_row("elapsed / left", f"{duration(self.elapsed_s)} / {self.time_left()}")
         return t
 
 
