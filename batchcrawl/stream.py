@@ -268,14 +268,17 @@ class Stream:
         came (:func:`batchcrawl.engine.merge.merge_and_commit`)."""
         t0 = self.clock()
         rnd, gen = self.round, self.manifest.generation + 1
-        # every shard's hosts file in the first commit; an empty last take writes nothing, so a
-        # batch round after a clean stop does not take it for a crashed one (engine.rerun) --
-        # unless the last crawl commit left WARC files open: the last take closes them (or the
-        # start cut back those of a crash), and a commit must say so, or every later start
-        # would cut them back as a crash's again (engine.warcopen). The last crawl commit, not
-        # the last commit: an extract, inject or graph build after it names no open file.
+        # an empty take writes nothing (a shard writes its files when it fetched, found links or
+        # touched a host, and then the micro-batch commits), so a start after a clean stop that
+        # committed nothing does not take the stream's round for a crashed one (engine.rerun):
+        # a take forced to write its empty files while nothing was committed yet left them
+        # uncommitted under round=R/. Forced only when the last crawl commit left WARC files
+        # open: the last take closes them (or the start cut back those of a crash) and commits
+        # below, or every later start would cut them back as a crash's again (engine.warcopen).
+        # The last crawl commit, not the last commit: an extract, inject or graph build after it
+        # names no open file.
         closes_warcs = final and bool(self.crawl.open_warcs(self.manifest.generation))
-        force = self.commits == 0 or closes_warcs
+        force = closes_warcs
         self.on_step("take")
         reports: list[ShardReport] = [f.result() for f in [
             a.take_batch(round=rnd, next_round=rnd + 1, generation=gen,

@@ -87,3 +87,34 @@ def test_round_with_nothing_due_writes_nothing_and_exits_75(tmp_path):
     assert "(in 1 h 59 min)" in lines[0] or "(in 2 h)" in lines[0]
     assert not os.path.exists(crawl.path("fetchlists"))
     assert sorted(os.walk(crawl.root)) == before
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_streams_with_nothing_due_leave_no_round_to_rerun(tmp_path):
+    """A stream that commits nothing leaves no file behind: its first takes were forced to write
+    their (empty) ``fetched``/``links``/``edges`` files under ``round=R/``, never committed, so
+    the next start took round R for a crashed one ("round R was started before ... did not
+    commit") and gave every host a full politeness delay after a clean stop."""
+    from batchcrawl.console.signals import StopRequest
+    from batchcrawl.store.orphans import uncommitted_rounds
+    from batchcrawl.stream import run_stream  # Dask: imported by the test that runs streams
+
+    crawl = crawl_with(tmp_path / "c", [{**frontier_row(i), "next_fetch_time": later(7200)}
+                                        for i in range(4)])  # fmt: skip
+    before, gen = sorted(os.walk(crawl.root)), crawl.manifest().generation
+    cfg = round_config(
+        frontier={"buckets": 2}, round={"workers": 1}, stream={"flush_interval_s": 0.2}
+    )
+    runs = [
+        run_stream(crawl.url, cfg, StopRequest(), max_seconds=60),  # stops: nothing due
+        run_stream(crawl.url, cfg.replace(stream={"flush_interval_s": 30.0}), StopRequest(),
+                   max_seconds=0.5),  # stops before its first micro-batch: the last take only
+        run_stream(crawl.url, cfg, StopRequest(), max_seconds=60),
+    ]  # fmt: skip
+    assert [r["stopped_by"] for r in runs] == ["nothing_due", "max_seconds", "nothing_due"]
+    assert [r["checkpoints"] for r in runs] == [0, 0, 0]
+    assert [r["rerun_after_crash"] for r in runs] == [False, False, False]  # no crashed round
+    assert crawl.manifest().generation == gen
+    assert uncommitted_rounds(crawl, crawl.manifest().round + 1) == []
+    assert sorted(os.walk(crawl.root)) == before
