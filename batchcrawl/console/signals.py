@@ -38,7 +38,6 @@ import os
 import signal
 import sys
 import threading
-import weakref
 from collections.abc import Callable, Iterator
 
 from batchcrawl.console.early import STOP_SIGNALS  # the signals handled here too
@@ -310,36 +309,27 @@ def _watch(read_fd: int, main_id: int) -> None:
         if cutting is not None:  # a held start: what it started since the last call, too
             cutting()
         if any(b in STOP_SIGNALS for b in received):
-            _interrupt_calls()
+            interrupt_queries()
         if any(b in STOP_SIGNALS for b in received) or (waiting and not ready):
             signal.pthread_kill(main_id, WAKE_SIGNAL)
 
 
-#: Objects (weakly held) whose ``interrupt()`` cuts a call the main thread waits in without ever
-#: looking at its signal flags (:func:`interrupt_on_stop`).
-_interrupters: list[weakref.ref] = []
-
-
-def interrupt_on_stop(obj: object) -> None:
-    """Have the watcher thread call ``obj.interrupt()`` when a stop signal comes (``obj`` is held
-    weakly: it may go away). For C code the main thread waits in without checking for
-    signals: DuckDB runs a query on its own threads and the main thread's wait for it is not cut
-    by a signal (``con.sql(...).to_arrow_table()``, duckdb 2.0: a ``sql`` query ran on after
-    Ctrl-C), but ``DuckDBPyConnection.interrupt`` from another thread ends it with
-    ``InterruptException``, which :func:`stop_behind` turns into the stop. Exceptions of
-    ``interrupt()`` are ignored (a closed connection)."""
-    with _watcher_lock:
-        _interrupters[:] = [r for r in _interrupters if r() is not None]
-        _interrupters.append(weakref.ref(obj))
-
-
-def _interrupt_calls() -> None:
-    with _watcher_lock:
-        objs = [r() for r in _interrupters]
-    for obj in objs:
-        if obj is not None:
-            with contextlib.suppress(Exception):
-                obj.interrupt()  # type: ignore[attr-defined]
+def interrupt_queries() -> None:
+    """Interrupt the DuckDB queries this process runs (:data:`batchcrawl.store.sql.
+    OPEN_CONNECTIONS`, when that module is loaded; looked up, not imported: it is a lower layer
+    and loads DuckDB). The main thread's wait for a running query never looks at the signal
+    flags, so a stop signal alone does not end it (``sql``, ``status``, ``report``: the query ran
+    on after Ctrl-C); ``DuckDBPyConnection.interrupt`` from this thread ends it with
+    ``InterruptException``, which :func:`stop_behind` turns into the stop. Called by the watcher
+    thread when a stop signal comes; a closed connection's error is ignored."""
+    sql = sys.modules.get("batchcrawl.store.sql")
+    try:
+        connections = list(getattr(sql, "OPEN_CONNECTIONS", ()))
+    except RuntimeError:  # the set changed while it was copied (the main thread connected)
+        connections = list(getattr(sql, "OPEN_CONNECTIONS", ()))
+    for con in connections:
+        with contextlib.suppress(Exception):
+            con.interrupt()
 
 
 @contextlib.contextmanager

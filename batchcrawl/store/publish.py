@@ -11,16 +11,23 @@ manifest is published and recorded here, and the stop line can say what was comm
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from batchcrawl.store.crawldir import CrawlDir
+
+class _Location(Protocol):
+    """What publishing needs of a :class:`~batchcrawl.store.crawldir.CrawlDir` (named without
+    importing it: crawldir imports this module)."""
+
+    url: str
+
+    def create_exclusive(self, rel: str, data: bytes) -> bool: ...
+
 
 #: ``(crawl URL, generation)`` of the last generation this process published, or None.
 _published: tuple[str, int] | None = None
 
 
-def publish_manifest(crawl: CrawlDir, rel: str, data: bytes, generation: int) -> bool:
+def publish_manifest(crawl: _Location, rel: str, data: bytes, generation: int) -> bool:
     """Create the manifest file ``rel`` (``_commits/NNNNNN.json``) of ``generation`` with
     ``data`` atomically and only if it does not exist (:meth:`CrawlDir.create_exclusive`), and
     record it (:func:`committed_in_this_process`). Returns False if another writer committed that

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -56,6 +57,13 @@ _SHOW_PRAGMAS = {
 }
 
 
+#: The connections :func:`connect` made (weakly held). A stop signal does not cut the main
+#: thread's wait for a running query (DuckDB runs it on its own threads), so the CLI's stop-signal
+#: watcher interrupts them (:func:`batchcrawl.console.signals.interrupt_queries`; issue 34: Ctrl-C
+#: in ``sql`` ran on, or printed a ``Query interrupted`` traceback).
+OPEN_CONNECTIONS: weakref.WeakSet[duckdb.DuckDBPyConnection] = weakref.WeakSet()
+
+
 def _create_views(con: duckdb.DuckDBPyConnection, crawl: CrawlDir, manifest: Manifest) -> None:
     """One view per crawl table over ``manifest``'s files, by absolute paths or URLs
     (:func:`batchcrawl.store.views.view_body`; empty views typed by schema.sql)."""
@@ -83,11 +91,7 @@ def connect(crawl: CrawlDir, generation: int | None = None) -> duckdb.DuckDBPyCo
 def _connect(crawl: CrawlDir, manifest: Manifest) -> duckdb.DuckDBPyConnection:
     """:func:`connect` for a manifest already read."""
     con = duckdb.connect(":memory:")
-    # a stop signal does not cut the main thread's wait for a running query: the watcher
-    # thread interrupts it (console.signals, issue 34: Ctrl-C in sql ran on or printed a traceback)
-    from batchcrawl.console.signals import interrupt_on_stop
-
-    interrupt_on_stop(con)
+    OPEN_CONNECTIONS.add(con)
     if not crawl.local:
         con.register_filesystem(crawl.fs)
     try:
