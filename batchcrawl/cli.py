@@ -122,6 +122,11 @@ def load_crawl_config(
 
 
 # -- plumbing --------------------------------------------------------------------------------
+#: Commands that never write to the crawl: a stop says so, not "before it wrote anything" (it may
+#: have printed half its output: issue 34, a fresh-user trial).
+READ_ONLY_COMMANDS = frozenset({"status", "sql", "report", "export"})
+
+
 class _Group(click.Group):
     """Maps :class:`BatchcrawlError` to one stderr line and its exit code."""
 
@@ -202,7 +207,10 @@ class _Group(click.Group):
                 # before it took the crawl's lock (loading, the config, opening the crawl):
                 # nothing was written (a fresh-user trial, issue 34: a round stopped at 0.5 s
                 # was told "before the step finished; its commit did not happen")
-                msg = f"stopped by {name} before `batchcrawl {command}` wrote anything: nothing was changed"
+                msg = (f"stopped by {name}: `batchcrawl {command}` only reads the crawl; nothing "
+                       "was changed" if command in READ_ONLY_COMMANDS else
+                       f"stopped by {name} before `batchcrawl {command}` changed the crawl: "
+                       "nothing was changed")  # fmt: skip
             else:
                 msg = (f"stopped by {name} before the step finished; its commit did not "
                        "happen, committed generations are intact; rerun it")  # fmt: skip
@@ -404,26 +412,51 @@ def init(crawl_url: str, seeds: io.TextIOBase | None, config_file: str | None, s
         except UnicodeDecodeError as exc:
             raise ConfigError(f"{config_file}: not a UTF-8 TOML file ({exc})") from None
     cfg = load_config(files=files, environ=os.environ, sets=sets)
-    crawl = CrawlDir.create(crawl_url, to_toml(cfg), buckets=cfg.frontier.buckets)
-    out: dict[str, Any] = {"crawl": crawl.url, "generation": 0, "buckets": cfg.frontier.buckets}
-    if seeds is not None:
-        try:
+    try:
+        crawl = CrawlDir.create(crawl_url, to_toml(cfg), buckets=cfg.frontier.buckets)
+        out: dict[str, Any] = {"crawl": crawl.url, "generation": 0,
+                               "buckets": cfg.frontier.buckets}  # fmt: skip
+        if seeds is not None:
             out["inject"] = _inject(crawl, cfg, seeds, source=getattr(seeds, "name", "-"))
-        except KeyboardInterrupt as exc:
-            # the crawl exists from here on: a rerun of init is refused (issue 34, a fresh-user
-            # trial was told "rerun it"); inject is what finishes it
-            name = getattr(exc, "signal_name", "SIGINT")
-            raise Stopped(
-                f"stopped by {name}: the crawl {crawl.url} was created, but its seeds were not "
-                f"injected; add them with `batchcrawl inject {crawl.url} "
-                f"{getattr(seeds, 'name', 'FILE')}`",
-                getattr(exc, "exit_code", 130),
-            ) from None
-        out["generation"] = out["inject"]["generation"]
+            out["generation"] = out["inject"]["generation"]
+    except KeyboardInterrupt as exc:
+        raise _init_stopped(crawl_url, seeds, exc) from None
     _echo_json(out)
     if seeds is not None and no_crawlable_seed(out["inject"]):
         click.echo(f"batchcrawl: the crawl {crawl.url} was created without seeds", err=True)
         click.get_current_context().exit(2)
+
+
+def _init_stopped(crawl_url: str, seeds: io.TextIOBase | None, exc: BaseException) -> Stopped:
+    """The :class:`Stopped` error for ``init`` stopped by ``exc``, saying what exists now (issue
+    34, fresh-user trials: "rerun it" where a rerun is refused, "its result stands" where the
+    seeds were not injected). Stopped before generation 0 was committed, the partial crawl this
+    process wrote (only its own files: :func:`~batchcrawl.store.crawldir.created_in_this_process`)
+    is removed, so that a rerun works."""
+    from batchcrawl.store.crawldir import created_in_this_process
+    from batchcrawl.store.publish import committed_in_this_process
+
+    name = getattr(exc, "signal_name", "SIGINT")
+    code = getattr(exc, "exit_code", 130)
+    committed = committed_in_this_process()
+    if committed is None:
+        partial = created_in_this_process()
+        if partial is not None:
+            partial.remove_partial_creation()
+        return Stopped(f"stopped by {name} before `batchcrawl init` created the crawl: nothing "
+                       "was changed; rerun it", code)  # fmt: skip
+    url, generation = committed
+    if seeds is None:
+        return Stopped(f"stopped by {name} after `batchcrawl init` created the crawl {url}: it "
+                       "stands", code)  # fmt: skip
+    if generation == 0:
+        return Stopped(
+            f"stopped by {name}: the crawl {url} was created, but its seeds were not injected; "
+            f"add them with `batchcrawl inject {url} {getattr(seeds, 'name', 'FILE')}`",
+            code,
+        )
+    return Stopped(f"stopped by {name} after `batchcrawl init` created the crawl {url} and "
+                   f"injected its seeds (generation {generation}): it stands", code)  # fmt: skip
 
 
 @main.command()

@@ -241,8 +241,8 @@ def test_a_stop_before_the_lock_says_nothing_was_written(tmp_path, signum):
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == EXIT[signum], err[-3000:]
     assert err.strip().splitlines() == [
-        f"batchcrawl: stopped by {signum.name} before `batchcrawl round` wrote anything: nothing "
-        "was changed"
+        f"batchcrawl: stopped by {signum.name} before `batchcrawl round` changed the crawl: "
+        "nothing was changed"
     ], err[-3000:]
     assert sorted(os.listdir(crawl.path(""))) == before  # no lock file, nothing new
     assert CrawlDir.open(crawl.url).manifest().generation == crawl.manifest().generation
@@ -295,6 +295,8 @@ def test_a_stop_during_a_duckdb_query_is_a_stop(tmp_path, signum):
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"batchcrawl: stopped by {signum.name}"), err
     assert "Traceback" not in err and "interrupted" not in err, err
+    # not "before it wrote anything": a read-only command may have printed part of its output
+    assert lines[0].endswith("`batchcrawl sql` only reads the crawl; nothing was changed"), err
 
 
 def test_init_stopped_while_it_injects_says_how_to_finish_the_crawl(tmp_path):
@@ -392,3 +394,56 @@ def test_a_stop_after_the_command_ended_changes_nothing(tmp_path):
         assert proc.returncode == 0, (proc.returncode, proc.stderr[-3000:])
         assert json.loads(proc.stdout)["generation"] == crawl.manifest().generation
         assert proc.stderr == ""
+
+
+@pytest.mark.parametrize("seeded", [True, False], ids=["seeds", "no-seeds"])
+def test_init_stopped_before_or_after_its_first_commit_says_what_exists(tmp_path, seeded):
+    """``init`` stopped at 0.3 s was told "its result stands" with no seed injected, and before
+    generation 0 a half-written crawl made a rerun fail with "a crawl already exists here" (issue
+    34, 4th fresh-user trial). Before the commit the partial crawl is removed and the rerun
+    works; after it, the message says what stands."""
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("http://h1.test/\n")
+    url = str(tmp_path / "crawl")
+    extra = ["--seeds", str(seeds)] if seeded else []
+
+    def run_stopped(where: str):
+        script = tmp_path / f"stop_{where}.py"
+        script.write_text(
+            "import os, signal, sys\n"
+            "from batchcrawl.store.crawldir import CrawlDir\n"
+            "from batchcrawl.cli import main, exit_before_start\n"
+            "exit_before_start()\n"
+            f"original = CrawlDir.{where}\n"
+            "def stop_first(*args, **kwargs):\n"
+            "    os.kill(os.getpid(), signal.SIGINT)\n"
+            "    raise AssertionError('the signal did not stop the command')\n"
+            f"CrawlDir.{where} = stop_first\n"
+            "sys.exit(main())\n"
+        )
+        return subprocess.run([sys.executable, str(script), "init", url, *extra],
+                              capture_output=True, text=True, env=subprocess_env(),
+                              timeout=120)  # fmt: skip
+
+    before = run_stopped("_publish")  # crawl.toml written, generation 0 not yet
+    assert before.returncode == 130, before.stderr[-3000:]
+    assert before.stderr.strip().splitlines() == [
+        "batchcrawl: stopped by SIGINT before `batchcrawl init` created the crawl: nothing was "
+        "changed; rerun it"
+    ]
+    assert not os.path.exists(url)  # the partial crawl is gone: a rerun can create it
+    after = run_stopped("_after_publish")  # generation 0 committed
+    assert after.returncode == 130, after.stderr[-3000:]
+    (line,) = after.stderr.strip().splitlines()
+    crawl = CrawlDir.open(url)
+    assert crawl.manifest().generation == 0
+    if seeded:
+        assert (
+            "was created, but its seeds were not injected; add them with `batchcrawl "
+            f"inject {crawl.url} {seeds}`" in line
+        ), line
+    else:
+        assert (
+            line == f"batchcrawl: stopped by SIGINT after `batchcrawl init` created the "
+            f"crawl {crawl.url}: it stands"
+        )

@@ -287,6 +287,18 @@ def warcs_left_open(summary: Mapping[str, Any]) -> dict[str, int] | None:
     return None
 
 
+#: The crawl :meth:`CrawlDir.create` began to write in this process (after its checks that the
+#: folder is new or empty), or None.
+_creating: CrawlDir | None = None
+
+
+def created_in_this_process() -> CrawlDir | None:
+    """The crawl this process began to create (:meth:`CrawlDir.create` passed its checks: every
+    file in the folder is its own), or None. ``init`` stopped before generation 0 was committed
+    removes that partial crawl (it would refuse a rerun: "a crawl already exists here")."""
+    return _creating
+
+
 class CrawlDir(atomic.Location):
     """A crawl directory on any fsspec filesystem.
 
@@ -328,6 +340,8 @@ class CrawlDir(atomic.Location):
         if crawl.fs.exists(crawl.root) and crawl.fs.isfile(crawl.root):
             raise CrawlDirError(f"{url}: is a file, not a directory")
         _refuse_foreign_content(crawl, url)
+        global _creating
+        _creating = crawl  # from here on, what is in the folder was written by this process
         try:
             crawl.fs.makedirs(crawl.path(COMMITS_DIR), exist_ok=True)
             crawl.fs.pipe_file(crawl.path(CONFIG_FILE), config_text.encode("utf-8"))
@@ -347,6 +361,24 @@ class CrawlDir(atomic.Location):
         crawl._publish(genesis)
         crawl._after_publish(genesis)
         return crawl
+
+    def remove_partial_creation(self) -> None:
+        """Undo a :meth:`create` of this crawl that stopped before generation 0 was committed:
+        remove ``crawl.toml``, the temp files in ``_commits/`` (no manifest was published), the
+        then empty ``_commits/`` and the crawl's folder if empty. Only for the crawl this
+        process began to create (:func:`created_in_this_process`: the folder was new or empty),
+        so every file removed is its own. Errors are ignored (best effort; ``init`` reports)."""
+        with contextlib.suppress(OSError):
+            commits = self.path(COMMITS_DIR)
+            for path in self.fs.ls(commits, detail=False) if self.fs.exists(commits) else ():
+                if paths.TMP_MARKER in path.rsplit("/", 1)[-1]:
+                    self.fs.rm_file(path)
+            if self.fs.exists(self.path(CONFIG_FILE)):
+                self.fs.rm_file(self.path(CONFIG_FILE))
+            if self.local:
+                for folder in (commits, self.root):
+                    with contextlib.suppress(OSError):
+                        os.rmdir(folder)
 
     @classmethod
     def open(cls, url: str, storage_options: Mapping[str, Any] | None = None) -> CrawlDir:
