@@ -289,3 +289,24 @@ def test_a_real_stream_draws_no_micro_batch_faster_than_its_pages_over_the_flush
     spans = sql.query(crawl, sql.named_query("rounds")).to_pylist()
     assert any(r["span_s"] and r["attempts"] / r["span_s"] > bound[r["round"]]
                for r in spans), spans  # fmt: skip
+
+
+def _legend_and_axes_boxes(fig):
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    ax = fig.axes[0]
+    renderer = canvas.get_renderer()
+    return ax.get_legend().get_window_extent(renderer), ax.get_window_extent(renderer)
+
+
+@pytest.mark.parametrize("n_rounds", [3, 9, 23])
+def test_the_timeline_legend_is_outside_the_axes(n_rounds):
+    """A stream's report: the legend ("line: attempts, x: failed", rounds 1-2 ... 9) sat over the
+    axes at about 14-24 s, and the rising lines of the last rounds ran behind it."""
+    with plots.style():
+        fig = timeline(_data(**{"fetch-timeline": _timeline_rows(n_rounds, seconds=30)}))
+        legend_box, axes_box = _legend_and_axes_boxes(fig)
+        assert not legend_box.overlaps(axes_box)
+        fig.axes[0].legend(fontsize=7, ncols=4)  # the control: where it was, over the axes
+        legend_box, axes_box = _legend_and_axes_boxes(fig)
+        assert legend_box.overlaps(axes_box)

@@ -199,7 +199,9 @@ def timeline(d: ReportData) -> Figure:
     xlabel = (f"{unit} since the crawl's first request" if wall
               else "seconds since the round's first request")  # fmt: skip
     ax.set(xlabel=xlabel, ylabel="attempts / s")
-    ax.legend(fontsize=7, ncols=min(4, len(groups)), title="line: attempts, x: failed")
+    # beside the axes, not over them: it sat over a stream's last rounds at 14-24 s (issue 34)
+    ax.legend(fontsize=7, title="line: attempts, x: failed", title_fontsize=7,
+              loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)  # fmt: skip
     return fig
 
 
