@@ -314,23 +314,64 @@ def no_crawlable_seed(summary: Mapping[str, Any]) -> bool:
     return bool(summary["bad_lines"]) and good == 0
 
 
-_BAD_LINES_SHOWN = 5  # bad seed lines shown on stderr; the JSON lists more
+_BAD_LINES_SHOWN = 5  # bad and filtered seed lines shown on stderr; the JSON lists more
+
+
+def _not_injected_parts(summary: Mapping[str, Any], dropped: str) -> list[str]:
+    """Why the lines of an inject ``summary`` that did not become queued URLs did not, one part
+    per kind (only the kinds there are); their counts add up to ``lines - queued``."""
+    n_bad, n_skip = summary["bad_lines"], summary["skipped"]
+    n_dup, n_known = summary.get("duplicates", 0), summary.get("seeds_known", 0)
+    return [
+        part
+        for n, part in (
+            (n_bad, f"{n_bad:,} bad line{'s' * (n_bad != 1)}"),
+            (dropped, dropped),
+            (n_dup, f"{n_dup:,} duplicate{'s' * (n_dup != 1)} of an earlier line"),
+            (n_known, f"{n_known:,} already in the crawl"),
+            (n_skip, f"{n_skip:,} blank or comment line{'s' * (n_skip != 1)} skipped"),
+        )
+        if n
+    ]
+
+
+def _problem_lines(summary: Mapping[str, Any], source: str) -> list[str]:
+    """The stderr lines naming the bad lines and the new seeds the URL filters dropped, by line
+    number, at most :data:`_BAD_LINES_SHOWN` of them in all (each kind keeps a share when both
+    are there), and a last line counting the rest."""
+    bad = list(summary.get("bad_line_list") or [])
+    filt = list(summary.get("filtered_line_list") or [])
+    n_filtered = sum((summary.get("filtered") or {}).values())
+    n_filt_shown = min(len(filt), max(_BAD_LINES_SHOWN - len(bad), _BAD_LINES_SHOWN // 2))
+    n_bad_shown = min(len(bad), _BAD_LINES_SHOWN - n_filt_shown)
+    shown = [(b["line"], b["reason"]) for b in bad[:n_bad_shown]] + [
+        (f["line"], f"dropped by the URL filters ({f['reason']}); see [filters] in crawl.toml")
+        for f in filt[:n_filt_shown]
+    ]
+    out = [f"  {source}:{line}: {reason}" for line, reason in sorted(shown)]
+    more = summary["bad_lines"] + n_filtered - len(shown)
+    if more > 0:
+        out.append(
+            f"  ... and {more:,} more (bad_line_list, filtered_line_list in the JSON summary)"
+        )
+    return out
 
 
 def seed_warnings(summary: Mapping[str, Any]) -> list[str]:
     """Lines for stderr about an inject ``summary`` (:func:`batchcrawl.frontier.inject.inject`):
-    the bad lines (count, the first few with line number and reason) and an empty seed file."""
+    the lines not injected (how many, and why, adding up: bad, dropped by the URL filters,
+    duplicate, known, blank or comment), the first few bad and filtered lines with line number
+    and reason, and an empty seed file."""
     from batchcrawl.frontier.inject import filtered_text
 
     source = summary.get("source", "-")
     out = []
     dropped = filtered_text(summary)  # "1 dropped by the URL filters (url_length 1)" or ""
     if summary["bad_lines"]:
-        listed = summary["bad_line_list"][:_BAD_LINES_SHOWN]
-        more = summary["bad_lines"] - len(listed)
+        not_injected = summary["lines"] - summary.get("queued", 0)
         out.append(
-            f"{source}: {summary['bad_lines']} of {summary['lines']} lines were not injected"
-            + (f", {dropped}" if dropped else "")
+            f"{source}: {not_injected:,} of {summary['lines']:,} lines were not injected: "
+            + ", ".join(_not_injected_parts(summary, dropped))
             + "; "
             + (
                 "fix them and inject the file again (the good lines are in, repeats are skipped)"
@@ -339,14 +380,13 @@ def seed_warnings(summary: Mapping[str, Any]) -> list[str]:
                 "again (`batchcrawl inject CRAWL FILE`)"
             )
         )
-        out += [f"  {source}:{b['line']}: {b['reason']}" for b in listed]
-        if more:
-            out.append(f"  ... and {more} more (bad_line_list in the JSON summary)")
+        out += _problem_lines(summary, source)
     elif dropped:
         out.append(
             f"{source}: of {summary['seeds_new']} new seeds, {dropped}; those are in the "
             "frontier as filtered and are not crawled (see [filters] in crawl.toml)"
         )
+        out += _problem_lines(summary, source)
     if summary["lines"] == summary["skipped"]:
         out.append(
             f"{source}: no seed URL in it ({summary['lines']} lines, all blank or # comments); "

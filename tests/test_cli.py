@@ -810,7 +810,7 @@ def test_seeds_dropped_by_the_url_filters_are_said_on_the_stderr_line(tmp_path):
     assert json.loads(result.stdout)["inject"]["filtered"] == {"url_length": 1}
     first = result.stderr.splitlines()[0]
     assert first.startswith(
-        f"batchcrawl: warning: {seeds}: 1 of 3 lines were not injected, "
+        f"batchcrawl: warning: {seeds}: 2 of 3 lines were not injected: 1 bad line, "
         "1 dropped by the URL filters (url_length 1); "
     )
     seeds.write_text("http://b.test/\n" + long_url.replace("long", "long2") + "\n")
@@ -819,5 +819,33 @@ def test_seeds_dropped_by_the_url_filters_are_said_on_the_stderr_line(tmp_path):
     assert result.stderr.splitlines() == [
         f"batchcrawl: warning: {seeds}: of 2 new seeds, 1 dropped by the URL filters "
         "(url_length 1); those are in the frontier as filtered and are not crawled "
-        "(see [filters] in crawl.toml)"
+        "(see [filters] in crawl.toml)",
+        f"  {seeds}:2: dropped by the URL filters (url_length); see [filters] in crawl.toml",
     ]
+
+
+def test_seed_warnings_count_every_line_not_injected_and_name_the_filtered_ones(tmp_path):
+    """Issue: "5 of 11 lines were not injected" for a file where 9 of 11 went in nowhere (blank
+    lines and the filtered seed were not counted), and the 10,000-character seed the URL filters
+    dropped (line 7) was never named."""
+    seeds = tmp_path / "bad.txt"
+    long_url = "http://long.test/" + "a" * 9_983
+    lines = ["http://a.test/", "", "garbage here", " h1.test:8080/x", "ftp://x", "http://",
+             long_url, "   ", "javascript:", "", "http://b.test/"]  # fmt: skip
+    seeds.write_text("\n".join(lines) + "\n")
+    result = run("init", str(tmp_path / "c"), "--seeds", str(seeds))
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)["inject"]
+    assert summary["filtered_line_list"] == [{"line": 7, "reason": "url_length"}]
+    err = result.stderr.splitlines()
+    assert err[0] == (
+        f"batchcrawl: warning: {seeds}: 9 of 11 lines were not injected: 5 bad lines, "
+        "1 dropped by the URL filters (url_length 1), 3 blank or comment lines skipped; "
+        "fix them and inject the file again (the good lines are in, repeats are skipped)"
+    )
+    listed = [e for e in err if e.startswith(f"  {seeds}:")]
+    assert len(listed) == 5  # the same cap as before: bad and filtered lines together
+    assert f"  {seeds}:7: dropped by the URL filters (url_length); see [filters] in crawl.toml" in (
+        listed
+    )
+    assert err[-1] == "  ... and 1 more (bad_line_list, filtered_line_list in the JSON summary)"

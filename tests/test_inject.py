@@ -109,6 +109,21 @@ def test_seeds_dropped_by_the_url_filters_are_named_for_the_stderr_summary(tmp_p
     assert filtered_text(inject(crawl, cfg, ["http://ok2.test/"])) == ""
 
 
+def test_seeds_dropped_by_the_url_filters_are_listed_with_their_line_numbers(tmp_path):
+    """The summary names the new seeds the filters dropped (line, reason), like the bad lines;
+    a filtered seed injected again is known, not listed again."""
+    crawl, cfg = make_crawl(tmp_path, buckets=2)
+    long_url = "http://long.test/" + "a" * 10_007
+    lines = ["", "http://ok.test/", long_url, "not a url", long_url + "b", long_url]
+    s = inject(crawl, cfg, lines)
+    assert s["filtered_line_list"] == [
+        {"line": 3, "reason": "url_length"},
+        {"line": 5, "reason": "url_length"},
+    ]
+    again = inject(crawl, cfg, [long_url])
+    assert again["seeds_known"] == 1 and again["filtered_line_list"] == []
+
+
 @pytest.mark.parametrize("scope", ["host", "domain"])
 def test_seed_scope_includes_new_seeds(tmp_path, scope):
     crawl, cfg = make_crawl(tmp_path, filters={"seed_scope": scope})

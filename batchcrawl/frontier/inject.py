@@ -130,7 +130,9 @@ def inject(
     dict
         The committed summary: ``lines`` = ``skipped + bad_lines + duplicates + seeds_known +
         seeds_new``; ``seeds_new`` = ``queued + sum(filtered.values())``; ``bad_line_list`` lists
-        the first :data:`MAX_BAD_LINES_LISTED` bad lines ``{line, reason}``; ``generation``
+        the first :data:`MAX_BAD_LINES_LISTED` bad lines ``{line, reason}``;
+        ``filtered_line_list`` the first :data:`MAX_BAD_LINES_LISTED` new seeds the URL filters
+        dropped, ``{line, reason}`` (the filter's reason, as in ``filtered``); ``generation``
         (the new one, or the current one when ``committed`` is False).
 
     Raises
@@ -166,6 +168,7 @@ def inject(
     )
     gen = manifest.generation + 1
     new_count: Counter[str] = Counter()
+    filtered_lines: list[BadLine] = []  # the new seeds the filters dropped: line and reason
     out: list[runs.BucketFiles] = []
     rows_after = 0
     parts = drum.partition_by_bucket(rows, manifest.buckets)
@@ -177,8 +180,11 @@ def inject(
         keys = runs.bucket_keys(crawl, files)
         batch = drum.SortedBatch(part)
         added = batch.table.filter(pa.array(~runs.is_known(keys, batch.keys)))
-        for why in added.column("reason").to_pylist():
+        seqs = added.column("discovered_seq").to_pylist()
+        for seq, why in zip(seqs, added.column("reason").to_pylist(), strict=True):
             new_count["queued" if why is None else f"filtered:{why}"] += 1
+            if why is not None:
+                filtered_lines.append({"line": seq - offset, "reason": why})
         new_count["known"] += part.num_rows - added.num_rows
         n_after = len(keys) + added.num_rows  # refetched rows are known: not counted again
         rows_after += n_after
@@ -204,6 +210,9 @@ def inject(
             k.split(":", 1)[1]: n for k, n in sorted(new_count.items()) if k.startswith("filtered:")
         },
         "frontier_rows": rows_after + _untouched_rows(crawl, out, parts),
+        "filtered_line_list": sorted(filtered_lines, key=lambda b: b["line"])[
+            :MAX_BAD_LINES_LISTED
+        ],
         "filters_fingerprint": filters_fingerprint(cfg),
     }
     if not seeds_new and not new_count["refetch"]:  # the frontier is unchanged: no generation
