@@ -77,8 +77,7 @@ _state = _StopState()
 def _raise_interrupted(signum: int, frame: object) -> None:
     """The stop signals' handler: record ``signum`` and raise :class:`Interrupted` in the main
     thread, now if that is safe, else as soon as it is (:func:`_raise_when_safe`)."""
-    for s in STOP_SIGNALS:  # a second signal: default action, the process ends at once
-        signal.signal(s, signal.SIG_DFL)
+    _second_stop_ends_process()
     quiet_distributed_for_exit()
     if _state.signum is None:
         _state.signum = int(signum)
@@ -296,18 +295,58 @@ def _wake(signum: int, frame: object) -> None:
 POKE_S = 0.02
 
 
+_exit_lock = threading.Lock()
+
+
+def _second_stop_ends_process() -> None:
+    """After a first stop signal, a second one ends the process at once (:func:`exit_at_once`),
+    from its Python handler in the main thread or from the watcher thread (:func:`_watch`), which
+    does not wait for the main thread to come back from C code."""
+    for s in STOP_SIGNALS:
+        signal.signal(s, lambda signum, frame: exit_at_once(signum))
+
+
+def exit_at_once(signum: int) -> None:
+    """A second stop signal: end the process now, without the clean-up the first one started
+    (the README's exit codes). First the worker processes this process started are killed (they
+    would go on writing to the crawl), then the writer lock this process holds is removed (the
+    next command then starts without taking over a dead holder's lock), one line is written, and
+    the process exits with ``128 + signum``. What was not committed is left as the next command
+    finds after any stop: orphan files for ``gc``, a stream's open WARC files cut back to their
+    committed end (issue 34, 4th fresh-user trial: the process died silently and left its lock)."""
+    if not _exit_lock.acquire(blocking=False):
+        return  # the other thread is ending the process
+    name = signal.Signals(signum).name
+    with contextlib.suppress(Exception):
+        _kill_children(set())
+    lock = sys.modules.get("batchcrawl.store.lock")  # not imported: no lock taken
+    with contextlib.suppress(Exception):
+        if lock is not None:
+            lock.remove_held_for_exit()
+    with contextlib.suppress(OSError):
+        os.write(2, f"batchcrawl: stopped at once by a second {name}: committed generations are "
+                    "intact; what was not committed is redone by the next run\n".encode())  # fmt: skip
+    os._exit(128 + signum)
+
+
 def _watch(read_fd: int, main_id: int) -> None:
     import select
 
+    stops = 0
     while True:
-        stopping = _state.signum is not None and not _state.raised
-        waiting = stopping and not _state.holding
-        cutting = _state.on_stop if stopping and _state.holding else None
+        pending = _state.signum is not None and not _state.raised
+        waiting = pending and not _state.holding
+        cutting = _state.on_stop if pending and _state.holding else None
         timeout = POKE_S if waiting or cutting is not None else None
         ready, _, _ = select.select([read_fd], [], [], timeout)
         received = os.read(read_fd, 64) if ready else b""
         if cutting is not None:  # a held start: what it started since the last call, too
             cutting()
+        for b in received:
+            if b in STOP_SIGNALS:
+                stops += 1
+                if stops >= 2 and stopping():  # a second stop signal
+                    exit_at_once(b)
         if any(b in STOP_SIGNALS for b in received):
             interrupt_queries()
         if any(b in STOP_SIGNALS for b in received) or (waiting and not ready):
@@ -454,8 +493,7 @@ def stop_requested() -> Iterator[StopRequest]:
         if not request.polled:  # nothing to checkpoint yet: unwind
             _raise_interrupted(signum, frame)
             return  # held (a cluster start, an import): raised at the next safe point
-        for s in STOP_SIGNALS:
-            signal.signal(s, signal.SIG_DFL)
+        _second_stop_ends_process()
         quiet_distributed_for_exit()
         request.signum = int(signum)
         request.event.set()

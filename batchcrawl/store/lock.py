@@ -61,6 +61,15 @@ _taken = False
 _held_lock = threading.Lock()
 
 
+def remove_held_for_exit() -> None:
+    """Remove the lock files of every writer lock this process holds, for a process about to
+    end at once (a second stop signal, :func:`batchcrawl.console.signals.exit_at_once`; its
+    worker processes are killed first). Any thread; it takes no lock of this module, so it
+    cannot wait on the thread it interrupts."""
+    for held in list(_held.values()):
+        held._remove_for_exit()
+
+
 def _key(crawl: CrawlDir) -> str:
     """The lock file of ``crawl`` as one string whatever path or URL named the crawl (a command's
     relative ``news`` and its cluster's absolute ``/home/me/news`` are one crawl)."""
@@ -337,6 +346,15 @@ class WriterLock:
                 f"{self.crawl.url}: the writer lock was taken over by another process; "
                 "this writer must stop"
             )
+
+    def _remove_for_exit(self) -> None:
+        """Remove the lock file if it is still ours, without waiting for the heartbeat thread
+        (:func:`remove_held_for_exit`)."""
+        self._stop.set()
+        record = self.read()
+        if record is not None and record.get("token") == self.token:
+            with contextlib.suppress(FileNotFoundError):
+                self.crawl.fs.rm_file(self._path)
 
     # -- release -----------------------------------------------------------------------------
     def release(self) -> None:
