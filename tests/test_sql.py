@@ -127,6 +127,21 @@ def test_bad_sql_is_an_sql_error_naming_the_problem(crawl):
         sql.query(crawl, "  ")
 
 
+def test_error_hints_list_every_view(crawl, tmp_path):
+    """The hint of a failed or unparsable statement listed 5 views (no edges, content, text...);
+    the refusal of a file outside the generation listed all of them: all list schemas.TABLES."""
+    views = f"views: {', '.join(schemas.TABLES)})"
+    for statement in ("SELEC 1", "SELECT no_such_column FROM frontier"):
+        with pytest.raises(SQLError) as info:
+            sql.query(crawl, statement)
+        assert str(info.value).endswith(views), info.value
+    other = tmp_path / "other.parquet"
+    pq.write_table(pa.table({"a": [1]}), other)
+    with pytest.raises(SQLError) as info:
+        sql.query(crawl, f"SELECT * FROM read_parquet('{other}')")
+    assert f"query the views {', '.join(schemas.TABLES)} " in str(info.value)
+
+
 # -- named queries ---------------------------------------------------------------------------
 def test_named_queries_are_all_covered():
     assert set(sql.named_queries()) == set(NAMED_EXPECTED)

@@ -271,8 +271,7 @@ def failed(what: str, exc: duckdb.Error) -> SQLError:
     hint = f"; {hint}" if hint else ""
     return SQLError(
         f"{what}: {head}{where}{hint}; check the statement (batchcrawl sql CRAWL "
-        '"DESCRIBE frontier" lists a view\'s columns; views: frontier, hosts, fetchlists, '
-        "fetched, links)"
+        f'"DESCRIBE frontier" lists a view\'s columns; views: {", ".join(schemas.TABLES)})'
     )
 
 
