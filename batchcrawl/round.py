@@ -242,7 +242,7 @@ class Crawler:
     def wait_fetch(self, plan: Planned, pending, cfg: Config, progress, lock) -> list[ShardReport]:
         """The shards' results of ``plan``'s fetch (:meth:`start_fetch`); records its seconds and
         idle share on ``plan``."""
-        results = self._wait_fetch(plan, pending, progress, lock)
+        results = self._wait_fetch(plan, pending, progress, lock, cfg.fetch.time_limit_s)
         plan.fetch_t1 = time.monotonic()
         return results
 
@@ -287,7 +287,8 @@ class Crawler:
         procmem.trim()  # and what update freed, before the next round's generate
         return summary
 
-    def _wait_fetch(self, plan: Planned, pending, progress, lock) -> list[ShardReport]:
+    def _wait_fetch(self, plan: Planned, pending, progress, lock,
+                    limit_s: float | None = None) -> list[ShardReport]:  # fmt: skip
         """The shards' fetch results, once every shard's fetch is over.
 
         A shard's fetch ends by its own work only (issue 30): its fetch list done, its time
@@ -312,8 +313,12 @@ class Crawler:
                         if s not in results:
                             with contextlib.suppress(Exception):
                                 shards[s] = actor.progress().result(timeout=5)
+                    spent = time.monotonic() - plan.fetch_t0  # the fetch's time limit, if any
+                    if limit_s is not None and self.deadline is not None:
+                        limit_s = min(limit_s, spent + self.deadline.left())
                     progress({"round": rnd, "planned": planned, "shards": shards,
-                              "over": sorted(results)})  # fmt: skip
+                              "over": sorted(results), "time_limit_s": limit_s,
+                              "fetch_elapsed_s": spent})  # fmt: skip
                 # wake when a shard is done (not at the next half second), at least twice a
                 # second for the progress display
                 wait_any_done([fut for s, fut in pending.items() if s not in results], 0.5)

@@ -76,6 +76,37 @@ def test_once_no_page_is_queued_the_line_says_the_fetch_is_over_not_zero_seconds
     assert done.line(of=None).endswith("fetch over, update and commit follow")
 
 
+def test_the_time_left_ends_at_the_fetch_time_limit_and_the_rest_is_left_for_later():
+    """A user's trial with fetch.time_limit_s=12: "74/5,061 pages (24.5/s) ... elapsed 3s,
+    ~3m24s left", and the round stopped at 12 s. No more time is left than the limit allows; the
+    pages the rate will not fetch by then are left for later."""
+    s = {**snap(36, {0: 40, 1: 34}, {0: 2500, 1: 2561}), "time_limit_s": 12.0,
+         "fetch_elapsed_s": 3.4}  # fmt: skip
+    f = Figures(s, elapsed_s=3.0)
+    assert f.left_s == pytest.approx(8.6)  # 12 - 3.4, not 4,987 pages at 24.7/s
+    assert f.queue == {0: 2460, 1: 2527}  # still queued: the fetch goes on
+    fetchable = int(f.rate * 8.6)
+    assert f.left_for_later == 4987 - fetchable
+    line = f.line(of=2, first=35)
+    assert line.endswith("elapsed 3s, ~9s left (time limit)")
+    assert f"(~{4987 - fetchable:,} left for later)" in line
+    table = f.table(of=None)
+    assert table.row_count == 7  # with a "left for later" row
+    # without the fetch's elapsed time, the round's own clock counts from the fetch's start
+    assert Figures({**s, "fetch_elapsed_s": None}, elapsed_s=3.0).left_s == pytest.approx(9.0)
+    # a rate that ends in time says nothing of the limit
+    quick = Figures({**snap(2, {0: 40}, {0: 50}), "time_limit_s": 12.0}, elapsed_s=4.0)
+    assert quick.left_s == pytest.approx(1.0) and quick.left_for_later == 0
+    assert quick.line(of=None).endswith("~1s left") and "left for later" not in quick.line(None)
+    # no rate yet: the limit still bounds the time left, and nothing is guessed for later
+    slow = Figures({**snap(2, {0: 0}, {0: 50}), "time_limit_s": 12.0}, elapsed_s=2.0)
+    assert slow.left_s == pytest.approx(10.0) and slow.left_for_later == 0
+    assert slow.line(of=None).endswith("~10s left (time limit)")
+    # the control: without a limit, the rate's estimate as before
+    free = Figures(snap(36, {0: 40, 1: 34}, {0: 2500, 1: 2561}), elapsed_s=3.0)
+    assert free.left_s == pytest.approx(4987 / (74 / 3.0)) and free.left_for_later == 0
+
+
 def test_lines_come_every_interval_and_each_round_starts_from_zero(caplog):
     clock = FakeClock()
     caplog.set_level(logging.INFO, logger="batchcrawl.console.progress")

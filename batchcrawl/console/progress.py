@@ -5,7 +5,9 @@ at the end (Scrapy's closing stats block).
 Fed by :func:`batchcrawl.round.run_rounds` with snapshots ``{"round": N, "planned": {shard: urls},
 "shards": {shard: counters}, "over": [shard, ...]}``, where each shard's counters are its fetch
 worker's live counters (one per :class:`~batchcrawl.records.Outcome` value, ``links_new`` ...)
-and ``over`` lists the shards whose fetch has ended (what they did not fetch is left for later). Counters, rate and clock
+and ``over`` lists the shards whose fetch has ended (what they did not fetch is left for later);
+optionally ``time_limit_s``, the fetch's time limit (``fetch.time_limit_s``, or less by the
+crawl's deadline), and ``fetch_elapsed_s``, seconds since the fetch began. Counters, rate and clock
 start again when the round number changes: a round never shows its predecessor's figures.
 A stream (:mod:`batchcrawl.stream`) feeds :class:`StreamProgress` its own snapshot
 (:meth:`batchcrawl.stream.Stream.snapshot`) after each micro-batch: totals since it started.
@@ -52,7 +54,13 @@ class Figures:
     and estimated time left (seconds; None when not known yet).
 
     A shard whose fetch is over has an empty queue: a tail-cut shard's unfetched URLs were shown
-    as still queued, and counted in the time left, until the round ended (issue 34)."""
+    as still queued, and counted in the time left, until the round ended (issue 34).
+
+    With the fetch's time limit in the snapshot (``time_limit_s``; ``fetch_elapsed_s``, else
+    ``elapsed_s``, spent of it), no more time is left than the limit leaves, and the queued pages
+    the rate will not fetch by then are counted left for later (``past_limit``, an estimate), not
+    in the time left: with ``fetch.time_limit_s = 12`` a round said "~3m24s left" and stopped at
+    12 s (a user's trial)."""
 
     def __init__(self, snap: Mapping[str, Any], elapsed_s: float) -> None:
         shards: Mapping[int, Mapping[str, float]] = snap.get("shards", {})
@@ -71,6 +79,17 @@ class Figures:
         self.rate = self.done / elapsed_s if elapsed_s > 0 else 0.0
         left = sum(self.queue.values())
         self.left_s = left / self.rate if self.rate > 0 else (0.0 if left <= 0 else None)
+        #: the time left is the time limit's, not the rate's; queued pages it will not fetch
+        self.by_limit, self.past_limit = False, 0
+        limit_s = snap.get("time_limit_s")
+        if limit_s is not None and left > 0:
+            spent = snap.get("fetch_elapsed_s")
+            limit_left = max(0.0, limit_s - (elapsed_s if spent is None else spent))
+            if self.left_s is None or self.left_s > limit_left:
+                self.by_limit, self.left_s = True, limit_left
+                if self.rate > 0:
+                    self.past_limit = max(0, left - int(self.rate * limit_left))
+        self.left_for_later += self.past_limit
 
     def time_left(self) -> str:
         """``~18s left`` while pages are queued; once no shard has any, the fetch is over and
@@ -78,7 +97,7 @@ class Figures:
         trial, issue 34: "~0s left", then the round ran 2 s more)."""
         if self.left_s == 0.0 and self.planned:
             return "fetch over, update and commit follow"
-        return f"~{duration(self.left_s)} left"
+        return f"~{duration(self.left_s)} left" + (" (time limit)" if self.by_limit else "")
 
     def name(self, of: int | None, first: int = 1) -> str:
         """``round 7``; with ``of`` (the rounds of this run, the first numbered ``first``):
@@ -94,7 +113,8 @@ class Figures:
         """One log line, e.g. ``round 2 of 5: 40/100 pages (3.2/s), 1 errors, queue 12 28,
         elapsed 12s, ~18s left`` (``of``, ``first``: :meth:`name`)."""
         queue = " ".join(str(n) for n in self.queue.values())
-        later = f" ({self.left_for_later:,} left for later)" if self.left_for_later else ""
+        later = (f" ({'~' if self.past_limit else ''}{self.left_for_later:,} left for later)"
+                 if self.left_for_later else "")  # fmt: skip
         return (f"{self.name(of, first)}: {self.done:,}/{self.planned:,} "
                 f"pages ({self.rate:,.1f}/s), {self.errors:,} errors, {self.links:,} new links, "
                 f"queue per shard {queue or '-'}{later}, elapsed {duration(self.elapsed_s)}, "
@@ -110,7 +130,7 @@ class Figures:
         t.add_row("new links", f"{self.links:,}")
         t.add_row("queue per shard", " ".join(f"{s}:{n:,}" for s, n in self.queue.items()) or "-")
         if self.left_for_later:
-            t.add_row("left for later", f"{self.left_for_later:,}")
+            t.add_row("left for later", f"{'~' if self.past_limit else ''}{self.left_for_later:,}")
         t.add_row("elapsed / left", f"{duration(self.elapsed_s)} / {self.time_left()}")
         return t
 
