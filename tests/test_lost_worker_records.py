@@ -40,3 +40,33 @@ def test_a_lost_worker_is_not_recorded_on_stderr_by_the_embedded_scheduler(capfd
     # the control: the record was made, and became a DEBUG line of batchcrawl's
     said = [r.getMessage() for r in caplog.records if r.name == "batchcrawl.engine.cluster"]
     assert any(m.startswith("distributed: Removing worker") and "lose" in m for m in said), said
+
+
+@pytest.mark.parametrize(("logger", "level", "message"), [
+    ("distributed.scheduler", logging.ERROR, "Couldn't gather keys: {'_select_leased_task-1': 'queued'}"),
+    ("distributed.client", logging.WARNING, "Couldn't gather 30 keys, rescheduling ('x', 'y')"),
+    ("distributed.scheduler", logging.INFO, "Removing worker 'tcp://127.0.0.1:1' caused the cluster to lose"),
+])  # fmt: skip
+def test_the_records_of_a_lost_worker_become_debug_lines(caplog, logger, level, message):
+    """A stream's worker killed mid-gather printed the scheduler's ERROR and the client's WARNING
+    "Couldn't gather ..." before the command's exit-5 line (issue 34, 4th fresh-user trial)."""
+    from batchcrawl.engine.cluster import lost_workers_said_once
+
+    caplog.set_level(logging.DEBUG)
+    seen: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record.getMessage())
+
+    keep = Keep()
+    logging.getLogger(logger).addHandler(keep)
+    try:
+        with lost_workers_said_once():
+            logging.getLogger(logger).log(level, message)
+        logging.getLogger(logger).log(level, "another record")  # outside: passes
+    finally:
+        logging.getLogger(logger).removeHandler(keep)
+    assert seen == ["another record"]
+    said = [r.getMessage() for r in caplog.records if r.name == "batchcrawl.engine.cluster"]
+    assert said == [f"distributed: {message}"]

@@ -139,12 +139,20 @@ def dask_client(cfg: Config, scheduler: str | None = None) -> Iterator[Any]:
             dist_log.setLevel(level)
 
 
+#: The starts of the records a lost worker makes the scheduler and the client print: "Removing
+#: worker ... caused the cluster to lose already computed task(s)", the scheduler's ERROR
+#: "Couldn't gather keys {...}" and the client's WARNING "Couldn't gather 30 keys, rescheduling"
+#: (a stream's worker killed mid-gather: issue 34, 4th fresh-user trial).
+LOST_WORKER_RECORDS = ("Removing worker", "Couldn't gather ")
+
+
 class _LostWorkerRecords(logging.Filter):
-    """Turns the embedded scheduler's records of a removed worker into DEBUG lines of
-    ``batchcrawl.engine.cluster`` (:func:`lost_workers_said_once`)."""
+    """Turns the embedded scheduler's and the client's records of a lost worker
+    (:data:`LOST_WORKER_RECORDS`) into DEBUG lines of ``batchcrawl.engine.cluster``
+    (:func:`lost_workers_said_once`)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if not record.getMessage().startswith("Removing worker"):
+        if not record.getMessage().startswith(LOST_WORKER_RECORDS):
             return True
         log.debug("distributed: %s", record.getMessage())
         return False
@@ -158,13 +166,15 @@ def lost_workers_said_once() -> Iterator[None]:
     its own, naming the loss and what is intact (exit 5, :func:`batchcrawl.console.faults.round_fault`).
     A stream whose killed worker held a micro-batch's results printed that record before it
     (issue 34, a fresh-user trial). With ``-vv`` the record is a DEBUG line."""
-    scheduler_log = logging.getLogger("distributed.scheduler")
+    loggers = [logging.getLogger(n) for n in ("distributed.scheduler", "distributed.client")]
     said_once = _LostWorkerRecords()
-    scheduler_log.addFilter(said_once)
+    for logger in loggers:
+        logger.addFilter(said_once)
     try:
         yield
     finally:
-        scheduler_log.removeFilter(said_once)
+        for logger in loggers:
+            logger.removeFilter(said_once)
 
 
 #: Seconds a worker of the embedded cluster is given to stop after a stop signal before its nanny
