@@ -849,3 +849,12 @@ def test_seed_warnings_count_every_line_not_injected_and_name_the_filtered_ones(
         listed
     )
     assert err[-1] == "  ... and 1 more (bad_line_list, filtered_line_list in the JSON summary)"
+
+
+def test_sql_help_names_every_view():
+    """The help listed five of the ten views (issue 34, 4th trial)."""
+    from batchcrawl.store import schemas
+
+    text = " ".join(run("sql", "--help").stdout.split())
+    for view in schemas.TABLES:
+        assert re.search(rf"\b{view}\b", text), view
