@@ -986,7 +986,7 @@ def _run_stream(
             summary = run_stream(crawl.url, cfg, stop, max_seconds=max_seconds,
                                  progress=progress.update, reload=reload)  # fmt: skip
     except KeyboardInterrupt as exc:  # before the stream's first poll: nothing to checkpoint
-        raise stopped(crawl, before, exc) from None
+        raise stopped(crawl, before, exc, stream=True) from None
     except Exception as exc:
         from batchcrawl.console.faults import round_fault
 
@@ -1017,20 +1017,25 @@ def _exit_without_final_collection() -> None:
     atexit.register(skip_final_collection)
 
 
-def stopped(crawl: CrawlDir, before, exc: BaseException, rounds: int | None = None) -> Stopped:
+def stopped(
+    crawl: CrawlDir, before, exc: BaseException, rounds: int | None = None, stream: bool = False
+) -> Stopped:
     """The :class:`Stopped` error for rounds interrupted by ``exc`` (a KeyboardInterrupt or
     :class:`~batchcrawl.console.signals.Interrupted`): what this run committed since manifest ``before``
     (the last generation) and which round was not committed. ``rounds``: how many the run was
     asked for; when all of them were committed (the stop came while the cluster closed) nothing
     is left to rerun (a fresh-user trial: a ``round`` stopped after its commit said "round 4 was
     not committed: rerun to do it again"), and a round that wrote no file yet (the stop came
-    while the run waited for its scheduler or cluster) has nothing to clean up."""
+    while the run waited for its scheduler or cluster) has nothing to clean up. ``stream``: the
+    rounds are a stream's micro-batches, and the message calls them so."""
+    unit = "micro-batch" if stream else "round"
     now = crawl.manifest()
     name = getattr(exc, "signal_name", "SIGINT")
     code = getattr(exc, "exit_code", 130)
     if now.round > before.round:
         done = (
-            f"committed {_rounds(before.round + 1, now.round)} (last generation {now.generation})"
+            f"committed {_rounds(before.round + 1, now.round, unit)} (last generation "
+            f"{now.generation})"
         )
         if rounds is not None and now.round - before.round >= rounds:
             return Stopped(
@@ -1038,23 +1043,26 @@ def stopped(crawl: CrawlDir, before, exc: BaseException, rounds: int | None = No
             )
     else:
         done = (
-            f"nothing committed by this run (last generation {now.generation}, round {now.round})"
+            f"nothing committed by this run (last generation {now.generation}, {unit} {now.round})"
         )
     from batchcrawl.store.orphans import uncommitted_rounds
 
     if not uncommitted_rounds(crawl, now.round + 1):  # stopped before the round wrote a file
         # (waiting for a --scheduler, the cluster's start): nothing to rerun or clean up
-        return Stopped(f"stopped by {name} before round {now.round + 1} began: {done}", code)
+        return Stopped(f"stopped by {name} before {unit} {now.round + 1} began: {done}", code)
     return Stopped(
-        f"stopped by {name}: {done}; round {now.round + 1} was not committed: rerun to do it "
+        f"stopped by {name}: {done}; {unit} {now.round + 1} was not committed: rerun to do it "
         "again (`batchcrawl gc` removes its partial files)",
         code,
     )
 
 
-def _rounds(first: int, last: int) -> str:
-    """``round 3`` or ``rounds 3-5``: the rounds ``first`` to ``last`` (inclusive) in a message."""
-    return f"round {first}" if first == last else f"rounds {first}-{last}"
+def _rounds(first: int, last: int, unit: str = "round") -> str:
+    """``round 3`` or ``rounds 3-5`` (``micro-batches 3-5`` for ``unit="micro-batch"``): the
+    rounds ``first`` to ``last`` (inclusive) in a message."""
+    if first == last:
+        return f"{unit} {first}"
+    return f"{'micro-batches' if unit == 'micro-batch' else unit + 's'} {first}-{last}"
 
 
 def demo_stopped(crawl_url: str | None, exc: BaseException) -> Stopped:

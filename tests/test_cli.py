@@ -858,3 +858,18 @@ def test_sql_help_names_every_view():
     text = " ".join(run("sql", "--help").stdout.split())
     for view in schemas.TABLES:
         assert re.search(rf"\b{view}\b", text), view
+
+
+def test_a_stream_stopped_before_its_first_checkpoint_names_micro_batches(tmp_path):
+    """A stream stopped before its first checkpoint said "round 11 was not committed" (issue 34,
+    4th trial): a stream's rounds are micro-batches."""
+    from types import SimpleNamespace
+
+    crawl = CrawlDir.create(str(tmp_path / "c"), "", buckets=2)
+    m = crawl.manifest()
+    none = stopped(crawl, SimpleNamespace(round=m.round), KeyboardInterrupt(), stream=True)
+    assert str(none) == (f"stopped by SIGINT before micro-batch {m.round + 1} began: nothing "
+                         f"committed by this run (last generation {m.generation}, micro-batch "
+                         f"{m.round})")  # fmt: skip
+    two = stopped(crawl, SimpleNamespace(round=m.round - 2), KeyboardInterrupt(), stream=True)
+    assert f"committed micro-batches {m.round - 1}-{m.round}" in str(two), str(two)

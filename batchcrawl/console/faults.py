@@ -56,7 +56,7 @@ def round_fault(
     if now.round == before.round + 1:
         state += f" (this run committed {unit} {now.round})"
     elif now.round > before.round:
-        state += f" (this run committed {units} {before.round + 1}..{now.round})"
+        state += f" (this run committed {units} {before.round + 1}-{now.round})"
     first = (str(exc).splitlines() or [""])[0]
     if (fault := storage_fault(exc)) is not None:
         where = f" writing {fault.filename}" if fault.filename else ""
