@@ -132,6 +132,10 @@ def test_robots_outage_holds_the_host_and_loses_no_url(tmp_path):
         up = canonicalize(server.base_url("up.test") + "/0")
         crawl = new_crawl(tmp_path / "crawl", cfg, [up, *down])
         outage = run_rounds(crawl.url, cfg, 6)
+        while site.robots_500 <= cfg.frontier.max_retries + 1 and len(outage) < 12:
+            # the premise, not the behaviour: the outage outlasts the retry budget (a loaded
+            # machine's slow rounds probed robots.txt twice in six rounds: CI, issue 34 session)
+            outage += run_rounds(crawl.url, cfg, 1)
         held = sql.query(
             crawl, "SELECT held_reason, held_failures FROM hosts WHERE host = 'down.test'"
         ).to_pylist()
@@ -144,7 +148,7 @@ def test_robots_outage_holds_the_host_and_loses_no_url(tmp_path):
             crawl, "SELECT round, count(*) AS n FROM fetchlists WHERE host = 'down.test' "
             "GROUP BY round ORDER BY round",
         ).to_pylist()  # fmt: skip
-    assert len(outage) == 6 and site.robots_500 > cfg.frontier.max_retries + 1
+    assert 6 <= len(outage) <= 12 and site.robots_500 > cfg.frontier.max_retries + 1
     assert held == [{"held_reason": "robots_unavailable", "held_failures": site.robots_500}]
     mine = {u: r for u, r in during.items() if "down.test" in u}
     (shown,) = status["held"]  # batchcrawl status: the outage, per host
