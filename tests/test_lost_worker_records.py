@@ -52,7 +52,8 @@ def test_the_records_of_a_lost_worker_become_debug_lines(caplog, logger, level, 
     "Couldn't gather ..." before the command's exit-5 line (issue 34, 4th fresh-user trial)."""
     from batchcrawl.engine.cluster import lost_workers_said_once
 
-    caplog.set_level(logging.DEBUG)
+    # the logger itself: the CLI's tests leave "batchcrawl" at WARNING (main() sets it)
+    caplog.set_level(logging.DEBUG, logger="batchcrawl.engine.cluster")
     seen: list[str] = []
 
     class Keep(logging.Handler):
