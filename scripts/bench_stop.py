@@ -79,7 +79,7 @@ def stop_once(tmp: Path, web: SampleWeb, command: str, signame: str, after_s: fl
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     args = [COMMANDS[command][0], crawl.url, *COMMANDS[command][1:]]
     proc = subprocess.Popen([sys.executable, "-m", "batchcrawl.cli", *args],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=env, start_new_session=True)  # fmt: skip
     time.sleep(after_s)
     if proc.poll() is not None:
@@ -89,7 +89,7 @@ def stop_once(tmp: Path, web: SampleWeb, command: str, signame: str, after_s: fl
         os.killpg(proc.pid, signal.SIGINT)
     else:
         proc.send_signal(signal.SIGTERM)
-    err = proc.communicate(timeout=120)[1]
+    out, err = proc.communicate(timeout=120)
     exit_s = time.monotonic() - sent
     while _group_alive(proc.pid) and time.monotonic() - sent < 60:
         time.sleep(0.01)
@@ -97,7 +97,20 @@ def stop_once(tmp: Path, web: SampleWeb, command: str, signame: str, after_s: fl
              if ln.strip() and " INFO batchcrawl.console.progress: " not in ln]  # fmt: skip
     return {"command": command, "signal": signame, "after_s": after_s, "rc": proc.returncode,
             "exit_s": round(exit_s, 3), "gone_s": round(time.monotonic() - sent, 3),
-            "stderr_lines": len(lines), "first_line": lines[0][:100] if lines else ""}  # fmt: skip
+            "stderr_lines": len(lines), "first_line": lines[0][:100] if lines else "",
+            **_last_steps(out)}  # fmt: skip
+
+
+def _last_steps(stdout: str) -> dict:
+    """The stream's (or last round's) step seconds from its JSON summary on stdout: where a stop
+    that takes a last checkpoint spends its time."""
+    for line in reversed(stdout.splitlines()):
+        with contextlib.suppress(ValueError):
+            summary = json.loads(line)
+            if isinstance(summary, dict) and "seconds_by_step" in summary:
+                return {"steps_s": summary["seconds_by_step"],
+                        "last_batch_s": (summary.get("micro_batch_s") or {}).get("max")}
+    return {}
 
 
 def main() -> int:

@@ -9,6 +9,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from batchcrawl.fetch import simhash as simhash_mod
 from batchcrawl.fetch.neardup import NearDuplicates, repeated_segments
 from batchcrawl.fetch.simhash import (
     MAX_TEXT_CHARS,
@@ -167,6 +168,31 @@ def test_vectorised_page_simhash_equals_the_per_shingle_definition(markup, k):
     text."""
     tokens = words(visible_text(markup)[:MAX_TEXT_CHARS])
     assert page_simhash(markup, k) == _reference_simhash(tokens, k) == simhash(tokens, k)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_TEXT)
+def test_the_word_span_paths_agree_with_the_definition(text):
+    """Both ways to non-ASCII words (one ``bytes.replace`` per distinct character to fold, and
+    numpy on the code points) give :func:`words` joined by spaces, with each word's byte span."""
+    low = text.lower()
+    expected = " ".join(words(low)).encode("utf-8", "surrogatepass")
+    sparse = simhash_mod._sparse_word_spans(low.encode("utf-8", "surrogatepass"))
+    assert sparse is not None  # the alphabet has fewer characters to fold than the limit
+    for joined, starts, ends in (sparse, simhash_mod._numpy_word_spans(low)):
+        assert joined == expected
+        assert [joined[s:e] for s, e in zip(starts.tolist(), ends.tolist(), strict=True)] == [
+            w.encode("utf-8", "surrogatepass") for w in words(low)
+        ]
+
+
+def test_a_page_with_many_symbols_to_fold_takes_the_numpy_path():
+    """Past MAX_SPARSE_FOLDS distinct characters to fold the replace path declines (a table of
+    symbols would cost one pass of the text each); the fingerprint is the definition's."""
+    symbols = [chr(0x2190 + i) for i in range(simhash_mod.MAX_SPARSE_FOLDS + 1)]  # arrows
+    text = " ".join(f"w{i}{s}x" for i, s in enumerate(symbols * 3))
+    assert simhash_mod._sparse_word_spans(text.lower().encode()) is None
+    assert page_simhash(text) == _reference_simhash(words(text))
 
 
 @settings(max_examples=200, deadline=None)
