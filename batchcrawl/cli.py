@@ -965,6 +965,11 @@ def _run_rounds(
     return summaries
 
 
+#: Seconds a stream stopped by a signal gives the queued count of its closing summary (a scan of
+#: the frontier: seconds at tens of millions of URLs); the summary goes without it after that.
+QUEUED_STOP_TIMEOUT_S = 0.5
+
+
 def _run_stream(
     crawl: CrawlDir,
     cfg: Config,
@@ -998,7 +1003,10 @@ def _run_stream(
     _echo_json(summary)
     from batchcrawl.store.status import queued_urls
 
-    for line in stream_closing_summary(summary, queued_urls(crawl)):
+    # after a stop signal the count (a scan of the frontier) gets what is left of the 2 s
+    stopped_by_signal = summary["stopped_by"] in ("SIGINT", "SIGTERM")
+    queued = queued_urls(crawl, timeout_s=QUEUED_STOP_TIMEOUT_S if stopped_by_signal else None)
+    for line in stream_closing_summary(summary, queued):
         click.echo(line, err=True)
     _exit_without_final_collection()
     return summary

@@ -32,6 +32,7 @@ from typing import Any
 from batchcrawl import procmem
 from batchcrawl.config import Config
 from batchcrawl.console.nothing_due import nothing_due
+from batchcrawl.console.signals import stopping
 from batchcrawl.engine.cluster import cluster_url, dask_client, dask_mapper
 from batchcrawl.engine.duecheck import nothing_due_now
 from batchcrawl.engine.merge import Work, merge_and_commit
@@ -374,8 +375,9 @@ def run_rounds(
     deadline = Deadline.after(max_seconds)  # the cluster's start-up counts
     # crawl.duckdb is written by child processes while the rounds run: the driver never loads
     # DuckDB; leaving waits for the last one, after the cluster is closed (the last commit's
-    # refresh runs while the cluster closes, not before: a round process's exit, issue 30)
-    with views.background_refresh(), dask_client(cfg, scheduler) as client:
+    # refresh runs while the cluster closes, not before: a round process's exit, issue 30), and
+    # after a stop signal at most views.STOP_WAIT_S (the child finishes alone: issue 34)
+    with views.background_refresh(stopping), dask_client(cfg, scheduler) as client:
         crawler = Crawler(crawl_url, client, deadline=deadline)
         try:
             if pipelined:

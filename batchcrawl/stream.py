@@ -54,7 +54,7 @@ import numpy as np
 import pyarrow as pa
 
 from batchcrawl.config import Config
-from batchcrawl.console.signals import StopRequest
+from batchcrawl.console.signals import StopRequest, stopping
 from batchcrawl.engine.cluster import cluster_url, dask_client, dask_mapper
 from batchcrawl.engine.hostgaps import HostGaps
 from batchcrawl.engine.latency import DiscoveryLatency
@@ -456,7 +456,8 @@ def run_stream(
         ``held_max`` (the most URLs a shard held: at most ``fetch.max_queued_urls``) ...
     """
     crawl_url = cluster_url(crawl_url)
-    with dask_client(cfg, scheduler) as client, views.background_refresh():  # see run_rounds
+    # the last checkpoint's crawl.duckdb is written while the cluster closes (see run_rounds)
+    with views.background_refresh(stopping), dask_client(cfg, scheduler) as client:
         crawler = Crawler(crawl_url, client)
         crawl = CrawlDir.open(crawl_url)
         try:

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import duckdb
@@ -14,6 +15,7 @@ import pytest
 from crawl_helpers import PAUSE_POINTS, commit_step, fetched_row, frontier_row, put, small_crawl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from round_helpers import subprocess_env
 
 from batchcrawl.errors import CommitConflict, CrawlDirError, SchemaError
 from batchcrawl.store import crawldir, schemas, views
@@ -138,9 +140,9 @@ def test_background_refresh_writes_the_newest_generation_in_child_processes(tmp_
     children = []
     real = views.run_module
 
-    def counted(module, data, timeout_s):  # the real child, counted
+    def counted(module, data, timeout_s, fed=None):  # the real child, counted
         children.append(module)
-        return real(module, data, timeout_s)
+        return real(module, data, timeout_s, fed)
 
     monkeypatch.setattr(views, "run_module", counted)
     monkeypatch.setattr(views, "REFRESH_INTERVAL_S", 3600.0)
@@ -157,6 +159,50 @@ def test_background_refresh_writes_the_newest_generation_in_child_processes(tmp_
     finally:
         con.close()
     assert not [f for f in all_files(crawl.root) if ".tmp-" in f]
+
+
+def test_a_stopping_process_leaves_the_last_refresh_to_its_child(tmp_path):
+    """A command stopped by a signal waits for the last crawl.duckdb refresh at most
+    views.STOP_WAIT_S (a refresh is seconds on a loaded machine or a large crawl, issue 34): here
+    a process commits inside background_refresh and leaves at once (STOP_WAIT_S = 0) while the
+    child refreshes. The child renames the file itself, so once it ends crawl.duckdb names the
+    new generation although its parent is gone; no temp file is left."""
+    crawl = small_crawl(tmp_path / "c")
+    before = crawl.manifest().generation
+    code = (
+        "import sys\n"
+        "from batchcrawl.store import views\n"
+        "from batchcrawl.store.crawldir import CrawlDir\n"
+        "views.STOP_WAIT_S = 0.0\n"
+        "crawl = CrawlDir.open(sys.argv[1])\n"
+        "with views.background_refresh(lambda: True):\n"
+        "    crawl.commit(crawl.manifest(), {'fetched': []}, {'step': 'x'})\n"
+        "print(views._background._thread is not None)\n"  # the child still ran at the exit
+    )
+    out = subprocess.run([sys.executable, "-c", code, crawl.url], capture_output=True, text=True,
+                         check=True, env=subprocess_env(), timeout=120)  # fmt: skip
+    assert out.stdout.split() == ["True"], out.stderr
+    assert crawl.manifest().generation == before + 1
+    db = crawl.path("crawl.duckdb")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # the orphaned child: no process to wait for
+        if not [f for f in all_files(crawl.root) if ".tmp-" in f] and _fetched_rows(db) == 0:
+            break
+        time.sleep(0.1)
+    assert _fetched_rows(db) == 0  # the new generation's views (small_crawl's had 5 rows)
+    assert not [f for f in all_files(crawl.root) if ".tmp-" in f]
+
+
+def _fetched_rows(db: str) -> int | None:
+    """Rows of the ``fetched`` view of the DuckDB file ``db`` (None while it cannot be read)."""
+    try:
+        con = duckdb.connect(db, read_only=True)
+    except duckdb.Error:
+        return None
+    try:
+        return con.sql("SELECT count(*) FROM fetched").fetchall()[0][0]
+    finally:
+        con.close()
 
 
 def test_a_refresh_of_a_superseded_generation_leaves_the_newer_file(tmp_path):

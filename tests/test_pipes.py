@@ -145,7 +145,8 @@ def test_the_crawl_duckdb_child_runs_its_module_file_alone(tmp_path):
         top |= {n.module for n in tree.body if isinstance(n, ast.ImportFrom)}
         assert {name.split(".")[0] for name in top} <= set(sys.stdlib_module_names), module
     db = tmp_path / "x.duckdb"
-    job = {"tmp": str(db), "search_path": str(tmp_path), "ddl": schemas.schema_sql(),
+    job = {"tmp": f"{db}.tmp", "final": str(db), "commits_dir": str(tmp_path / "_commits"),
+           "generation": 0, "search_path": str(tmp_path), "ddl": schemas.schema_sql(),
            "views": {"answer": "SELECT 42 AS n", "fetched": None}}  # fmt: skip
     run_module("batchcrawl.store.duckdbfile", json.dumps(job).encode("utf-8"), timeout_s=120)
     con = duckdb.connect(str(db), read_only=True)

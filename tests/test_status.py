@@ -60,3 +60,23 @@ def test_queued_urls_is_the_queued_count_of_status(tmp_path):
     crawl = small_crawl(tmp_path / "c")
     assert queued_urls(crawl) == crawl_status(crawl)["urls"]["by_status"]["queued"] == 1
     assert queued_urls(CrawlDir.create(str(tmp_path / "e"), "", buckets=4)) == 0
+
+
+def test_a_queued_count_that_outlasts_its_timeout_is_left_out(tmp_path, monkeypatch):
+    """A stream stopped by a signal counts its queued URLs for at most a timeout (the query scans
+    the whole frontier: seconds at tens of millions of URLs; a stop must end within 2 s, issue
+    34): past it DuckDB is interrupted and the count is None. Here the query is one that runs for
+    minutes; with no timeout the same crawl's count is there."""
+    from batchcrawl.store import sql
+
+    crawl = small_crawl(tmp_path / "c")
+    real = sql.named_query
+    slow = (
+        "SELECT 'queued' AS status, count(*) AS urls FROM range(100000000000) t(i) WHERE i % 7 = 3"
+    )
+    monkeypatch.setattr(
+        sql, "named_query", lambda name: slow if name == "status-counts" else real(name)
+    )
+    assert queued_urls(crawl, timeout_s=0.3) is None
+    monkeypatch.undo()
+    assert queued_urls(crawl, timeout_s=60) == 1

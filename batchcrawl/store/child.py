@@ -23,14 +23,17 @@ class ChildFailed(RuntimeError):
 STANDALONE = frozenset({"batchcrawl.store.duckdbfile"})
 
 
-def run_module(module: str, data: bytes, timeout_s: float) -> bytes:
+def run_module(
+    module: str, data: bytes, timeout_s: float, fed: threading.Event | None = None
+) -> bytes:
     """Run ``python -m module`` with the same interpreter, ``data`` on its stdin; return its
     stdout. The package this file belongs to comes first on the child's ``PYTHONPATH`` (it is the
     same code as the parent's, whatever the working directory). A module of :data:`STANDALONE`
     runs as ``python -P`` with its file's path instead (the same file; neither its folder nor the
     working directory on ``sys.path``). The child runs in its own session:
-    a Ctrl-C sent to the parent's process group does not interrupt it (the parent, stopping,
-    waits for it).
+    a Ctrl-C sent to the parent's process group does not interrupt it, and it goes on when the
+    parent exits. ``fed`` is set once the child has all of ``data`` (from then on it needs its
+    parent no more, if it prints nothing).
 
     Raises
     ------
@@ -41,7 +44,7 @@ def run_module(module: str, data: bytes, timeout_s: float) -> bytes:
     package_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH")) if p)
-    status, out, err = spawn_run([sys.executable, *_target(module)], env, data, timeout_s)
+    status, out, err = spawn_run([sys.executable, *_target(module)], env, data, timeout_s, fed)
     if status is None:
         raise ChildFailed(f"python -m {module} took over {timeout_s:.0f} s")
     if status != 0:
@@ -50,12 +53,17 @@ def run_module(module: str, data: bytes, timeout_s: float) -> bytes:
 
 
 def spawn_run(
-    argv: list[str], env: dict[str, str], data: bytes, timeout_s: float
+    argv: list[str],
+    env: dict[str, str],
+    data: bytes,
+    timeout_s: float,
+    fed: threading.Event | None = None,
 ) -> tuple[int | None, bytes, bytes]:
     """Run ``argv`` (``argv[0]`` a path) in a new session with ``os.posix_spawn``, ``data`` on
     its stdin; returns ``(exit status, stdout, stderr)``, the status None when it ran longer than
     ``timeout_s`` seconds (it is killed, SIGKILL). Exit statuses as :mod:`subprocess` gives them
-    (``-N`` for signal N).
+    (``-N`` for signal N). ``fed`` (if given) is set once ``data`` is written and the child's
+    stdin closed (or the child exited without reading it all).
 
     Not ``subprocess.run``, which forks the driver: until its ``exec`` the child shows the
     driver's whole RSS (copy-on-write pages), and on a loaded machine that lasted long enough to
@@ -83,7 +91,7 @@ def spawn_run(
     out: list[bytes] = []
     err: list[bytes] = []
     pumps = [
-        threading.Thread(target=_feed, args=(in_w, data), daemon=True),
+        threading.Thread(target=_feed, args=(in_w, data, fed), daemon=True),
         threading.Thread(target=_drain, args=(out_r, out), daemon=True),
         threading.Thread(target=_drain, args=(err_r, err), daemon=True),
     ]
@@ -108,8 +116,8 @@ def spawn_run(
     return (None if timed_out else status), b"".join(out), b"".join(err)
 
 
-def _feed(fd: int, data: bytes) -> None:
-    """Write ``data`` to the pipe ``fd`` and close it."""
+def _feed(fd: int, data: bytes, fed: threading.Event | None = None) -> None:
+    """Write ``data`` to the pipe ``fd`` and close it; then set ``fed``."""
     view = memoryview(data)
     try:
         while view:
@@ -118,6 +126,8 @@ def _feed(fd: int, data: bytes) -> None:
         return
     finally:
         os.close(fd)
+        if fed is not None:
+            fed.set()
 
 
 def _drain(fd: int, into: list[bytes]) -> None:

@@ -4,18 +4,26 @@ batchcrawl.store.duckdbfile``, the job on stdin). Imports nothing but DuckDB (no
 and nothing of batchcrawl, so the child runs this file by its path
 (:data:`batchcrawl.store.child.STANDALONE`), without the package ``batchcrawl.store`` whose
 ``__init__`` loads pyarrow and numpy: the child's peak RSS is DuckDB's, ~85 MB instead of ~130 MB
-(issue 33). The name of the database file is defined here; :mod:`batchcrawl.store.paths`
-re-exports it."""
+(issue 33). The name of the database file and of the commit files are defined here;
+:mod:`batchcrawl.store.paths` re-exports them.
+
+:func:`publish_file` also renames the written file into place, so a child whose parent stopped
+finishes the refresh alone (the parent, stopping, waits for it only briefly: issue 34)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
+import os
+import re
 import sys
 from typing import Any
 
 #: The crawl's DuckDB database file, at the crawl's root (:mod:`batchcrawl.store.paths`).
 DUCKDB_FILE = "crawl.duckdb"
+#: A file of ``_commits/`` -> its generation (group 1) (:mod:`batchcrawl.store.paths`).
+COMMIT_RE = re.compile(r"^(\d{6,})\.json$")
 
 #: Persisted in ``crawl.duckdb``: the crawl-relative paths ``files`` made absolute with the
 #: directory of the database file. DuckDB has no function for that directory, but the default
@@ -85,6 +93,45 @@ def write_file(job: dict[str, Any]) -> None:
         con.close()
 
 
+def publish_file(job: dict[str, Any]) -> bool:
+    """:func:`write_file`, then rename ``job["tmp"]`` to ``job["final"]`` unless a generation
+    newer than ``job["generation"]`` is committed in the local folder ``job["commits_dir"]`` by
+    then (its own refresh writes the file: the file never goes back to an older generation). The
+    temp file is removed whatever happens.
+
+    Returns
+    -------
+    bool
+        True when the file was renamed into place, False when a newer generation superseded it.
+
+    Raises
+    ------
+    duckdb.Error, OSError
+        As :func:`write_file`, or the rename failed.
+    """
+    tmp = job["tmp"]
+    try:
+        write_file(job)
+        if superseded(job["commits_dir"], job["generation"]):
+            return False
+        os.replace(tmp, job["final"])
+        return True
+    finally:
+        for leftover in (tmp, tmp + ".wal"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(leftover)
+
+
+def superseded(commits_dir: str, generation: int) -> bool:
+    """True when the local folder ``commits_dir`` holds the commit of a generation newer than
+    ``generation``."""
+    try:
+        names = os.listdir(commits_dir)
+    except FileNotFoundError:
+        return False
+    return any(int(m.group(1)) > generation for m in map(COMMIT_RE.match, names) if m)
+
+
 def create_views(con: Any, views: dict[str, str | None], ddl: str) -> None:
     """``CREATE OR REPLACE VIEW`` each table of ``views`` (table -> ``SELECT``, or None for an
     empty view typed by the DDL text ``ddl``) on the DuckDB connection ``con``."""
@@ -94,8 +141,9 @@ def create_views(con: Any, views: dict[str, str | None], ddl: str) -> None:
 
 
 def _main() -> int:
-    """Child process: write the ``crawl.duckdb`` temp file of the JSON job on stdin."""
-    write_file(json.loads(sys.stdin.buffer.read()))
+    """Child process: write and publish the ``crawl.duckdb`` of the JSON job on stdin
+    (:func:`publish_file`); prints nothing (its parent may be gone: a stop does not wait)."""
+    publish_file(json.loads(sys.stdin.buffer.read()))
     return 0
 
 

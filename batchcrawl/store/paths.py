@@ -38,7 +38,9 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
-# the database file's name is defined by the module that writes it (a leaf, run alone in a child)
+# the database file's name is defined by the module that writes it (a leaf, run alone in a child,
+# which also reads the commit files' names to publish the file)
+from batchcrawl.store.duckdbfile import COMMIT_RE as COMMIT_RE
 from batchcrawl.store.duckdbfile import DUCKDB_FILE as DUCKDB_FILE
 
 CONFIG_FILE = "crawl.toml"
@@ -52,8 +54,6 @@ DATA_DIRS = (
 #: Tables written once per round and shard.
 ROUND_TABLES = ("fetchlists", "fetched", "links", "edges")
 
-#: ``_commits/`` file name -> generation (group 1).
-COMMIT_RE = re.compile(r"^(\d{6,})\.json$")
 #: ``.../round=N/...`` anywhere in a path -> round (group 1).
 ROUND_RE = re.compile(r"(?:^|/)round=(\d+)/")
 #: ``shard=SS`` in a file name -> shard (group 1).

@@ -5,6 +5,7 @@ generation, and the per-round figures from the manifests' summaries.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from batchcrawl.store import sql
@@ -22,16 +23,38 @@ ROUND_SUMMARY_KEYS = (
 )
 
 
-def queued_urls(crawl: CrawlDir, generation: int | None = None) -> int:
+def queued_urls(crawl: CrawlDir, generation: int | None = None,
+                timeout_s: float | None = None) -> int | None:  # fmt: skip
     """URLs of ``crawl``'s frontier in status ``queued`` at ``generation`` (default current): the
     number :func:`crawl_status` gives under ``urls.by_status.queued`` (the named query
-    ``status-counts``), for the closing summary of ``crawl``."""
+    ``status-counts``), for the closing summary of ``crawl``.
+
+    The query reads the whole frontier (seconds for tens of millions of URLs): with
+    ``timeout_s`` it is interrupted after that many seconds and None is returned (a stopping
+    command must end within 2 s, issue 34)."""
+    import duckdb
+
     manifest = crawl.manifest(generation)
     con = sql.connect(crawl, manifest.generation)
+    fired = threading.Event()
+
+    def interrupt() -> None:
+        fired.set()
+        con.interrupt()
+
+    timer = None if timeout_s is None else threading.Timer(timeout_s, interrupt)
     try:
+        if timer is not None:
+            timer.start()
         with sql.reading_generation(crawl, manifest.generation):
             by_status = dict(con.execute(sql.named_query("status-counts")).fetchall())
+    except duckdb.InterruptException:
+        if not fired.is_set():  # not the timer's: a second stop signal's
+            raise
+        return None
     finally:
+        if timer is not None:
+            timer.cancel()
         con.close()
     return int(by_status.get("queued", 0))
 

@@ -25,19 +25,18 @@ import contextlib
 import json
 import logging
 import math
-import os
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from batchcrawl.errors import first_line
 from batchcrawl.store import duckdbfile, schemas
 from batchcrawl.store.child import run_module
 from batchcrawl.store.crawldir import AFTER_COMMIT, CrawlDir, Manifest
-from batchcrawl.store.duckdbfile import literal, write_file
-from batchcrawl.store.paths import DUCKDB_FILE
+from batchcrawl.store.duckdbfile import literal, publish_file
+from batchcrawl.store.paths import COMMITS_DIR, DUCKDB_FILE
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +47,11 @@ REFRESH_INTERVAL_S = 30.0
 #: Seconds a child process may take to write ``crawl.duckdb`` before it is killed (it reads one
 #: Parquet footer per file the views name).
 CHILD_TIMEOUT_S = 600.0
+#: Seconds a stopping command waits for the last refresh (:func:`background_refresh`).
+STOP_WAIT_S = 0.5
+#: Seconds between two looks at whether the last refresh's child has its job, once a stopping
+#: command's wait is over (:meth:`_Background.wait`).
+FED_POLL_S = 0.005
 
 #: The key that delta runs of a table replace rows by (newest wins).
 _RUN_KEYS = {"frontier": "url_key", "hosts": "host"}
@@ -118,23 +122,32 @@ def _newest_wins_sql(files: str, key: str) -> str:
 
 
 def file_job(crawl: CrawlDir, manifest: Manifest, tmp: str) -> dict[str, Any]:
-    """What :func:`write_file` needs to write ``crawl.duckdb`` for ``manifest`` to the path
-    ``tmp``, as JSON-serializable values (no DuckDB needed to make it)."""
+    """What :func:`~batchcrawl.store.duckdbfile.publish_file` needs to write ``crawl.duckdb`` for
+    ``manifest`` to the path ``tmp`` and rename it into place, as JSON-serializable values (no
+    DuckDB needed to make it)."""
     return {
         "tmp": tmp,
+        "final": crawl.path(DUCKDB_FILE),
+        "commits_dir": crawl.path(COMMITS_DIR),
+        "generation": manifest.generation,
         "search_path": crawl.root,
         "ddl": schemas.schema_sql(),
         "views": {t: view_body(crawl, manifest, t, relative=True) for t in schemas.TABLES},
     }
 
 
-def refresh_file(crawl: CrawlDir, manifest: Manifest, *, child: bool = False) -> str | None:
+def refresh_file(
+    crawl: CrawlDir, manifest: Manifest, *, child: bool = False, fed: threading.Event | None = None
+) -> str | None:
     """Write ``CRAWL/crawl.duckdb`` with views over ``manifest``'s files (a temp file, then a
     rename): with DuckDB in this process, or with ``child`` in a child process. Remote crawls are
     skipped (a DuckDB file cannot be updated in place on an object store), and so is a generation
     that a newer one superseded while its file was written: the file always names the newest
     generation once its refresh is done, whichever refresh (another thread's, another process's)
     finishes last.
+
+    With ``child``, ``fed`` is set once the child has its job: it then finishes the file on its
+    own, also if this process exits (:func:`background_refresh`).
 
     A refresh that fails once a newer generation exists is not an error either (automatic
     retention may have expired its generation and deleted the files its views name meanwhile:
@@ -155,31 +168,23 @@ def refresh_file(crawl: CrawlDir, manifest: Manifest, *, child: bool = False) ->
     if not crawl.local:
         return None
     final = crawl.path(DUCKDB_FILE)
-    tmp = f"{final}.tmp-{uuid.uuid4().hex}"
-    job = file_job(crawl, manifest, tmp)
+    job = file_job(crawl, manifest, f"{final}.tmp-{uuid.uuid4().hex}")
     try:
-        try:
-            if child:
-                run_module(duckdbfile.__name__, json.dumps(job).encode("utf-8"), CHILD_TIMEOUT_S)
-            else:
-                write_file(job)
-        except Exception as exc:
-            if _superseded(crawl, manifest):
-                # retention may have expired the generation (and deleted its files) while its
-                # views were written: the newer generation's refresh writes the file instead
-                # (and reports a failure of its own; this one is logged, not lost)
-                log.info("%s: crawl.duckdb for generation %d not written, a newer generation "
-                         "superseded it: %s", crawl.url, manifest.generation, first_line(exc))  # fmt: skip
-                return None
-            raise
+        if child:  # the child renames the file too (duckdbfile.publish_file)
+            run_module(duckdbfile.__name__, json.dumps(job).encode("utf-8"), CHILD_TIMEOUT_S, fed)
+            published = not _superseded(crawl, manifest)
+        else:
+            published = publish_file(job)
+    except Exception as exc:
         if _superseded(crawl, manifest):
+            # retention may have expired the generation (and deleted its files) while its
+            # views were written: the newer generation's refresh writes the file instead
+            # (and reports a failure of its own; this one is logged, not lost)
+            log.info("%s: crawl.duckdb for generation %d not written, a newer generation "
+                     "superseded it: %s", crawl.url, manifest.generation, first_line(exc))  # fmt: skip
             return None
-        os.replace(tmp, final)
-    finally:
-        for leftover in (tmp, tmp + ".wal"):
-            if os.path.exists(leftover):
-                os.unlink(leftover)
-    return final
+        raise
+    return final if published else None
 
 
 def _superseded(crawl: CrawlDir, manifest: Manifest) -> bool:
@@ -200,14 +205,17 @@ class _Background:
         self._thread: threading.Thread | None = None
         self._last = -math.inf  # time.monotonic() of the last refresh's start
         self._flushing = 0
+        self._fed = threading.Event()  # the running refresh's child has its job
+        self._fed.set()
 
     def submit(self, crawl: CrawlDir, manifest: Manifest) -> None:
         with self._cond:
             older = self._pending.get(crawl.root)
             if older is None or older[1].generation < manifest.generation:
                 self._pending[crawl.root] = (crawl, manifest)
-            if self._thread is None:  # not daemon: the interpreter waits for it at exit
-                self._thread = threading.Thread(target=self._run, name="crawl.duckdb refresh")
+            if self._thread is None:  # a daemon: a stop need not wait for it (wait's docstring)
+                self._thread = threading.Thread(target=self._run, name="crawl.duckdb refresh",
+                                                daemon=True)  # fmt: skip
                 self._thread.start()
 
     def _next(self) -> tuple[CrawlDir, Manifest] | None:
@@ -218,6 +226,7 @@ class _Background:
                 delay = self._last + REFRESH_INTERVAL_S - time.monotonic()
                 if self._flushing or delay <= 0:
                     self._last = time.monotonic()
+                    self._fed = threading.Event()
                     return self._pending.popitem()[1]
                 self._cond.wait(delay)
             self._thread = None
@@ -228,18 +237,31 @@ class _Background:
         while (job := self._next()) is not None:
             crawl, manifest = job
             try:
-                refresh_file(crawl, manifest, child=True)
+                refresh_file(crawl, manifest, child=True, fed=self._fed)
             except Exception as exc:  # any: this thread must go on, or wait() would never return
                 _refresh_failed(crawl, manifest, exc)
 
-    def wait(self) -> None:
-        """Write every pending refresh now and return once they are written (or have failed)."""
+    def wait(self, timeout_s: float | None = None) -> bool:
+        """Start every pending refresh now and return once they are written (or have failed),
+        or after ``timeout_s`` seconds once the last one's child has its job: then False, and
+        that child finishes the file on its own, also after this process has exited (it renames
+        the file itself, :func:`~batchcrawl.store.duckdbfile.publish_file`, and runs in its own
+        session)."""
+        end = None if timeout_s is None else time.monotonic() + timeout_s
         with self._cond:
             self._flushing += 1
             self._cond.notify_all()
             try:
                 while self._thread is not None:
-                    self._cond.wait()
+                    if end is None:
+                        self._cond.wait()
+                    elif time.monotonic() < end:
+                        self._cond.wait(end - time.monotonic())
+                    elif not self._pending and self._fed.is_set():
+                        return False
+                    else:  # the job is still being made or sent (a few ms): not a cut
+                        self._cond.wait(FED_POLL_S)
+                return True
             finally:
                 self._flushing -= 1
 
@@ -250,9 +272,14 @@ _depth_lock = threading.Lock()
 
 
 @contextlib.contextmanager
-def background_refresh() -> Iterator[None]:
+def background_refresh(stopping: Callable[[], bool] = lambda: False) -> Iterator[None]:
     """While inside (any thread of this process), commits refresh ``crawl.duckdb`` in a child
-    process, in the background (module docstring); leaving waits for the last refresh. Nests."""
+    process, in the background (module docstring); leaving waits for the last refresh. Nests.
+
+    When ``stopping()`` is true on leaving (a stop signal came: the command should end within 2
+    s, issue 34), the wait lasts at most :data:`STOP_WAIT_S`: a refresh is a Python start-up,
+    DuckDB's import and one Parquet footer per file the views name, over a second on a loaded
+    machine or a large crawl; its child then finishes the file alone."""
     global _background_depth
     with _depth_lock:
         _background_depth += 1
@@ -261,7 +288,9 @@ def background_refresh() -> Iterator[None]:
     finally:
         with _depth_lock:
             _background_depth -= 1
-        _background.wait()
+        if not _background.wait(STOP_WAIT_S if stopping() else None):
+            log.info("%s for the last generation is written by a child process after this one "
+                     "exits", DUCKDB_FILE)  # fmt: skip
 
 
 def after_commit(crawl: CrawlDir, manifest: Manifest) -> None:
