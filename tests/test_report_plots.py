@@ -310,3 +310,30 @@ def test_the_timeline_legend_is_outside_the_axes(n_rounds):
         fig.axes[0].legend(fontsize=7, ncols=4)  # the control: where it was, over the axes
         legend_box, axes_box = _legend_and_axes_boxes(fig)
         assert legend_box.overlaps(axes_box)
+
+
+def test_the_cards_and_heading_name_a_streams_micro_batches():
+    """The report's cards counted a stream's 4 micro-batches as "4 rounds" and its heading said
+    "round 4" (issue 34): micro-batches and batch rounds are counted apart, and the last one is
+    named for what it is. The control: the same rows as batch rounds (fetch lists kept)."""
+    from batchcrawl.report.page import _cards, _last
+
+    rows = [{"round": r, "attempts": 10, "ok": 9, "failed": 1, "span_s": 1.0} for r in (1, 2, 3, 4)]
+    tables = {"rounds": rows, "status-counts": [{"status": "queued", "urls": 7}],
+              "bytes-by-round": [{"warc_bytes": 100}]}  # fmt: skip
+    common = dict(crawl="c", generation=5, round=4, created="2026-01-01T00:00:20Z",
+                  host_delay_s=0.2, max_crawl_delay_s=5.0, tables=tables)  # fmt: skip
+    stream = ReportData(**common, rounds=[_micro_batch(r, 5.0 * r, 9) for r in (1, 2, 3, 4)])
+    cards = dict(_cards(stream))
+    assert cards["stream micro-batches"] == "4" and "rounds" not in cards
+    assert _last(stream) == "micro-batch 4"
+    batch = ReportData(**common, fetchlist_rounds=frozenset({1, 2, 3, 4}))
+    cards = dict(_cards(batch))
+    assert cards["rounds"] == "4" and "stream micro-batches" not in cards
+    assert _last(batch) == "round 4"
+    mixed = ReportData(**common, fetchlist_rounds=frozenset({1, 2}),
+                       rounds=[_micro_batch(r, 5.0 * r, 9) for r in (3, 4)])  # fmt: skip
+    assert (dict(_cards(mixed))["rounds"], dict(_cards(mixed))["stream micro-batches"]) == (
+        "2",
+        "2",
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from html import escape
 
+from batchcrawl.report.crawl_plots import stream_windows
 from batchcrawl.report.data import ReportData
 from batchcrawl.report.figures import Drawn
 from batchcrawl.report.plots import human_bytes
@@ -34,8 +35,11 @@ def _cards(d: ReportData) -> list[tuple[str, str]]:
     failed = sum(r["failed"] for r in t["rounds"])
     urls = sum(r["urls"] for r in t["status-counts"])
     warc = sum(r["warc_bytes"] for r in t["bytes-by-round"])
+    micro = len(stream_windows(d))  # a stream's micro-batches are rounds of the tables too
+    batch = len(t["rounds"]) - micro
     return [
-        ("rounds", str(len(t["rounds"]))),
+        *((("rounds", str(batch)),) if batch or not micro else ()),
+        *((("stream micro-batches", str(micro)),) if micro else ()),
         ("fetch attempts", f"{attempts:,}"),
         ("pages ok", f"{ok:,}"),
         ("failed", f"{failed:,}"),
@@ -44,6 +48,11 @@ def _cards(d: ReportData) -> list[tuple[str, str]]:
         # robots.txt outages and rate limits (batchcrawl.fetch.holds), by reason
         *((f"held: {why}", f"{n:,}") for why, n in _held(t.get("held-hosts", [])).items()),
     ]
+
+
+def _last(d: ReportData) -> str:
+    """The last round of ``d``, named a micro-batch when a stream took it."""
+    return f"{'micro-batch' if d.round in stream_windows(d) else 'round'} {d.round}"
 
 
 def _held(rows: list[dict]) -> dict[str, int]:
@@ -73,7 +82,7 @@ def render(d: ReportData, drawn: list[Drawn]) -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>batchcrawl report: {escape(d.crawl)}</title><style>{_CSS}</style></head>\n"
         f"<body><main><h1>Crawl report</h1>"
-        f'<p class="meta">{escape(d.crawl)} · generation {d.generation} · round {d.round} · '
+        f'<p class="meta">{escape(d.crawl)} · generation {d.generation} · {_last(d)} · '
         f"committed {escape(d.created)}</p>"
         f'<ul class="cards">{cards}</ul><nav>{nav}</nav>\n{sections}\n</main></body></html>\n'
     )
