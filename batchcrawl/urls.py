@@ -53,7 +53,6 @@ from collections.abc import Iterable
 import ada_url
 import mmh3
 import numpy as np
-import surt as _surt
 from publicsuffixlist import PublicSuffixList
 
 from batchcrawl.errors import ConfigError, InvalidURL
@@ -429,6 +428,10 @@ def surt(canonical: str) -> str:
     ValueError
         The ``surt`` package cannot take the URL apart.
     """
+    # imported here: the package imports tldextract and requests, 85 ms and 7 MB of every
+    # process (each CLI command's start, the driver), though only CDXJ and index writers use it
+    import surt as _surt
+
     key: str = _surt.surt(canonical, host_massage=False)
     host, sep, rest = key.partition(")")
     if not sep:

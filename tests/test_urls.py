@@ -575,3 +575,18 @@ def test_trailing_dot_hosts_are_stored_dotless(url):
     canonical = canonicalize(url)
     assert not host_of(canonical).endswith(".")
     assert host_of(url.lower()) == host_of(canonical)  # also for a URL that was never canonical
+
+
+def test_the_cli_and_the_crawl_processes_load_the_surt_package_only_to_write_keys():
+    """The ``surt`` package imports tldextract and requests: 85 ms of every command's start and
+    7 MB of each crawl process (issue 33's memory by import). Importing the CLI, the round driver
+    and the fetch worker leaves it out; the first SURT key loads it."""
+    code = (
+        "import sys\n"
+        "import batchcrawl.cli, batchcrawl.round, batchcrawl.fetch.worker, batchcrawl.engine.shard\n"
+        "print(sorted(m for m in ('surt', 'tldextract', 'requests') if m in sys.modules))\n"
+        "from batchcrawl.urls import surt\n"
+        "print(surt('http://www.example.com/a?b=1'), 'surt' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.splitlines() == ["[]", "com,example)/a?b=1 True"], out.stderr
