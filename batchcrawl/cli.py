@@ -937,7 +937,7 @@ def _run_rounds(
                            first_round=before.round + 1) as progress:  # fmt: skip
             summaries = run_rounds(
                 crawl.url, cfg, rounds, progress=progress.update, pipeline=pipeline,
-                max_seconds=max_seconds, reload=reload,
+                max_seconds=max_seconds, reload=reload, due_checked=True,
                 on_round=lambda summary: (progress.done(summary), _echo_json(summary)),
             )  # fmt: skip
     except KeyboardInterrupt as exc:

@@ -356,6 +356,7 @@ def run_rounds(
     pipeline: bool | None = None,
     max_seconds: float | None = None,
     reload: ConfigReload | None = None,
+    due_checked: bool = False,
 ) -> list[dict[str, Any]]:
     """Run up to ``rounds`` rounds on one cluster, reusing the shard actors (``batchcrawl crawl``).
 
@@ -364,13 +365,16 @@ def run_rounds(
     while the one before is committed (:func:`batchcrawl.pipeline.run_pipelined`). ``max_seconds``:
     start no round after this many seconds, and end each round's fetch by then. ``reload``:
     reads the configuration again before each round after the first; its ``[politeness]``
-    section is taken up (:mod:`batchcrawl.engine.reload`; sequential rounds).
+    section is taken up (:mod:`batchcrawl.engine.reload`; sequential rounds). ``due_checked``:
+    the caller has just found URLs due (:func:`~batchcrawl.engine.duecheck.nothing_due_now`,
+    which reads every bucket's due-time index), so it is not read again.
     """
     summaries = []
     crawl_url = cluster_url(crawl_url)
-    idle = nothing_due_now(CrawlDir.open(crawl_url), time.time())  # before a cluster starts
-    if idle is not None:
-        raise idle
+    if not due_checked:
+        idle = nothing_due_now(CrawlDir.open(crawl_url), time.time())  # before a cluster starts
+        if idle is not None:
+            raise idle
     pipelined = cfg.round.pipeline if pipeline is None else pipeline
     deadline = Deadline.after(max_seconds)  # the cluster's start-up counts
     # crawl.duckdb is written by child processes while the rounds run: the driver never loads

@@ -768,6 +768,26 @@ def test_round_on_a_damaged_frontier_file_stops_with_a_crawl_directory_error(cra
     assert crawl.generations() == before
 
 
+def test_round_reads_the_due_time_index_once(crawl, monkeypatch):
+    """`round` finds whether anything is due before it imports the round driver and Dask; the
+    driver's own check (for library callers) read every bucket's due-time index a second time."""
+    import batchcrawl.round
+    from batchcrawl.engine import duecheck
+
+    calls = []
+    real = duecheck.nothing_due_now
+
+    def counted(*args):
+        calls.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(duecheck, "nothing_due_now", counted)
+    monkeypatch.setattr(batchcrawl.round, "nothing_due_now", counted)
+    result = run("round", crawl.url, "--workers", "1", "--time-limit", "5")
+    assert result.exit_code == 0, result.output
+    assert len(calls) == 1
+
+
 def test_sql_prints_each_statements_result_or_refuses_clearly(crawl):
     """``sql CRAWL "SELECT 1; SELECT 2"`` printed only the last result (issue 34)."""
     result = run("sql", crawl.url, "SELECT 11 AS first_one; SELECT 22 AS second_one")
