@@ -108,8 +108,10 @@ def _last_steps(stdout: str) -> dict:
         with contextlib.suppress(ValueError):
             summary = json.loads(line)
             if isinstance(summary, dict) and "seconds_by_step" in summary:
-                return {"steps_s": summary["seconds_by_step"],
-                        "last_batch_s": (summary.get("micro_batch_s") or {}).get("max")}
+                return {
+                    "steps_s": summary["seconds_by_step"],
+                    "last_batch_s": (summary.get("micro_batch_s") or {}).get("max"),
+                }
     return {}
 
 
