@@ -6,6 +6,7 @@ SIGKILLed streams: ``tests/test_warc_checkpoints.py``."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 
@@ -55,6 +56,11 @@ def test_the_open_file_is_cut_back_to_its_committed_end_with_its_cdxj(left_open)
     with open(crawl.path(paths.warc_cdxj(name)), encoding="utf-8") as fh:
         assert [line.split('"url": "')[1].split('"')[0] for line in fh] == ["http://a.test/a"]
     assert close_open_warcs(crawl) == {name: {"end": end, "cut_bytes": 0}}  # repeatable
+    index = crawl.path(paths.warc_cdxj(name))
+    indexed_at = os.stat(index).st_mtime_ns
+    os.utime(index, ns=(indexed_at - 10**9, indexed_at - 10**9))
+    assert close_open_warcs(crawl)[name]["cut_bytes"] == 0
+    assert os.stat(index).st_mtime_ns == indexed_at - 10**9  # its index was right: not rewritten
     _commit(crawl, {"step": "round", "warc_open": {}})  # the next writer committed
     assert committed_open_warcs(crawl) == {} and close_open_warcs(crawl) == {}
 
@@ -65,6 +71,34 @@ def test_a_file_shorter_than_its_committed_end_is_an_error(left_open):
         fh.truncate(end - 10)
     with pytest.raises(WarcError, match="committed records were lost"):
         close_open_warcs(crawl)
+
+
+def test_the_cut_back_warns_once_when_records_are_removed_and_not_at_every_later_start(
+    left_open, caplog
+):
+    """A fresh-user trial: after a killed stream, every later ``round`` that committed nothing
+    (nothing due, a stop) warned again "... cut back to its last committed record (N bytes, 0
+    removed)" -- six warnings, a stop's output five lines long. Removing uncommitted records is
+    the warning; a file found at its committed end again (or left at one: a crash right after a
+    checkpoint) is INFO, and its CDXJ is rewritten only when it does not index exactly the
+    committed records."""
+    crawl, name, end = left_open
+    with caplog.at_level(logging.INFO, logger="batchcrawl.engine"):
+        close_open_warcs(crawl)
+    warned = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warned) == 1 and "removed" in warned[0].getMessage()
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="batchcrawl.engine"):
+        assert close_open_warcs(crawl) == {name: {"end": end, "cut_bytes": 0}}
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert name in caplog.text  # still said, at INFO
+    # a stale index (records of an uncommitted micro-batch in it) is rewritten even at 0 removed
+    index = crawl.path(paths.warc_cdxj(name))
+    with open(index, "a", encoding="utf-8") as fh:
+        line = {"url": "http://a.test/z", "offset": str(end), "length": "40"}
+        fh.write(f"a,test)/z 20260101000000 {json.dumps(line)}\n")
+    close_open_warcs(crawl)
+    check_committed_warcs(crawl, also=[name])
 
 
 def test_a_stream_that_cut_back_open_files_settles_it_so_the_next_start_does_not_again(

@@ -11,7 +11,8 @@ writer (a stream or a round) fetches anything, :func:`close_open_warcs` truncate
 its committed end and rewrites its CDXJ from what is left (:func:`batchcrawl.fetch.warc.reindex`). The file is
 then closed for good (the next writer starts new ones), every committed row points at a whole record,
 and ``warcio check`` passes on it. Truncating to the same end again is harmless, so a crash during
-the cut-back is repaired by the next start. The next crawl commit settles it: its ``warc_open`` names
+the cut-back is repaired by the next start; a start that finds the file at its end and its CDXJ
+indexing exactly that far does nothing but say so (INFO: the warning is for records removed). The next crawl commit settles it: its ``warc_open`` names
 only the files of that writer (a stream's last take commits for this even when it fetched nothing,
 :meth:`batchcrawl.stream.Stream.micro_batch`), so later starts find nothing to cut back.
 
@@ -23,6 +24,7 @@ checkpoint closes them), so only local files are ever cut back.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 
@@ -61,10 +63,13 @@ def close_open_warcs(crawl: CrawlDir) -> dict[str, dict[str, int]]:
     """
     out: dict[str, dict[str, int]] = {}
     for name, end in sorted(committed_open_warcs(crawl).items()):
-        out[name] = {"end": end, "cut_bytes": _cut_back(crawl, name, end)}
-        log.warning("%s was left open by a stream that did not stop cleanly: cut back to its "
-                    "last committed record (%d bytes, %d removed)", name, end,
-                    out[name]["cut_bytes"])  # fmt: skip
+        cut = _cut_back(crawl, name, end)
+        out[name] = {"end": end, "cut_bytes": cut}
+        # a warning when records were removed, once: every later start until the next crawl
+        # commit finds the file at its end again (a fresh-user trial: six "0 removed" warnings)
+        log.log(logging.WARNING if cut else logging.INFO,
+                "%s was left open by a stream that did not stop cleanly: cut back to its last "
+                "committed record (%d bytes, %d removed)", name, end, cut)  # fmt: skip
     return out
 
 
@@ -89,6 +94,21 @@ def _cut_back(crawl: CrawlDir, name: str, end: int) -> int:
             fh.flush()
             os.fsync(fh.fileno())
     index = crawl.path(paths.warc_cdxj(name))
-    if crawl.fs.exists(index):
+    if crawl.fs.exists(index) and (size > end or _indexed_end(index) != end):
         reindex(crawl.fs, path, index)
     return size - end
+
+
+def _indexed_end(index: str) -> int | None:
+    """The end in bytes of the last record the CDXJ file ``index`` (a local path) points at, or
+    None when it cannot be read: equal to the committed end when the index is exactly the cut-back
+    file's (a rewrite is atomic; the index a checkpoint leaves can lag or lead it)."""
+    end = 0
+    try:
+        with open(index, encoding="utf-8") as fh:
+            for line in fh:
+                fields = json.loads(line.split(" ", 2)[2])
+                end = max(end, int(fields["offset"]) + int(fields["length"]))
+    except (OSError, ValueError, IndexError, KeyError, TypeError):
+        return None
+    return end
