@@ -153,6 +153,8 @@ def test_report_command_exit_codes(crawl, tmp_path):
     blocker.write_text("x")
     bad_out = CliRunner().invoke(main, ["report", crawl.url, "--out", str(blocker / "r.html")])
     assert bad_out.exit_code == 2 and "report output" in bad_out.stderr
+    # a fresh-user trial (/dev/null/x.html): not "does not exist; mkdir -p", which fails too
+    assert f"{blocker} is a file, not a folder" in bad_out.stderr and "mkdir" not in bad_out.stderr
     with pytest.raises(ConfigError, match="report output"):
         write_report(crawl, Config(), str(blocker / "r.html"))
     # a folder that does not exist is not created (issue 34: a mistyped --out left one behind)

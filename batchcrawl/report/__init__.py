@@ -106,6 +106,10 @@ def _check_local_folder(out: str) -> None:
             f"{os.path.join(path, 'report.html')}"
         )
     folder = os.path.dirname(path)
+    if folder and os.path.exists(folder) and not os.path.isdir(folder):
+        raise ConfigError(  # e.g. /dev/null/r.html: mkdir -p would fail too
+            f"report output {out!r}: {folder} is a file, not a folder; name a file in a folder"
+        )
     if folder and not os.path.isdir(folder):
         raise ConfigError(
             f"report output {out!r}: the folder {folder} does not exist; create it first "

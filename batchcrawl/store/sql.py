@@ -184,20 +184,28 @@ def check_read_only(sql: str) -> list[str]:
             name = name.split("(")[0].split("=")[0].strip().rstrip(";").strip().lower()
             if name in _SHOW_PRAGMAS:
                 continue
-        kind = str(st.type).rsplit(".", 1)[-1]
-        if st.type == duckdb.StatementType.LOAD:  # DuckDB's type of INSTALL and LOAD alike
-            words = _LOAD_WORDS.match(st.query)  # matches at every start: each part is optional
-            if words is not None:
-                kind = " ".join(words.group(0).upper().split()) or kind
         raise SQLError(
-            f"refused {kind} statement {st.query.strip()[:60]!r}: batchcrawl sql is read-only "
-            "(SELECT, WITH, EXPLAIN, DESCRIBE, SHOW only)"
+            f"refused {_statement_kind(st)} statement {st.query.strip()[:60]!r}: batchcrawl sql "
+            "is read-only (SELECT, WITH, FROM, VALUES, EXPLAIN, DESCRIBE, SHOW, SUMMARIZE and "
+            "showing PRAGMAs such as PRAGMA version)"
         )
     return [st.query for st in statements]
 
 
-#: The leading words of a LOAD-type statement: ``INSTALL``, ``FORCE INSTALL``, ``LOAD``.
-_LOAD_WORDS = re.compile(r"\s*(?:force\s+)?(?:install|load)?", re.IGNORECASE)
+#: A statement's leading keyword after comments: ``FORCE INSTALL`` or one word.
+_LEADING_WORDS = re.compile(
+    r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*((?:force\s+)?[a-z]+)", re.IGNORECASE | re.DOTALL
+)
+
+
+def _statement_kind(st: duckdb.Statement) -> str:
+    """The statement's own leading keyword, upper case (``INSTALL``, ``PRAGMA``, ``CHECKPOINT``):
+    DuckDB's statement type names INSTALL and LOAD both ``LOAD``, ``PRAGMA threads=1`` ``SET``
+    and ``CHECKPOINT`` ``CALL`` (fresh-user trials); the type when no word leads."""
+    words = _LEADING_WORDS.match(st.query)
+    if words is None:
+        return str(st.type).rsplit(".", 1)[-1]
+    return " ".join(words.group(1).upper().split())
 
 
 def _explains_a_select(text: str) -> bool:
