@@ -904,6 +904,20 @@ def _before_cluster(crawl: CrawlDir, cfg: Config, command: str) -> None:
             raise stopped(crawl, crawl.manifest(), exc) from None
 
 
+def _raise_if_nothing_due(crawl: CrawlDir) -> None:
+    """Raise :class:`~batchcrawl.errors.NothingDue` (exit 75, the next due time in its message)
+    when the due-time index shows no URL due now (:func:`batchcrawl.engine.duecheck.
+    nothing_due_now`): before the driver and Dask are imported, so rounds and streams with nothing
+    to do start no cluster (a stream idled ~8 s, then exited 0 after one empty micro-batch)."""
+    import time
+
+    from batchcrawl.engine.duecheck import nothing_due_now
+
+    idle = nothing_due_now(crawl, time.time())
+    if idle is not None:
+        raise idle
+
+
 def _run_rounds(
     crawl: CrawlDir,
     cfg: Config,
@@ -920,12 +934,7 @@ def _run_rounds(
     committed. ``reload``: reads the config again before each round (its ``[politeness]``)."""
     import time
 
-    from batchcrawl.engine.duecheck import nothing_due_now
-
-    idle = nothing_due_now(crawl, time.time())  # before the round driver and Dask are imported
-    if idle is not None:
-        raise idle
-
+    _raise_if_nothing_due(crawl)
     from batchcrawl.console.progress import RoundProgress, closing_summary, fetch_hint
     from batchcrawl.round import run_rounds
 
@@ -980,6 +989,7 @@ def _run_stream(
     ``max_seconds``, SIGINT or SIGTERM (each takes a last checkpoint) and print its JSON summary.
     A lost worker or a full disk ends in one line, as for rounds
     (:func:`batchcrawl.console.faults.round_fault`): the last checkpoint is intact."""
+    _raise_if_nothing_due(crawl)
     from batchcrawl.console.progress import StreamProgress, stream_closing_summary
     from batchcrawl.console.signals import stop_requested
     from batchcrawl.stream import run_stream
@@ -1000,6 +1010,12 @@ def _run_stream(
             raise
         log.debug("error details", exc_info=True)
         raise fault from None
+    if summary["stopped_by"] == "nothing_due" and not summary["attempts"] + summary["checkpoints"]:
+        import time  # a stream that found nothing to fetch is skipped, as a round is (exit 75)
+
+        from batchcrawl.console.nothing_due import nothing_due
+
+        raise nothing_due(crawl, crawl.manifest(), time.time())
     _echo_json(summary)
     from batchcrawl.store.status import queued_urls
 
@@ -1130,7 +1146,8 @@ def crawl_command(
     --max-seconds T ends the run by T: the round fetching then stops its fetch at T and commits,
     and no round starts after it (the crawl itself, not a signal, keeps the deadline).
     --stream runs until nothing is due, --max-seconds, Ctrl-C or SIGTERM; each of them takes a
-    last checkpoint, releases the lock, prints the JSON summary and exits 0.
+    last checkpoint, releases the lock, prints the JSON summary and exits 0 (75, as rounds, when
+    nothing was due at its start).
     """
     if (rounds is not None or time_limit is not None) and stream:
         raise click.UsageError("--rounds and --time-limit are for rounds, not --stream")

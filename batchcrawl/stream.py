@@ -172,12 +172,12 @@ class Stream:
                           content_files=self.manifest.files("content"))
                   for a in self.actors.values()]:  # fmt: skip
             f.result()
-        self.hand_out()
+        idle = self.hand_out() == 0 and not self.leased and not self.delayed
         # micro-batches start every flush_interval_s (from one start to the next), not that long
         # after the previous one ended: a URL found waits for one interval, not for the interval
         # plus the merge, commit and selection of the micro-batch before
         started = self.clock()
-        while True:
+        while not idle:
             if self.wait_for_flush(started, deadline):
                 reason = self.stop.signal_name
                 break
@@ -195,6 +195,8 @@ class Stream:
             if handed == 0 and not self.leased:
                 reason = "nothing_due"
                 break
+        else:  # nothing due at the start: the last take at once, not after an empty interval
+            reason = "nothing_due"
         self.micro_batch(final=True)
         return {
             "step": STREAM_STEP,
