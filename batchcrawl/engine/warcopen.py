@@ -12,8 +12,8 @@ its committed end and rewrites its CDXJ from what is left (:func:`batchcrawl.fet
 then closed for good (the next writer starts new ones), every committed row points at a whole record,
 and ``warcio check`` passes on it. Truncating to the same end again is harmless, so a crash during
 the cut-back is repaired by the next start; a start that finds the file at its end and its CDXJ
-indexing exactly that far does nothing but say so (INFO: the warning is for records removed). The next crawl commit settles it: its ``warc_open`` names
-only the files of that writer (a stream's last take commits for this even when it fetched nothing,
+indexing exactly that far does nothing but say so (INFO: the warning is for records removed). The
+next crawl commit settles it: its ``warc_open`` names only the files of that writer (a stream's last take commits for this even when it fetched nothing,
 :meth:`batchcrawl.stream.Stream.micro_batch`), so later starts find nothing to cut back.
 
 Commits that are not a crawl step (``extract``, ``compact``, ``graph``, ...) carry no ``warc_open``
