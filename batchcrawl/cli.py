@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import sys
 
-from batchcrawl.console.early import exit_before_start, finished
+from batchcrawl.console.early import exit_before_start, exiting, finished
 
 # first, when this is the program (python -m batchcrawl.cli, the batchcrawl script), not a module
 # imported by another: a stop signal while the rest is imported (pyarrow, fsspec: a second on a
@@ -129,6 +129,13 @@ READ_ONLY_COMMANDS = frozenset({"status", "sql", "report", "export"})
 
 class _Group(click.Group):
     """Maps :class:`BatchcrawlError` to one stderr line and its exit code."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().main(*args, **kwargs)
+        except SystemExit as exc:  # the process's exit code (console.early: how it ends)
+            exiting(exc.code)
+            raise
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         # --help and --version print while the arguments are parsed, before invoke

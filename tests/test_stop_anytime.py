@@ -403,6 +403,38 @@ def test_a_stop_after_the_command_ended_changes_nothing(tmp_path):
         assert proc.stderr == ""
 
 
+def test_a_native_exit_handler_that_aborts_does_not_change_the_exit_code(tmp_path):
+    """A command that ended keeps its exit code even when a native library's exit-time code
+    aborts: Arrow's and DuckDB's thread pools are destroyed by the C library's exit handlers and
+    now and then end a finished process with "terminate called without an active exception"
+    (SIGABRT; ``graph outlinks`` in CI, apache/arrow#34314). Here ``abort`` itself is registered
+    as such a handler (``__cxa_atexit``, as a C++ static destructor is): without
+    :func:`batchcrawl.console.early._end_process` every run below dies with -SIGABRT."""
+    crawl = new_crawl(tmp_path / "crawl", round_config(), ["http://h1.test/"])
+    script = tmp_path / "abort_at_exit.py"
+    script.write_text(
+        "import ctypes, sys\n"
+        "libc = ctypes.CDLL(None)\n"
+        "libc.__cxa_atexit(ctypes.cast(libc.abort, ctypes.c_void_p), None, None)\n"
+        "from batchcrawl.cli import main, exit_before_start\n"
+        "exit_before_start()\n"
+        "sys.exit(main())\n"
+    )
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(script), *args], capture_output=True,
+                              text=True, env=subprocess_env(), timeout=120)  # fmt: skip
+
+    ok = run("status", crawl.url, "--format", "json")
+    assert ok.returncode == 0, (ok.returncode, ok.stderr[-3000:])
+    assert json.loads(ok.stdout)["generation"] == crawl.manifest().generation  # flushed in full
+    missing = run("status", str(tmp_path / "nowhere"))
+    assert missing.returncode not in (0, -signal.SIGABRT), missing.stderr
+    assert missing.stderr.startswith("batchcrawl: ") and missing.stderr.count("\n") == 1
+    usage = run("sideways")
+    assert usage.returncode == 2 and "No such command" in usage.stderr
+
+
 @pytest.mark.parametrize("seeded", [True, False], ids=["seeds", "no-seeds"])
 def test_init_stopped_before_or_after_its_first_commit_says_what_exists(tmp_path, seeded):
     """``init`` stopped at 0.3 s was told "its result stands" with no seed injected, and before

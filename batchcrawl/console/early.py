@@ -32,7 +32,7 @@ def exit_before_start() -> None:
     for s in STOP_SIGNALS:
         signal.signal(s, _exit_at_once)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-    atexit.register(_ignore_in_teardown)  # the first registered: it runs last
+    atexit.register(_end_process)  # the first registered: it runs last
 
 
 def finished(code: int) -> None:
@@ -55,15 +55,43 @@ def finished(code: int) -> None:
         signal.signal(s, exit_done)
 
 
-def _ignore_in_teardown() -> None:
-    """The last ``atexit`` hook: ignore the stop signals for the rest of the interpreter's exit.
-    After the hooks Python gives every signal with a Python handler its default action back
-    (``_PySignal_Fini``; an ignored one stays ignored), and a signal in the teardown that follows
-    (modules, garbage: 10-100 ms) killed a process whose command had ended, with 128 + signal
-    and no line (its daemon threads still run then: blocking the signal in the main thread alone
-    does not keep it out)."""
+#: The exit code of the command that ran (:func:`exiting`); None until it ended by ``sys.exit``.
+_exit_code: int | None = None
+
+
+def exiting(code: object) -> None:
+    """The command ended with ``SystemExit(code)`` (click's standalone mode, ``ctx.exit``): the
+    process's exit code, which :func:`_end_process` gives the operating system. ``code`` as
+    ``sys.exit`` takes it: None is 0, an int itself, anything else (a message) 1."""
+    global _exit_code
+    _exit_code = 0 if code is None else code if isinstance(code, int) else 1
+
+
+def _end_process() -> None:
+    """The last ``atexit`` hook (every other hook has run: logging flushed, worker processes and
+    temporary folders gone). First the stop signals are ignored for the rest of the exit: after
+    the hooks Python gives every signal with a Python handler its default action back
+    (``_PySignal_Fini``; an ignored one stays ignored), and a signal in the teardown (modules,
+    garbage: 10-100 ms) killed a process whose command had ended, with 128 + signal and no line.
+
+    Then, once the command has ended with an exit code (:func:`exiting`), stdout and stderr are
+    flushed and the process ends with that code (``os._exit``), skipping the interpreter's
+    teardown and the C library's exit handlers. Those run the destructors of Arrow's and
+    DuckDB's native thread pools, which abort now and then with "terminate called without an
+    active exception" (exit -6) when a pool thread is still alive (apache/arrow#34314; a
+    ``graph outlinks`` process in CI, whose result was complete). Nothing of ours needs the
+    teardown: a command closes its files, releases its lock and prints its result before it
+    returns."""
     for s in STOP_SIGNALS:
         signal.signal(s, signal.SIG_IGN)
+    if _exit_code is None:  # an uncaught exception: Python's own exit prints it and gives 1
+        return
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a reader gone, a stream closed: nothing more to give
+            pass
+    os._exit(_exit_code)
 
 
 def _exit_at_once(signum: int, frame: object) -> None:
