@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -153,6 +154,42 @@ def test_the_crawl_duckdb_child_runs_its_module_file_alone(tmp_path):
     try:
         assert con.sql("SELECT n FROM answer").fetchall() == [(42,)]
         assert con.sql("SELECT count(*) FROM fetched").fetchall() == [(0,)]
+    finally:
+        con.close()
+
+
+def test_the_children_give_their_result_when_a_native_exit_handler_aborts(tmp_path, monkeypatch):
+    """DuckDB's and Arrow's thread pools, destroyed by the C library's exit handlers, now and
+    then abort a process that has done its work (apache/arrow#34314): a child that did so would
+    be a failed schema derivation or crawl.duckdb refresh. Both children end by ``os._exit``
+    after flushing; here a ``sitecustomize`` on the children's ``PYTHONPATH`` registers
+    ``abort`` as such a handler (``__cxa_atexit``), and without the ``os._exit`` both fail."""
+    import duckdb
+
+    from batchcrawl.store import schemas
+    from batchcrawl.store.child import run_module
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "import ctypes\n"
+        "libc = ctypes.CDLL(None)\n"
+        "libc.__cxa_atexit(ctypes.cast(libc.abort, ctypes.c_void_p), None, None)\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    aborts = subprocess.run([sys.executable, "-c", "print('done')"], capture_output=True,
+                            text=True, env=dict(os.environ), check=False)  # fmt: skip
+    assert (aborts.returncode, aborts.stdout) == (-signal.SIGABRT, "done\n")  # the fault is real
+    derived = json.loads(run_module(schemas.__name__, b"", timeout_s=120))
+    assert set(derived["schemas"]) >= {"frontier", "fetched"}
+    db = tmp_path / "x.duckdb"
+    job = {"tmp": f"{db}.tmp", "final": str(db), "commits_dir": str(tmp_path / "_commits"),
+           "generation": 0, "search_path": str(tmp_path), "ddl": schemas.schema_sql(),
+           "views": {"answer": "SELECT 7 AS n"}}  # fmt: skip
+    run_module("batchcrawl.store.duckdbfile", json.dumps(job).encode("utf-8"), timeout_s=120)
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        assert con.sql("SELECT n FROM answer").fetchall() == [(7,)]
     finally:
         con.close()
 

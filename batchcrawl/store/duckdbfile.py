@@ -148,4 +148,9 @@ def _main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(_main())
+    # flushed, then ended without the C library's exit handlers: DuckDB's and Arrow's native
+    # thread pools abort now and then in their teardown (batchcrawl.console.early._end_process)
+    _code = _main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(_code)
