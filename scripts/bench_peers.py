@@ -106,10 +106,13 @@ def process_role(proc: psutil.Process, root_pid: int, root_cmd: str) -> str:
     cmd = " ".join(proc.cmdline())
     if cmd == root_cmd:  # forked, not yet exec'd: its RSS counts the driver's pages again
         return "fork"
+    # spawn_main first: every spawned child's command line carries the driver's warning filter
+    # "-W ignore:resource_tracker:UserWarning" (console.signals.TRACKER_WARNINGS), so the workers
+    # were counted as the resource tracker
     for needle, role in (
-        ("resource_tracker", "resource_tracker"),
-        ("forkserver", "forkserver"),
         ("spawn_main", "worker"),
+        ("resource_tracker import", "resource_tracker"),
+        ("forkserver", "forkserver"),
         ("store.schemas", "schemas"),
         ("duckdb", "refresh"),
     ):
