@@ -55,8 +55,7 @@ import click  # noqa: E402
 from batchcrawl import __version__  # noqa: E402
 from batchcrawl.config import Config, load_config, to_toml  # noqa: E402
 from batchcrawl.console.signals import (  # noqa: E402
-    quiet_abandoned_gathers,
-    skip_final_collection,
+    quiet_stop_races,
     stop_behind,
     stop_on_signals,
 )
@@ -168,8 +167,6 @@ class _Group(click.Group):
             log.debug("error details", exc_info=True)
             label = f"{exc.label}: " if exc.label else ""
             click.echo(f"batchcrawl: {label}{exc}", err=True)
-            if isinstance(exc, Stopped):
-                skip_final_collection()
             ctx.exit(exc.exit_code)
         except FileNotFoundError as exc:
             # a data file named by a committed manifest is gone: the directory is damaged
@@ -222,7 +219,6 @@ class _Group(click.Group):
                 msg = (f"stopped by {name} before the step finished; its commit did not "
                        "happen, committed generations are intact; rerun it")  # fmt: skip
             click.echo(f"batchcrawl: {msg}", err=True)
-            skip_final_collection()
             ctx.exit(getattr(exc, "exit_code", 130))
 
 
@@ -417,7 +413,7 @@ def main(verbose: int) -> None:
     warnings.filterwarnings(
         "ignore", r"coroutine 'ActorFuture\._result' was never awaited", RuntimeWarning
     )
-    quiet_abandoned_gathers()  # distributed's AllExit after a stop signal closed the client
+    quiet_stop_races()  # distributed's AllExit after a stop signal closed the client
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger("batchcrawl")
@@ -977,7 +973,6 @@ def _run_rounds(
     hint = fetch_hint(summaries, crawl.url)
     if hint is not None:
         click.echo(hint, err=True)
-    _exit_without_final_collection()
     return summaries
 
 
@@ -1031,21 +1026,7 @@ def _run_stream(
     queued = queued_urls(crawl, timeout_s=QUEUED_STOP_TIMEOUT_S if stopped_by_signal else None)
     for line in stream_closing_summary(summary, queued):
         click.echo(line, err=True)
-    _exit_without_final_collection()
     return summary
-
-
-def _exit_without_final_collection() -> None:
-    """At this process's exit, skip the interpreter's last garbage collection
-    (:func:`~batchcrawl.console.signals.skip_final_collection`, from an ``atexit`` hook, so an
-    in-process caller such as a test runner is frozen only when it exits): called once a crawl
-    command committed, released its lock, closed its cluster and printed its result. A
-    ``batchcrawl round`` process spent 0.6-1.2 s after its last atexit hook, 0.1-0.3 s with it
-    (aptitude rounds, a shared 2-core machine; issue 30: a process per round)."""
-    import atexit
-
-    atexit.unregister(skip_final_collection)  # once
-    atexit.register(skip_final_collection)
 
 
 def stopped(

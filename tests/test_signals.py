@@ -14,6 +14,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 
 import pytest
 from round_helpers import (
@@ -119,8 +120,6 @@ def test_the_race_of_an_unstarted_sync_cancel_is_not_logged():
         try:
             scope["sync"]()
         except NameError:
-            import sys
-
             info = sys.exc_info()
         return logging.LogRecord("tornado.application", logging.ERROR, "", 0,
                                  "Exception in callback", None, info)  # fmt: skip

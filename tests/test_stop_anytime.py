@@ -27,6 +27,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -375,6 +376,27 @@ def test_a_stop_right_after_the_commit_says_the_result_stands(tmp_path):
     assert not [f for f in os.listdir(crawl.path("_commits")) if ".tmp-" in f]
 
 
+def cli_script(
+    path: Path, before: str = "", after_start: str = ""
+) -> Callable[..., subprocess.CompletedProcess]:
+    """Write a script at ``path`` that runs the CLI as the ``batchcrawl`` program does
+    (``exit_before_start`` first, then ``main``), with the Python lines ``before`` ahead of its
+    import and ``after_start`` after ``exit_before_start``; return a function that runs it with
+    CLI arguments (text output captured, 120 s limit)."""
+    path.write_text(
+        f"import sys\n{before}"
+        "from batchcrawl.cli import main, exit_before_start\n"
+        f"exit_before_start()\n{after_start}"
+        "sys.exit(main())\n"
+    )
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(path), *args], capture_output=True,
+                              text=True, env=subprocess_env(), timeout=120)  # fmt: skip
+
+    return run
+
+
 def test_a_stop_after_the_command_ended_changes_nothing(tmp_path):
     """Once a command printed its result, a stop signal ends the process with the command's own
     exit code and no line; in the interpreter's teardown, after the exit hooks, Python gave the
@@ -382,22 +404,17 @@ def test_a_stop_after_the_command_ended_changes_nothing(tmp_path):
     130) after ``inject`` had printed its JSON (issue 34, a fresh-user trial). Here a thread
     sends SIGINT every millisecond from the first exit hook on."""
     crawl = new_crawl(tmp_path / "crawl", round_config(), ["http://h1.test/"])
-    script = tmp_path / "stop_at_exit.py"
-    script.write_text(
-        "import atexit, os, signal, sys, threading, time\n"
-        "from batchcrawl.cli import main, exit_before_start\n"
-        "exit_before_start()\n"
+    run = cli_script(
+        tmp_path / "stop_at_exit.py",
+        after_start="import atexit, os, signal, threading, time\n"
         "def flood():\n"
         "    while True:\n"
         "        os.kill(os.getpid(), signal.SIGINT)\n"
         "        time.sleep(0.001)\n"
-        "atexit.register(lambda: threading.Thread(target=flood, daemon=True).start())\n"
-        "sys.exit(main())\n"
+        "atexit.register(lambda: threading.Thread(target=flood, daemon=True).start())\n",
     )
     for _ in range(3):
-        proc = subprocess.run([sys.executable, str(script), "status", crawl.url, "--format",
-                               "json"], capture_output=True, text=True, env=subprocess_env(),
-                              timeout=120)  # fmt: skip
+        proc = run("status", crawl.url, "--format", "json")
         assert proc.returncode == 0, (proc.returncode, proc.stderr[-3000:])
         assert json.loads(proc.stdout)["generation"] == crawl.manifest().generation
         assert proc.stderr == ""
@@ -411,25 +428,17 @@ def test_a_native_exit_handler_that_aborts_does_not_change_the_exit_code(tmp_pat
     as such a handler (``__cxa_atexit``, as a C++ static destructor is): without
     :func:`batchcrawl.console.early._end_process` every run below dies with -SIGABRT."""
     crawl = new_crawl(tmp_path / "crawl", round_config(), ["http://h1.test/"])
-    script = tmp_path / "abort_at_exit.py"
-    script.write_text(
-        "import ctypes, sys\n"
+    run = cli_script(
+        tmp_path / "abort_at_exit.py",
+        before="import ctypes\n"
         "libc = ctypes.CDLL(None)\n"
-        "libc.__cxa_atexit(ctypes.cast(libc.abort, ctypes.c_void_p), None, None)\n"
-        "from batchcrawl.cli import main, exit_before_start\n"
-        "exit_before_start()\n"
-        "sys.exit(main())\n"
+        "libc.__cxa_atexit(ctypes.cast(libc.abort, ctypes.c_void_p), None, None)\n",
     )
-
-    def run(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, str(script), *args], capture_output=True,
-                              text=True, env=subprocess_env(), timeout=120)  # fmt: skip
-
     ok = run("status", crawl.url, "--format", "json")
     assert ok.returncode == 0, (ok.returncode, ok.stderr[-3000:])
     assert json.loads(ok.stdout)["generation"] == crawl.manifest().generation  # flushed in full
     missing = run("status", str(tmp_path / "nowhere"))
-    assert missing.returncode not in (0, -signal.SIGABRT), missing.stderr
+    assert missing.returncode == 3, missing.stderr  # not a crawl directory
     assert missing.stderr.startswith("batchcrawl: ") and missing.stderr.count("\n") == 1
     usage = run("sideways")
     assert usage.returncode == 2 and "No such command" in usage.stderr

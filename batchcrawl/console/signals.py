@@ -216,20 +216,6 @@ def silence_distributed() -> None:
             child.setLevel(logging.CRITICAL)
 
 
-def skip_final_collection() -> None:
-    """Let a stopped command exit without the interpreter's last garbage collection: the CLI
-    calls it after the stop line, once the lock is released and the cluster closed. At exit
-    Python collects every generation while it tears the modules down, a walk of the whole heap:
-    a ``crawl`` stopped mid-fetch printed its stop line 0.3-0.7 s after SIGTERM and exited 1.3-2.2 s
-    later, in that walk (gdb; a shared 2-core machine; issue 34's target is 2 s). ``gc.freeze`` moves every object to the
-    permanent generation, which that collection skips; objects are still freed by reference
-    counting. Nothing uncommitted matters after a stop (the round reruns), so the finalizers of
-    cyclic garbage left unrun lose nothing."""
-    import gc
-
-    gc.freeze()
-
-
 @contextlib.contextmanager
 def stop_on_signals() -> Iterator[None]:
     """Inside the block, SIGINT and SIGTERM raise :class:`Interrupted` in the main thread; the
@@ -525,7 +511,7 @@ class AbandonedGatherFilter(logging.Filter):
     ``distributed.utils.All`` stopped listening to after the first one (issue 34: 54 copies, 329
     lines, before the stop message). It is distributed's internal signal, not an error of the
     crawl. Every other record passes. Install it on the ``asyncio`` logger
-    (:func:`quiet_abandoned_gathers`)."""
+    (:func:`quiet_stop_races`)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
@@ -539,7 +525,7 @@ class UnstartedSyncCancelFilter(logging.Filter):
     comes before ``sync`` has created its future schedules ``cancel``, which then reads the unset
     ``future`` (a race inside distributed; CI, a SIGINT mid-round printed 10 lines of traceback
     before the stop line). The stop itself goes on as usual. Every other record passes. Install
-    it on the ``tornado.application`` logger (:func:`quiet_abandoned_gathers`)."""
+    it on the ``tornado.application`` logger (:func:`quiet_stop_races`)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
@@ -553,8 +539,9 @@ class UnstartedSyncCancelFilter(logging.Filter):
                     and code.co_filename.replace("\\", "/").endswith("distributed/utils.py"))  # fmt: skip
 
 
-def quiet_abandoned_gathers() -> None:
-    """Install :class:`AbandonedGatherFilter` on the ``asyncio`` logger and
+def quiet_stop_races() -> None:
+    """Keep distributed's own races after a stop signal out of the output: install
+    :class:`AbandonedGatherFilter` on the ``asyncio`` logger and
     :class:`UnstartedSyncCancelFilter` on ``tornado.application`` (once each)."""
     for name, kind in (("asyncio", AbandonedGatherFilter),
                        ("tornado.application", UnstartedSyncCancelFilter)):  # fmt: skip

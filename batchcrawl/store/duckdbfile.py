@@ -149,7 +149,8 @@ def _main() -> int:
 
 if __name__ == "__main__":
     # flushed, then ended without the C library's exit handlers: DuckDB's and Arrow's native
-    # thread pools abort now and then in their teardown (batchcrawl.console.early._end_process)
+    # thread pools abort now and then in their teardown (batchcrawl.console.early._end_process;
+    # not called: this module imports nothing of batchcrawl, see child.STANDALONE)
     _code = _main()
     sys.stdout.flush()
     sys.stderr.flush()
