@@ -11,15 +11,17 @@ from hypothesis import strategies as st
 
 from batchcrawl.fetch import simhash as simhash_mod
 from batchcrawl.fetch.neardup import NearDuplicates, repeated_segments
+from batchcrawl.fetch.parse import parse_page, visible_text
 from batchcrawl.fetch.simhash import (
-    MAX_TEXT_CHARS,
+    MAX_TEXT_BYTES,
     PRIME,
     VERSION,
     hamming,
     page_simhash,
     shingle_hash,
     simhash,
-    visible_text,
+    text_head,
+    text_simhash,
     words,
 )
 from batchcrawl.frontier.traps import throttle
@@ -82,6 +84,34 @@ def test_visible_text_only():
     page = "<html><head><style>p{}</style><script>var x=1</script></head><body>Hi there</body>"
     assert words("<b>x</b>") == ["b", "x", "b"]  # words() takes text, not markup
     assert page_simhash(page) == simhash(["hi", "there"])
+
+
+def test_the_fetch_parse_gives_the_text_the_fingerprint_reads():
+    """parse_page's visible text (the worker's one parse) is visible_text's: scripts, styles,
+    noscript, templates and comments left out with their tails kept, references decoded, in any
+    charset the page declares; the fingerprint of either is the same."""
+    markup = (
+        "<html><head><title>T&eacute;st</title><style>p{}</style></head><body>"
+        "<!-- hidden --><p>caf\u00e9 <a href=/x>link</a><script>var s='</p>'</script>tail"
+        "<noscript><b>no</b>script</noscript> after<template><i>t</i></template> end 42</p>"
+        "<a href=/y>second</a></body></html>"
+    )
+    expected = "Téstcafé linktail after end 42second"
+    assert visible_text(markup) == expected
+    for charset in ("utf-8", "iso-8859-1", "utf-16"):
+        body = markup.encode(charset)
+        page = parse_page(
+            body, "http://h.test/", f"text/html; charset={charset}", visible_text=True
+        )
+        assert page.visible_text == expected.encode()
+        assert [link.url for link in page.links] == ["http://h.test/x", "http://h.test/y"]
+        assert text_simhash(page.visible_text) == page_simhash(markup)
+    bare = parse_page(markup.encode(), "http://h.test/", "text/html")
+    assert bare.visible_text is None and len(bare.links) == 2  # only when asked for
+    assert (
+        parse_page(b"\x89PNG", "http://h.test/", "image/png", visible_text=True).visible_text
+        is None
+    )
 
 
 def test_near_duplicates_flag_the_earliest_page_of_the_host():
@@ -166,7 +196,7 @@ def test_vectorised_page_simhash_equals_the_per_shingle_definition(markup, k):
     """The numpy path (words as byte spans, shingle hashes from one prefix sum, bit counts by
     byte) gives exactly the fingerprint of the per-shingle definition, for ASCII and non-ASCII
     text."""
-    tokens = words(visible_text(markup)[:MAX_TEXT_CHARS])
+    tokens = words(visible_text(markup))
     assert page_simhash(markup, k) == _reference_simhash(tokens, k) == simhash(tokens, k)
 
 
@@ -203,26 +233,37 @@ def test_shingle_hash_is_the_finalised_polynomial(data):
 
 @settings(max_examples=4, deadline=None)
 @given(st.integers(0, 2**32), st.integers(8000, 10000))
-def test_long_pages_read_the_first_characters_only(seed, n):
-    """A page's fingerprint reads its first MAX_TEXT_CHARS characters of text (here more than
-    64 KiB of UTF-8, past the cached power tables): what follows changes nothing."""
+def test_long_pages_read_the_first_bytes_only(seed, n):
+    """A page's fingerprint reads the first MAX_TEXT_BYTES bytes of its visible text, cut back to
+    a whole character (multi-byte characters straddle the limit): what follows changes nothing."""
     rnd = random.Random(seed)
     tokens = [rnd.choice(["ab", "Cd", "é9", "日本語", "9"]) for _ in range(n)]
-    text = " ".join(f"{t}{i * 7919}" for i, t in enumerate(tokens))
-    assert len(text) > MAX_TEXT_CHARS and len(text[:MAX_TEXT_CHARS].encode()) > 1 << 16
-    fp = page_simhash(text)
-    assert fp == _reference_simhash(words(text[:MAX_TEXT_CHARS]))
-    assert page_simhash(text + " more words here") == fp
+    text = " ".join(f"{t}{i * 7919}" for i, t in enumerate(tokens)).encode()
+    assert len(text) > MAX_TEXT_BYTES
+    head = text_head(text)
+    assert text.startswith(head) and MAX_TEXT_BYTES - 4 < len(head) <= MAX_TEXT_BYTES
+    fp = text_simhash(text)
+    assert fp == _reference_simhash(words(head.decode()))  # decodes: no character was cut
+    assert text_simhash(text + b" more words here") == fp
+    for room in range(4):  # bytes left for a 3-byte character: it goes whole or not at all
+        shifted = b"x" * (MAX_TEXT_BYTES - room) + "日本".encode()
+        kept = "日".encode() if room == 3 else b""
+        assert text_head(shifted) == b"x" * (MAX_TEXT_BYTES - room) + kept
+    assert page_simhash(f"<p>{text.decode()}</p>") == fp  # the same text as markup
 
 
 def test_fingerprint_definition_is_pinned_to_its_version():
     """A change of the fingerprint definition must come with a new VERSION (fingerprints stored
-    in fetched.simhash are only comparable within one version): pinned values of version 2."""
-    assert VERSION == 2
+    in fetched.simhash are only comparable within one version): pinned values of version 3."""
+    assert VERSION == 3
     assert shingle_hash(b"") == 0
     assert shingle_hash(b"the quick fox") == 0x279DDBD34252F68F
     page = "<p>The quick brown fox, 2024-01-31, jumps over the lazy dog.</p>"
     assert page_simhash(page) == 0xF2460CE82E0E0155
+    # version 3: the parser's text, where tags without whitespace between them join words
+    joined = "<p>The quick <b>brown</b> fox</p><p>jumps<script>x=1</script></p><p>over</p>"
+    assert visible_text(joined) == "The quick brown foxjumpsover"
+    assert page_simhash(joined) == 0xB02699298A10440D
 
 
 def test_fingerprints_of_another_version_stay_apart_in_a_crawl(tmp_path):

@@ -6,7 +6,7 @@ classifies the response (:func:`~batchcrawl.fetch.outcome.classify`), types and 
 fields (:func:`~batchcrawl.fetch.fields.response_fields`: ``X-Robots-Tag``, validators, ``Link``
 canonical, ``Retry-After``; a malformed value NULL, named in ``header_errors``), parses HTML
 (:func:`~batchcrawl.fetch.parse.parse_page`), fingerprints the text
-(:func:`~batchcrawl.fetch.simhash.page_simhash`), checks exact and near duplicates
+(:func:`~batchcrawl.fetch.simhash.text_simhash` of the parse's visible text), checks exact and near duplicates
 (:class:`~batchcrawl.fetch.dedup.ShardDedup`) and archives the fetch (a WARC ``response``, or a
 ``revisit`` of the first capture of the same payload, plus the outlinks' ``metadata`` record).
 
@@ -30,7 +30,7 @@ from batchcrawl.fetch.fields import response_fields
 from batchcrawl.fetch.outcome import classify, location_target
 from batchcrawl.fetch.parse import parse_page
 from batchcrawl.fetch.simhash import VERSION as SIMHASH_VERSION
-from batchcrawl.fetch.simhash import page_simhash
+from batchcrawl.fetch.simhash import text_simhash
 from batchcrawl.fetch.warc import WarcLocation, WarcWriter, payload_digest, warc_date
 from batchcrawl.records import FetchItem, FetchResult, Outcome
 
@@ -201,7 +201,14 @@ class PageProcessor:
                 rec.found.append((target, "redirect", False))
         elif outcome in (Outcome.OK, Outcome.TRUNCATED):
             t0 = time.thread_time()
-            page = parse_page(result.body, item.url, ctype, robots_agent=agent, anchor_text=False)
+            page = parse_page(
+                result.body,
+                item.url,
+                ctype,
+                robots_agent=agent,
+                anchor_text=False,
+                visible_text=True,
+            )
             rec.counts["cpu_parse_s"] = time.thread_time() - t0
             row["content_charset"] = page.charset
             row["robots_noindex"] = page.robots_noindex or directives.noindex
@@ -210,8 +217,8 @@ class PageProcessor:
             rec.found.extend(
                 (link.url, link.tag, link.nofollow or directives.nofollow) for link in page.links
             )
-            if page.is_html and page.text is not None:  # is_html: the text is there
-                row["simhash"] = page_simhash(page.text)
+            if page.visible_text is not None:  # HTML that parsed
+                row["simhash"] = text_simhash(page.visible_text)
                 row["simhash_version"] = SIMHASH_VERSION
                 rec.counts["cpu_simhash_s"] = time.thread_time() - t0 - rec.counts["cpu_parse_s"]
         return digest

@@ -10,37 +10,44 @@ Before shingling, every run of digits becomes ``0`` (BUbiNG's near-duplicate dig
 Boldi et al. 2016 §4.4): pages that differ only in dates, counters or session numbers -- calendars,
 daily digests -- get the *same* fingerprint.
 
-The visible text is taken with regular expressions (``script``, ``style``, comments and tags
-removed, entities unescaped): no second HTML parse per page. Words and digit masking are computed
-on the text's bytes (``bytes.translate``, one ``bytes.replace`` per distinct non-ASCII character
-to fold) or its code points with numpy, and every shingle is hashed from one prefix sum over the words'
-bytes (:func:`shingle_hash` is a polynomial hash, so a shingle's hash is the difference of two
-prefixes, then finalised): :func:`page_simhash` costs about 0.35 ms for a 20 KB page (3-5 ms with one
-Python string and hash call per shingle). The tests check it against the plain definition,
-:func:`simhash` of :func:`words` with :func:`shingle_hash` per shingle. Only the first
-:data:`MAX_TEXT_CHARS` characters of the visible text count (about 10,000 words), so a 10 MB page
-costs no more than a 64 KB one; pages that differ only further on get the same fingerprint.
+The visible text is the page parser's (:attr:`batchcrawl.fetch.parse.ParsedPage.visible_text`:
+libxml2's tree without ``script``, ``style``, ``noscript`` and ``template``, serialized as UTF-8
+text by libxml2 itself), so a fetched page is parsed once for its links and its fingerprint.
+Words and digit masking are computed on the text's UTF-8 bytes (``bytes.translate``, one
+``bytes.replace`` per distinct non-ASCII character to fold) or its code points with numpy, and
+every shingle is hashed from one prefix sum over the words' bytes (:func:`shingle_hash` is a
+polynomial hash, so a shingle's hash is the difference of two prefixes, then finalised):
+:func:`text_simhash` costs about 0.2 ms for the text of a 20 KB page (3-5 ms with one Python string
+and hash call per shingle). The tests check it against the plain definition, :func:`simhash` of
+:func:`words` with :func:`shingle_hash` per shingle. Only the first :data:`MAX_TEXT_BYTES` bytes of
+the visible text count (about 10,000 words), so a 10 MB page costs no more than a 64 KB one; pages
+that differ only further on get the same fingerprint.
 
 The definition is versioned (:data:`VERSION`, stored in ``fetched.simhash_version``): version 1
-hashed each shingle with MurmurHash3; fingerprints of different versions must not be compared.
+hashed each shingle with MurmurHash3; version 2 read the first 65,536 characters of a visible text
+taken with regular expressions (every tag a space); fingerprints of different versions must not
+be compared.
 """
 
 from __future__ import annotations
 
-import html
 import re
 
 import numpy as np
 
+from batchcrawl.fetch.parse import visible_text
+
 #: Words per shingle (MRS §19.6 uses 4; 3 keeps short pages meaningful).
 SHINGLE = 3
 #: Version of the fingerprint definition, stored beside each fingerprint (``fetched.
-#: simhash_version``). 1: MurmurHash3 of each shingle's bytes; 2: :func:`shingle_hash`.
-#: Fingerprints of different versions are not comparable.
-VERSION = 2
-#: Characters of visible text a page's fingerprint reads (the first ones): bounds the time and the
-#: numpy arrays of one page (about 40 bytes per character) whatever the body size (version 2).
-MAX_TEXT_CHARS = 1 << 16
+#: simhash_version``). 1: MurmurHash3 of each shingle's bytes; 2: :func:`shingle_hash` of the
+#: words of a visible text taken by regular expressions; 3: of the parser's visible text
+#: (:func:`text_simhash`). Fingerprints of different versions are not comparable.
+VERSION = 3
+#: Bytes of UTF-8 visible text a page's fingerprint reads (the first ones, cut back to a whole
+#: character): bounds the time and the numpy arrays of one page (about 40 bytes per byte of
+#: text) whatever the body size (version 3).
+MAX_TEXT_BYTES = 1 << 16
 #: Multiplier of the polynomial shingle hash (odd, so invertible mod 2**64): 2**64 / golden ratio.
 PRIME = 0x9E3779B97F4A7C15
 _MASK64 = (1 << 64) - 1
@@ -48,10 +55,6 @@ _INV_PRIME = pow(PRIME, -1, 1 << 64)
 _S33 = np.uint64(33)
 _F1 = np.uint64(0xFF51AFD7ED558CCD)  # fmix64's multipliers
 _F2 = np.uint64(0xC4CEB9FE1A85EC53)
-_INVISIBLE = re.compile(
-    r"<(script|style|noscript|template)\b.*?</\1\s*>|<!--.*?-->", re.IGNORECASE | re.DOTALL
-)
-_TAG = re.compile(r"<[^>]*>")
 _DIGITS = re.compile(r"\d+")
 _WORD = re.compile(r"\w+")
 _BITS = np.uint64(1) << np.arange(64, dtype=np.uint64)
@@ -69,12 +72,6 @@ _ASCII_FOLD = bytes(
     for c in range(256)
 )
 _POWERS_CACHED = 1 << 16  # bytes of words per page up to which the power tables are kept
-
-
-def visible_text(markup: str) -> str:
-    """The text a reader sees in ``markup`` (HTML as ``str``): tags, scripts, styles and comments
-    removed, character references unescaped."""
-    return html.unescape(_TAG.sub(" ", _INVISIBLE.sub(" ", markup)))
 
 
 def words(text: str) -> list[str]:
@@ -177,16 +174,17 @@ def _shingle_simhash(buf: bytes, starts: np.ndarray, ends: np.ndarray, k: int) -
     return int((_BITS * (2 * ones > len(hashes))).sum(dtype=np.uint64))
 
 
-def _word_spans(text: str) -> tuple[bytes, np.ndarray, np.ndarray]:
-    """:func:`words` of ``text`` joined by single spaces (UTF-8) and each word's byte span, without
-    one Python string per word: ASCII text by one ``bytes.translate``; other text by that and one
+def _word_spans(data: bytes) -> tuple[bytes, np.ndarray, np.ndarray]:
+    """:func:`words` of ``data`` (UTF-8 text) joined by single spaces (UTF-8) and each word's byte
+    span, without one Python string per word: ASCII text by one ``bytes.translate``; other text by
+    that and one
     ``bytes.replace`` per distinct non-ASCII character to fold (:func:`_sparse_word_spans`: 2-3x
     faster than numpy on the code points on the Python documentation's and aptitude's manuals in
     English, Japanese and Russian), or, with many of those, on its code points with numpy. All
     give the same spans (tests/test_simhash.py)."""
-    if text.isascii():
-        return _squeezed_spans(text.encode("ascii").translate(_ASCII_FOLD))
-    text = text.lower()
+    if data.isascii():
+        return _squeezed_spans(data.translate(_ASCII_FOLD))
+    text = data.decode("utf-8", "surrogatepass").lower()
     data = text.encode("utf-8", "surrogatepass")
     if len(data) <= 2 * len(text):  # not mostly 3-byte characters (CJK): see MAX_SPARSE_FOLDS
         spans = _sparse_word_spans(data)
@@ -283,13 +281,31 @@ def _squeezed_spans(folded: bytes) -> tuple[bytes, np.ndarray, np.ndarray]:
     return joined, starts, ends
 
 
-def page_simhash(markup: str, k: int = SHINGLE) -> int:
-    """:func:`simhash` of the digit-masked words of the first :data:`MAX_TEXT_CHARS` characters of
-    the visible text of an HTML page (``str``):
-    ``simhash(words(visible_text(markup)[:MAX_TEXT_CHARS]), k)``, computed with numpy (module
-    docstring)."""
-    joined, starts, ends = _word_spans(visible_text(markup)[:MAX_TEXT_CHARS])
+def text_simhash(text: bytes, k: int = SHINGLE) -> int:
+    """The fingerprint of a page whose visible text is ``text`` (UTF-8, as
+    :attr:`~batchcrawl.fetch.parse.ParsedPage.visible_text` gives it): :func:`simhash` of the
+    digit-masked words of its first :data:`MAX_TEXT_BYTES` bytes (cut back to a whole character),
+    ``simhash(words(head(text)), k)``, computed with numpy (module docstring)."""
+    joined, starts, ends = _word_spans(text_head(text))
     return _shingle_simhash(joined, starts, ends, k)
+
+
+def text_head(text: bytes) -> bytes:
+    """The first :data:`MAX_TEXT_BYTES` bytes of UTF-8 ``text``, without a cut character at the
+    end (UTF-8 continuation bytes are ``10xxxxxx``, RFC 3629 §3)."""
+    if len(text) <= MAX_TEXT_BYTES:
+        return text
+    end = MAX_TEXT_BYTES
+    while end > 0 and text[end] & 0xC0 == 0x80:
+        end -= 1
+    return text[:end]
+
+
+def page_simhash(markup: str, k: int = SHINGLE) -> int:
+    """:func:`text_simhash` of the visible text of an HTML page given as ``str`` (parsed here:
+    :func:`~batchcrawl.fetch.parse.visible_text`). The fetch worker does not call it: its parse
+    already gives the visible text."""
+    return text_simhash(visible_text(markup).encode("utf-8", "surrogatepass"), k)
 
 
 _POW = _power_table(PRIME, _POWERS_CACHED)
