@@ -23,6 +23,7 @@ FLAGS = (
     "--no-sandbox",
     "--disable-gpu",
     "--disable-quic",
+    "--no-proxy-server",
     "--no-first-run",
     "--disable-background-networking",
     "--disable-component-update",

@@ -11,6 +11,7 @@ import resource
 import subprocess
 import sys
 
+import dask
 import pyarrow as pa
 import pytest
 
@@ -27,8 +28,20 @@ def _allocators() -> tuple[str | None, ...]:
 
 def _profiling(dask_worker=None) -> bool:
     """Whether this worker runs Dask's statistical profiler (off in the embedded cluster:
-    ``round.EMBEDDED_WORKER_CONFIG``)."""
+    ``cluster.EMBEDDED_WORKER_CONFIG``)."""
     return "profile" in dask_worker.periodic_callbacks
+
+
+def _monitor_periods_ms(server) -> tuple[float, float]:
+    """A Dask server's system monitor and memory monitor periods, ms (``cluster.
+    EMBEDDED_CLUSTER_CONFIG``); 0 for a monitor it does not run."""
+    callbacks = server.periodic_callbacks
+    memory = callbacks.get("memory_monitor")
+    return (callbacks["monitor"].callback_time, memory.callback_time if memory else 0)
+
+
+def _worker_monitors(dask_worker=None) -> tuple[float, float]:
+    return _monitor_periods_ms(dask_worker)
 
 
 @pytest.mark.parametrize("pool", ["system", "mimalloc"])  # in turn: the first must not decide
@@ -45,11 +58,18 @@ def test_workers_start_with_the_configured_allocators_and_keep_them_after_a_rest
             assert set(client.run(_allocators).values()) == want
             assert pa.default_memory_pool().backend_name == pool  # the driver too
             assert set(client.run(_profiling).values()) == {False}
+            # the monitors' periods: Dask's defaults are 500 and 100 ms
+            assert set(client.run(_worker_monitors).values()) == {(2000, 1000)}
+            assert _monitor_periods_ms(client.cluster.scheduler)[0] == 2000
+            nannies = client.cluster.workers.values()
+            assert {_monitor_periods_ms(n) for n in nannies} == {(2000, 1000)}
             client.restart()  # the nanny starts a new worker process
             assert set(client.run(_allocators).values()) == want
             assert set(client.run(_profiling).values()) == {False}
+            assert set(client.run(_worker_monitors).values()) == {(2000, 1000)}
             names = list(procmem.worker_environ(cfg.round))
             assert procmem.mismatches(client.run(procmem.worker_variables, names), cfg.round) == {}
+        assert dask.config.get("distributed.admin.system-monitor.interval") == "500ms"  # restored
     finally:
         pa.set_memory_pool(before)
     # the restart's nanny wrote the workers' variables into os.environ: given back on close

@@ -238,6 +238,19 @@ def _quiet_distributed() -> None:
 #: D = 0 (its main thread 3.8 -> 3.3 s; docs/benchmarks.md, "Session 9"). An existing cluster
 #: keeps its own.
 EMBEDDED_WORKER_CONFIG = {"worker": {"profile": {"enabled": False}}}
+#: Dask settings of every server of the embedded cluster (its scheduler and nannies in this
+#: process, its workers), set while it starts: each reads them once, when it is made. Dask's
+#: system monitor (``psutil`` reads of the process's memory, CPU, file descriptors and disk
+#: counters) runs every 2 s instead of 0.5 s, and the memory monitor of each nanny (the
+#: ``terminate`` fraction) and worker (``pause``) every 1 s instead of 0.1 s: both wake an event
+#: loop that then contends for the GIL with the fetch threads. Two pairs of
+#: ``scripts/bench_peers.py --crawlers batchcrawl --seconds 60`` runs: 3.33 -> 3.04 and 3.33 ->
+#: 3.16 ms of the tree's CPU per page (docs/benchmarks.md, "Issue 33, 2026-12-06"). A crawl's
+#: memory grows with its fetch lists and spills, not in bursts a second would miss.
+EMBEDDED_CLUSTER_CONFIG = {
+    "distributed.admin.system-monitor.interval": "2s",
+    "distributed.worker.memory.monitor-interval": "1s",
+}
 
 
 def _embedded_worker_config() -> dict[str, Any]:
@@ -259,13 +272,16 @@ def _embedded_worker_config() -> dict[str, Any]:
 def _local_cluster(cfg: Config) -> Any:
     """The embedded ``LocalCluster``: ``round.workers`` processes, everything on 127.0.0.1, with
     the allocator settings (``round.malloc_*``, ``round.arrow_pool``) in them and in this process
-    (:mod:`batchcrawl.procmem`), and :data:`EMBEDDED_WORKER_CONFIG` in the workers."""
+    (:mod:`batchcrawl.procmem`), :data:`EMBEDDED_CLUSTER_CONFIG` in all its servers and
+    :data:`EMBEDDED_WORKER_CONFIG` in the workers."""
+    import dask
     from distributed import LocalCluster
 
     _quiet_worker_restarts()
     procmem.apply_here(cfg.round)
-    with procmem.spawn_environ(cfg.round):
-        # each Nanny reads the environment here, once: a restarted worker gets it too
+    with procmem.spawn_environ(cfg.round), dask.config.set(EMBEDDED_CLUSTER_CONFIG):
+        # each Nanny reads the environment and its settings here, once: a restarted worker
+        # gets them too
         return LocalCluster(
             n_workers=cfg.round.workers,
             threads_per_worker=cfg.round.threads_per_worker,
