@@ -32,17 +32,19 @@ from batchcrawl.store import schemas
 pytestmark = pytest.mark.timeout(300)
 
 
-def _state() -> tuple[bool, bool, dict[str, bytes]]:
-    """In a worker: DuckDB loaded?, schemas installed?, the schemas it uses (IPC bytes)."""
+def _state() -> tuple[bool, bool, dict[str, bytes], bool]:
+    """In a worker: DuckDB loaded?, schemas installed?, the schemas it uses (IPC bytes),
+    ``pyarrow.dataset`` loaded (15 MB a process; ``crawldir.read_parquet`` says why not)?"""
     import batchcrawl.fetch.worker  # noqa: F401  (what a shard actor imports)
     import batchcrawl.frontier.generate  # noqa: F401
     from batchcrawl.store import schemas as worker_schemas
 
     used = {t: worker_schemas.schema(t).serialize().to_pybytes() for t in worker_schemas.TABLES}
-    return "duckdb" in sys.modules, worker_schemas._installed is not None, used
+    loaded = "duckdb" in sys.modules, worker_schemas._installed is not None, used
+    return (*loaded, "pyarrow.dataset" in sys.modules)
 
 
-def test_workers_get_the_drivers_schemas_and_never_load_duckdb(tmp_path):
+def test_workers_get_the_drivers_schemas_and_never_load_duckdb_or_arrow_datasets(tmp_path):
     cfg = round_config(round={"workers": 2}, fetch={"shards": 2})
     want = {t: schemas.schema(t).serialize().to_pybytes() for t in schemas.TABLES}
     with serve(sample_web()) as web, dask_client(cfg) as client:
@@ -57,10 +59,11 @@ def test_workers_get_the_drivers_schemas_and_never_load_duckdb(tmp_path):
         states += list(client.run(_state).values())
     assert all(s["attempts"] > 0 for s in summaries)
     assert len(states) == 4
-    for duckdb_loaded, installed, used in states:
+    for duckdb_loaded, installed, used, dataset_loaded in states:
         assert not duckdb_loaded
         assert installed
         assert used == want
+        assert not dataset_loaded  # the frontier's reads and the round's tasks do without it
 
 
 def test_install_refuses_schemas_of_another_ddl(monkeypatch):

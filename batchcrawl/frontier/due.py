@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 
 from batchcrawl.records import UrlStatus
 from batchcrawl.store import schemas
-from batchcrawl.store.crawldir import CrawlDir, FileEntry, reading
+from batchcrawl.store.crawldir import CrawlDir, FileEntry, read_parquet, reading
 
 KEY = "url_key"
 TIME = "next_fetch_time"
@@ -116,7 +116,7 @@ def due_in(
     cut = pa.scalar(now_ms, pa.timestamp("ms"))
     if entry.due is None:
         with reading(crawl.fs, crawl.path(entry.path)) as fh:
-            t = index_rows(pq.read_table(fh, columns=SELECT_COLUMNS, use_threads=threads))
+            t = index_rows(read_parquet(fh, SELECT_COLUMNS, threads=threads))
         t = t if columns is None else t.select(columns)
     else:
         with reading(crawl.fs, crawl.path(entry.due)) as fh:
@@ -147,7 +147,7 @@ def _ms(value: int | datetime) -> int:
 
 def _keys(crawl: CrawlDir, entry: FileEntry) -> np.ndarray:
     with reading(crawl.fs, crawl.path(entry.path)) as fh:
-        return np.asarray(pq.read_table(fh, columns=[KEY]).column(KEY).to_numpy(), np.uint64)
+        return np.asarray(read_parquet(fh, [KEY]).column(KEY).to_numpy(), np.uint64)
 
 
 def due_rows(crawl: CrawlDir, files: list[FileEntry], now_ms: int) -> pa.Table:

@@ -34,7 +34,7 @@ from batchcrawl.config import Config
 from batchcrawl.errors import CrawlDirError
 from batchcrawl.frontier import due
 from batchcrawl.store import paths, schemas
-from batchcrawl.store.crawldir import CrawlDir, FileEntry, Manifest, reading
+from batchcrawl.store.crawldir import CrawlDir, FileEntry, Manifest, read_parquet, reading
 
 KEY = "url_key"
 #: ``mapper(fn, items) -> list``: runs one task per item (threads here, Dask in a round).
@@ -169,9 +169,7 @@ def read_file(
     thread pools and pre-buffering: for a process that exits right after its reads
     (:mod:`batchcrawl.engine.duecheck` says why)."""
     with reading(crawl.fs, crawl.path(entry.path)) as fh:
-        if threads:
-            return pq.read_table(fh, columns=columns)
-        return pq.ParquetFile(fh, pre_buffer=False).read(columns=columns, use_threads=False)
+        return read_parquet(fh, columns, threads=threads)
 
 
 def newest_wins(tables: list[pa.Table]) -> pa.Table:

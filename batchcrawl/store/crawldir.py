@@ -752,6 +752,18 @@ def reading(fs: Any, path: str) -> Iterator[IO[bytes]]:
         ) from None
 
 
+def read_parquet(fh: IO[bytes], columns: list[str] | None, *, threads: bool = True) -> pa.Table:
+    """``columns`` (None: all) of the one Parquet file open as ``fh``, read by ``pq.ParquetFile``.
+
+    Not ``pq.read_table``: for a single file it builds a ``ParquetDataset``, which imports
+    ``pyarrow.dataset`` (15 MB of RSS in every process that reads, each fetch worker among them,
+    docs/benchmarks.md "Issue 33, 2026-12-06"). ``threads`` (Arrow's thread pools and coalesced
+    pre-buffered reads, as ``read_table`` has them) False: see :mod:`batchcrawl.engine.duecheck`.
+    A missing column raises pyarrow's error, as ``read_table`` does.
+    """
+    return pq.ParquetFile(fh, pre_buffer=threads).read(columns=columns, use_threads=threads)
+
+
 def read_columns(
     table: str, pf: pq.ParquetFile, columns: list[str] | None, row_groups: list[int] | None = None
 ) -> pa.Table:
