@@ -29,6 +29,7 @@ from batchcrawl.urls import (
     _canonical_from_href,
     bucket_of,
     canonicalize,
+    canonicalize_serialized,
     domain_of,
     host_of,
     parse_url_parts,
@@ -109,6 +110,70 @@ def _ada(url: str, base: str | None) -> str | None:
         return ada_url.join_url(base, url) if base is not None else ada_url.normalize_url(url)
     except ValueError:
         return None
+
+
+def _serialized_or_none(href: str) -> str | None:
+    try:
+        return canonicalize_serialized(href)
+    except InvalidURL:
+        return None
+
+
+#: Pieces of references: dot segments, escapes (good, bad, of unreserved characters, lower-case),
+#: userinfo, ports (default and not), trailing dots, IP literals, fragments, spaces, non-ASCII.
+_PIECES = st.sampled_from(
+    ["a", "B", "/", "//", ".", "..", "./", "../", "?", "#", "&", "=", "%41", "%7e", "%2F", "%zz",
+     "%", " ", "\t", "~", "é", "日", "@", "user:pw@", ":80", ":8080", ":443", "h.test", "H.TEST.",
+     "127.0.0.1", "0x7f.1", "[::1]", "http://", "https://", "HTTP://x.test", "mailto:a", "|", "{",
+     "^", "`", '"', "<", ";"]
+)  # fmt: skip
+_BASES = st.sampled_from(
+    ["http://h.test/a/b/c.html", "https://user@H.Test:443/dir/?q=1#f", "http://127.0.0.1:8000/",
+     "http://xn--nxasmq6b.test./p%7e/", "http://[::1]/a?b"]
+)  # fmt: skip
+
+
+@settings(max_examples=2000, deadline=None)
+@given(_BASES, st.lists(_PIECES, max_size=12).map("".join))
+def test_a_serialized_href_canonicalizes_without_a_second_parse(base, ref):
+    """For every href the WHATWG parser serializes (the page parser's resolved links), the
+    string-only path gives canonicalize's result, or refuses it too."""
+    href = _ada(ref, base)
+    assume(href is not None)
+    assert _serialized_or_none(href) == _canon_or_none(href)
+    canonical = _canon_or_none(href)
+    if canonical is not None:  # a canonical URL is serialized too (redirect targets)
+        assert canonicalize_serialized(canonical) == canonical
+
+
+def test_serialized_hrefs_of_the_whatwg_tests_canonicalize_without_a_second_parse(capsys):
+    """Every href ada-url makes of the WHATWG URL tests' inputs: canonicalize_serialized agrees
+    with canonicalize (both refuse a non-http(s) URL or a host of dots)."""
+    cases = [c for c in _load(WHATWG / "urltestdata.json") if isinstance(c, dict)]
+    counts: Counter = Counter()
+    failures = []
+    for c in cases:
+        href = _ada(c["input"], c.get("base"))
+        if href is None:
+            counts["skip: ada-url refuses the input"] += 1
+            continue
+        want = _canon_or_none(href)
+        if _serialized_or_none(href) == want:
+            counts[f"SAME {'canonical' if want is not None else 'refused'}: pass"] += 1
+        else:
+            failures.append((href, want, _serialized_or_none(href)))
+    counts["FAIL"] = len(failures)
+    _report(capsys, f"serialized hrefs of WHATWG urltestdata.json, {len(cases)} cases", counts)
+    assert not failures, failures[:10]
+    assert counts["SAME canonical: pass"] > 100
+
+
+def test_a_url_as_written_needs_the_full_canonicalization():
+    """The string-only path is for serialized hrefs only: a URL as written keeps what the parse
+    would have removed (the reason sitemap locations take canonicalize)."""
+    written = "http://H.test:80/a/../b"
+    assert canonicalize(written) == "http://h.test/b"
+    assert canonicalize_serialized(written) != canonicalize(written)
 
 
 # --- WHATWG URL tests --------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from datetime import UTC
 
+import ada_url
 import fsspec
 import pytest
 from fsspec.implementations.dirfs import DirFileSystem
@@ -395,10 +396,17 @@ def _direct(raw: str) -> tuple[int, str, str, str] | None:
 )  # fmt: skip
 def test_bounded_canonical_memo_answers_as_canonicalize_and_stays_in_its_bound(size, raws):
     """``fetch.canonical_memo_size``: however small the memo and whatever was evicted, every
-    outlink gets the key, URL, host and domain that canonicalizing it directly gives."""
+    outlink gets the key, URL, host and domain that canonicalizing it directly gives: a URL as
+    written (``serialized=False``, a sitemap's) and its WHATWG serialization (the parser's)."""
     memo = CanonicalMemo(size)
     for raw in raws:
-        assert memo.canonical(raw) == _direct(raw)
+        assert memo.canonical(raw, serialized=False) == _direct(raw)
+        assert len(memo) <= size
+        try:
+            href = ada_url.normalize_url(raw)
+        except ValueError:
+            continue
+        assert memo.canonical(href) == _direct(raw)
         assert len(memo) <= size
     if size < 2:
         assert len(memo) == 0

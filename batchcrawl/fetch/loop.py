@@ -542,7 +542,7 @@ class FetchLoop:
         host = host_of(job.url)
         src = FetchItem(url_key(job.url), job.url, host, domain_of(host), depth=0)
         memo = self.sink.memo.canonical
-        hits = [(hit, e.lastmod) for e in sm.urls if (hit := memo(e.loc)) is not None]
+        hits = [(hit, e.lastmod) for e in sm.urls if (hit := memo(e.loc, False)) is not None]
         found = [(hit, lm) for hit, lm in hits if job.may_list(hit[1])]  # sitemaps.org location
         with self.lock:
             seen = self.sink.url_cache.seen

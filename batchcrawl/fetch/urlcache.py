@@ -9,7 +9,7 @@ from collections.abc import Callable, Sized
 from typing import Generic, TypeVar
 
 from batchcrawl.errors import InvalidURL
-from batchcrawl.urls import canonicalize, domain_of, host_of, url_key
+from batchcrawl.urls import canonicalize, canonicalize_serialized, domain_of, host_of, url_key
 
 #: ``(url_key, canonical URL, host, pay-level domain)`` of one outlink
 CanonicalHit = tuple[int, str, str, str]
@@ -72,8 +72,11 @@ class KeyCache(TwoGenerations[set[int]]):
 
 
 class CanonicalMemo(TwoGenerations[dict[str, CanonicalHit | None]]):
-    """Memo of :func:`~batchcrawl.urls.canonicalize` for raw absolute outlink URLs: raw string ->
-    ``(url_key, canonical URL, host, domain)``, or None when the URL is invalid.
+    """Memo of :func:`~batchcrawl.urls.canonicalize` for absolute outlink URLs: raw string ->
+    ``(url_key, canonical URL, host, domain)``, or None when the URL is invalid. Outlinks as the
+    page parser resolved them (WHATWG-serialized) and redirect targets (canonical) skip the
+    second parse (:func:`~batchcrawl.urls.canonicalize_serialized`); a sitemap's ``<loc>``
+    values, resolved by ``urljoin``, do not.
 
     A page's menu links repeat on every page of its host, so most outlinks were canonicalized
     moments ago; a dict lookup replaces the WHATWG parse, the percent-encoding pass, the hash and
@@ -88,9 +91,10 @@ class CanonicalMemo(TwoGenerations[dict[str, CanonicalHit | None]]):
     def __init__(self, size: int) -> None:
         super().__init__(size, dict)
 
-    def canonical(self, raw: str) -> CanonicalHit | None:
+    def canonical(self, raw: str, serialized: bool = True) -> CanonicalHit | None:
         """``(url_key(c), c, host_of(c), domain_of(host_of(c)))`` with ``c = canonicalize(raw)``,
-        or None if ``raw`` is invalid."""
+        or None if ``raw`` is invalid. ``serialized``: ``raw`` is a WHATWG serialization (the
+        parser's resolved links, canonical URLs); False for any other absolute URL."""
         try:
             return self._new[raw]  # the common case: one lookup
         except KeyError:
@@ -98,16 +102,16 @@ class CanonicalMemo(TwoGenerations[dict[str, CanonicalHit | None]]):
         try:
             hit = self._old[raw]
         except KeyError:
-            hit = _canonical_hit(raw)
+            hit = _canonical_hit(raw, serialized)
         current = self._current()
         if current is not None:
             current[raw] = hit
         return hit
 
 
-def _canonical_hit(raw: str) -> CanonicalHit | None:
+def _canonical_hit(raw: str, serialized: bool) -> CanonicalHit | None:
     try:
-        url = canonicalize(raw)
+        url = canonicalize_serialized(raw) if serialized else canonicalize(raw)
         host = sys.intern(host_of(url))  # one string per host for all its entries
         return (url_key(url), url, host, domain_of(host))
     except InvalidURL:
