@@ -137,7 +137,7 @@ def canonicalize(url: str, base: str | None = None) -> str:
     regex match and one ada-url parse (about 2-3 µs).
     """
     if base is None:
-        if _FAST_SHAPE.fullmatch(url) and ("%" not in url or _BAD_ESCAPE.search(url) is None):
+        if _canonical_shape(url):
             try:
                 if ada_url.normalize_url(url) == url:
                     return url
@@ -181,9 +181,13 @@ def canonicalize_serialized(href: str) -> str:
     InvalidURL
         ``href`` is not http(s) or has no host.
     """
-    if _FAST_SHAPE.fullmatch(href) and ("%" not in href or _BAD_ESCAPE.search(href) is None):
-        return href
-    return _canonical_from_href(href, href)
+    return href if _canonical_shape(href) else _canonical_from_href(href, href)
+
+
+def _canonical_shape(url: str) -> bool:
+    """Whether ``url`` has the shape of a canonical URL (lower-case host, no fragment or userinfo,
+    only canonical escapes): canonical as it is if it is also a WHATWG serialization."""
+    return bool(_FAST_SHAPE.fullmatch(url)) and ("%" not in url or _BAD_ESCAPE.search(url) is None)
 
 
 def _refuse_without_scheme(url: str) -> None:

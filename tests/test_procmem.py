@@ -28,7 +28,7 @@ def _allocators() -> tuple[str | None, ...]:
 
 def _profiling(dask_worker=None) -> bool:
     """Whether this worker runs Dask's statistical profiler (off in the embedded cluster:
-    ``cluster.EMBEDDED_WORKER_CONFIG``)."""
+    ``cluster.EMBEDDED_CLUSTER_CONFIG``)."""
     return "profile" in dask_worker.periodic_callbacks
 
 

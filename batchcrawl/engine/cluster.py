@@ -232,22 +232,24 @@ def _quiet_distributed() -> None:
     silence_distributed()
 
 
-#: Dask settings of the embedded cluster's workers, over this process's: no statistical profiler.
-#: It feeds the dashboard, which the embedded cluster does not serve, and it costs every worker's
-#: event loop a walk of every thread's stack each 10 ms: 0.6 s of CPU per worker per 100 s at
-#: D = 0 (its main thread 3.8 -> 3.3 s; docs/benchmarks.md, "Session 9"). An existing cluster
-#: keeps its own.
-EMBEDDED_WORKER_CONFIG = {"worker": {"profile": {"enabled": False}}}
-#: Dask settings of every server of the embedded cluster (its scheduler and nannies in this
-#: process, its workers), set while it starts: each reads them once, when it is made. Dask's
-#: system monitor (``psutil`` reads of the process's memory, CPU, file descriptors and disk
-#: counters) runs every 2 s instead of 0.5 s, and the memory monitor of each nanny (the
-#: ``terminate`` fraction) and worker (``pause``) every 1 s instead of 0.1 s: both wake an event
-#: loop that then contends for the GIL with the fetch threads. Two pairs of
-#: ``scripts/bench_peers.py --crawlers batchcrawl --seconds 60`` runs: 3.33 -> 3.04 and 3.33 ->
-#: 3.16 ms of the tree's CPU per page (docs/benchmarks.md, "Issue 33, 2026-12-06"). A crawl's
-#: memory grows with its fetch lists and spills, not in bursts a second would miss.
+#: Dask settings of the embedded cluster, set in this process while it starts: its scheduler and
+#: nannies (here) read them once, when they are made, and each nanny hands them to the worker
+#: processes it starts and restarts (:func:`_embedded_worker_config`). An existing cluster keeps
+#: its own.
+#:
+#: * No statistical profiler in the workers: it feeds the dashboard, which the embedded cluster
+#:   does not serve, and costs every worker's event loop a walk of every thread's stack each
+#:   10 ms: 0.6 s of CPU per worker per 100 s at D = 0 (its main thread 3.8 -> 3.3 s;
+#:   docs/benchmarks.md, "Session 9").
+#: * Dask's system monitor (``psutil`` reads of the process's memory, CPU, file descriptors and
+#:   disk counters) every 2 s instead of 0.5 s, and the memory monitor of each nanny (the
+#:   ``terminate`` fraction) and worker (``pause``) every 1 s instead of 0.1 s: both wake an event
+#:   loop that then contends for the GIL with the fetch threads. Two pairs of
+#:   ``scripts/bench_peers.py --crawlers batchcrawl --seconds 60`` runs: 3.33 -> 3.04 and 3.33 ->
+#:   3.16 ms of the tree's CPU per page (docs/benchmarks.md, "Issue 33, 2026-12-06"). A crawl's
+#:   memory grows with its fetch lists and spills, not in bursts a second would miss.
 EMBEDDED_CLUSTER_CONFIG = {
+    "distributed.worker.profile.enabled": False,
     "distributed.admin.system-monitor.interval": "2s",
     "distributed.worker.memory.monitor-interval": "1s",
 }
@@ -255,25 +257,21 @@ EMBEDDED_CLUSTER_CONFIG = {
 
 def _embedded_worker_config() -> dict[str, Any]:
     """The ``config`` each Nanny of the embedded cluster gives the worker processes it starts and
-    restarts: this process's ``distributed`` settings (a copy) with :data:`EMBEDDED_WORKER_CONFIG`
-    over them. A Nanny merges its ``config`` over the global one key by key at the top level only,
-    and keeps it for restarts, so the whole ``distributed`` section is passed."""
+    restarts: this process's ``distributed`` settings (a copy, taken while
+    :data:`EMBEDDED_CLUSTER_CONFIG` is set). A Nanny merges its ``config`` over the global one key
+    by key at the top level only, and keeps it for restarts, so the whole ``distributed`` section
+    is passed."""
     import copy
 
     import dask
 
-    return {
-        "distributed": dask.config.update(
-            copy.deepcopy(dask.config.get("distributed")), copy.deepcopy(EMBEDDED_WORKER_CONFIG)
-        )
-    }
+    return {"distributed": copy.deepcopy(dask.config.get("distributed"))}
 
 
 def _local_cluster(cfg: Config) -> Any:
     """The embedded ``LocalCluster``: ``round.workers`` processes, everything on 127.0.0.1, with
     the allocator settings (``round.malloc_*``, ``round.arrow_pool``) in them and in this process
-    (:mod:`batchcrawl.procmem`), :data:`EMBEDDED_CLUSTER_CONFIG` in all its servers and
-    :data:`EMBEDDED_WORKER_CONFIG` in the workers."""
+    (:mod:`batchcrawl.procmem`), and :data:`EMBEDDED_CLUSTER_CONFIG` in all its servers."""
     import dask
     from distributed import LocalCluster
 

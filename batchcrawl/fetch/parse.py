@@ -256,6 +256,8 @@ def _to_utf8(body: bytes, charset: str, bom_len: int) -> bytes:
     """The body as valid UTF-8 for libxml2 (which is told the encoding, so it never guesses):
     invalid sequences replaced by U+FFFD."""
     if charset == "utf-8" and bom_len == 0:
+        if body.isascii():  # valid UTF-8 without building a string to throw away
+            return body
         try:
             body.decode("utf-8")
             return body
