@@ -44,6 +44,49 @@ def _worker_monitors(dask_worker=None) -> tuple[float, float]:
     return _monitor_periods_ms(dask_worker)
 
 
+def _low_level_log_length(dask_worker=None) -> int:
+    """How many of Dask's developer log entries this worker keeps (its stream to the scheduler's
+    recent messages, its state machine's log)."""
+    return max(dask_worker.batched_stream.recent_message_log.maxlen, dask_worker.state.log.maxlen)
+
+
+def _sent_payloads(nbytes: int) -> int:
+    """Messages this process still holds that carry a frame of at least ``nbytes`` bytes (the
+    tasks a client or scheduler sent, kept in Dask's logs of recent messages)."""
+    import gc
+
+    from distributed.protocol.serialize import Serialized
+
+    gc.collect()
+    frames = (f for o in gc.get_objects() if isinstance(o, Serialized) for f in o.frames)
+    return sum(1 for f in frames if memoryview(f).nbytes >= nbytes)
+
+
+def _rows(_, table: pa.Table) -> int:
+    return table.num_rows
+
+
+def test_the_driver_keeps_no_log_of_the_tasks_it_sent():
+    """The tasks of a long crawl (the keyset and frontier updates carry Arrow tables) are not
+    kept by the driver after they ran: Dask's streams log their last 1,000 messages, payloads
+    included, unless ``distributed.admin.low-level-log-length`` is 0 (EMBEDDED_CLUSTER_CONFIG)."""
+    import functools
+
+    import numpy as np
+
+    cfg = loopback_test_config(round={"workers": 1})
+    table = pa.table({"url_key": np.arange(50_000, dtype=np.int64)})  # 400 KB of keys
+    with dask_client(cfg) as client:
+        assert client.scheduler_comm.recent_message_log.maxlen == 0
+        assert client.cluster.scheduler.transition_log.maxlen == 0
+        for _ in range(12):
+            got = client.gather(client.map(functools.partial(_rows, table=table), range(3),
+                                           pure=False))  # fmt: skip
+            assert got == [50_000] * 3
+        assert _sent_payloads(table.nbytes) == 0
+    assert dask.config.get("distributed.admin.low-level-log-length") == 1000  # given back
+
+
 @pytest.mark.parametrize("pool", ["system", "mimalloc"])  # in turn: the first must not decide
 def test_workers_start_with_the_configured_allocators_and_keep_them_after_a_restart(pool):
     cfg = loopback_test_config(
@@ -63,10 +106,12 @@ def test_workers_start_with_the_configured_allocators_and_keep_them_after_a_rest
             assert _monitor_periods_ms(client.cluster.scheduler)[0] == 2000
             nannies = client.cluster.workers.values()
             assert {_monitor_periods_ms(n) for n in nannies} == {(2000, 1000)}
+            assert set(client.run(_low_level_log_length).values()) == {0}
             client.restart()  # the nanny starts a new worker process
             assert set(client.run(_allocators).values()) == want
             assert set(client.run(_profiling).values()) == {False}
             assert set(client.run(_worker_monitors).values()) == {(2000, 1000)}
+            assert set(client.run(_low_level_log_length).values()) == {0}
             names = list(procmem.worker_environ(cfg.round))
             assert procmem.mismatches(client.run(procmem.worker_variables, names), cfg.round) == {}
         assert dask.config.get("distributed.admin.system-monitor.interval") == "500ms"  # restored

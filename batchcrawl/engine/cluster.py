@@ -71,6 +71,7 @@ def dask_client(cfg: Config, scheduler: str | None = None) -> Iterator[Any]:
     that lack the allocator settings, :func:`procmem.warn_unless_applied`) if given, else to an
     embedded ``LocalCluster`` of ``round.workers`` processes on 127.0.0.1 (closed on exit). Its
     workers are given the table schemas (:func:`workersetup.register`)."""
+    import dask
     from distributed import Client
 
     address = scheduler or cfg.round.scheduler
@@ -101,7 +102,9 @@ def dask_client(cfg: Config, scheduler: str | None = None) -> Iterator[Any]:
                 cluster = _local_cluster(cfg)
             raise_if_stopped()
             prepared.result()  # a child process: a stop meanwhile closes the whole cluster
-            with holding_stop():  # a client is not unwound half made either
+            # a client is not unwound half made either; its stream to the scheduler keeps no
+            # log of the messages it sent (EMBEDDED_CLUSTER_CONFIG)
+            with holding_stop(), dask.config.set(EMBEDDED_CLUSTER_CONFIG):
                 client = Client(cluster)
             raise_if_stopped()
             workersetup.register(client)
@@ -248,10 +251,18 @@ def _quiet_distributed() -> None:
 #:   ``scripts/bench_peers.py --crawlers batchcrawl --seconds 60`` runs: 3.33 -> 3.04 and 3.33 ->
 #:   3.16 ms of the tree's CPU per page (docs/benchmarks.md, "Issue 33, 2026-12-06"). A crawl's
 #:   memory grows with its fetch lists and spills, not in bursts a second would miss.
+#: * No developer logs of Dask's own (``distributed.admin.low-level-log-length``: the recent
+#:   messages of every batched stream, the scheduler's transition log, the workers' stimulus and
+#:   state logs). Each kept the last 1,000 entries, a stream's messages whole when under 1 MB: the
+#:   driver held every task it had sent with its arguments (the keyset and frontier tasks carry
+#:   Arrow tables), about 900 message frames more per round on the 500-host benchmark web, until
+#:   1,000 messages per stream; in a stream, whose micro-batches send tasks every few seconds for
+#:   weeks, that bound is memory kept for nothing (docs/benchmarks.md, "Issue 33, 2026-12-06").
 EMBEDDED_CLUSTER_CONFIG = {
     "distributed.worker.profile.enabled": False,
     "distributed.admin.system-monitor.interval": "2s",
     "distributed.worker.memory.monitor-interval": "1s",
+    "distributed.admin.low-level-log-length": 0,
 }
 
 
