@@ -721,8 +721,9 @@ class DedupSection:
     update time. 20,000 covers a shard's round at ~250 pages/s for 80 s (docs/benchmarks.md)."""
     max_seen_digests: Annotated[int, Range(0, None)] = 100_000
     """Payload digests of earlier rounds each fetch worker loads for the fetch-time duplicate
-    check (about 350 bytes each in memory): the ``content`` rows with the newest first capture
-    (``fetch_time``). A duplicate of an older payload is found at update time instead (named query
+    check (held as Arrow columns, about 115 bytes each:
+    :class:`~batchcrawl.frontier.content.SeenDigests`): the ``content`` rows with the newest first
+    capture (``fetch_time``). A duplicate of an older payload is found at update time instead (named query
     ``duplicates``), as one fetched by another shard in the same round: its WARC record stays a
     response and its links are followed."""
 

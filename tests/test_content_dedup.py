@@ -3,7 +3,10 @@ ring routes to different shards, in one round and in a later one."""
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from round_helpers import hosts_on_two_shards, new_crawl, round_config, serve
 from warcio.archiveiterator import ArchiveIterator
 
@@ -118,20 +121,74 @@ def test_a_worker_loads_at_most_max_seen_digests_the_newest_first_captures(tmp_p
     from datetime import datetime, timedelta
 
     from batchcrawl.frontier.content import load_seen
+    from batchcrawl.store import schemas
     from batchcrawl.store.crawldir import CrawlDir
+    from batchcrawl.urls import hash64
 
     crawl = CrawlDir.create(str(tmp_path / "c"), "", 2)
     t0 = datetime(2026, 1, 1)
     files = []
     for f in range(3):  # digests 0..29, first captured at t0 + i seconds, spread over 3 files
-        rows = [{"digest_key": i, "digest": f"sha1:{i}", "url_key": i, "url": f"http://h.test/{i}",
-                 "round": 1, "fetch_time": t0 + timedelta(seconds=i)}
+        rows = [{"digest_key": hash64(f"sha1:{i}"), "digest": f"sha1:{i}", "url_key": i,
+                 "url": f"http://h.test/{i}", "round": 1, "fetch_time": t0 + timedelta(seconds=i)}
                 for i in range(30) if i % 3 == f]  # fmt: skip
+        table = pa.Table.from_pylist(rows, schema=schemas.schema("content"))  # uint64 keys
         files.append(
-            crawl.write_table("content", f"content/gen=1/bucket={f:03d}.parquet", rows).path
+            crawl.write_table("content", f"content/gen=1/bucket={f:03d}.parquet", table).path
         )
     assert set(load_seen(crawl, files, 100)) == {f"sha1:{i}" for i in range(30)}
     seen = load_seen(crawl, files, 7)
     assert set(seen) == {f"sha1:{i}" for i in range(23, 30)}
     assert seen["sha1:29"] == (29, "http://h.test/29", t0 + timedelta(seconds=29))
     assert load_seen(crawl, files, 0) == {}
+    assert "sha1:3" not in seen and seen.get("sha1:3") is None and seen.get(3) is None
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.dictionaries(st.text(min_size=1, max_size=12), st.integers(0, 2**63 - 1), max_size=60),
+       st.lists(st.text(max_size=12), max_size=30))  # fmt: skip
+def test_seen_digests_answers_as_the_dict_of_its_rows(rows, probes):
+    """:class:`SeenDigests` (Arrow columns, binary search on ``digest_key``) answers every lookup
+    as a ``dict`` of the same rows: present and absent digests, iteration, length."""
+    from datetime import datetime, timedelta
+
+    from batchcrawl.frontier.content import SeenDigests
+    from batchcrawl.urls import hash64
+
+    t0 = datetime(2026, 1, 1)
+    want = {
+        d: (k, f"http://h.test/{k}", t0 + timedelta(seconds=k % 10**6)) for d, k in rows.items()
+    }
+    table = pa.table({
+        "digest_key": pa.array([hash64(d) for d in want], pa.uint64()),
+        "digest": list(want), "url_key": [v[0] for v in want.values()],
+        "url": [v[1] for v in want.values()], "fetch_time": [v[2] for v in want.values()],
+    })  # fmt: skip
+    seen = SeenDigests(table)
+    assert len(seen) == len(want) and sorted(seen) == sorted(want) and seen == want
+    for d in [*want, *probes]:
+        assert seen.get(d) == want.get(d)
+        assert (d in seen) == (d in want)
+
+
+def test_seen_digests_confirms_a_key_on_the_digest():
+    """Two digests under one ``digest_key`` (a 64-bit collision, forced here): each finds its own
+    row, and a digest that only shares the key is not a duplicate."""
+    from datetime import datetime
+
+    from batchcrawl.frontier.content import SeenDigests
+    from batchcrawl.urls import hash64
+
+    key = hash64("sha1:B")
+    table = pa.table({
+        "digest_key": pa.array([key, key, hash64("sha1:C")], pa.uint64()),
+        "digest": ["sha1:A", "sha1:B", "sha1:C"], "url_key": [1, 2, 3],
+        "url": ["http://a.test/", "http://b.test/", "http://c.test/"],
+        "fetch_time": [datetime(2026, 1, d) for d in (1, 2, 3)],
+    })  # fmt: skip
+    seen = SeenDigests(table)
+    assert seen["sha1:B"] == (2, "http://b.test/", datetime(2026, 1, 2))
+    assert seen["sha1:C"][0] == 3
+    assert "sha1:A" not in seen  # stored under B's key: never found by its own
+    with pytest.raises(KeyError):
+        seen["sha1:D"]

@@ -27,8 +27,10 @@ Who learns what, when
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -39,7 +41,7 @@ from batchcrawl.frontier.keyset import KeySet, update_set
 from batchcrawl.frontier.runs import Mapper
 from batchcrawl.store import paths, schemas
 from batchcrawl.store.crawldir import CrawlDir, FileEntry, Manifest
-from batchcrawl.urls import hash64_many
+from batchcrawl.urls import hash64, hash64_many
 
 KEY = "digest_key"
 #: ``fetched`` columns a content row is made from.
@@ -180,14 +182,12 @@ def update_content(
     return ContentUpdate(done.listing, new, known, fetches - new)
 
 
-def load_seen(
-    crawl: CrawlDir, files: list[str], max_digests: int
-) -> dict[str, tuple[int, str, object]]:
-    """The committed ``content`` table (``files``: ``manifest.files("content")``) as
-    ``{digest: (url_key, url, fetch_time)}``, for the fetch workers' fetch-time check: at most
-    ``max_digests`` entries (``dedup.max_seen_digests``), those first captured last (newest
-    ``fetch_time``; ties: larger ``digest_key``), so a worker's memory does not grow with the crawl
-    (about 350 bytes an entry)."""
+def load_seen(crawl: CrawlDir, files: list[str], max_digests: int) -> SeenDigests:
+    """The committed ``content`` table (``files``: ``manifest.files("content")``) as a
+    :class:`SeenDigests` map ``{digest: (url_key, url, fetch_time)}``, for the fetch workers'
+    fetch-time check: at most ``max_digests`` entries (``dedup.max_seen_digests``), those first
+    captured last (newest ``fetch_time``; ties: larger ``digest_key``), so a worker's memory does
+    not grow with the crawl (about 130 bytes an entry)."""
     columns = [KEY, "digest", "url_key", "url", "fetch_time"]
     order = [("fetch_time", "descending"), (KEY, "descending")]
     t = crawl.read_table("content", [], columns=columns)
@@ -195,13 +195,71 @@ def load_seen(
         t = pa.concat_tables([t, crawl.read_table("content", [rel], columns=columns)])
         if t.num_rows > max_digests:
             t = t.take(pc.sort_indices(t, sort_keys=order)[:max_digests])
-    return {
-        d: (k, u, f)
-        for d, k, u, f in zip(
-            t.column("digest").to_pylist(),
-            t.column("url_key").to_pylist(),
-            t.column("url").to_pylist(),
-            t.column("fetch_time").to_pylist(),
-            strict=True,
-        )
-    }
+    return SeenDigests(t)
+
+
+class SeenDigests(Mapping[str, tuple[int, str, datetime]]):
+    """A read-only map ``{digest: (url_key, url, fetch_time)}`` of ``content`` rows kept as Arrow
+    columns sorted by ``digest_key``, looked up by binary search (``numpy.searchsorted``) on that
+    key and confirmed on the digest itself, so a key collision never makes a false duplicate.
+
+    A ``dict`` of the same rows held four Python objects and a tuple per entry, about 360 bytes:
+    36 MB in each fetch worker at the default ``dedup.max_seen_digests`` of 100,000, besides the
+    lists its construction went through. The columns take about 130 bytes an entry (two strings,
+    three 8-byte values) and no Python object until a lookup hits; a lookup costs a
+    :func:`~batchcrawl.urls.hash64` and a search, a few microseconds a page.
+
+    Parameters
+    ----------
+    table
+        ``content`` rows with the columns ``digest_key`` (uint64, :func:`hash64` of ``digest``,
+        as the table stores it), ``digest``, ``url_key``, ``url`` and ``fetch_time``; digests
+        unique. Rows whose ``digest_key`` is not their digest's hash are never found.
+    """
+
+    __slots__ = ("_keys", "_digests", "_url_keys", "_urls", "_times")
+
+    def __init__(self, table: pa.Table) -> None:
+        t = table.sort_by([(KEY, "ascending")]).combine_chunks()
+        self._keys = t.column(KEY).to_numpy().astype(np.uint64, copy=False)
+        self._digests = t.column("digest").chunk(0) if t.num_rows else pa.array([], pa.string())
+        self._url_keys = t.column("url_key").to_numpy()
+        self._urls = t.column("url").chunk(0) if t.num_rows else pa.array([], pa.string())
+        self._times = t.column("fetch_time").chunk(0) if t.num_rows else None
+
+    def _index(self, digest: object) -> int:
+        """The row of ``digest``, or -1."""
+        if not isinstance(digest, str):
+            return -1
+        keys = self._keys
+        key = np.uint64(hash64(digest))
+        i = int(np.searchsorted(keys, key))
+        while i < len(keys) and keys[i] == key:  # equal keys: compare the digests
+            if self._digests[i].as_py() == digest:
+                return i
+            i += 1
+        return -1
+
+    def _row(self, i: int) -> tuple[int, str, datetime]:
+        assert self._times is not None  # a row exists
+        return (int(self._url_keys[i]), self._urls[i].as_py(), self._times[i].as_py())
+
+    def __getitem__(self, digest: str) -> tuple[int, str, datetime]:
+        i = self._index(digest)
+        if i < 0:
+            raise KeyError(digest)
+        return self._row(i)
+
+    def get(self, digest: str, default: Any = None) -> Any:
+        """The row of ``digest``, or ``default`` (one search instead of Mapping's two)."""
+        i = self._index(digest)
+        return default if i < 0 else self._row(i)
+
+    def __contains__(self, digest: object) -> bool:
+        return self._index(digest) >= 0
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._digests.to_pylist())
+
+    def __len__(self) -> int:
+        return len(self._keys)
