@@ -187,7 +187,7 @@ def load_seen(crawl: CrawlDir, files: list[str], max_digests: int) -> SeenDigest
     :class:`SeenDigests` map ``{digest: (url_key, url, fetch_time)}``, for the fetch workers'
     fetch-time check: at most ``max_digests`` entries (``dedup.max_seen_digests``), those first
     captured last (newest ``fetch_time``; ties: larger ``digest_key``), so a worker's memory does
-    not grow with the crawl (about 130 bytes an entry)."""
+    not grow with the crawl (about 115 bytes an entry)."""
     columns = [KEY, "digest", "url_key", "url", "fetch_time"]
     order = [("fetch_time", "descending"), (KEY, "descending")]
     t = crawl.read_table("content", [], columns=columns)
@@ -205,7 +205,7 @@ class SeenDigests(Mapping[str, tuple[int, str, datetime]]):
 
     A ``dict`` of the same rows held four Python objects and a tuple per entry, about 360 bytes:
     36 MB in each fetch worker at the default ``dedup.max_seen_digests`` of 100,000, besides the
-    lists its construction went through. The columns take about 130 bytes an entry (two strings,
+    lists its construction went through. The columns take about 115 bytes an entry (two strings,
     three 8-byte values) and no Python object until a lookup hits; a lookup costs a
     :func:`~batchcrawl.urls.hash64` and a search, a few microseconds a page.
 
