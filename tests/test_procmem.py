@@ -83,7 +83,9 @@ def test_the_driver_keeps_no_log_of_the_tasks_it_sent():
             got = client.gather(client.map(functools.partial(_rows, table=table), range(3),
                                            pure=False))  # fmt: skip
             assert got == [50_000] * 3
-        assert _sent_payloads(table.nbytes) == 0
+        # at most the last graph, still on its way through the comm (seen in 1 of ~6 runs);
+        # with Dask's logs on, all 12 stay
+        assert _sent_payloads(table.nbytes) <= 1
     assert dask.config.get("distributed.admin.low-level-log-length") == 1000  # given back
 
 
@@ -112,6 +114,9 @@ def test_workers_start_with_the_configured_allocators_and_keep_them_after_a_rest
             assert set(client.run(_profiling).values()) == {False}
             assert set(client.run(_worker_monitors).values()) == {(2000, 1000)}
             assert set(client.run(_low_level_log_length).values()) == {0}
+            # the scheduler's stream to the new worker, made when it registered
+            streams = client.cluster.scheduler.stream_comms.values()
+            assert {s.recent_message_log.maxlen for s in streams} == {0}
             names = list(procmem.worker_environ(cfg.round))
             assert procmem.mismatches(client.run(procmem.worker_variables, names), cfg.round) == {}
         assert dask.config.get("distributed.admin.system-monitor.interval") == "500ms"  # restored

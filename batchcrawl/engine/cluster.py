@@ -90,7 +90,10 @@ def dask_client(cfg: Config, scheduler: str | None = None) -> Iterator[Any]:
             workersetup.register(client)
             yield client
         return
-    with procmem.environ_kept():  # nannies write the workers' variables into os.environ
+    # nannies write the workers' variables into os.environ; EMBEDDED_CLUSTER_CONFIG holds for the
+    # cluster's whole life in this process, where its scheduler reads some settings again later
+    # (the stream to a worker that registers after a restart, to a client that reconnects)
+    with procmem.environ_kept(), dask.config.set(EMBEDDED_CLUSTER_CONFIG):
         prepared = _in_background(schemas.prepare_without_duckdb)  # while the workers start
         cluster = client = None
         timeout: float | None = None
@@ -102,9 +105,7 @@ def dask_client(cfg: Config, scheduler: str | None = None) -> Iterator[Any]:
                 cluster = _local_cluster(cfg)
             raise_if_stopped()
             prepared.result()  # a child process: a stop meanwhile closes the whole cluster
-            # a client is not unwound half made either; its stream to the scheduler keeps no
-            # log of the messages it sent (EMBEDDED_CLUSTER_CONFIG)
-            with holding_stop(), dask.config.set(EMBEDDED_CLUSTER_CONFIG):
+            with holding_stop():  # a client is not unwound half made either
                 client = Client(cluster)
             raise_if_stopped()
             workersetup.register(client)
@@ -258,6 +259,8 @@ def _quiet_distributed() -> None:
 #:   Arrow tables), about 900 message frames more per round on the 500-host benchmark web, until
 #:   1,000 messages per stream; in a stream, whose micro-batches send tasks every few seconds for
 #:   weeks, that bound is memory kept for nothing (docs/benchmarks.md, "Issue 33, 2026-12-06").
+#:   The same setting empties the scheduler's event log (``Client.get_events``), which the crawler
+#:   does not read.
 EMBEDDED_CLUSTER_CONFIG = {
     "distributed.worker.profile.enabled": False,
     "distributed.admin.system-monitor.interval": "2s",
@@ -282,13 +285,13 @@ def _embedded_worker_config() -> dict[str, Any]:
 def _local_cluster(cfg: Config) -> Any:
     """The embedded ``LocalCluster``: ``round.workers`` processes, everything on 127.0.0.1, with
     the allocator settings (``round.malloc_*``, ``round.arrow_pool``) in them and in this process
-    (:mod:`batchcrawl.procmem`), and :data:`EMBEDDED_CLUSTER_CONFIG` in all its servers."""
-    import dask
+    (:mod:`batchcrawl.procmem`), and :data:`EMBEDDED_CLUSTER_CONFIG` (which the caller has set)
+    in all its servers."""
     from distributed import LocalCluster
 
     _quiet_worker_restarts()
     procmem.apply_here(cfg.round)
-    with procmem.spawn_environ(cfg.round), dask.config.set(EMBEDDED_CLUSTER_CONFIG):
+    with procmem.spawn_environ(cfg.round):
         # each Nanny reads the environment and its settings here, once: a restarted worker
         # gets them too
         return LocalCluster(
