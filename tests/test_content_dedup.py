@@ -141,6 +141,7 @@ def test_a_worker_loads_at_most_max_seen_digests_the_newest_first_captures(tmp_p
     assert set(seen) == {f"sha1:{i}" for i in range(23, 30)}
     assert seen["sha1:29"] == (29, "http://h.test/29", t0 + timedelta(seconds=29))
     assert load_seen(crawl, files, 0) == {}
+    assert load_seen(crawl, [], 5) == {} and load_seen(crawl, [], 5).get("sha1:1") is None
     assert "sha1:3" not in seen and seen.get("sha1:3") is None and seen.get(3) is None
 
 

@@ -236,8 +236,9 @@ def _quiet_distributed() -> None:
     silence_distributed()
 
 
-#: Dask settings of the embedded cluster, set in this process while it starts: its scheduler and
-#: nannies (here) read them once, when they are made, and each nanny hands them to the worker
+#: Dask settings of the embedded cluster, set in this process for the cluster's whole life
+#: (:func:`dask_client`): its scheduler and nannies (here) read them when they are made, the
+#: scheduler again for each worker that registers, and each nanny hands them to the worker
 #: processes it starts and restarts (:func:`_embedded_worker_config`). An existing cluster keeps
 #: its own.
 #:

@@ -220,12 +220,13 @@ class SeenDigests(Mapping[str, tuple[int, str, datetime]]):
     __slots__ = ("_keys", "_digests", "_url_keys", "_urls", "_times")
 
     def __init__(self, table: pa.Table) -> None:
-        t = table.sort_by([(KEY, "ascending")]).combine_chunks()
+        t = table.sort_by([(KEY, "ascending")])
+        # one contiguous array per column (an empty one for a table without chunks)
         self._keys = t.column(KEY).to_numpy().astype(np.uint64, copy=False)
-        self._digests = t.column("digest").chunk(0) if t.num_rows else pa.array([], pa.string())
+        self._digests = t.column("digest").combine_chunks()
         self._url_keys = t.column("url_key").to_numpy()
-        self._urls = t.column("url").chunk(0) if t.num_rows else pa.array([], pa.string())
-        self._times = t.column("fetch_time").chunk(0) if t.num_rows else None
+        self._urls = t.column("url").combine_chunks()
+        self._times = t.column("fetch_time").combine_chunks()
 
     def _index(self, digest: object) -> int:
         """The row of ``digest``, or -1."""
@@ -241,7 +242,6 @@ class SeenDigests(Mapping[str, tuple[int, str, datetime]]):
         return -1
 
     def _row(self, i: int) -> tuple[int, str, datetime]:
-        assert self._times is not None  # a row exists
         return (int(self._url_keys[i]), self._urls[i].as_py(), self._times[i].as_py())
 
     def __getitem__(self, digest: str) -> tuple[int, str, datetime]:
