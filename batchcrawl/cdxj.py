@@ -48,9 +48,23 @@ class Capture:
 
     def line(self, filename: str) -> str:
         """The CDXJ line of this capture in the WARC file named ``filename`` (bare name)."""
-        fields = {**self.fields, "length": str(self.length), "offset": str(self.offset)}
-        fields["filename"] = filename
-        return f"{_surt(self.fields['url'])} {timestamp14(self.warc_date)} {json.dumps(fields)}"
+        return line_tail(line_head(self.warc_date, self.fields), self.offset, self.length, filename)
+
+
+def line_head(warc_date: str, fields: dict[str, str]) -> str:
+    """The part of a capture's CDXJ line known before the record is placed in a file: the SURT
+    key, the timestamp and the JSON object of ``fields`` (:func:`capture_fields`, at least
+    ``url``) without its closing brace. :func:`line_tail` completes it."""
+    return f"{_surt(fields['url'])} {timestamp14(warc_date)} {json.dumps(fields)[:-1]}"
+
+
+def line_tail(head: str, offset: int, length: int, filename: str) -> str:
+    """The whole CDXJ line (no newline) from :func:`line_head`'s ``head`` and where the record
+    is: ``length`` and ``offset`` in bytes, ``filename`` the bare WARC file name. The same text
+    as ``json.dumps`` of the fields with ``length``, ``offset`` and ``filename`` added last (its
+    default separators), which cdxj-indexer writes."""
+    return (f'{head}, "length": "{length}", "offset": "{offset}", '
+            f'"filename": {json.dumps(filename)}}}')  # fmt: skip
 
 
 def capture_fields(rec_type: str, rec_headers: Any, http_headers: Any) -> dict[str, str] | None:

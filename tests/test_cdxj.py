@@ -12,7 +12,10 @@ from pathlib import Path
 import fsspec
 import pytest
 import surt
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from batchcrawl import cdxj
 from batchcrawl.export.cdxj import write_cdxj
 from batchcrawl.fetch.warc import WarcError, WarcWriter, payload_digest, read_record, warc_date
 from batchcrawl.records import FetchResult
@@ -212,3 +215,26 @@ def test_cdxj_and_index_keys_keep_www_unless_a_registrable_host_is_left():
     assert cdxj == WWW_KEYS
     assert {u: url_columns(u)["url_surtkey"] for u in WWW_KEYS} == WWW_KEYS
     assert url_columns("http://www.example.com./")["url_host_name"] == "www.example.com"
+
+
+_field_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=30)
+
+
+@given(
+    url=_field_text.map(lambda s: "http://h.test/" + s),
+    others=st.dictionaries(st.sampled_from(["mime", "status", "digest"]), _field_text),
+    offset=st.integers(0, 2**40),
+    length=st.integers(0, 2**31),
+    filename=_field_text,
+)
+@settings(max_examples=200, deadline=None)
+def test_a_line_built_in_two_parts_is_the_json_of_all_its_fields(
+    url, others, offset, length, filename
+):
+    # the writer builds a capture's line head first (outside its lock) and adds where the record
+    # is once it is placed; the result must be what json.dumps of the whole object gives
+    fields = {"url": url, **others}
+    whole = {**fields, "length": str(length), "offset": str(offset), "filename": filename}
+    head = cdxj.line_head("2023-11-14T22:13:20Z", fields)
+    line = cdxj.line_tail(head, offset, length, filename)
+    assert line.endswith(" 20231114221320 " + json.dumps(whole))

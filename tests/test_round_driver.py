@@ -64,13 +64,14 @@ def test_time_fit_only_after_a_round_that_fetched_some_but_not_all_of_its_lists(
                 max_size=30))  # fmt: skip
 def test_fetch_items_are_the_rows_of_the_fetch_list(rows):
     """A shard's fetch list becomes FetchItems column-wise, positionally: the same items, in
-    order, as one dict per row (every field, nulls and timestamps too)."""
+    order, as one dict per row (every field, nulls and timestamps too); the items of one host
+    share its host and domain strings."""
     table = pa.table(
         {
             "url_key": pa.array([r[0] for r in rows], pa.uint64()),
             "url": [f"http://h{i}.test/{r[1]}" for i, r in enumerate(rows)],
-            "host": [f"h{i}.test" for i in range(len(rows))],
-            "domain": [f"h{i}.test" for i in range(len(rows))],
+            "host": [f"h{r[1] % 3}.test" for r in rows],
+            "domain": [f"d{r[1] % 2}.test" for r in rows],
             "depth": pa.array([r[1] for r in rows], pa.int32()),
             "hops_out": pa.array([r[1] // 2 for r in rows], pa.int32()),
             "discovered_round": pa.array([r[1] + 1 for r in rows], pa.int32()),
@@ -82,4 +83,8 @@ def test_fetch_items_are_the_rows_of_the_fetch_list(rows):
             "content_digest": pa.array([r[2] and "sha1:" + r[2] for r in rows], pa.string()),
         }
     ).select(list(schemas.fetch_item_columns()))
-    assert fetch_items(table) == [FetchItem(**row) for row in table.to_pylist()]
+    items = fetch_items(table)
+    assert items == [FetchItem(**row) for row in table.to_pylist()]
+    for name in ("host", "domain"):  # one string object per distinct value, not per item
+        values = [getattr(item, name) for item in items]
+        assert len({id(v) for v in values}) == len(set(values))
