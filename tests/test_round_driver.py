@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from batchcrawl.config import loopback_test_config, to_toml
-from batchcrawl.engine.shard import fetch_items
+from batchcrawl.engine.shard import fetch_items, stream_items
 from batchcrawl.frontier import table as frontier
 from batchcrawl.frontier.inject import inject
 from batchcrawl.records import FetchItem
@@ -84,7 +84,9 @@ def test_fetch_items_are_the_rows_of_the_fetch_list(rows):
         }
     ).select(list(schemas.fetch_item_columns()))
     items = fetch_items(table)
-    assert items == [FetchItem(**row) for row in table.to_pylist()]
-    for name in ("host", "domain"):  # one string object per distinct value, not per item
-        values = [getattr(item, name) for item in items]
-        assert len({id(v) for v in values}) == len(set(values))
+    topped_up = stream_items(table.to_pylist())  # a stream's top-up rows
+    assert items == topped_up == [FetchItem(**row) for row in table.to_pylist()]
+    for built in (items, topped_up):
+        for name in ("host", "domain"):  # one string object per distinct value, not per item
+            values = [getattr(item, name) for item in built]
+            assert len({id(v) for v in values}) == len(set(values))

@@ -221,10 +221,22 @@ SHARED_VALUES = ("host", "domain")
 
 def _column_values(table: pa.Table, name: str) -> list[Any]:
     values = table.column(name).to_pylist()
-    if name in SHARED_VALUES:
-        shared: dict[Any, Any] = {}
-        values = [shared.setdefault(v, v) for v in values]
-    return values
+    return _shared(values) if name in SHARED_VALUES else values
+
+
+def _shared(values: list[Any]) -> list[Any]:
+    """``values`` with each distinct value one object."""
+    one: dict[Any, Any] = {}
+    return [one.setdefault(v, v) for v in values]
+
+
+def stream_items(rows: list[dict[str, Any]]) -> list[FetchItem]:
+    """A stream's top-up rows (``fetchlists`` columns, one dict each) as :class:`FetchItem`
+    objects, in order, sharing their :data:`SHARED_VALUES` as :func:`fetch_items` does (a
+    stream holds up to ``fetch.max_queued_urls`` of them for many micro-batches)."""
+    one: dict[Any, Any] = {}
+    return [FetchItem(**{**row, **{n: one.setdefault(row[n], row[n]) for n in SHARED_VALUES}})
+            for row in rows]  # fmt: skip
 
 
 class StreamShardActor(ShardActor):
@@ -282,7 +294,7 @@ class StreamShardActor(ShardActor):
         """Queue fetch items (``fetchlists`` columns, per-host breadth-first order). A host seen
         for the first time in this stream waits a full politeness delay first. Returns the URLs
         now held."""
-        items = [FetchItem(**row) for row in rows]
+        items = stream_items(rows)
         self.restore_returning(items)
         hosts = {i.host for i in items}
         new_hosts = hosts - self._cooled
