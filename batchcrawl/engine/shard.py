@@ -104,9 +104,10 @@ class ShardActor:
         )
         items = fetch_items(table)
         del table
+        touched = {i.host for i in items}
         rows_read = self.restore_returning(items)
         if cold:
-            self.worker.cool_down({i.host for i in items} | set(cool_hosts))
+            self.worker.cool_down(touched | set(cool_hosts))
         if tuple(content_files) != self.content_files:  # content seen in earlier rounds
             self.worker.know_content({})  # the old map goes before the new one is built
             seen = content_mod.load_seen(crawl, list(content_files), cfg.dedup.max_seen_digests)
@@ -116,11 +117,13 @@ class ShardActor:
         limit = cfg.fetch.time_limit_s
         if ends_at_unix is not None:
             limit = max(0.0, min(limit, ends_at_unix - time.time()))
+        handed = [items]  # handed over, not kept: a fetched item is freed during the run
+        del items
         with FactFiles(crawl, round, self.shard, buckets) as facts:
-            run = self.worker.run(items, round, time_limit_s=limit, progress=self._on_progress,
-                                  spill=facts.spill)  # fmt: skip
+            run = self.worker.run(handed.pop(), round, time_limit_s=limit,
+                                  progress=self._on_progress, spill=facts.spill)  # fmt: skip
             fetched, links, edges = facts.finish(run)  # the spills and the rows since the last
-        hosts = self.write_hosts(crawl, generation, {i.host for i in items})
+        hosts = self.write_hosts(crawl, generation, touched)
         result = ShardReport(
             shard=self.shard, fetched=fetched, links=links, edges=edges, hosts=hosts,
             text=run.text_files, counters=dict(run.counters), outcomes=dict(facts.outcomes),
@@ -130,7 +133,7 @@ class ShardActor:
             idle_s=run.idle_s, tail_s=run.tail_s,
             warcs_without_rows=[f for f in run.warc_files if f not in facts.warc_names],
         )  # fmt: skip
-        del run, items  # the round's rows: give their memory back before the next round
+        del run  # the round's rows: give their memory back before the next round
         procmem.trim()
         return result
 

@@ -29,7 +29,8 @@ def run_batch(
     spill: Callable[[ShardRun], None] | None = None,
 ) -> ShardRun:
     """Fetch ``items`` in ``run`` (its deadline set, its WARC writer open) and return
-    ``run.out`` completed: unfetched URLs, WARC files, seconds, idle and tail seconds.
+    ``run.out`` completed: unfetched URLs, WARC files, seconds, idle and tail seconds. ``items``
+    is emptied once they are queued.
     ``started`` is the run's start on the worker's monotonic clock.
 
     Stops when every item is done, at the deadline, when the tail rule fires
@@ -42,6 +43,7 @@ def run_batch(
     parts, out = loop.parts, run.out
     cfg, wb = parts.cfg, parts.workbench
     pending = run.pending = loop.enqueue(run, items)
+    items.clear()  # the workbench holds them now: each is freed once fetched, not at the run's end
     threads = loop.start(run, max(1, min(cfg.fetch.threads, max(pending, 1))), "fetch")
     fc = cfg.fetch
     tail = TailDetector(fc.tail_rate_ratio, fc.throughput_window_s, fc.tail_capacity_ratio)
