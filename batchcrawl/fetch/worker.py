@@ -206,8 +206,6 @@ class FetchWorker:
 
         Stops when every item is done or after ``time_limit_s`` seconds (default
         ``fetch.time_limit_s``); items not fetched by then come back in ``ShardRun.unfetched``.
-        The run does not hold ``items`` itself once they are queued: a caller that drops its own
-        references lets each fetched item go during the run (:meth:`ShardActor.fetch_sync`).
         ``spill``: called (from this thread, while the fetch threads go on) with the rows gathered
         so far each time they pass ``round.spill_pages`` ``fetched`` rows (0: never), which the
         run then no longer holds (:mod:`batchcrawl.fetch.spill`); the returned ``ShardRun`` holds
@@ -217,7 +215,7 @@ class FetchWorker:
         cfg = self.parts.cfg
         started = self.parts.clock()
         limit = cfg.fetch.time_limit_s if time_limit_s is None else time_limit_s
-        items = list(items)  # the run's own list (run_batch empties it), not the caller's
+        items = list(items)  # emptied once queued: a fetched item goes if the caller keeps none
         self.forget_idle_hosts(keep={i.host for i in items})
         run = self.loop.new_run(round, started + limit, found_hosts=Counter())
         return run_batch(self.loop, run, items, started, progress=progress, spill=spill)
