@@ -166,6 +166,9 @@ class _OpenFile:
     committed: int = 0  # captures[:committed] are before the last checkpoint's end
     indexed: int = 0  # captures in the CDXJ written last (guarded by the writer's index lock)
 
+    def __post_init__(self) -> None:
+        self.basename = self.name.rsplit("/", 1)[-1]  # the CDXJ lines' ``filename``
+
 
 def appends_in_place(fs: Any) -> bool:
     """True if files of ``fs`` (an fsspec filesystem, possibly a ``DirFileSystem`` over one) can
@@ -423,8 +426,7 @@ class WarcWriter:
                 )
             location = WarcLocation(f.name, f.size + len(parts[0]), len(parts[1]), headers)
             if head is not None:
-                name = f.name.rsplit("/", 1)[-1]
-                line = line_tail(head, location.offset, location.length, name) + "\n"
+                line = line_tail(head, location.offset, location.length, f.basename) + "\n"
                 f.captures.append(line.encode("utf-8"))
             self._append(f, b"".join(parts), len(parts))
             if f.size >= self.rotate_bytes:
