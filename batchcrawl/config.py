@@ -483,7 +483,9 @@ class FetchSection:
     host of the shard that ran dry was given new links (the next round gains it; without one the
     cut would only add a round boundary); their URLs stay queued for the next round, first in
     line. A shard's fetch ends by its own work only: its list, its time limit, or this tail,
-    never because another shard finished (issue 30). 0 disables. Measured by
+    never because another shard finished (issue 30); and a shard in any of these tails goes on
+    fetching while another shard of the round still fetches outside its own (the round waits
+    for that one anyway: ``Crawler._wait_fetch``). 0 disables. Measured by
     scripts/bench_round.py (``fetch_idle_share``)."""
     max_queued_urls: Positive = 20_000
     """Most URLs one shard holds in memory in ``crawl --stream`` (BUbiNG's virtualizer): the rest

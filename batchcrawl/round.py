@@ -294,35 +294,51 @@ class Crawler:
 
         A shard's fetch ends by its own work only (issue 30): its fetch list done, its time
         limit (``fetch.time_limit_s``, the crawl's deadline), or its own slow tail
-        (``fetch.tail_*``, :class:`batchcrawl.fetch.worker.TailDetector`); never because another
-        shard finished. A shard with nothing to do is over at once and shortens nothing. (Until
-        issue 30, ``fetch.shard_grace_s`` ended every other shard's fetch one second after the
-        first shard's run: a site whose hosts all route to one shard fetched a second's worth
-        of pages per round.)"""
+        (``fetch.tail_*``, :class:`batchcrawl.fetch.tail.TailDetector`); never because another
+        shard finished. (Until issue 30, ``fetch.shard_grace_s`` ended every other shard's fetch
+        one second after the first shard's run: a site whose hosts all route to one shard
+        fetched a second's worth of pages per round.) A shard in its tail is held, not ended
+        (counter ``tail_held``, :func:`batchcrawl.fetch.monitor.run_batch`), while another shard
+        still fetches outside its tail: the round waits for that one anyway, and the held
+        shard's hosts fetch meanwhile (at D = 1 s, a shard cut 11 s before the other left its
+        hosts idle for those 11 s). Each shard is released (:meth:`ShardActor.end_tail
+        <batchcrawl.engine.shard.ShardActor.end_tail>`) once every other running shard is held:
+        the last shard outside its tail, released ahead, ends at its own tail, and the held ones
+        right after it."""
         actors, rnd = self.actors, plan.round
         planned = {s: plan.generated.fetchlists[s].rows for s in actors}
         results: dict[int, ShardReport] = {}
+        held: set[int] = set()
+        released: set[int] = set()
         while len(results) < len(pending):
             for s, fut in pending.items():
                 if s not in results and fut.done():
                     results[s] = fut.result()
-            if len(results) < len(pending):
-                if progress is not None:  # snapshot: batchcrawl.console.progress's module docstring
-                    shards: dict[int, dict[str, float]] = {}
-                    for s, actor in actors.items():
-                        shards[s] = results[s].counters if s in results else {}
-                        if s not in results:
-                            with contextlib.suppress(Exception):
-                                shards[s] = actor.progress().result(timeout=5)
-                    spent = time.monotonic() - plan.fetch_t0  # the fetch's time limit, if any
-                    if limit_s is not None and self.deadline is not None:
-                        limit_s = min(limit_s, spent + self.deadline.left())
-                    progress({"round": rnd, "planned": planned, "shards": shards,
-                              "over": sorted(results), "time_limit_s": limit_s,
-                              "fetch_elapsed_s": spent})  # fmt: skip
-                # wake when a shard is done (not at the next half second), at least twice a
-                # second for the progress display
-                wait_any_done([fut for s, fut in pending.items() if s not in results], 0.5)
+            running = [s for s in pending if s not in results]
+            if not running:
+                break
+            live: dict[int, dict[str, float]] = {}
+            for s in running:
+                with contextlib.suppress(Exception):
+                    live[s] = actors[s].progress().result(timeout=5)
+            held.update(s for s in running if live.get(s, {}).get("tail_held"))
+            for s in running:
+                if s not in released and all(o in held for o in running if o != s):
+                    released.add(s)
+                    with contextlib.suppress(Exception):
+                        actors[s].end_tail().result(timeout=5)
+            if progress is not None:  # snapshot: batchcrawl.console.progress's module docstring
+                shards = {s: results[s].counters if s in results else live.get(s, {})
+                          for s in actors}  # fmt: skip
+                spent = time.monotonic() - plan.fetch_t0  # the fetch's time limit, if any
+                if limit_s is not None and self.deadline is not None:
+                    limit_s = min(limit_s, spent + self.deadline.left())
+                progress({"round": rnd, "planned": planned, "shards": shards,
+                          "over": sorted(results), "time_limit_s": limit_s,
+                          "fetch_elapsed_s": spent})  # fmt: skip
+            # wake when a shard is done (not at the next half second), at least twice a
+            # second for the progress display and the held tails
+            wait_any_done([pending[s] for s in running], 0.5)
         return [results[s] for s in sorted(results)]
 
 

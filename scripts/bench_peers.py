@@ -16,7 +16,8 @@ the other, and one JSON line per crawler is printed::
   2 workers, 2 shards, ``politeness.host_delay_s = D``) then the real ``batchcrawl crawl CRAWL
   --max-seconds T`` (batch rounds on the embedded LocalCluster) in a subprocess: the round
   fetching at T ends its fetch and commits (SIGTERM only 60 s after T; ``committed_pages`` counts
-  the distinct URLs the committed rounds keep; ``rounds`` the rounds committed).
+  the distinct URLs the committed rounds keep; ``rounds`` the rounds committed). With
+  ``--stream``: ``batchcrawl crawl --stream --max-seconds T`` (``rounds``: the micro-batches).
 * **scrapy** (if importable; ``pip install scrapy``): ``scripts/scrapy_peer.py``, a minimal
   broad-crawl spider (``ROBOTSTXT_OBEY``, ``DOWNLOAD_DELAY = D``, a DNS resolver that knows only
   the generated hosts; see its docstring for every setting), also sent SIGTERM at T (Scrapy's
@@ -33,7 +34,8 @@ the crawler's launch to launch + T (start-up included, shutdown excluded):
   ``politeness.max_crawl_delay_s``), 2 ms tolerance (``$msec - $request_time``, ms resolution).
 * ``politeness_bound`` / ``bound_share`` (D > 0): the most pages any polite crawler could fetch in
   ``seconds`` (:meth:`SampleWeb.politeness_bound`, as in ``bench_round.py``) and the share of it
-  reached. ``robots_denied_requests``: requests robots.txt forbids (RFC 9309: a 5xx robots.txt
+  reached. ``first_request_s``: seconds from the launch to the first request (start-up, which
+  the bound counts as crawl time). ``robots_denied_requests``: requests robots.txt forbids (RFC 9309: a 5xx robots.txt
   forbids everything).
 * ``web_ceiling`` / ``ceiling_share``: the most distinct URLs any polite crawler could fetch from
   this web in ``seconds`` (:meth:`SampleWeb.crawl_ceiling`: per host, min(URLs reachable from the
@@ -280,6 +282,9 @@ def score(
         "ceiling_share": round(distinct / ceiling, 3) if ceiling else None,
         "robots_denied_requests": robots_denied(pages, web),
         "robots_requests": len(window) - len(pages),
+        "first_request_s": (
+            round((min(e["t_ms"] for e in window) - t0) / 1000.0, 2) if window else None
+        ),
     }
 
 
@@ -310,6 +315,8 @@ def crawl_batchcrawl(tmp: Path, web: SampleWeb, args: argparse.Namespace) -> tup
     # the crawl keeps the deadline itself (the round fetching at T ends its fetch and commits);
     # SIGTERM only if it overruns by more than a round's update and commit
     cmd = [*cli, "crawl", crawl, "--max-seconds", str(args.seconds)]
+    if args.stream:
+        cmd.append("--stream")
     run = run_crawler(cmd, args.seconds, args.seconds + 60.0, tmp / "batchcrawl")
     rounds, phases = 0, {}
     for line in Path(f"{tmp / 'batchcrawl'}.stdout").read_text().splitlines():
@@ -324,7 +331,7 @@ def crawl_batchcrawl(tmp: Path, web: SampleWeb, args: argparse.Namespace) -> tup
     committed = json.loads(done.stdout)
     committed = committed[0]["n"] if isinstance(committed, list) else committed
     per_page = {k: round(1000 * v / max(committed, 1), 3) for k, v in sorted(phases.items())}
-    return run, {"version": batchcrawl.__version__, "rounds": rounds,
+    return run, {"version": batchcrawl.__version__, "stream": args.stream, "rounds": rounds,
                  "committed_pages": committed, "fetch_cpu_ms_per_page": per_page}  # fmt: skip
 
 
@@ -365,6 +372,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--host-delay-s", type=float, default=0.0, help="politeness delay D")
     ap.add_argument("--crawlers", default=",".join(CRAWLERS), help="comma-separated, in order")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (web, logs, crawl)")
+    ap.add_argument(
+        "--stream",
+        action="store_true",
+        help="batchcrawl crawls with `crawl --stream` instead of batch rounds",
+    )
     ap.add_argument("--set", dest="sets", action="append", default=[], metavar="SECTION.KEY=V",
                     help="batchcrawl config override (repeatable)")  # fmt: skip
     args = ap.parse_args(argv)

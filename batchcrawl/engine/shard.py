@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import threading
 import time
 from collections import Counter
 from typing import Any
@@ -65,16 +66,28 @@ class ShardActor:
         self.opened: tuple[CrawlDir, list[str]] | None = None
         self.counters: Counter = Counter()
         self.content_files: tuple[str, ...] = ()
+        self.tail_release = threading.Event()  # the running fetch's (fetch)
 
     def progress(self) -> dict[str, float]:
         """Live counters of the running fetch (for the progress display)."""
         return dict(self.counters)
 
     async def fetch(self, **kwargs: Any) -> ShardReport:
-        """Run :meth:`fetch_sync` off the event loop, so :meth:`progress` stays answerable."""
+        """Run :meth:`fetch_sync` off the event loop, so :meth:`progress` and :meth:`end_tail`
+        stay answerable. The run's tail is held until :meth:`end_tail`
+        (:meth:`batchcrawl.round.Crawler.wait_fetch` releases it)."""
         self.counters = Counter()  # progress() never reports the previous round's counters
+        self.tail_release = release = threading.Event()
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(None, lambda: self.fetch_sync(**kwargs))
+        return await loop.run_in_executor(
+            None, lambda: self.fetch_sync(**kwargs, tail_release=release)
+        )
+
+    def end_tail(self) -> None:
+        """Let the running fetch end once its tail rule fires (at once if it has: its progress
+        counters then hold ``tail_held``); the driver calls it when no other shard of the round
+        still fetches outside its tail."""
+        self.tail_release.set()
 
     def fetch_sync(
         self,
@@ -91,11 +104,14 @@ class ShardActor:
         content_files: tuple[str, ...] | list[str] = (),
         cool_hosts: list[str] | tuple[str, ...] = (),
         ends_at_unix: float | None = None,
+        tail_release: threading.Event | None = None,
     ) -> ShardReport:
         """Fetch this shard's fetch list of ``round`` and write its outputs (uncommitted).
         ``cold``: every host of the list and of ``cool_hosts`` waits a full delay first.
         ``ends_at_unix``: the run also ends by this wall-clock time (epoch seconds; the driver's
-        :class:`~batchcrawl.pipeline.Deadline`), besides ``fetch.time_limit_s`` from its start."""
+        :class:`~batchcrawl.pipeline.Deadline`), besides ``fetch.time_limit_s`` from its start.
+        ``tail_release``: the run's tail is held until it is set (None: not held;
+        :meth:`FetchWorker.run <batchcrawl.fetch.worker.FetchWorker.run>`)."""
         started = time.monotonic()
         crawl = CrawlDir.open(self.crawl_url)
         self.open_worker(crawl, cfg, host_files, seed_hosts, seed_domains)
@@ -121,7 +137,8 @@ class ShardActor:
         del items
         with FactFiles(crawl, round, self.shard, buckets) as facts:
             run = self.worker.run(handed.pop(), round, time_limit_s=limit,
-                                  progress=self._on_progress, spill=facts.spill)  # fmt: skip
+                                  progress=self._on_progress, spill=facts.spill,
+                                  tail_release=tail_release)  # fmt: skip
             fetched, links, edges = facts.finish(run)  # the spills and the rows since the last
         hosts = self.write_hosts(crawl, generation, touched)
         result = ShardReport(

@@ -33,8 +33,11 @@ def run_batch(
     is emptied once they are queued.
     ``started`` is the run's start on the worker's monotonic clock.
 
-    Stops when every item is done, at the deadline, when the tail rule fires
-    (:class:`~batchcrawl.fetch.tail.TailDetector`, ``fetch.tail_idle_s``; counter ``tail_cut``).
+    Stops when every item is done, at the deadline, or in its tail: once the tail rule fires
+    (:class:`~batchcrawl.fetch.tail.TailDetector`, ``fetch.tail_idle_s``; counter ``tail_cut``),
+    at once, or with ``run.tail_release`` set, once that event is set (until then the run goes on
+    fetching with counter ``tail_held`` 1: a shard ending early gives a round nothing while
+    another shard still fetches, :meth:`batchcrawl.round.Crawler.wait_fetch`).
     ``progress`` gets a copy of the
     counters each tick; ``spill`` the rows gathered so far each time they pass
     ``round.spill_pages`` ``fetched`` rows. Raises the run's storage fault (``OSError``), if one
@@ -48,10 +51,14 @@ def run_batch(
     fc = cfg.fetch
     tail = TailDetector(fc.tail_rate_ratio, fc.throughput_window_s, fc.tail_capacity_ratio)
     idle = IdleMeter(len(threads), started)
+    held = False  # the tail rule fired; the run waits for run.tail_release to end
     try:
         while alive := [t for t in threads if t.is_alive()]:
             idle.observe(parts.clock(), wb.hosts_with_work(idle.need))
-            alive[0].join(timeout=TICK_S)
+            if held and run.tail_release is not None:
+                run.tail_release.wait(TICK_S)  # ends within a moment of the release
+            else:
+                alive[0].join(timeout=TICK_S)
             if progress is not None:
                 with loop.lock:
                     progress(Counter(out.counters))
@@ -72,7 +79,13 @@ def run_batch(
             elif capacity is not None and fc.tail_overlap_s and waiting > 0:
                 in_tail = overlap_pays(working, waiting, *wb.politeness_left_s(found),
                                        fc.tail_overlap_s)  # fmt: skip
-            if now >= run.deadline or (in_tail and not run.stop.is_set()):
+            if in_tail and not run.stop.is_set() and not held:
+                held = True
+                if run.tail_release is not None:
+                    with loop.lock:
+                        out.counters["tail_held"] = 1
+            released = run.tail_release is None or run.tail_release.is_set()
+            if now >= run.deadline or (held and released and not run.stop.is_set()):
                 if now < run.deadline:
                     out.counters["tail_cut"] = 1
                 loop.stop(run)

@@ -103,3 +103,7 @@ class RunState:
     found_hosts: Counter[str] | None = None
     # a stream's links queued at once (stream.direct_links, lock); None: every link waits
     direct: DirectLinks | None = None
+    # a batch run whose tail is held (fetch.monitor.run_batch): once the tail rule fires, the
+    # run goes on fetching until this is set (by the round's driver, when no other shard of
+    # the round still fetches outside its tail); None: the tail ends the run at once
+    tail_release: threading.Event | None = None

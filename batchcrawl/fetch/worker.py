@@ -24,6 +24,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
+from threading import Event
 from typing import Any
 
 from batchcrawl.config import Config, PolitenessSection
@@ -155,14 +156,12 @@ class FetchWorker:
 
     def forget_idle_hosts(self, keep: Iterable[str] = ()) -> list[str]:
         """Forget every idle host not in ``keep`` whose politeness delay has passed
-        (:meth:`HostBook.forget_idle <batchcrawl.fetch.hostbook.HostBook.forget_idle>`); their
-        last state is in the ``hosts`` table and :meth:`restore_hosts` brings one back. Returns
-        the hosts forgotten."""
+        (:meth:`HostBook.forget_idle <batchcrawl.fetch.hostbook.HostBook.forget_idle>`; the
+        ``hosts`` table keeps their state, :meth:`restore_hosts` brings one back); returns them."""
         return self.book.forget_idle(keep)
 
     def knows(self, host: str) -> bool:
-        """True if this worker holds state for ``host`` (it was restored or fetched and not
-        forgotten since)."""
+        """True if this worker holds state for ``host`` (restored or fetched, not forgotten since)."""
         return self.parts.workbench.visit_state(host) is not None
 
     def state_sizes(self) -> dict[str, int]:
@@ -201,23 +200,24 @@ class FetchWorker:
         time_limit_s: float | None = None,
         progress: Callable[[Counter[str]], None] | None = None,
         spill: Callable[[ShardRun], None] | None = None,
+        tail_release: Event | None = None,
     ) -> ShardRun:
         """Fetch a fetch list (items in per-host breadth-first order) and return what was found.
-
-        Stops when every item is done or after ``time_limit_s`` seconds (default
-        ``fetch.time_limit_s``); items not fetched by then come back in ``ShardRun.unfetched``.
-        ``spill``: called (from this thread, while the fetch threads go on) with the rows gathered
-        so far each time they pass ``round.spill_pages`` ``fetched`` rows (0: never), which the
-        run then no longer holds (:mod:`batchcrawl.fetch.spill`); the returned ``ShardRun`` holds
-        the rows since the last spill. Raises ``OSError`` when full or read-only storage stopped
-        the run (:mod:`batchcrawl.store.faults`).
-        """
+        Stops when every item is done, after ``time_limit_s`` seconds (default
+        ``fetch.time_limit_s``) or in its tail (``fetch.tail_*``; with ``tail_release``, once that
+        is set: :func:`~batchcrawl.fetch.monitor.run_batch`); what is left comes back in
+        ``ShardRun.unfetched``.
+        ``spill``: called from this thread with the rows so far (the run then drops them) each
+        time they pass ``round.spill_pages`` ``fetched`` rows (0: never; :mod:`~.spill`); the
+        result holds the rows since the last spill. Raises ``OSError`` when full or read-only
+        storage stopped the run (:mod:`batchcrawl.store.faults`)."""
         cfg = self.parts.cfg
         started = self.parts.clock()
         limit = cfg.fetch.time_limit_s if time_limit_s is None else time_limit_s
         items = list(items)  # emptied once queued: a fetched item goes if the caller keeps none
         self.forget_idle_hosts(keep={i.host for i in items})
-        run = self.loop.new_run(round, started + limit, found_hosts=Counter())
+        run = self.loop.new_run(round, started + limit, found_hosts=Counter(),
+                                tail_release=tail_release)  # fmt: skip
         return run_batch(self.loop, run, items, started, progress=progress, spill=spill)
 
     def close(self) -> None:
