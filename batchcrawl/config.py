@@ -626,6 +626,16 @@ class StreamSection:
     """Seconds between micro-batches: every shard's fetched rows and links since the last one are
     merged into the frontier (delta runs), newly due URLs are handed out, and a generation is
     committed (a checkpoint: what a SIGKILL can lose)."""
+    max_batch_share: Annotated[float, Range(0.01, 1.0)] = 0.5
+    """Most of the stream's time its micro-batches may take (take, merge, commit and the
+    hand-out's selection: Dask work on the same processes as the fetch threads): the next
+    regular micro-batch starts at least the last one's seconds divided by this after the last
+    one's start, later than ``flush_interval_s`` when a micro-batch took more than this share
+    of it. On the 500-host, 200,000-page benchmark web at a 1 s host delay a micro-batch took
+    ~4-6 s once the frontier held ~150,000 URLs; started every 5 s they took all the stream's
+    time and the fetch threads fetched 0.53-0.57 of the politeness bound (docs/benchmarks.md).
+    Early micro-batches (``early_flush_s``) are not delayed. 1 keeps ``flush_interval_s``
+    unless a micro-batch takes longer than it."""
     early_flush_s: Annotated[float, Range(0, None)] = 1.0
     """Start a micro-batch this many seconds after the last one started, before
     ``flush_interval_s``, once a shard's hosts that ran dry were given new links enough to make

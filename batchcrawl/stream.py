@@ -177,8 +177,9 @@ class Stream:
         # after the previous one ended: a URL found waits for one interval, not for the interval
         # plus the merge, commit and selection of the micro-batch before
         started = self.clock()
+        cost = 0.0  # seconds the last micro-batch and hand-out took (stream.max_batch_share)
         while not idle:
-            if self.wait_for_flush(started, deadline):
+            if self.wait_for_flush(started, deadline, cost):
                 reason = self.stop.signal_name
                 break
             if self.clock() >= deadline:
@@ -191,6 +192,7 @@ class Stream:
                 break  # (issue 34: a stop took two more checkpoints, 13-26 s on a large crawl)
             self.reload_politeness()
             handed = self.hand_out(full=not self.leased)
+            cost = self.clock() - started
             self.progress(self.snapshot())
             if handed == 0 and not self.leased:
                 reason = "nothing_due"
@@ -243,14 +245,16 @@ class Stream:
         for f in [a.set_politeness(cfg.politeness) for a in self.actors.values()]:
             f.result()
 
-    def wait_for_flush(self, started: float, deadline: float) -> bool:
+    def wait_for_flush(self, started: float, deadline: float, cost: float = 0.0) -> bool:
         """Wait until the next micro-batch is due: ``stream.flush_interval_s`` after ``started``
-        (the last one's start, monotonic seconds), ``deadline``, or, from
+        (the last one's start, monotonic seconds), or later when the last micro-batch and
+        hand-out took ``cost`` seconds, more than ``stream.max_batch_share`` of that interval
+        (``cost / max_batch_share`` after ``started``), ``deadline``, or, from
         ``stream.early_flush_s`` after ``started``, once a shard's dry hosts wait with new links
         (:meth:`StreamShardActor.hosts_wait`, asked every :data:`EARLY_POLL_S`). True when a stop
         signal came."""
         s = self.cfg.stream
-        end = min(started + s.flush_interval_s, deadline)
+        end = min(started + max(s.flush_interval_s, cost / s.max_batch_share), deadline)
         early = started + s.early_flush_s if 0 < s.early_flush_s < s.flush_interval_s else end
         while (now := self.clock()) < end:
             if self.stop.is_set():  # before an early flush: on a loaded machine one fires each time

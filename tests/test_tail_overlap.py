@@ -17,6 +17,7 @@ from fsspec.implementations.dirfs import DirFileSystem
 from hypothesis import given
 from hypothesis import strategies as st
 
+from batchcrawl.config import loopback_test_config
 from batchcrawl.console.signals import StopRequest
 from batchcrawl.fetch.idle import OVERLAP_GAIN, overlap_pays
 from batchcrawl.fetch.workbench import Workbench
@@ -157,3 +158,37 @@ def test_a_stop_request_wins_over_an_early_flush(test_config, stopped):
     started = time.monotonic() - 1.0  # the micro-batch before took longer than early_flush_s
     assert Stream.wait_for_flush(stream, started, started + 3600) is stopped
     assert stream.totals["early_flushes"] == (0 if stopped else 1)
+
+
+class _FakeStop:
+    """A stop request never set whose ``wait`` moves a fake clock on by its timeout."""
+
+    def __init__(self, clock: list[float]) -> None:
+        self.clock = clock
+
+    def is_set(self) -> bool:
+        return False
+
+    def wait(self, timeout: float) -> bool:
+        self.clock[0] += timeout
+        return False
+
+
+@given(
+    flush=st.floats(0.1, 30), cost=st.floats(0, 60), share=st.floats(0.01, 1),
+    left=st.floats(0.5, 200),
+)  # fmt: skip
+def test_a_costly_micro_batch_delays_the_next_regular_one(flush, cost, share, left):
+    # stream.max_batch_share: on the 500-host web at D = 1 s each micro-batch took 4-6 s, and
+    # started every 5 s they took all the stream's time (0.53 of the politeness bound). The next
+    # regular micro-batch starts max(flush_interval_s, cost / share) after the last one's start,
+    # never after the deadline.
+    now = [1000.0]
+    stream = SimpleNamespace(
+        cfg=loopback_test_config(stream={"flush_interval_s": flush, "early_flush_s": 0.0,
+                                         "max_batch_share": share}),
+        clock=lambda: now[0], actors={}, stop=_FakeStop(now), totals=Counter(),
+    )  # fmt: skip
+    started = now[0]
+    assert Stream.wait_for_flush(stream, started, started + left, cost) is False
+    assert now[0] == pytest.approx(started + min(max(flush, cost / share), left))
