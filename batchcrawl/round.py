@@ -317,16 +317,15 @@ class Crawler:
             running = [s for s in pending if s not in results]
             if not running:
                 break
-            live: dict[int, dict[str, float]] = {}
-            for s in running:
-                with contextlib.suppress(Exception):
-                    live[s] = actors[s].progress().result(timeout=5)
+            live = _answers({s: actors[s].progress() for s in running})  # asked at once
             held.update(s for s in running if live.get(s, {}).get("tail_held"))
-            for s in running:
-                if s not in released and all(o in held for o in running if o != s):
-                    released.add(s)
-                    with contextlib.suppress(Exception):
-                        actors[s].end_tail().result(timeout=5)
+            release = [
+                s
+                for s in running
+                if s not in released and all(o in held for o in running if o != s)
+            ]
+            released.update(release)
+            _answers({s: actors[s].end_tail() for s in release})
             if progress is not None:  # snapshot: batchcrawl.console.progress's module docstring
                 shards = {s: results[s].counters if s in results else live.get(s, {})
                           for s in actors}  # fmt: skip
@@ -340,6 +339,17 @@ class Crawler:
             # second for the progress display and the held tails
             wait_any_done([pending[s] for s in running], 0.5)
         return [results[s] for s in sorted(results)]
+
+
+def _answers(calls: Mapping[int, Any], timeout_s: float = 5.0) -> dict[int, Any]:
+    """The results of actor calls already sent (``{shard: actor future}``), by shard; a shard
+    whose call failed or did not answer within ``timeout_s`` seconds is left out (its worker
+    may have died: the round learns it from its fetch future)."""
+    out = {}
+    for s, fut in calls.items():
+        with contextlib.suppress(Exception):
+            out[s] = fut.result(timeout=timeout_s)
+    return out
 
 
 def wait_any_done(futures: list[Any], timeout_s: float, poll_s: float = 0.02) -> None:

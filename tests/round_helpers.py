@@ -109,6 +109,22 @@ def hosts_on_one_shard(cfg: Config, prefix: str, n: int = 2) -> list[str]:
     return same
 
 
+def hosts_by_shard(cfg: Config, prefix: str, n: int) -> dict[int, list[str]]:
+    """At least ``n`` host names ``{prefix}{i}.test`` per shard of ``cfg``'s ring, by shard (in
+    ``i`` order). Raises ``ValueError`` if 2,000 names do not give every shard ``n``."""
+    from batchcrawl.engine.shard import host_shard
+    from batchcrawl.ring import HashRing
+
+    ring = HashRing(cfg.fetch.shards, cfg.fetch.ring_vnodes)
+    names: dict[int, list[str]] = {s: [] for s in range(cfg.fetch.shards)}
+    for i in range(2000):
+        host = f"{prefix}{i}.test"
+        names[host_shard(host, None, cfg, ring)].append(host)
+        if min(len(v) for v in names.values()) >= n:
+            return names
+    raise ValueError(f"fewer than {n} of 2000 names route to some shard")
+
+
 def new_crawl(path: str | os.PathLike, cfg: Config, seeds: Iterable[str]) -> CrawlDir:
     """Create a crawl at ``path`` with ``cfg`` as its ``crawl.toml`` and inject ``seeds``."""
     from batchcrawl.frontier.inject import inject

@@ -7,6 +7,7 @@ import re
 
 import fsspec
 import pytest
+from fetch_helpers import fetch_item as _item
 from fsspec.implementations.dirfs import DirFileSystem
 from raw_server import RawServer
 
@@ -14,8 +15,7 @@ from batchcrawl.fetch.cookies import HostCookieJars
 from batchcrawl.fetch.fetcher import Fetcher
 from batchcrawl.fetch.resolver import AddressPolicy, Resolver
 from batchcrawl.fetch.worker import FetchWorker
-from batchcrawl.records import FetchItem, Outcome
-from batchcrawl.urls import canonicalize, domain_of, host_of, url_key
+from batchcrawl.records import Outcome
 
 
 def cookie_gate(conn, _release, head: bytes) -> None:
@@ -46,12 +46,6 @@ def server():
     s = RawServer(cookie_gate)
     yield s
     s.close()
-
-
-def _item(url: str) -> FetchItem:
-    url = canonicalize(url)
-    host = host_of(url)
-    return FetchItem(url_key(url), url, host, domain_of(host), 0)
 
 
 def test_self_redirect_setting_a_cookie_gets_the_page(server, test_config, tmp_path):

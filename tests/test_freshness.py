@@ -12,6 +12,7 @@ from email.utils import formatdate
 
 import fsspec
 import pytest
+from fetch_helpers import fetch_item as _item
 from fsspec.implementations.dirfs import DirFileSystem
 from round_helpers import fetched_rows, frontier_rows, new_crawl, round_config, serve
 from warcio.archiveiterator import ArchiveIterator
@@ -19,11 +20,10 @@ from warcio.archiveiterator import ArchiveIterator
 from batchcrawl.fetch.warc import NOT_MODIFIED_PROFILE, REVISIT_PROFILE
 from batchcrawl.fetch.worker import FetchWorker
 from batchcrawl.frontier.inject import inject
-from batchcrawl.records import FetchItem
 from batchcrawl.round import run_rounds
 from batchcrawl.store import sql
 from batchcrawl.testing.webserver import Response
-from batchcrawl.urls import canonicalize, domain_of, host_of, url_key
+from batchcrawl.urls import canonicalize, domain_of
 
 HTML = [("Content-Type", "text/html; charset=utf-8")]
 LAST_MODIFIED = "Wed, 01 May 2024 12:00:00 GMT"
@@ -150,10 +150,6 @@ def test_refetch_sends_validators_and_304s_become_server_not_modified_revisits(t
 
 
 # -- fetch worker level: Retry-After, X-Robots-Tag, canonical -------------------------------------
-def _item(url: str) -> FetchItem:
-    url = canonicalize(url)
-    host = host_of(url)
-    return FetchItem(url_key(url), url, host, domain_of(host), 0)
 
 
 @pytest.fixture

@@ -14,26 +14,19 @@ from collections import Counter
 
 import fsspec
 import pytest
+from fetch_helpers import fetch_item as _item
 from fsspec.implementations.dirfs import DirFileSystem
-from round_helpers import fetched_rows, new_crawl, round_config, serve
+from round_helpers import fetched_rows, hosts_by_shard, new_crawl, round_config, serve
 
-from batchcrawl.engine.shard import host_shard
 from batchcrawl.fetch.worker import FetchWorker
-from batchcrawl.records import FetchItem
-from batchcrawl.ring import HashRing
 from batchcrawl.round import Crawler, dask_client
 from batchcrawl.testing.webserver import Response
-from batchcrawl.urls import canonicalize, domain_of, host_of, url_key
+from batchcrawl.urls import host_of
 
 #: the capacity rule only (fetch.tail_capacity_ratio), measured over half-second windows
 TAIL = {"tail_rate_ratio": 0.0, "tail_idle_s": 0.0, "tail_overlap_s": 0.0,
         "throughput_window_s": 0.5, "tail_capacity_ratio": 0.6}  # fmt: skip
 DELAY_S = 0.1
-
-
-def _item(url: str) -> FetchItem:
-    u = canonicalize(url)
-    return FetchItem(url_key(u), u, host_of(u), domain_of(host_of(u)), 0)
 
 
 def _page(host: str, path: str, headers) -> Response:
@@ -89,17 +82,6 @@ def test_a_run_with_a_release_goes_on_fetching_in_its_tail_until_released(
         assert ("tail_held" in run.counters) == (release == "on_held")
 
 
-def _names_by_shard(cfg, prefix: str, n: int) -> dict[int, list[str]]:
-    ring = HashRing(cfg.fetch.shards, cfg.fetch.ring_vnodes)
-    names: dict[int, list[str]] = {0: [], 1: []}
-    for i in range(2000):
-        h = f"{prefix}{i}.test"
-        names[host_shard(h, None, cfg, ring)].append(h)
-        if min(len(v) for v in names.values()) >= n:
-            return names
-    raise AssertionError("the ring never gave both shards enough names")
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("other_has_a_tail", [False, True])
@@ -114,7 +96,7 @@ def test_a_round_holds_a_shards_tail_while_another_shard_fetches(tmp_path, other
         politeness={"host_delay_s": DELAY_S, "ip_delay_s": 0.0, "ip_concurrency": 16},
         fetch={"threads": 8, **TAIL},
     )
-    longs, shorts = _names_by_shard(cfg, "long-hold", 1), _names_by_shard(cfg, "short-hold", 6)
+    longs, shorts = hosts_by_shard(cfg, "long-hold", 1), hosts_by_shard(cfg, "short-hold", 6)
     long_a, long_b = longs[0][0], longs[1][0]
     pages = {long_a: 40, long_b: 80, **dict.fromkeys(shorts[0][:6], 10)}
     if other_has_a_tail:

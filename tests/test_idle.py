@@ -7,6 +7,7 @@ import gc
 
 import fsspec
 import pytest
+from fetch_helpers import fetch_item as _item
 from fsspec.implementations.dirfs import DirFileSystem
 from hypothesis import given
 from hypothesis import strategies as st
@@ -17,7 +18,6 @@ from batchcrawl.fetch.idle import IdleMeter
 from batchcrawl.fetch.worker import FetchWorker
 from batchcrawl.records import FetchItem
 from batchcrawl.testing.webserver import Response
-from batchcrawl.urls import canonicalize, domain_of, host_of, url_key
 
 
 @given(
@@ -61,11 +61,6 @@ def test_round_idle_share_counts_start_up_run_idle_and_waiting_for_other_shards(
     assert got["startup_s"] == 1.0
     assert got["tail_s"] == pytest.approx(10.0 - (1.0 + 8.0 - 1.5))
     assert fetch_idle([], 10.0)["share"] == 0.0
-
-
-def _item(url: str) -> FetchItem:
-    url = canonicalize(url)
-    return FetchItem(url_key(url), url, host_of(url), domain_of(host_of(url)), 0)
 
 
 @pytest.mark.parametrize(("threads", "whole_run_idle"), [(4, True), (2, False)])

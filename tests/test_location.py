@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fsspec
 import pytest
+from fetch_helpers import fetch_item as _item
 from fsspec.implementations.dirfs import DirFileSystem
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -15,9 +16,9 @@ from batchcrawl.fetch.fetcher import Fetcher
 from batchcrawl.fetch.resolver import AddressPolicy, Resolver
 from batchcrawl.fetch.robots import fetch_robots, rules_from_fetch
 from batchcrawl.fetch.worker import FetchWorker
-from batchcrawl.records import FetchItem, Outcome
+from batchcrawl.records import Outcome
 from batchcrawl.testing.webserver import Response
-from batchcrawl.urls import canonicalize, domain_of, host_of, redirect_target, url_key
+from batchcrawl.urls import canonicalize, domain_of, redirect_target
 
 ARABIC = "اعلام".encode()  # raw UTF-8 octets: D8 A7 D8 B9 D9 84 D8 A7 D9 85
 ARABIC_ESCAPED = "%D8%A7%D8%B9%D9%84%D8%A7%D9%85"
@@ -145,12 +146,6 @@ def test_any_robots_location_ends_the_chain_with_an_outcome(robots_server, modul
     assert 1 <= len(chain) <= 3
     assert all(r.url.isascii() and " " not in r.url for r in chain)
     assert rules_from_fetch(chain[-1]).state in ("parsed", "allow_all", "unavailable")
-
-
-def _item(url: str) -> FetchItem:
-    url = canonicalize(url)
-    host = host_of(url)
-    return FetchItem(url_key(url), url, host, domain_of(host), 0)
 
 
 def test_worker_records_page_redirect_targets_as_received(web, host_name, test_config, tmp_path):

@@ -9,15 +9,14 @@ import math
 
 import fsspec
 import pytest
+from fetch_helpers import fetch_item as _item
 from fsspec.implementations.dirfs import DirFileSystem
 from hypothesis import given
 from hypothesis import strategies as st
 
 from batchcrawl.fetch.workbench import Workbench
 from batchcrawl.fetch.worker import FetchWorker, TailDetector
-from batchcrawl.records import FetchItem
 from batchcrawl.testing.webserver import Response
-from batchcrawl.urls import canonicalize, domain_of, host_of, url_key
 
 
 def _bench(host_delay_s: float, ip_delay_s: float = 0.0, ip_concurrency: int = 8) -> Workbench:
@@ -92,11 +91,6 @@ def test_detector_need_not_wait_a_whole_window_for_the_capacity_rule():
     assert fired_at >= TailDetector.MIN_SPAN_S  # not on the first sample's rate
     rate_only = TailDetector(ratio=0.3, window_s=5.0, capacity_ratio=0.0)
     assert not any(rate_only.observe(i * 0.5, min(300, i * 100)) for i in range(10))
-
-
-def _item(url: str) -> FetchItem:
-    url = canonicalize(url)
-    return FetchItem(url_key(url), url, host_of(url), domain_of(host_of(url)), 0)
 
 
 @pytest.mark.parametrize(("links", "ratio", "cut"), [(True, 0.6, True), (False, 0.6, False),

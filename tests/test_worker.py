@@ -10,6 +10,7 @@ from datetime import UTC
 import ada_url
 import fsspec
 import pytest
+from fetch_helpers import fetch_item as _item
 from fsspec.implementations.dirfs import DirFileSystem
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -20,15 +21,9 @@ from batchcrawl.errors import InvalidURL
 from batchcrawl.fetch.fetcher import PER_ROUND_FETCH_FIELDS
 from batchcrawl.fetch.urlcache import CanonicalMemo, KeyCache
 from batchcrawl.fetch.worker import FetchWorker, classify
-from batchcrawl.records import FetchItem, Outcome
+from batchcrawl.records import Outcome
 from batchcrawl.testing.webserver import Response
 from batchcrawl.urls import canonicalize, domain_of, host_of, url_key
-
-
-def _item(url: str, depth: int = 0) -> FetchItem:
-    url = canonicalize(url)
-    host = host_of(url)
-    return FetchItem(url_key(url), url, host, domain_of(host), depth)
 
 
 def _html(body: str, status: int = 200, headers=()) -> Response:

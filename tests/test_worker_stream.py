@@ -7,18 +7,12 @@ import time
 
 import fsspec
 import pytest
+from fetch_helpers import fetch_item as _item
 from fsspec.implementations.dirfs import DirFileSystem
 
 from batchcrawl.fetch.worker import FetchWorker
 from batchcrawl.records import FetchItem
 from batchcrawl.testing.webserver import Response, politeness_violations
-from batchcrawl.urls import canonicalize, domain_of, host_of, url_key
-
-
-def _item(url: str) -> FetchItem:
-    url = canonicalize(url)
-    host = host_of(url)
-    return FetchItem(url_key(url), url, host, domain_of(host), 0)
 
 
 def _wait_drained(worker: FetchWorker, timeout_s: float = 30.0) -> None:
