@@ -68,16 +68,20 @@ class Range:
     why: str = ""
     """Where the bound comes from (a standard, a format), added to the error message."""
 
+    def describe(self) -> str:
+        """The bounds as words: ``">= 0.01 and <= 1"`` (empty when unbounded)."""
+        lo = "" if self.min is None else f">= {self.min:g}"
+        hi = "" if self.max is None else f"<= {self.max:g}"
+        return " and ".join(filter(None, (lo, hi)))
+
     def check(self, value: float, where: str) -> None:
         """Raise :class:`ConfigError` naming ``where`` if ``value`` is out of bounds."""
         if (self.min is not None and value < self.min) or (
             self.max is not None and value > self.max
         ):
-            lo = "" if self.min is None else f">= {self.min:g}"
-            hi = "" if self.max is None else f"<= {self.max:g}"
             because = f" ({self.why})" if self.why else ""
-            raise ConfigError(f"{where}: expected a value {' and '.join(filter(None, (lo, hi)))}"
-                              f"{because}, got {value!r}")  # fmt: skip
+            raise ConfigError(f"{where}: expected a value {self.describe()}{because}, "
+                              f"got {value!r}")  # fmt: skip
 
 
 def _regexes(value: list[str], where: str) -> None:
@@ -890,7 +894,9 @@ def _coerce(section: str, key: str, value: Any, origin: str, from_string: bool) 
             raise ConfigError(f"{where}: expected an integer, got {value!r}")
     elif base is float:
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ConfigError(f"{where}: expected a number of seconds or a ratio, got {value!r}")
+            bounds = " ".join(r.describe() for r in rules if isinstance(r, Range))
+            raise ConfigError(f"{where}: expected a number{' ' if bounds else ''}{bounds}, "
+                              f"got {value!r}")  # fmt: skip
         value = float(value)
         if not math.isfinite(value):  # nan passes every comparison; inf means nothing here
             raise ConfigError(f"{where}: expected a finite number, got {value!r}")

@@ -320,7 +320,7 @@ class Stream:
                     steps={"take": t1 - t0})  # fmt: skip
 
         def extra(summary: dict[str, Any]) -> dict[str, Any]:
-            return {"mode": "stream", "time_limit_hit": False,
+            return {"step": STREAM_STEP, "mode": "stream", "time_limit_hit": False,
                     "filters_fingerprint": gen_mod.filters_fingerprint(self.cfg)}  # fmt: skip
 
         done = merge_and_commit(self.crawl, self.lock, self.manifest, work, self.cfg,

@@ -163,6 +163,21 @@ def test_rules_live_on_the_config_types(section, key, value, message):
         Config().replace(**{section: {key: value}})
 
 
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("stream.max_batch_share=abc", r"expected a number >= 0.01 and <= 1, got 'abc'"),
+        ("fetch.tail_rate_ratio=half", r"expected a number >= 0 and <= 1, got 'half'"),
+        ("politeness.host_delay_s=soon", r"expected a number, got 'soon'"),
+    ],
+)
+def test_a_number_setting_given_text_names_its_bounds(setting, message, crawl):
+    """A share is not a number of seconds: the error gives the setting's own bounds."""
+    key = setting.split("=", 1)[0].replace(".", r"\.")
+    with pytest.raises(ConfigError, match=rf"{key} \(from --set {key}\): {message}"):
+        load_crawl_config(crawl, sets=[setting], environ={})
+
+
 @pytest.mark.parametrize("text", ["nan", "inf", "-inf", "+nan"])
 @pytest.mark.parametrize(
     ("section", "key"),

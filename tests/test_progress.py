@@ -137,7 +137,8 @@ def test_closing_summary_adds_up_the_rounds():
          "new_urls": 5, "not_fetched": 3, "errors": {"gone": 1}, "time_limit_hit": True},
     ]  # fmt: skip
     lines = closing_summary(rounds, elapsed_s=15.0)
-    assert lines[0] == "batchcrawl: rounds 4-5 committed (last generation 7) in 15s"
+    head = "batchcrawl: rounds 4-5 committed (last generation 7) in 15s, start-up included"
+    assert lines[0] == head
     text = "\n".join(lines)
     assert lines[1] == ("  30 attempts (2.0/s), 27 responses, 22 stored, 4 errors "
                         "(gone 3, network_error 1), 35 new URLs")  # fmt: skip

@@ -85,6 +85,7 @@ def test_stream_commits_checkpoints_with_readable_files(both):
     for g in gens[-summary["checkpoints"] :]:
         m = streamed.manifest(g)
         assert m.summary["mode"] == "stream" and read_every_file(streamed, m) > 0
+        assert m.summary["step"] == "stream"  # status shows it as a checkpoint, not a round
     # the last checkpoint holds the frontier rounds leave: same URLs in each status
     by_status = "SELECT status, count(*) AS n FROM frontier GROUP BY 1 ORDER BY 1"
     assert sql.query(streamed, by_status).to_pylist() == sql.query(batch, by_status).to_pylist()
