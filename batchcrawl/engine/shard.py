@@ -372,6 +372,8 @@ class StreamShardActor(ShardActor):
             )
             report.hosts = self.write_hosts(crawl, generation, self._touched)
             self._touched = set()
+        del out  # the micro-batch's rows: back to the system, as after a round's spill
+        procmem.trim()
         return report
 
 
