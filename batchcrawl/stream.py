@@ -55,6 +55,7 @@ import pyarrow as pa
 
 from batchcrawl.config import Config
 from batchcrawl.console.signals import StopRequest, stopping
+from batchcrawl.engine import topup
 from batchcrawl.engine.cluster import cluster_url, dask_client, dask_mapper
 from batchcrawl.engine.hostgaps import HostGaps
 from batchcrawl.engine.latency import DiscoveryLatency
@@ -116,6 +117,7 @@ class Stream:
         self.progress = progress or (lambda snap: None)
         self.on_step = on_step or (lambda step: None)
         self.held_max = 0  # most URLs one shard held right after a top-up (the peak)
+        self.early = False  # the last flush was early: dry hosts wait with new links
         self.manifest = crawl.manifest()
         self.round = self.manifest.round + 1  # the micro-batch being fetched
         self.rerun = crash_rerun(crawl, self.round, "batchcrawl crawl --stream")
@@ -191,7 +193,7 @@ class Stream:
                 reason = self.stop.signal_name  # final take commits what is still in flight
                 break  # (issue 34: a stop took two more checkpoints, 13-26 s on a large crawl)
             self.reload_politeness()
-            handed = self.hand_out(full=not self.leased)
+            handed = self.hand_out(full=not self.leased, dry_hosts=self.early)
             cost = self.clock() - started
             self.progress(self.snapshot())
             if handed == 0 and not self.leased:
@@ -254,6 +256,7 @@ class Stream:
         (:meth:`StreamShardActor.hosts_wait`, asked every :data:`EARLY_POLL_S`). True when a stop
         signal came."""
         s = self.cfg.stream
+        self.early = False
         end = min(started + max(s.flush_interval_s, cost / s.max_batch_share), deadline)
         early = started + s.early_flush_s if 0 < s.early_flush_s < s.flush_interval_s else end
         while (now := self.clock()) < end:
@@ -262,6 +265,7 @@ class Stream:
             if now >= early and any(f.result() for f in [a.hosts_wait()
                                                          for a in self.actors.values()]):  # fmt: skip
                 self.totals["early_flushes"] += 1
+                self.early = True
                 return False
             wait = early - now if now < early else EARLY_POLL_S
             if self.stop.wait(min(wait, end - now)):
@@ -342,12 +346,17 @@ class Stream:
         self.content.update(summary["content"])
 
     # -- hand out newly due URLs ----------------------------------------------------------------
-    def hand_out(self, full: bool = False) -> int:
+    def hand_out(self, full: bool = False, dry_hosts: bool = False) -> int:
         """Select the due, unleased URLs of the dirty buckets (every bucket if ``full``) with the
         engine's selection and top each shard up to ``fetch.max_queued_urls``. Returns the URLs
-        handed out; buckets with due URLs left over stay dirty."""
+        handed out; buckets with due URLs left over stay dirty. Unless ``full`` or ``dry_hosts``
+        (an early flush: a shard's dry hosts wait with new links), nothing is selected while no
+        shard has room worth a selection (:func:`batchcrawl.engine.topup.worth_selecting`)."""
         t0 = self.clock()
         todo = set(range(self.manifest.buckets)) if full else self.dirty
+        max_queued = self.cfg.fetch.max_queued_urls
+        if not (full or dry_hosts) and not topup.worth_selecting(self._room(), max_queued):
+            return 0  # the shards are (nearly) full: the buckets stay dirty for a later hand-out
         self.dirty = set()
         if not todo:
             return 0
@@ -355,9 +364,10 @@ class Stream:
         if self._budgets is None or self._budgets[0] != m.generation:  # read once a generation
             self._budgets = (m.generation, gen_mod.domain_budgets(self.crawl, m, self.cfg))
         leased = np.fromiter(self.leased, np.uint64, len(self.leased))
+        held = Counter(self.leased.values())  # URLs per host handed out and not finished
         sel = select(self.crawl, m, self.round, self.cfg, self.now(),
                      mapper=dask_mapper(self.crawler.client), leased=leased, buckets=todo,
-                     held=Counter(self.leased.values()), refilter_urls=self.refilter_next,
+                     held=held, refilter_urls=self.refilter_next,
                      budgets=self._budgets[1])  # fmt: skip
         sel.counts.pop("leased", None)  # in flight, not dropped
         self.not_selected.update(sel.counts)
@@ -371,27 +381,30 @@ class Stream:
             if sel.refiltered.num_rows:
                 self.refiltered = sel.refiltered
             self.refilter_next = False
-        handed = self._top_up(sel.selected)
+        handed = self._top_up(sel.selected, held)
         self.seconds["select"] += self.clock() - t0
         return handed
 
-    def _top_up(self, selected: pa.Table) -> int:
+    def _room(self) -> dict[int, int]:
+        """URLs each shard can take before it holds ``fetch.max_queued_urls``."""
+        cap = self.cfg.fetch.max_queued_urls
+        return {s: max(0, cap - self.held.get(s, 0)) for s in self.actors}
+
+    def _top_up(self, selected: pa.Table, held: Counter[str]) -> int:
         """Route ``selected`` to the shards and give each at most what it has room for
-        (``fetch.max_queued_urls``); the rest stays due and its buckets dirty. Returns the URLs
-        handed out."""
+        (``fetch.max_queued_urls``), host-fairly by ``held`` (URLs per host handed out and not
+        finished; :func:`batchcrawl.engine.topup.fair_top_up`); the rest stays due and its
+        buckets dirty. Returns the URLs handed out."""
         lists = gen_mod.assign_fetchlists(
             selected, self.round, self.cfg,
             gen_mod.host_ips(self.crawl, self.manifest, self.cfg),
         )  # fmt: skip
         handed, pending = 0, []
         given: list[np.ndarray] = []
+        room = self._room()
         for s, table in lists.items():
-            room = max(0, self.cfg.fetch.max_queued_urls - self.held.get(s, 0))
-            if table.num_rows > room:  # the rest waits in the frontier (BUbiNG's virtualizer)
-                table = table.sort_by([("discovered_round", "ascending"),
-                                       ("discovered_seq", "ascending")]).slice(0, room)  # fmt: skip
-                table = table.sort_by([("host", "ascending"), ("discovered_round", "ascending"),
-                                       ("discovered_seq", "ascending")])  # fmt: skip
+            # the rest waits in the frontier (BUbiNG's virtualizer)
+            table = topup.fair_top_up(table, room.get(s, 0), held)
             if table.num_rows == 0:
                 continue
             keys = np.asarray(table.column("url_key").to_numpy(), dtype=np.uint64)
