@@ -32,8 +32,11 @@ restart reloads them and fetches no robots.txt again while its copy is live.
 
 Leases live only in the driver's memory and are never persisted: a crash leaves the leased URLs
 queued in the committed frontier, and the next run fetches them again. Requests made after the
-last checkpoint were never persisted either, so every host gets a full politeness delay before its
-first fetch in a stream (:meth:`FetchWorker.cool_down`, as a batch round does after a crash).
+last checkpoint were never persisted either, so after a writer that died (it left uncommitted
+files or its writer lock: :attr:`WriterLock.took_over`) every host gets a full politeness delay
+before its first fetch in the stream (:meth:`FetchWorker.cool_down`, as a batch round does after
+a crash). After a clean stop the hosts rows hold every request, and a host's first fetch waits
+only for its committed politeness clock.
 
 Every micro-batch with rows is committed (a checkpoint every ``flush_interval_s``): a commit is a
 manifest and the DuckDB views (measured in docs/benchmarks.md), and it keeps every file name unique
@@ -118,9 +121,13 @@ class Stream:
         self.on_step = on_step or (lambda step: None)
         self.held_max = 0  # most URLs one shard held right after a top-up (the peak)
         self.early = False  # the last flush was early: dry hosts wait with new links
+        self._starting: list[Any] = []  # the shard actors' start futures, until awaited
         self.manifest = crawl.manifest()
         self.round = self.manifest.round + 1  # the micro-batch being fetched
         self.rerun = crash_rerun(crawl, self.round, "batchcrawl crawl --stream")
+        # requests made since the last commit were never persisted if the last writer died (it
+        # left uncommitted files, or its lock): then every host waits a full delay first
+        self.cold = self.rerun.cold or lock.took_over is not None
         self.leased: dict[int, str] = {}  # url key -> host, handed out and not reported
         self.held = {s: 0 for s in range(cfg.fetch.shards)}
         self.dirty: set[int] = set(range(self.manifest.buckets))
@@ -166,15 +173,17 @@ class Stream:
         returns the JSON summary of the whole stream."""
         t_start = self.t_start = self.clock()
         deadline = t_start + max_seconds if max_seconds is not None else float("inf")
+        self.crawler.start_actors(self.cfg, StreamShardActor)  # made while the seeds are read
         seeds = self.crawler.seed_scope(self.crawl, self.manifest)
         self.actors = self.crawler.shard_actors(self.cfg, StreamShardActor)
         host_files = self.manifest.files("hosts")
-        for f in [a.start(cfg=self.cfg, round=self.round, host_files=host_files,
-                          seed_hosts=seeds[0], seed_domains=seeds[1],
-                          content_files=self.manifest.files("content"))
-                  for a in self.actors.values()]:  # fmt: skip
-            f.result()
+        # the shards load their hosts while the first selection runs (the first top-up waits)
+        self._starting = [a.start(cfg=self.cfg, round=self.round, host_files=host_files,
+                                  seed_hosts=seeds[0], seed_domains=seeds[1],
+                                  content_files=self.manifest.files("content"), cold=self.cold)
+                          for a in self.actors.values()]  # fmt: skip
         idle = self.hand_out() == 0 and not self.leased and not self.delayed
+        self._started()
         # micro-batches start every flush_interval_s (from one start to the next), not that long
         # after the previous one ended: a URL found waits for one interval, not for the interval
         # plus the merge, commit and selection of the micro-batch before
@@ -385,6 +394,12 @@ class Stream:
         self.seconds["select"] += self.clock() - t0
         return handed
 
+    def _started(self) -> None:
+        """Wait for the shard actors' start (raises what a start raised)."""
+        starting, self._starting = self._starting, []
+        for f in starting:
+            f.result()
+
     def _room(self) -> dict[int, int]:
         """URLs each shard can take before it holds ``fetch.max_queued_urls``."""
         cap = self.cfg.fetch.max_queued_urls
@@ -401,6 +416,7 @@ class Stream:
         )  # fmt: skip
         handed, pending = 0, []
         given: list[np.ndarray] = []
+        self._started()
         room = self._room()
         for s, table in lists.items():
             # the rest waits in the frontier (BUbiNG's virtualizer)

@@ -111,9 +111,17 @@ def test_lock_of_dead_process_on_this_host_is_taken_over(crawl, caplog):
         holder.stdin.close()
     assert lock_record(crawl)["pid"] == holder.pid  # the dead holder's lock is still there
     with caplog.at_level(logging.WARNING, logger="batchcrawl.store.lock"):
-        with WriterLock(crawl, owner="successor", stale_after_s=3600):
+        with WriterLock(crawl, owner="successor", stale_after_s=3600, nest=True) as lock:
             assert lock_record(crawl)["owner"] == "successor"
+            # what the dead writer did after its last commit was never persisted: a stream
+            # cools every host down (engine.shard.StreamShardActor), a step nested in the
+            # command's hold learns it too
+            assert lock.took_over is not None and str(holder.pid) in lock.took_over
+            with WriterLock(crawl, owner="step") as step:
+                assert step.took_over == lock.took_over
     assert f"process {holder.pid}" in caplog.text and "is gone" in caplog.text
+    with WriterLock(crawl, owner="after a clean release") as lock:  # nobody died holding it
+        assert lock.took_over is None
 
 
 HOLDER = """

@@ -6,7 +6,9 @@ Its last requests were never persisted in the ``hosts`` table, so the rerun give
 the dead run may have contacted a full politeness delay before its first fetch
 (:meth:`~batchcrawl.fetch.worker.FetchWorker.cool_down`): the hosts of the rerun's own fetch lists,
 and those of the fetch lists of any later uncommitted round (a dead pipelined crawl's round in
-flight). A stream cools every host it tops up for the first time anyway.
+flight). A stream also cools every host it tops up for the first time when it took over the
+writer lock of one that died (:attr:`~batchcrawl.store.lock.WriterLock.took_over`: a kill before
+the stream's first WARC record leaves no file behind).
 
 A stream that died also left its open WARC files (one per shard) holding records past the last
 checkpoint: they are cut back to their committed end first (:func:`batchcrawl.engine.warcopen.

@@ -272,15 +272,18 @@ class StreamShardActor(ShardActor):
         seed_hosts: set[str],
         seed_domains: set[str],
         content_files: list[str],
+        cold: bool = True,
     ) -> None:
         """Open the worker (hosts' state from ``host_files``, content seen from the ``content``
         files ``content_files``) and start its fetch threads, the rows recorded as micro-batch
-        ``round``."""
+        ``round``. ``cold``: the last writer died, so every host waits a full politeness delay
+        before its first fetch in this stream (its last requests were never persisted)."""
         crawl = CrawlDir.open(self.crawl_url)
         self.open_worker(crawl, cfg, host_files, seed_hosts, seed_domains)
         self.worker.know_content(
             content_mod.load_seen(crawl, content_files, cfg.dedup.max_seen_digests)
         )
+        self._cold = cold
         self._cooled: set[str] = set()
         # hosts whose state may have changed since their last hosts row was written: those
         # topped up (robots.txt, Crawl-delay, politeness clock) and those fetched
@@ -311,15 +314,16 @@ class StreamShardActor(ShardActor):
         self.worker.set_politeness(politeness)
 
     def top_up(self, rows: list[dict[str, Any]]) -> int:
-        """Queue fetch items (``fetchlists`` columns, per-host breadth-first order). A host seen
-        for the first time in this stream waits a full politeness delay first. Returns the URLs
-        now held."""
+        """Queue fetch items (``fetchlists`` columns, per-host breadth-first order). After a
+        writer that died (``cold`` at :meth:`start`), a host seen for the first time in this
+        stream waits a full politeness delay first. Returns the URLs now held."""
         items = stream_items(rows)
         self.restore_returning(items)
         hosts = {i.host for i in items}
-        new_hosts = hosts - self._cooled
-        self.worker.cool_down(new_hosts)
-        self._cooled |= new_hosts
+        if self._cold:
+            new_hosts = hosts - self._cooled
+            self.worker.cool_down(new_hosts)
+            self._cooled |= new_hosts
         self._touched |= hosts
         self.worker.stream_add(items)
         return self.worker.stream_held

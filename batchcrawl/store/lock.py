@@ -112,6 +112,14 @@ class WriterLock:
         held nest in it (:meth:`acquire`): a command's hold around its steps. Otherwise a second
         ``WriterLock`` in the same process is a second writer, refused like any other.
 
+    Attributes
+    ----------
+    took_over
+        Once acquired: why the lock it took over was stale (``"dead pid 123 on host h"``), or
+        None when no writer left one behind. A writer that held the lock and did not release it
+        died: whatever it did after its last commit (requests to hosts, among others) was never
+        persisted (a nested hold gives its holder's).
+
     Raises
     ------
     LockedError
@@ -147,6 +155,7 @@ class WriterLock:
         self._thread: threading.Thread | None = None
         self._path = crawl.path(LOCK_FILE)
         self._outer: WriterLock | None = None  # the hold this one nests in (acquire)
+        self.took_over: str | None = None
 
     # -- the lock record ---------------------------------------------------------------------
     def _record(self) -> dict[str, Any]:
@@ -262,6 +271,7 @@ class WriterLock:
             outer = _held.get(_key(self.crawl))
         if outer is not None:
             self._outer, self.token, self.started = outer, outer.token, outer.started
+            self.took_over = outer.took_over
             return self
         self.started = self.clock()
         for _ in range(3):
@@ -280,6 +290,7 @@ class WriterLock:
                 reason,
             )
             self._remove_stale(record)
+            self.took_over = reason
         else:
             record = self.read() or {"owner": "unknown"}
             raise LockedError(_locked_message(self.crawl.url, record, self.clock()))
