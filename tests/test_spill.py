@@ -239,17 +239,18 @@ def test_each_tables_python_rows_are_gone_before_the_next_table_is_built(
 def test_each_spill_gives_the_freed_rows_back_to_the_system(
     web, host_name, test_config, tmp_path, monkeypatch
 ):
-    """A spill frees the rows it wrote among the fetch threads' live buffers; each is followed by
-    a ``malloc_trim`` (:func:`batchcrawl.procmem.trim`), or the freed memory stays in malloc's
-    arenas until the round ends and a worker's peak builds on it (issue 33)."""
-    from batchcrawl.fetch import monitor
+    """A spill frees the rows it wrote among the fetch threads' live buffers; a shard's spills
+    (:func:`batchcrawl.engine.shard.trimmed`, what ``ShardActor.fetch`` hands its run) are each
+    followed by a ``malloc_trim`` (:func:`batchcrawl.procmem.trim`), or the freed memory stays
+    in malloc's arenas until the round ends and a worker's peak builds on it (issue 33)."""
+    from batchcrawl.engine import shard
 
     web.app.add(host_name, "/robots.txt", Response(404))
     pages = [f"/p{i}" for i in range(8)]
     for path in pages:
         web.app.add(host_name, path, Response(200, [("Content-Type", "text/html")], b"<p>x</p>"))
     events: list[str] = []
-    monkeypatch.setattr(monitor.procmem, "trim", lambda: events.append("trim"))
+    monkeypatch.setattr(shard.procmem, "trim", lambda: events.append("trim"))
     cfg = test_config.replace(politeness={"host_delay_s": 0.3, "max_crawl_delay_s": 0.3},
                               round={"spill_pages": 1})  # fmt: skip
     fs = DirFileSystem(str(tmp_path), fsspec.filesystem("file"))
@@ -258,7 +259,7 @@ def test_each_spill_gives_the_freed_rows_back_to_the_system(
     items = [FetchItem(url_key(u), u, host_name, domain_of(host_name), 0)
              for u in (canonicalize(base + p) for p in pages)]  # fmt: skip
     try:
-        worker.run(items, round=1, spill=lambda rows: events.append("spill"))
+        worker.run(items, round=1, spill=shard.trimmed(lambda rows: events.append("spill")))
     finally:
         worker.close()
     # 8 pages 0.3 s apart span several of the run's 0.5 s ticks, each spilling what came

@@ -10,6 +10,7 @@ import dataclasses
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -137,7 +138,7 @@ class ShardActor:
         del items
         with FactFiles(crawl, round, self.shard, buckets) as facts:
             run = self.worker.run(handed.pop(), round, time_limit_s=limit,
-                                  progress=self._on_progress, spill=facts.spill,
+                                  progress=self._on_progress, spill=trimmed(facts.spill),
                                   tail_release=tail_release)  # fmt: skip
             fetched, links, edges = facts.finish(run)  # the spills and the rows since the last
         hosts = self.write_hosts(crawl, generation, touched)
@@ -248,6 +249,20 @@ def _shared(values: list[Any]) -> list[Any]:
     """``values`` with each distinct value one object."""
     one: dict[Any, Any] = {}
     return [one.setdefault(v, v) for v in values]
+
+
+def trimmed(spill: Callable[[ShardRun], None]) -> Callable[[ShardRun], None]:
+    """``spill`` followed by :func:`batchcrawl.procmem.trim`: the rows a spill wrote were freed
+    among the fetch threads' live buffers, and glibc keeps those pages in its arenas until
+    trimmed, so a worker's peak built on every spill of the round (its share of the tree's peak
+    on ``bench_peers.py``: ~510 -> ~464 MB, docs/benchmarks.md, issue 33)."""
+
+    def spill_and_trim(rows: ShardRun) -> None:
+        spill(rows)
+        del rows
+        procmem.trim()
+
+    return spill_and_trim
 
 
 def stream_items(rows: list[dict[str, Any]]) -> list[FetchItem]:

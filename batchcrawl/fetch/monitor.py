@@ -9,7 +9,6 @@ import math
 from collections import Counter
 from collections.abc import Callable
 
-from batchcrawl import procmem
 from batchcrawl.fetch.idle import IdleMeter, overlap_pays, tail_cut_pays
 from batchcrawl.fetch.loop import FetchLoop
 from batchcrawl.fetch.runstate import RunState, ShardRun, close_texts, new_shard_run
@@ -65,10 +64,6 @@ def run_batch(
                     progress(Counter(out.counters))
             if spill is not None and 0 < cfg.round.spill_pages <= len(out.fetched):
                 spill(take_rows(loop, out))
-                # the spilled rows' memory back to the system: freed among the fetch threads'
-                # live buffers, it stays in malloc's arenas until trimmed (a worker's share of
-                # the tree's peak: 510 -> 464 MB, docs/benchmarks.md, issue 33)
-                procmem.trim()
             now = parts.clock()
             with loop.lock:
                 done = pending - run.pending
