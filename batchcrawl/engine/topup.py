@@ -30,8 +30,8 @@ _DISCOVERY = [("discovered_round", "ascending"), ("discovered_seq", "ascending")
 
 def worth_selecting(room: Mapping[int, int], max_queued: int) -> bool:
     """Whether some shard's ``room`` (shard -> URLs it can take) is at least
-    :data:`MIN_ROOM_SHARE` of ``max_queued`` (``fetch.max_queued_urls``), or every shard is
-    empty enough that the share rounds to nothing."""
+    :data:`MIN_ROOM_SHARE` of ``max_queued`` (``fetch.max_queued_urls``), and at least one URL:
+    under a cap of 10 or fewer, any room is worth a selection."""
     return max(room.values(), default=0) >= max(1, int(max_queued * MIN_ROOM_SHARE))
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from batchcrawl.config import Config
 from batchcrawl.store import sql
-from batchcrawl.store.crawldir import ROUND_STEP, STREAM_STEP, CrawlDir
+from batchcrawl.store.crawldir import CRAWL_STEPS, CrawlDir
 
 #: Named queries run over the generation shown; their rows land in :attr:`ReportData.tables`.
 QUERIES = (
@@ -120,7 +120,7 @@ def read_report_data(crawl: CrawlDir, cfg: Config, generation: int | None = None
     by_gen, rounds = [], []
     for g in kept:
         m = manifest if g == manifest.generation else crawl.manifest(g)
-        if m.summary.get("step") in (ROUND_STEP, STREAM_STEP):  # a stream's checkpoints too
+        if m.summary.get("step") in CRAWL_STEPS:  # a stream's checkpoints too
             rounds.append(dict(m.summary, generation=g, created=m.created))
     for g in kept[-MAX_GENERATIONS:]:
         m = manifest if g == manifest.generation else crawl.manifest(g)

@@ -44,7 +44,8 @@ from batchcrawl.store.publish import publish_manifest
 #: The summary ``step`` of a generation committed by a round, and by a stream (a checkpoint of
 #: micro-batches, :mod:`batchcrawl.stream`).
 ROUND_STEP, STREAM_STEP = "round", "stream"
-_CRAWL_STEPS = (ROUND_STEP, STREAM_STEP)
+#: The summary steps of a crawl commit: a round's and a stream checkpoint's.
+CRAWL_STEPS = (ROUND_STEP, STREAM_STEP)
 
 #: Manifest format written: 2 lists the append-only tables through immutable file lists
 #: (:class:`FileList`); format 1 (every file inline) still reads, and its next commit moves its
@@ -282,7 +283,7 @@ def warcs_left_open(summary: Mapping[str, Any]) -> dict[str, int] | None:
     not a crawl step (``extract``, ``compact`` ...): an earlier commit decides."""
     if "warc_open" in summary:
         return {str(name): int(end) for name, end in summary["warc_open"].values()}
-    if summary.get("step") in _CRAWL_STEPS or summary.get("mode") == "stream":
+    if summary.get("step") in CRAWL_STEPS or summary.get("mode") == "stream":
         return {}
     return None
 
