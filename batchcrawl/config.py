@@ -620,6 +620,13 @@ class RoundSection:
     each time they pass this many pages, and drops them (Hadoop's map-side spills,
     :mod:`batchcrawl.fetch.spill`): a fetch worker's memory is then bounded by this, not by the
     size of the round. 0 holds a round's rows until it ends. Stream micro-batches never spill."""
+    task_nice: Annotated[int, Range(0, 19)] = 10
+    """The nice value (Linux; a lower CPU priority) of the Dask threads that run the crawl's tasks
+    (selection, generate, update, compaction) in the worker processes, so that the fetch threads
+    beside them keep each host's schedule while a merge runs: a stream at a 1 s host delay over
+    500 hosts fetched 0.88-0.92 of the politeness bound at 0, 0.95 at 10 (docs/benchmarks.md,
+    "Issue 33, 2026-12-07, second session"; batchcrawl.engine.taskpriority). A task still gets
+    every core the fetch threads leave. 0 leaves the threads as they are."""
 
 
 @dataclass(frozen=True)

@@ -260,7 +260,7 @@ def _generate(
     ``split``, the first half of each host's URLs when the rest passes :func:`min_hosts`. None
     when nothing is due, or :class:`NothingDue` raised if this is the ``first`` round."""
     on_step("generate")
-    sel = select(crawl, manifest, manifest.round + 1, cfg, now(), mapper=crawler.mapper())
+    sel = select(crawl, manifest, manifest.round + 1, cfg, now(), mapper=crawler.mapper(cfg))
     if sel.selected.num_rows == 0:  # write nothing: no fetch lists, no commit
         if first:
             raise nothing_due(crawl, manifest, sel.started_at)
@@ -281,7 +281,7 @@ def _preselect(
     URLs, its fetch lists written; None (nothing written) when its hosts are fewer than
     :func:`min_hosts`."""
     rnd = plan.round + 1
-    sel = select(crawl, manifest, rnd, cfg, now(), mapper=crawler.mapper(), leased=plan.keys)
+    sel = select(crawl, manifest, rnd, cfg, now(), mapper=crawler.mapper(cfg), leased=plan.keys)
     hosts = host_count(sel.selected)
     if hosts < min_hosts(cfg):
         log.info("round %d: %d hosts pre-selected, fewer than %d: generated after round %d "

@@ -86,9 +86,9 @@ class Crawler:
     #: fetch-list URLs done per second by the last round, if it left some unfetched (time_fit)
     fetch_rate: float | None = None
 
-    def mapper(self) -> runs.Mapper:
-        """The :func:`dask_mapper` of this crawl's client."""
-        return dask_mapper(self.client)
+    def mapper(self, cfg: Config) -> runs.Mapper:
+        """The :func:`dask_mapper` of this crawl's client, its tasks at ``round.task_nice``."""
+        return dask_mapper(self.client, cfg.round.task_nice)
 
     def start_actors(self, cfg: Config, actor_class: type = ShardActor) -> None:
         """Start creating the shard actors :meth:`shard_actors` will return, without waiting
@@ -187,7 +187,7 @@ class Crawler:
         rerun = crash_rerun(crawl, manifest.round + 1, "batchcrawl round")
         self.start_actors(cfg)  # created while generate runs
         on_step("generate")
-        sel = select(crawl, manifest, manifest.round + 1, cfg, now(), mapper=self.mapper(),
+        sel = select(crawl, manifest, manifest.round + 1, cfg, now(), mapper=self.mapper(cfg),
                      fit=self.time_fit(cfg))  # fmt: skip
         if sel.selected.num_rows == 0:  # write nothing: no fetch lists, no commit
             raise nothing_due(crawl, manifest, sel.started_at)
@@ -275,7 +275,7 @@ class Crawler:
                 "pipelined": plan.base.generation != manifest.generation,
             }
 
-        done = merge_and_commit(crawl, lock, manifest, work, cfg, mapper=self.mapper(),
+        done = merge_and_commit(crawl, lock, manifest, work, cfg, mapper=self.mapper(cfg),
                                 on_step=on_step, t_start=t_start, extra=extra)  # fmt: skip
         summary = done.summary
         fetched = sum(t.rows for t in generated.fetchlists.values()) - summary["not_fetched"]

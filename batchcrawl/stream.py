@@ -59,7 +59,7 @@ import pyarrow as pa
 from batchcrawl.config import Config
 from batchcrawl.console.signals import StopRequest, stopping
 from batchcrawl.engine import topup
-from batchcrawl.engine.cluster import cluster_url, dask_client, dask_mapper
+from batchcrawl.engine.cluster import cluster_url, dask_client
 from batchcrawl.engine.hostgaps import HostGaps
 from batchcrawl.engine.latency import DiscoveryLatency
 from batchcrawl.engine.merge import Work, merge_and_commit
@@ -337,7 +337,7 @@ class Stream:
                     "filters_fingerprint": gen_mod.filters_fingerprint(self.cfg)}  # fmt: skip
 
         done = merge_and_commit(self.crawl, self.lock, self.manifest, work, self.cfg,
-                                mapper=dask_mapper(self.crawler.client), on_step=self.on_step,
+                                mapper=self.crawler.mapper(self.cfg), on_step=self.on_step,
                                 t_start=t0, extra=extra)  # fmt: skip
         self.manifest, summary = done.manifest, done.summary
         self.dirty |= touched
@@ -375,7 +375,7 @@ class Stream:
         leased = np.fromiter(self.leased, np.uint64, len(self.leased))
         held = Counter(self.leased.values())  # URLs per host handed out and not finished
         sel = select(self.crawl, m, self.round, self.cfg, self.now(),
-                     mapper=dask_mapper(self.crawler.client), leased=leased, buckets=todo,
+                     mapper=self.crawler.mapper(self.cfg), leased=leased, buckets=todo,
                      held=held, refilter_urls=self.refilter_next,
                      budgets=self._budgets[1])  # fmt: skip
         sel.counts.pop("leased", None)  # in flight, not dropped

@@ -23,6 +23,7 @@ from batchcrawl.console.signals import (
     starting_workers,
     stopping,
 )
+from batchcrawl.engine.taskpriority import lowered
 from batchcrawl.errors import ClusterUnreachable, first_line
 from batchcrawl.frontier import runs
 from batchcrawl.frontier.runs import BucketFiles
@@ -32,14 +33,16 @@ from batchcrawl.store.crawldir import CrawlDir
 log = logging.getLogger(__name__)
 
 
-def dask_mapper(client: Any) -> runs.Mapper:
+def dask_mapper(client: Any, nice: int = 0) -> runs.Mapper:
     """A :data:`~batchcrawl.frontier.runs.Mapper` that runs one Dask task per item: the round's
     generate and update are the library's own drivers, mapped on the cluster. Each call is a safe
-    point for a stop signal (:func:`~batchcrawl.console.signals.raise_if_stopped`)."""
+    point for a stop signal (:func:`~batchcrawl.console.signals.raise_if_stopped`). ``nice``
+    (``round.task_nice``, 0-19) lowers the CPU priority of the threads that run the tasks below
+    the fetch threads sharing their processes (:mod:`~batchcrawl.engine.taskpriority`)."""
 
     def mapper(fn: Callable[[Any], Any], items: Any) -> list[Any]:
         raise_if_stopped()
-        return client.gather(client.map(fn, list(items), pure=False))
+        return client.gather(client.map(lowered(fn, nice), list(items), pure=False))
 
     return mapper
 
