@@ -626,7 +626,9 @@ class RoundSection:
     beside them keep each host's schedule while a merge runs: a stream at a 1 s host delay over
     500 hosts fetched 0.88-0.92 of the politeness bound at 0, 0.95 at 10 (docs/benchmarks.md,
     "Issue 33, 2026-12-07, second session"; batchcrawl.engine.taskpriority). A task still gets
-    every core the fetch threads leave. 0 leaves the threads as they are."""
+    every core the fetch threads leave. On an existing cluster (``scheduler``) its task threads
+    keep the value after the crawl (a thread cannot lower it again without privilege): set 0
+    where that cluster also runs other work. 0 leaves the threads as they are."""
 
 
 @dataclass(frozen=True)

@@ -64,24 +64,27 @@ def test_a_crawls_tasks_run_lowered_on_the_workers_and_nothing_else_does():
     want = min(base + 7, 19)
     cfg = round_config(round={"workers": 2, "threads_per_worker": 2, "task_nice": want})
 
-    def probe(_: int) -> tuple[int, int, int]:
+    def probe(_: int) -> tuple[int, int, int, str]:
         import os
         import threading
+
+        from distributed import get_worker
 
         tid = threading.get_native_id()
         return (
             os.getpid(),
             os.getpriority(os.PRIO_PROCESS, tid),
             os.getpriority(os.PRIO_PROCESS, os.getpid()),  # the process's main thread
+            str(get_worker().get_current_task()),
         )
 
     with dask_client(cfg) as client:
         plain = dask_mapper(client, 0)(probe, range(8))
-        assert {nice for _, nice, _ in plain} == {base}  # 0: nothing changed
+        assert {nice for _, nice, _, _ in plain} == {base}  # 0: nothing changed
         crawler = Crawler(crawl_url="unused", client=client)
         done = crawler.mapper(cfg)(probe, range(16))
-        assert {nice for _, nice, _ in done} == {want}
-        assert {main for _, _, main in done} == {base}  # the fetch threads' side is untouched
-        assert len({pid for pid, _, _ in done}) >= 1
-        assert os.getpid() not in {pid for pid, _, _ in done}  # ran in the worker processes
+        assert {nice for _, nice, _, _ in done} == {want}
+        assert {main for _, _, main, _ in done} == {base}  # the fetch threads' side is untouched
+        assert os.getpid() not in {pid for pid, *_ in done}  # ran in the worker processes
+        assert all(key.startswith("probe-") for *_, key in done)  # named after the step
     assert thread_nice() == base

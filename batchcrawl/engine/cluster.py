@@ -40,9 +40,12 @@ def dask_mapper(client: Any, nice: int = 0) -> runs.Mapper:
     (``round.task_nice``, 0-19) lowers the CPU priority of the threads that run the tasks below
     the fetch threads sharing their processes (:mod:`~batchcrawl.engine.taskpriority`)."""
 
+    from dask.utils import funcname
+
     def mapper(fn: Callable[[Any], Any], items: Any) -> list[Any]:
         raise_if_stopped()
-        return client.gather(client.map(lowered(fn, nice), list(items), pure=False))
+        task = lowered(fn, nice)  # named after fn on the dashboard, not the wrapper
+        return client.gather(client.map(task, list(items), key=funcname(fn), pure=False))
 
     return mapper
 
