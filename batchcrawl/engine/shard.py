@@ -258,8 +258,7 @@ def trimmed(spill: Callable[[ShardRun], None]) -> Callable[[ShardRun], None]:
     on ``bench_peers.py``: ~510 -> ~464 MB, docs/benchmarks.md, issue 33)."""
 
     def spill_and_trim(rows: ShardRun) -> None:
-        spill(rows)
-        del rows
+        spill(rows)  # empties rows' lists (FactFiles.spill): their objects are freed here
         procmem.trim()
 
     return spill_and_trim
