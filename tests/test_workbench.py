@@ -897,6 +897,36 @@ def test_acquire_wait_timeout_stop_and_wake_on_add():
     assert not t.is_alive() and got and got[0].host == "b.test"
 
 
+@pytest.mark.parametrize("queued", [False, True])
+def test_acquire_wait_returns_on_wakeup_with_nothing_ready(queued):
+    """wakeup() ends every wait that finds nothing ready, so each thread rechecks its own state:
+    a batch run's fetch threads see that nothing is pending once the last item is done. Before,
+    a woken thread waited on to its timeout (1 s per wait in a run: a second per round).
+    ``queued``: the workbench still holds a host, not ready for an hour (its delay)."""
+    wb = make(FakeClock(0.0))
+    if queued:
+        wb.add("a.test", "10.0.0.1", [1, 2])
+        vs = wb.acquire_wait(0.0)
+        assert vs is not None and vs.pop() == 1
+        wb.release(vs, 3600.0)  # the next item waits out a long delay
+    waiters = [threading.Thread(target=lambda: got.append(wb.acquire_wait(600.0)), daemon=True)
+               for _ in range(3)]  # fmt: skip
+    got: list = []
+    for t in waiters:
+        t.start()
+    ended = False
+    for _ in range(200):  # until every thread waits: a wakeup before a wait ends nothing
+        wb.wakeup()
+        for t in waiters:
+            t.join(0.05)
+        if not any(t.is_alive() for t in waiters):
+            ended = True
+            break
+    assert ended, "acquire_wait kept waiting after wakeup()"
+    assert got == [None, None, None]
+    assert len(wb) == (1 if queued else 0)  # nothing was taken by the woken threads
+
+
 # ----------------------------------------------------------------------------- threads
 
 

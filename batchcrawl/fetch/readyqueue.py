@@ -75,6 +75,7 @@ class ReadyQueue(Generic[T]):
         self._entries = IndexedHeap()
         self._items = 0
         self._seq = 0  # tie-breaker: first in, first served among equal times
+        self._wakeups = 0  # wakeup() calls: a waiter returns to its caller after one
 
     # ----------------------------------------------------------------- internals (lock held)
 
@@ -229,14 +230,16 @@ class ReadyQueue(Generic[T]):
         """Blocking :meth:`acquire` for fetch threads.
 
         Waits on the workbench's condition until a visit state is ready, ``timeout_s`` (real
-        seconds, ``time.monotonic``) passes, or ``stop_event`` is set (call :meth:`wakeup` after
-        setting it to stop waiting threads at once). The wait until the next ready time is computed
-        on the workbench clock and slept in real seconds (the same thing for the default clock).
+        seconds, ``time.monotonic``) passes, ``stop_event`` is set or :meth:`wakeup` is called (set
+        the event, or change whatever else the caller checks, then call :meth:`wakeup` to end the
+        waits at once). The wait until the next ready time is computed on the workbench clock and
+        slept in real seconds (the same thing for the default clock).
 
         Returns
         -------
         VisitState or None
-            The acquired visit state, or None on timeout or stop.
+            The acquired visit state, or None on timeout, stop or :meth:`wakeup` (the caller
+            rechecks its own state, e.g. a batch run's pending count, and calls again).
 
         Raises
         ------
@@ -246,12 +249,15 @@ class ReadyQueue(Generic[T]):
         check_seconds("timeout_s", timeout_s)
         deadline = time.monotonic() + timeout_s
         with self._cond:
+            woken = self._wakeups
             while True:
                 if stop_event is not None and stop_event.is_set():
                     return None
                 vs, wait = self._acquire(self._clock())
                 if vs is not None:
                     return vs
+                if self._wakeups != woken:
+                    return None
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return None
@@ -259,8 +265,13 @@ class ReadyQueue(Generic[T]):
                 self._cond.wait(None if math.isinf(wait) else wait)
 
     def wakeup(self) -> None:
-        """Wake every thread in :meth:`acquire_wait` so it rechecks its stop event and the queues."""
+        """Make every thread in :meth:`acquire_wait` take a ready visit state if there is one, else
+        return None, so that it rechecks its own state (its stop event, a batch run's pending
+        count). Without the return, a thread woken with nothing ready waited on until its timeout:
+        a batch run went on up to a second after its last item (the fetch threads wait 1 s at a
+        time), at every round."""
         with self._cond:
+            self._wakeups += 1
             self._cond.notify_all()
 
     def release(
