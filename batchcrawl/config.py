@@ -653,10 +653,11 @@ class StreamSection:
     """Start a micro-batch this many seconds after the last one started, before
     ``flush_interval_s``, once a shard's hosts that ran dry were given new links enough to make
     the next micro-batch at least 1.5 times as fast by politeness (a mirror found one level late,
-    every host of a level done), or once a shard finished every URL it was given (its rows wait
-    for the merge; the end of a stream): its threads would otherwise wait for the interval (issue 30;
-    batchcrawl.fetch.idle.next_faster). Checked every 0.25 s. 0 disables; a value at or above
-    ``flush_interval_s`` never starts one early."""
+    every host of a level done); and at once, without waiting these seconds, once a shard
+    finished every URL it was given (its rows wait for the merge: a site's seeds done, a one-host
+    site's level done, the end of a stream). Its threads would otherwise wait for the interval
+    (issue 30; batchcrawl.fetch.idle.next_faster). Checked every 0.25 s. 0 disables both; a value
+    at or above ``flush_interval_s`` never starts one early."""
     direct_links: bool = False
     """A shard queues the links it finds to the page's own host at once, before the merge, when
     that host has no committed ``hosts`` row from before the stream, is no probable trap, not held

@@ -78,7 +78,7 @@ from batchcrawl.urls import bucket_ids
 
 log = logging.getLogger(__name__)
 
-#: Seconds between two asks whether a shard's dry hosts wait (``stream.early_flush_s``)
+#: Seconds between two asks whether a shard waits for a micro-batch (``stream.early_flush_s``)
 EARLY_POLL_S = 0.25
 
 #: ``not_selected`` reasons after which a selected bucket still holds due URLs not handed out.
@@ -260,24 +260,27 @@ class Stream:
         """Wait until the next micro-batch is due: ``stream.flush_interval_s`` after ``started``
         (the last one's start, monotonic seconds), or later when the last micro-batch and
         hand-out took ``cost`` seconds, more than ``stream.max_batch_share`` of that interval
-        (``cost / max_batch_share`` after ``started``), ``deadline``, or, from
-        ``stream.early_flush_s`` after ``started``, once a shard's dry hosts wait with new links
+        (``cost / max_batch_share`` after ``started``), ``deadline``, or early (unless
+        ``stream.early_flush_s`` is 0): at once when a shard finished every URL it was given and
+        its rows wait (it has nothing to fetch until the merge), and from ``early_flush_s`` after
+        ``started`` once a shard's dry hosts wait with new links
         (:meth:`StreamShardActor.hosts_wait`, asked every :data:`EARLY_POLL_S`). True when a stop
         signal came."""
         s = self.cfg.stream
         self.early = False
         end = min(started + max(s.flush_interval_s, cost / s.max_batch_share), deadline)
-        early = started + s.early_flush_s if 0 < s.early_flush_s < s.flush_interval_s else end
+        polls = 0 < s.early_flush_s < s.flush_interval_s
+        early = started + s.early_flush_s if polls else end
         while (now := self.clock()) < end:
             if self.stop.is_set():  # before an early flush: on a loaded machine one fires each time
                 return True
-            if now >= early and any(f.result() for f in [a.hosts_wait()
-                                                         for a in self.actors.values()]):  # fmt: skip
-                self.totals["early_flushes"] += 1
-                self.early = True
-                return False
-            wait = early - now if now < early else EARLY_POLL_S
-            if self.stop.wait(min(wait, end - now)):
+            if polls:
+                wants = {f.result() for f in [a.hosts_wait() for a in self.actors.values()]}
+                if "finished" in wants or (now >= early and any(wants)):
+                    self.totals["early_flushes"] += 1
+                    self.early = True
+                    return False
+            if self.stop.wait(min(EARLY_POLL_S, end - now) if polls else end - now):
                 return True
         return self.stop.is_set()
 

@@ -122,12 +122,12 @@ def test_stream_worker_says_when_its_dry_hosts_wait_with_new_links(
     w = FetchWorker(test_config, 0, fs, seed_hosts={host})
     w.stream_start(round=1)
     try:
-        assert not w.stream_hosts_wait()
+        assert w.stream_hosts_wait() is None
         w.stream_add([_item(web.base_url(host) + "/")])
         _wait_drained(w)
-        assert w.stream_hosts_wait()
+        assert w.stream_hosts_wait() == "finished"  # checked before the dry hosts' links
         w.stream_take(next_round=2)
-        assert not w.stream_hosts_wait()
+        assert w.stream_hosts_wait() is None
     finally:
         w.stream_stop()
         w.close()
@@ -135,12 +135,35 @@ def test_stream_worker_says_when_its_dry_hosts_wait_with_new_links(
 
 class _DryHostsActor:
     """Stands in for a stream's shard actor whose dry hosts always wait with new links (what a
-    loaded machine gives: every micro-batch outlasts ``stream.early_flush_s``)."""
+    loaded machine gives: every micro-batch outlasts ``stream.early_flush_s``), or, with
+    ``why="finished"``, that finished every URL it was given."""
+
+    def __init__(self, why: str | None = "dry") -> None:
+        self.why = why
 
     def hosts_wait(self) -> Future:
         done: Future = Future()
-        done.set_result(True)
+        done.set_result(self.why)
         return done
+
+
+@pytest.mark.parametrize("why", ["finished", "dry", None])
+def test_a_finished_shard_starts_the_micro_batch_at_once(test_config, why):
+    # A shard that finished every URL it was given has nothing to fetch until the merge: its
+    # micro-batch starts at the first ask (the seeds of a 9-host site fetched 2.6 s after the
+    # launch waited to 3.5 s for their links). Dry hosts with new links wait for early_flush_s;
+    # with neither the micro-batch waits for flush_interval_s.
+    now = [1000.0]
+    stream = SimpleNamespace(
+        cfg=test_config.replace(stream={"flush_interval_s": 5.0, "early_flush_s": 1.0}),
+        clock=lambda: now[0], actors={0: _DryHostsActor(None), 1: _DryHostsActor(why)},
+        stop=_FakeStop(now), totals=Counter(),
+    )  # fmt: skip
+    started = now[0]
+    assert Stream.wait_for_flush(stream, started, started + 3600) is False
+    waited = {"finished": 0.0, "dry": 1.0, None: 5.0}[why]
+    assert now[0] - started == pytest.approx(waited)
+    assert stream.totals["early_flushes"] == (0 if why is None else 1)
 
 
 @pytest.mark.parametrize("stopped", [True, False])

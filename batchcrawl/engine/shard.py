@@ -342,9 +342,10 @@ class StreamShardActor(ShardActor):
         self.worker.stream_add(items)
         return self.worker.stream_held
 
-    def hosts_wait(self) -> bool:
-        """Whether the stream's dry hosts given new links would make the next micro-batch faster
-        (:meth:`FetchWorker.stream_hosts_wait`): the driver may start it early."""
+    def hosts_wait(self) -> str | None:
+        """``"finished"`` (every URL given is done, rows wait), ``"dry"`` (dry hosts given new
+        links would make the next micro-batch faster) or None
+        (:meth:`FetchWorker.stream_hosts_wait`): the driver may start the micro-batch early."""
         return self.worker.stream_hosts_wait()
 
     def take_batch(

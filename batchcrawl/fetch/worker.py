@@ -258,17 +258,17 @@ class FetchWorker:
         """URLs given to the running stream and not finished yet (queued or being fetched)."""
         return max(0, self._streaming("stream_held").pending)
 
-    def stream_hosts_wait(self) -> bool:
-        """Whether hosts of the running stream ran dry and were given new links since the last
-        :meth:`stream_take`, enough to make the next micro-batch faster
-        (:func:`~batchcrawl.fetch.idle.next_faster`), or every URL given is finished and rows
-        wait for the merge (the last micro-batch of a stream): its threads wait for it."""
+    def stream_hosts_wait(self) -> str | None:
+        """Why the stream's threads wait for a micro-batch: ``"finished"``, every URL given is
+        done and rows wait for the merge; ``"dry"``, hosts ran dry and were given new links since
+        the last :meth:`stream_take`, enough to make the next micro-batch faster
+        (:func:`~batchcrawl.fetch.idle.next_faster`); else None."""
         run = self._streaming("stream_hosts_wait")
         with self.loop.lock:
             if run.pending <= 0 and run.out.fetched:
-                return True
+                return "finished"
             found = Counter(run.found_hosts)
-        return next_faster(*self.parts.workbench.polite_capacity(found))
+        return "dry" if next_faster(*self.parts.workbench.polite_capacity(found)) else None
 
     def stream_take(self, next_round: int) -> ShardRun:
         """What the stream produced since the last take (micro-batch ``run.round``), with a WARC
