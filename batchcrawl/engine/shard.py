@@ -29,7 +29,7 @@ from batchcrawl.frontier import hosts as host_runs
 from batchcrawl.politeness import policy_of
 from batchcrawl.records import FetchItem
 from batchcrawl.ring import HashRing, route_name
-from batchcrawl.store import schemas
+from batchcrawl.store import schemas, shuffle
 from batchcrawl.store.crawldir import CrawlDir, FileEntry
 from batchcrawl.store.shuffle import Partitioned
 from batchcrawl.urls import domain_of
@@ -114,6 +114,7 @@ class ShardActor:
         ``tail_release``: the run's tail is held until it is set (None: not held;
         :meth:`FetchWorker.run <batchcrawl.fetch.worker.FetchWorker.run>`)."""
         started = time.monotonic()
+        shuffle.FOOTERS.clear()  # the last update's fact files: not read again
         crawl = CrawlDir.open(self.crawl_url)
         self.open_worker(crawl, cfg, host_files, seed_hosts, seed_domains)
         table = crawl.read_table(
@@ -363,6 +364,7 @@ class StreamShardActor(ShardActor):
         (the hosts topped up or fetched since the last one). Nothing is written when the
         micro-batch is empty and no host was touched, unless ``force``. ``final`` stops the
         fetch threads (the URLs still queued are dropped: they stay due in the frontier)."""
+        shuffle.FOOTERS.clear()  # the last micro-batch's fact files: merged, not read again
         out = self.worker.stream_stop() if final else self.worker.stream_take(next_round)
         for row in out.fetched:  # a failure row may have been stamped just before the take
             row["round"] = round

@@ -87,9 +87,9 @@ from batchcrawl.frontier.schedule import Change, FetchSchedule
 from batchcrawl.frontier.summaries import UpdateSummary
 from batchcrawl.frontier.table import FrontierError, epoch_ms, new_rows
 from batchcrawl.records import Outcome, UrlStatus
-from batchcrawl.store import schemas
+from batchcrawl.store import schemas, shuffle
 from batchcrawl.store.crawldir import CrawlDir, FileEntry, Manifest
-from batchcrawl.store.shuffle import FOOTERS, Partitioned, read_partition
+from batchcrawl.store.shuffle import Partitioned, read_partition
 
 __all__ = [
     "SEQ_BITS",
@@ -675,7 +675,8 @@ def _update_task(
     crawl = CrawlDir.open(crawl_url)
     files, refiltered, delayed = item
     b = files.bucket
-    FOOTERS.reserve(len(fetched.files or ()) + len(links.files or ()))  # read by every bucket
+    # the fact files every bucket reads
+    shuffle.FOOTERS.reserve(len(fetched.files or ()) + len(links.files or ()))
     return update_bucket(
         crawl, files, generation, fetched.get(crawl, b), links.get(crawl, b), refiltered,
         delayed, round=round, cfg=cfg, now=now,

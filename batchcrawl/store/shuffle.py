@@ -255,7 +255,7 @@ class FooterCache:
     up to :attr:`MAX_SIZE`. A parsed footer of a 64-bucket ``fetched`` file takes ~1.9 MB of
     memory (200 KB serialized; docs/benchmarks.md, "Session 6"), so the bound is kept small: at
     the default 8 entries, ~15 MB per process; older rounds' and micro-batches' files leave it as
-    newer ones come.
+    newer ones come, and :meth:`clear` drops them as the next fetch starts.
 
     An entry is keyed by the file's path and its identity as opened: inode, size and
     modification time of the open descriptor locally (``os.fstat``, so the key and the bytes
@@ -278,6 +278,13 @@ class FooterCache:
         files one task reads."""
         with self._lock:
             self.size = max(self.size, min(files, self.MAX_SIZE))
+
+    def clear(self) -> None:
+        """Drop every entry (its size and counts stay). A shard calls it as it starts fetching a
+        round or takes a micro-batch: the fact files of the update before are read no more, and
+        their footers (~2 MB each) would otherwise stay through the fetch, the worker's peak."""
+        with self._lock:
+            self._footers.clear()
 
     def open(self, crawl: CrawlDir, rel: str, fh: IO[bytes]) -> pq.ParquetFile:
         """``rel`` (open as ``fh``) as a :class:`pyarrow.parquet.ParquetFile`, its footer parsed
