@@ -508,7 +508,10 @@ def _init_stopped(crawl_url: str, seeds: io.TextIOBase | None, exc: BaseExceptio
     "seeds", type=click.File("r", encoding="utf-8-sig", errors="surrogateescape"), metavar="FILE|-"
 )
 @click.option(
-    "--refetch", is_flag=True, help="Also make the URLs of FILE already known due now (refetch)."
+    "--refetch",
+    is_flag=True,
+    help="Also make the URLs of FILE already known due now (refetch), and queue again "
+    "those the address policy or robots.txt kept from being fetched.",
 )
 @_sets
 def inject(crawl_url: str, seeds: io.TextIOBase, refetch: bool, sets) -> None:
@@ -593,7 +596,8 @@ def _list_queries(listed: Mapping[str, str]) -> None:
     for name, about in listed.items():
         click.echo(textwrap.fill(about, width=max(width, pad + 22),
                                  initial_indent=f"{name.ljust(pad)}  ",
-                                 subsequent_indent=" " * (pad + 2)))  # fmt: skip
+                                 subsequent_indent=" " * (pad + 2),
+                                 break_on_hyphens=False))  # fmt: skip
 
 
 def _print_table(table, fmt: str, limit: int | None = None) -> None:

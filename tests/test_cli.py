@@ -586,8 +586,13 @@ def test_sql_list_shows_each_named_query_with_its_description(crawl):
     assert [ln.split()[0] for ln in listing] == named_queries()
     for line in listing:
         name, about = line.split(None, 1)
-        first = (queries_dir() / f"{name}.sql").read_text().splitlines()[0]
-        assert first == f"-- {about}"
+        text = (queries_dir() / f"{name}.sql").read_text().splitlines()
+        block = [
+            ln for ln in text[: next(i for i, ln in enumerate(text) if not ln.startswith("--"))]
+        ]
+        # the whole leading comment, not its first line cut off mid-sentence
+        assert about.split() == " ".join(ln[2:] for ln in block).split()
+        assert about.rstrip()[-1] in ".)", about  # every description ends as a sentence
 
 
 def test_demo_headline_counts_what_status_counts(tmp_path):

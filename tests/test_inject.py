@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pytest
 
 from batchcrawl.config import Config, to_toml
 from batchcrawl.frontier.inject import MAX_BAD_LINES_LISTED, filtered_text, inject
 from batchcrawl.frontier.runs import bucket_files, read_bucket
 from batchcrawl.frontier.table import seed_scope
+from batchcrawl.store import schemas
 from batchcrawl.store.crawldir import CrawlDir
 
 
@@ -140,3 +142,54 @@ def test_refetch_of_one_known_and_one_new_url_counts_one_new(tmp_path):
     assert (summary["seeds_new"], summary["seeds_known"]) == (1, 1)
     assert summary["lines"] == (summary["skipped"] + summary["bad_lines"] + summary["duplicates"]
                                 + summary["seeds_known"] + summary["seeds_new"])  # fmt: skip
+
+
+def _mark(crawl: CrawlDir, buckets: int, statuses: dict[str, tuple[str, str | None]]) -> None:
+    """Commit the current frontier again with ``statuses`` (``{url: (status, reason)}``) set and
+    those URLs never due by time, as a round leaves a URL the address policy or robots.txt kept
+    from being fetched."""
+    manifest = crawl.manifest()
+    rows = crawl.read_current("frontier").to_pylist()
+    for r in rows:
+        if r["url"] in statuses:
+            r["status"], r["reason"] = statuses[r["url"]]
+            r["next_fetch_time"] = None
+    gen = manifest.generation + 1
+    files = [
+        crawl.write_table(
+            "frontier",
+            f"frontier/gen={gen}/bucket={b:03d}.parquet",
+            pa.Table.from_pylist(
+                [r for r in rows if r["url_key"] % buckets == b], schema=schemas.schema("frontier")
+            ),
+        )
+        for b in range(buckets)
+    ]
+    crawl.commit(manifest, {"frontier": files}, {"step": "test"})
+
+
+def test_refetch_queues_seeds_the_address_policy_or_robots_kept_from_being_fetched(tmp_path):
+    """A fresh-user trial: a loopback seed refused by the default address policy stayed
+    ``refused`` for good, since ``inject --refetch`` covered only fetched/gone/error/queued, so
+    widening ``network.allow_networks`` left nothing due. Now a refetch queues ``refused`` and
+    ``robots_denied`` seeds again (reason cleared, due now); a ``filtered`` one stays (the
+    filters decide, and a change of them refilters the frontier)."""
+    crawl, cfg = make_crawl(tmp_path)
+    urls = ["http://a.test/", "http://b.test/", "http://c.test/", "http://d.test/"]
+    inject(crawl, cfg, urls)
+    _mark(crawl, 4, {
+        urls[0]: ("refused", "127.0.0.1 is inside denied network 127.0.0.0/8"),
+        urls[1]: ("robots_denied", None),
+        urls[2]: ("filtered", "url_length"),
+    })  # fmt: skip
+    plain = inject(crawl, cfg, urls)  # without --refetch: known seeds, nothing changes
+    assert plain["refetch"] == 0 and frontier_rows(crawl)[urls[0]]["status"] == "refused"
+
+    summary = inject(crawl, cfg, urls, refetch=True, clock=lambda: 1_700_000_000.0)
+    rows = frontier_rows(crawl)
+    assert summary["refetch"] == 3  # the refused, the robots-denied and the queued seed
+    for url in urls[:2]:
+        assert rows[url]["status"] == "queued" and rows[url]["reason"] is None
+        assert rows[url]["next_fetch_time"].timestamp() == 1_700_000_000.0
+    assert (rows[urls[2]]["status"], rows[urls[2]]["reason"]) == ("filtered", "url_length")
+    assert rows[urls[3]]["status"] == "queued"

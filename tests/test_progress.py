@@ -312,6 +312,17 @@ def test_fetch_hint_when_most_attempts_found_no_address():
     assert "check that the sites are up" in hint and "frontier.retry_backoff_s" in hint
 
 
+def test_fetch_hint_when_the_address_policy_refused_most_attempts():
+    """A fresh-user trial: a seed on 127.0.0.1 with the default config said only "1 errors
+    (refused 1)", and after the config was fixed nothing was due. The hint names the setting,
+    the file and the refetch that makes the seed due again; a dns_error hint says the same."""
+    hint = fetch_hint([{"round": 1, "attempts": 1, "errors": {"refused": 1}}], "cip")
+    assert hint is not None and "1 of 1" in hint and "network.allow_networks" in hint
+    assert "cip/crawl.toml" in hint and "batchcrawl inject cip --refetch" in hint
+    dns = fetch_hint([{"round": 1, "attempts": 4, "errors": {"dns_error": 4}}], "cip")
+    assert dns is not None and "batchcrawl inject cip --refetch" in dns
+
+
 def test_round_line_says_a_round_in_one_short_line():
     summary = {"round": 2, "generation": 3, "attempts": 1200, "responses": 1100, "stored": 980,
                "new_urls": 2400, "not_fetched": 5, "errors": {"gone": 2, "dns_error": 1},

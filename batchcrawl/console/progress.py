@@ -327,13 +327,26 @@ def fetch_hint(summaries: Sequence[Mapping[str, Any]], crawl_url: str) -> str | 
     served on this machine, ``*.test`` hosts, is reached; issue 34: the README's crawl by hand
     gave "errors 20 (dns_error 20)" and exit 0 without a word why), or no connection
     (``network_error``: the site is down or refuses; a fresh-user trial crawled a web that had
-    exited for 85 s without a word)."""
+    exited for 85 s without a word), or an address the address policy refuses (``refused``:
+    a loopback or private address, denied by default; a fresh-user trial's first crawl of a
+    site on this machine said only "refused 1"). Each says how to make those URLs due again
+    (``batchcrawl inject --refetch``) once the settings are fixed."""
     attempts = sum(int(s.get("attempts", 0)) for s in summaries)
     failed = {k: sum(int((s.get("errors") or {}).get(k, 0)) for s in summaries)
-              for k in ("dns_error", "network_error")}  # fmt: skip
+              for k in ("dns_error", "network_error", "refused")}  # fmt: skip
     kind, n = max(failed.items(), key=lambda kv: kv[1])
     if not n or 2 * n < attempts:
         return None
+    again = (f"; then make the seeds due again at once: batchcrawl inject {crawl_url} --refetch "
+             "SEEDS")  # fmt: skip
+    if kind == "refused":
+        return (
+            f"batchcrawl: hint: {n:,} of {attempts:,} fetch attempts were refused by the address "
+            "policy (refused: the host's address is in network.deny_networks; loopback and "
+            "private networks are denied by default). To crawl a site on this machine or a "
+            "private network, list its network in network.allow_networks (as configs/"
+            f"local-web.toml does) in {crawl_url}/crawl.toml" + again
+        )
     if kind == "network_error":
         return (
             f"batchcrawl: hint: {n:,} of {attempts:,} fetch attempts got no answer from their "
@@ -348,7 +361,7 @@ def fetch_hint(summaries: Sequence[Mapping[str, Any]], crawl_url: str) -> str | 
         "this machine (scripts/serve_sample_web.py: *.test hosts) needs the [network] settings "
         "of configs/local-web.toml (network.resolve): give that file at init (batchcrawl init "
         f"CRAWL --config configs/local-web.toml), or copy its [network] table into "
-        f"{crawl_url}/crawl.toml"
+        f"{crawl_url}/crawl.toml" + again
     )
 
 

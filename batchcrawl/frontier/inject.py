@@ -123,7 +123,10 @@ def inject(
         Wall clock, epoch seconds: new seeds are due from ``clock()`` (``next_fetch_time``).
     refetch : bool
         Also make the seeds already known due now (``next_fetch_time = clock()``) when their status
-        can be fetched again (``fetched``, ``gone``, ``error``, ``queued``): counted ``refetch``.
+        can be fetched again (``fetched``, ``gone``, ``error``, ``queued``), or queue them again
+        when the address policy or robots.txt kept them from being fetched (``refused``,
+        ``robots_denied``: the policy may have been widened since, and the fetch checks again):
+        counted ``refetch``.
 
     Returns
     -------
@@ -236,12 +239,24 @@ def filtered_text(summary: Mapping[str, Any]) -> str:
 
 
 _REFETCHABLE = ("fetched", "gone", "error", "queued")
+#: Statuses a refetch puts back to ``queued`` (reason cleared): what refused them may have been
+#: changed since (``network.allow_networks``, the site's robots.txt); the fetch checks again.
+_REQUEUED = ("refused", "robots_denied")
 
 
 def _due_now(crawl: CrawlDir, files: runs.BucketFiles, keys: np.ndarray, now: float) -> pa.Table:
-    """The frontier rows of the known ``keys`` whose status can be fetched again, due ``now``."""
+    """The frontier rows of the known ``keys`` whose status can be fetched again, due ``now``;
+    a ``refused`` or ``robots_denied`` row queued again."""
     rows = schemas.conform("frontier", runs.lookup(crawl, files, keys))
-    rows = rows.filter(pc.is_in(rows.column("status"), pa.array(_REFETCHABLE)))
+    status = rows.column("status")
+    rows = rows.filter(pc.is_in(status, pa.array(_REFETCHABLE + _REQUEUED)))
+    status = rows.column("status")
+    requeued = pc.is_in(status, pa.array(_REQUEUED))
+    for name, value in (("status", pa.scalar("queued")), ("reason", None)):
+        i = rows.schema.get_field_index(name)
+        field = rows.schema.field(i)
+        column = pc.if_else(requeued, pa.scalar(value, field.type), rows.column(i))
+        rows = rows.set_column(i, field, column.cast(field.type))
     nft = pa.array([epoch_ms(now)] * rows.num_rows, pa.int64()).cast(pa.timestamp("ms"))
     i = rows.schema.get_field_index("next_fetch_time")
     return rows.set_column(i, rows.schema.field(i), nft)

@@ -294,13 +294,21 @@ def named_queries() -> list[str]:
 
 
 def named_query_descriptions() -> dict[str, str]:
-    """``{name: description}`` of the named queries, sorted by name: the description is the text
-    of each file's first ``--`` comment line (empty if the file has none)."""
+    """``{name: description}`` of the named queries, sorted by name: the description is each
+    file's leading ``--`` comment, its lines joined by spaces (a comment wrapped over several
+    lines is one description; empty if the file starts with no comment)."""
     out = {}
     for name in named_queries():
         lines = (queries_dir() / f"{name}.sql").read_text(encoding="utf-8").splitlines()
-        first = next((ln.strip() for ln in lines if ln.strip()), "")
-        out[name] = first[2:].strip() if first.startswith("--") else ""
+        lines = [ln.strip() for ln in lines]
+        while lines and not lines[0]:
+            lines.pop(0)
+        about = []
+        for ln in lines:
+            if not ln.startswith("--"):
+                break
+            about.append(ln[2:].strip())
+        out[name] = " ".join(a for a in about if a)
     return out
 
 
