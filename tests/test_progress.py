@@ -227,7 +227,7 @@ def test_stream_lines_come_every_interval_with_the_stream_totals(caplog):
         p.update(stream_snap(40.0, 160, micro_batch=8))  # 5 s after the last line: none
     lines = [r.getMessage() for r in caplog.records]
     assert lines == [
-        "stream: micro-batch 7, 140 pages (4.0/s), 1 errors, 40 new URLs, held per shard 12 30, "
+        "stream: micro-batch 7, 140 pages (4.0/s), 1 error, 40 new URLs, held per shard 12 30, "
         "2 checkpoints (generation 5), elapsed 35s"
     ]
 
@@ -446,3 +446,13 @@ def test_json_summaries_stay_whole_under_the_live_table_on_a_terminal(tmp_path):
         ), screen_text
     assert "pages done / planned" not in screen_text and "└" not in screen_text, screen_text
     assert "batchcrawl: rounds 1-2 committed (last generation 3)" in screen_text
+
+
+def test_a_count_of_one_is_singular():
+    """A fresh-user trial read "1 attempts (0.6/s), 1 errors (refused 1)"."""
+    lines = closing_summary([{"round": 1, "generation": 2, "attempts": 1, "responses": 1,
+                              "stored": 0, "new_urls": 1, "errors": {"refused": 1}}], 2.0)  # fmt: skip
+    assert "1 attempt (0.5/s), 1 response, 0 stored, 1 error (refused 1), 1 new URL" in lines[1]
+    line = round_line({"round": 1, "attempts": 2, "stored": 1, "errors": {}, "new_urls": 0,
+                       "elapsed_s": 1.0})  # fmt: skip
+    assert line.endswith(": 2 attempts, 1 stored, 0 errors, 0 new URLs"), line

@@ -252,8 +252,9 @@ def stream_line(snap: Mapping[str, Any]) -> str:
     outcomes = snap.get("outcomes", {})
     errors = int(sum(outcomes.get(k, 0) for k in ERRORS))
     held = " ".join(str(n) for _, n in sorted(snap.get("held", {}).items()))
-    return (f"stream: micro-batch {snap.get('micro_batch')}, {attempts:,} pages ({rate:,.1f}/s), "
-            f"{errors:,} errors, {int(snap.get('new_urls', 0)):,} new URLs, held per shard "
+    return (f"stream: micro-batch {snap.get('micro_batch')}, {counted(attempts, 'pages')} "
+            f"({rate:,.1f}/s), {counted(errors, 'errors')}, "
+            f"{counted(int(snap.get('new_urls', 0)), 'new URLs')}, held per shard "
             f"{held or '-'}, {snap.get('checkpoints', 0)} checkpoints (generation "
             f"{snap.get('generation')}), elapsed {duration(elapsed)}")  # fmt: skip
 
@@ -287,8 +288,15 @@ def round_line(summary: Mapping[str, Any]) -> str:
     new URLs`` (under 80 columns for rounds of up to ~100,000 attempts)."""
     errors = sum(int(v) for v in (summary.get("errors") or {}).values())
     return (f"round {summary.get('round')} committed in {duration(summary.get('elapsed_s'))}: "
-            f"{int(summary.get('attempts', 0)):,} attempts, {int(summary.get('stored', 0)):,} "
-            f"stored, {errors:,} errors, {int(summary.get('new_urls', 0)):,} new URLs")  # fmt: skip
+            f"{counted(int(summary.get('attempts', 0)), 'attempts')}, "
+            f"{int(summary.get('stored', 0)):,} stored, {counted(errors, 'errors')}, "
+            f"{counted(int(summary.get('new_urls', 0)), 'new URLs')}")  # fmt: skip
+
+
+def counted(n: int, noun: str) -> str:
+    """``n`` with thousands separators and ``noun``, plural unless ``n`` is 1 (``"1 error"``,
+    ``"1,200 attempts"``; a plural noun ends in "s": ``"new URLs"`` -> ``"1 new URL"``)."""
+    return f"{n:,} {noun[:-1] if n == 1 and noun.endswith('s') else noun}"
 
 
 def closing_summary(summaries: Sequence[Mapping[str, Any]], elapsed_s: float,
@@ -409,9 +417,10 @@ def _total_rows(total: Mapping[str, int], errors: Mapping[str, int], elapsed_s: 
     34: at most three lines in all; eight before, one per count)."""
     by = ", ".join(f"{k} {v:,}" for k, v in sorted(errors.items(), key=lambda kv: -kv[1]))
     rate = total["attempts"] / elapsed_s if elapsed_s > 0 else 0.0
-    done = (f"  {total['attempts']:,} attempts ({rate:,.1f}/s), {total['responses']:,} responses, "
-            f"{total['stored']:,} stored, {sum(errors.values()):,} errors"
-            + (f" ({by})" if by else "") + f", {total['new_urls']:,} new URLs")  # fmt: skip
+    done = (f"  {counted(total['attempts'], 'attempts')} ({rate:,.1f}/s), "
+            f"{counted(total['responses'], 'responses')}, {total['stored']:,} stored, "
+            f"{counted(sum(errors.values()), 'errors')}" + (f" ({by})" if by else "")
+            + f", {counted(total['new_urls'], 'new URLs')}")  # fmt: skip
     left = f"  left for later {total['not_fetched']:,}" + (f" ({left_why})" if left_why else "")
     if queued is not None:
         left += f"; queued {queued:,} (batchcrawl status)"
