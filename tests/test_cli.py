@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import os
 import re
@@ -587,9 +588,7 @@ def test_sql_list_shows_each_named_query_with_its_description(crawl):
     for line in listing:
         name, about = line.split(None, 1)
         text = (queries_dir() / f"{name}.sql").read_text().splitlines()
-        block = [
-            ln for ln in text[: next(i for i, ln in enumerate(text) if not ln.startswith("--"))]
-        ]
+        block = itertools.takewhile(lambda ln: ln.startswith("--"), text)
         # the whole leading comment, not its first line cut off mid-sentence
         assert about.split() == " ".join(ln[2:] for ln in block).split()
         assert about.rstrip()[-1] in ".)", about  # every description ends as a sentence

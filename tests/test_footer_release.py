@@ -69,15 +69,16 @@ def test_a_micro_batch_take_drops_the_footers_of_the_merge_before(
     assert shuffle.FOOTERS._footers
 
     web.app.add(host_name, "/robots.txt", Response(404))
+    buckets = test_config.frontier.buckets
     actor = StreamShardActor(crawl.url, test_config, 0)
     actor.start(cfg=test_config, round=2, host_files=[], seed_hosts={host_name},
                 seed_domains=set(), content_files=[], cold=False)  # fmt: skip
     try:
         actor.top_up([dataclasses.asdict(fetch_item(url))])
-        actor.take_batch(round=2, next_round=3, generation=2, buckets=test_config.frontier.buckets, final=False,
+        actor.take_batch(round=2, next_round=3, generation=2, buckets=buckets, final=False,
                          force=False)  # fmt: skip
         assert not shuffle.FOOTERS._footers
     finally:
-        actor.take_batch(round=3, next_round=4, generation=3, buckets=test_config.frontier.buckets, final=True,
+        actor.take_batch(round=3, next_round=4, generation=3, buckets=buckets, final=True,
                          force=False)  # fmt: skip
         actor.close()

@@ -11,6 +11,7 @@ from batchcrawl.frontier.runs import bucket_files, read_bucket
 from batchcrawl.frontier.table import seed_scope
 from batchcrawl.store import schemas
 from batchcrawl.store.crawldir import CrawlDir
+from batchcrawl.urls import bucket_of
 
 
 def make_crawl(tmp_path, buckets: int = 4, **overrides) -> tuple[CrawlDir, Config]:
@@ -160,7 +161,8 @@ def _mark(crawl: CrawlDir, buckets: int, statuses: dict[str, tuple[str, str | No
             "frontier",
             f"frontier/gen={gen}/bucket={b:03d}.parquet",
             pa.Table.from_pylist(
-                [r for r in rows if r["url_key"] % buckets == b], schema=schemas.schema("frontier")
+                [r for r in rows if bucket_of(r["url_key"], buckets) == b],
+                schema=schemas.schema("frontier"),
             ),
         )
         for b in range(buckets)

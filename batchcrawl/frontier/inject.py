@@ -241,22 +241,21 @@ def filtered_text(summary: Mapping[str, Any]) -> str:
 _REFETCHABLE = ("fetched", "gone", "error", "queued")
 #: Statuses a refetch puts back to ``queued`` (reason cleared): what refused them may have been
 #: changed since (``network.allow_networks``, the site's robots.txt); the fetch checks again.
-_REQUEUED = ("refused", "robots_denied")
+_REQUEUED = (UrlStatus.REFUSED.value, UrlStatus.ROBOTS_DENIED.value)
 
 
 def _due_now(crawl: CrawlDir, files: runs.BucketFiles, keys: np.ndarray, now: float) -> pa.Table:
     """The frontier rows of the known ``keys`` whose status can be fetched again, due ``now``;
     a ``refused`` or ``robots_denied`` row queued again."""
     rows = schemas.conform("frontier", runs.lookup(crawl, files, keys))
-    status = rows.column("status")
-    rows = rows.filter(pc.is_in(status, pa.array(_REFETCHABLE + _REQUEUED)))
-    status = rows.column("status")
-    requeued = pc.is_in(status, pa.array(_REQUEUED))
-    for name, value in (("status", pa.scalar("queued")), ("reason", None)):
+    rows = rows.filter(pc.is_in(rows.column("status"), pa.array(_REFETCHABLE + _REQUEUED)))
+    requeued = pc.is_in(rows.column("status"), pa.array(_REQUEUED))
+    for name, value in (("status", UrlStatus.QUEUED.value), ("reason", None)):
         i = rows.schema.get_field_index(name)
         field = rows.schema.field(i)
-        column = pc.if_else(requeued, pa.scalar(value, field.type), rows.column(i))
-        rows = rows.set_column(i, field, column.cast(field.type))
+        rows = rows.set_column(
+            i, field, pc.if_else(requeued, pa.scalar(value, field.type), rows.column(i))
+        )
     nft = pa.array([epoch_ms(now)] * rows.num_rows, pa.int64()).cast(pa.timestamp("ms"))
     i = rows.schema.get_field_index("next_fetch_time")
     return rows.set_column(i, rows.schema.field(i), nft)

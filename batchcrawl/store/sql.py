@@ -22,6 +22,7 @@ import logging
 import re
 import weakref
 from collections.abc import Iterator
+from itertools import dropwhile, takewhile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -299,15 +300,9 @@ def named_query_descriptions() -> dict[str, str]:
     lines is one description; empty if the file starts with no comment)."""
     out = {}
     for name in named_queries():
-        lines = (queries_dir() / f"{name}.sql").read_text(encoding="utf-8").splitlines()
-        lines = [ln.strip() for ln in lines]
-        while lines and not lines[0]:
-            lines.pop(0)
-        about = []
-        for ln in lines:
-            if not ln.startswith("--"):
-                break
-            about.append(ln[2:].strip())
+        text = (queries_dir() / f"{name}.sql").read_text(encoding="utf-8")
+        lines = dropwhile(lambda ln: not ln, (ln.strip() for ln in text.splitlines()))
+        about = (ln[2:].strip() for ln in takewhile(lambda ln: ln.startswith("--"), lines))
         out[name] = " ".join(a for a in about if a)
     return out
 
