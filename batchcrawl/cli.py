@@ -1286,12 +1286,14 @@ def demo(crawl_url, hosts, pages, rounds, as_json, sets) -> None:
     # table's own title would wrap inside the table's (narrow) width instead
     console = PipeConsole(soft_wrap=False)
     for name, table in result["queries"].items():
-        console.print(Text(f"batchcrawl sql {crawl_url} --query {name}", style="italic"))
+        console.print(Text(f"batchcrawl sql {crawl_url} --query {name}", style="italic"),
+                      soft_wrap=True)  # a command to copy: whole however long the path  # fmt: skip
         console.print(_rows_table(None, table.column_names,
                                   [list(r.values()) for r in table.to_pylist()]))  # fmt: skip
     console.print()
-    console.print(Text(f"{headline(result)} Explore it with:"))
-    click.echo(
+    console.print(Text(headline(result)))
+    click.echo(  # the crawl's path whole on its line, as the commands to copy below it
+        f"The crawl is in {crawl_url}. Explore it with:\n"
         f"  batchcrawl status {crawl_url}\n"
         f'  batchcrawl sql {crawl_url} "SELECT host, count(*) FROM frontier GROUP BY 1"\n'
         f"  duckdb {crawl_url}/crawl.duckdb   # with the DuckDB shell, if installed"

@@ -46,7 +46,7 @@ def headline(result: Mapping[str, Any]) -> str:
                           for c in ("status", "urls")), strict=True))  # fmt: skip
     attempts = sum(r["attempts"] for r in result["rounds"])
     return (f"{statuses.get('fetched', 0):,} URLs fetched and stored, from {attempts:,} fetch "
-            f"attempts in {len(result['rounds'])} rounds, into {result['crawl']}.")  # fmt: skip
+            f"attempts in {len(result['rounds'])} rounds.")  # fmt: skip
 
 
 def fresh_demo_dir(base: str = "batchcrawl-demo") -> str:

@@ -156,6 +156,9 @@ def test_status_json_and_table(crawl):
     assert table.exit_code == 0
     for title in ("URLs by status", "URLs by depth", "generations", "queued"):
         assert title in table.stdout
+    # rich pads cells and titles to their column's width: the lines written to a pipe lose it
+    lines = table.stdout.splitlines()
+    assert len(lines) > 10 and not [ln for ln in lines if ln != ln.rstrip()], table.stdout
 
 
 def test_gc_keep_flag_overrides_config(crawl):
@@ -614,10 +617,16 @@ def test_demo_headline_counts_what_status_counts(tmp_path):
     attempts = sum(int(r[1].replace(",", "")) for r in rounds)
     assert f"{fetched:,} URLs fetched and stored, from {attempts:,} fetch attempts" in proc.stdout
     assert attempts == st["fetched"]["attempts"]
-    # titles, round lines and the headline fit an 80-column terminal (stdout is a pipe: rich's
-    # width is 80); the commands to copy are left whole
-    shown = [ln for ln in proc.stdout.splitlines() if not ln.startswith("  ")]
+    # round lines, tables and the headline fit an 80-column terminal (stdout is a pipe: rich's
+    # width is 80); the commands to copy and the line naming the crawl are left whole, however
+    # long the crawl's path
+    lines = proc.stdout.splitlines()
+    shown = [ln for ln in lines if str(target) not in ln]
     assert shown and all(len(ln) <= 80 for ln in shown), [ln for ln in shown if len(ln) > 80]
+    for name in ("status-counts", "top-hosts", "fetch-errors"):
+        assert f"batchcrawl sql {target} --query {name}" in lines, proc.stdout
+    assert f"The crawl is in {target}. Explore it with:" in lines, proc.stdout
+    assert not [ln for ln in lines if ln != ln.rstrip()], proc.stdout  # rich's padding
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
