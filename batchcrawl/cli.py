@@ -60,6 +60,7 @@ from batchcrawl.console.signals import (  # noqa: E402
     stop_on_signals,
 )
 from batchcrawl.errors import BatchcrawlError, ConfigError, CrawlDirError, Stopped  # noqa: E402
+from batchcrawl.records import REQUEUABLE_STATUSES, UrlStatus  # noqa: E402
 from batchcrawl.store.crawldir import CONFIG_FILE, CrawlDir  # noqa: E402
 
 log = logging.getLogger("batchcrawl")
@@ -522,6 +523,50 @@ def inject(crawl_url: str, seeds: io.TextIOBase, refetch: bool, sets) -> None:
     _echo_json(summary)
     if no_crawlable_seed(summary):
         click.get_current_context().exit(2)
+
+
+@main.command()
+@_crawl_arg
+@click.option(
+    "--status",
+    "statuses",
+    type=click.Choice(REQUEUABLE_STATUSES),
+    multiple=True,
+    default=(UrlStatus.REFUSED.value,),
+    show_default=True,
+    help="Requeue the URLs in this status (repeat for several).",
+)
+@click.option(
+    "--host",
+    "hosts",
+    multiple=True,
+    metavar="HOST",
+    help="Only the URLs of this host, as the frontier's host column has it (repeat for several).",
+)
+@_sets
+def requeue(crawl_url: str, statuses: tuple[str, ...], hosts: tuple[str, ...], sets) -> None:
+    """Make the URLs of CRAWL that ended refused, robots_denied, gone or error due again, once
+    what ended them is fixed (network.allow_networks widened, a site repaired). Their reason and
+    retries are cleared; the next round fetches them and checks again. Prints a JSON summary."""
+    from batchcrawl.frontier.requeue import requeue as requeue_urls
+
+    crawl = _open(crawl_url)
+    cfg = load_crawl_config(crawl, sets)
+    with _lock(crawl, "requeue"):
+        summary = requeue_urls(crawl, cfg, statuses, hosts=hosts)
+    _echo_json(summary)
+    which = " or ".join(summary["statuses"]) + (
+        f" of {', '.join(summary['hosts'])}" if summary["hosts"] else ""
+    )
+    if summary["committed"]:
+        from batchcrawl.console.progress import counted
+
+        former = ", ".join(f"{k} {n:,}" for k, n in summary["by_status"].items())
+        click.echo(f"batchcrawl: {counted(summary['requeued'], 'URLs')} queued again ({former}), "
+                   f"due now: the next round fetches them (generation {summary['generation']})",
+                   err=True)  # fmt: skip
+    else:
+        click.echo(f"batchcrawl: no URL is {which}: nothing to requeue", err=True)
 
 
 # -- inspection ------------------------------------------------------------------------------

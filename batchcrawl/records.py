@@ -27,6 +27,18 @@ class UrlStatus(enum.StrEnum):
     REFUSED = "refused"  # the address policy refused its host's address
 
 
+#: Statuses ``batchcrawl requeue`` puts back to ``queued`` (:mod:`batchcrawl.frontier.requeue`):
+#: final or waiting ones whose cause can be fixed outside the crawl. ``queued`` is due already;
+#: ``fetched`` and ``redirect`` follow the ``[recrawl]`` schedule or ``inject --refetch``;
+#: ``filtered`` follows the ``[filters]``.
+REQUEUABLE_STATUSES = (
+    UrlStatus.REFUSED.value,
+    UrlStatus.ROBOTS_DENIED.value,
+    UrlStatus.GONE.value,
+    UrlStatus.ERROR.value,
+)
+
+
 class Outcome(enum.StrEnum):
     """Result of one fetch attempt (column ``fetched.outcome``)."""
 

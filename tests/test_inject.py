@@ -145,16 +145,13 @@ def test_refetch_of_one_known_and_one_new_url_counts_one_new(tmp_path):
                                 + summary["seeds_known"] + summary["seeds_new"])  # fmt: skip
 
 
-def _mark(crawl: CrawlDir, buckets: int, statuses: dict[str, tuple[str, str | None]]) -> None:
-    """Commit the current frontier again with ``statuses`` (``{url: (status, reason)}``) set and
-    those URLs never due by time, as a round leaves a URL the address policy or robots.txt kept
-    from being fetched."""
+def mark(crawl: CrawlDir, buckets: int, changes: dict[str, dict[str, object]]) -> None:
+    """Commit the current frontier again with ``changes`` (``{url: {column: value}}``) applied,
+    as a round leaves a URL (its status, reason, retries, due time, lease)."""
     manifest = crawl.manifest()
     rows = crawl.read_current("frontier").to_pylist()
     for r in rows:
-        if r["url"] in statuses:
-            r["status"], r["reason"] = statuses[r["url"]]
-            r["next_fetch_time"] = None
+        r.update(changes.get(r["url"], {}))
     gen = manifest.generation + 1
     files = [
         crawl.write_table(
@@ -168,6 +165,13 @@ def _mark(crawl: CrawlDir, buckets: int, statuses: dict[str, tuple[str, str | No
         for b in range(buckets)
     ]
     crawl.commit(manifest, {"frontier": files}, {"step": "test"})
+
+
+def _mark(crawl: CrawlDir, buckets: int, statuses: dict[str, tuple[str, str | None]]) -> None:
+    """:func:`mark` with ``statuses`` (``{url: (status, reason)}``) set and those URLs never due
+    by time, as a round leaves a URL the address policy or robots.txt kept from being fetched."""
+    mark(crawl, buckets, {u: {"status": s, "reason": why, "next_fetch_time": None}
+                          for u, (s, why) in statuses.items()})  # fmt: skip
 
 
 def test_refetch_queues_seeds_the_address_policy_or_robots_kept_from_being_fetched(tmp_path):

@@ -315,12 +315,14 @@ def test_fetch_hint_when_most_attempts_found_no_address():
 def test_fetch_hint_when_the_address_policy_refused_most_attempts():
     """A fresh-user trial: a seed on 127.0.0.1 with the default config said only "1 errors
     (refused 1)", and after the config was fixed nothing was due. The hint names the setting,
-    the file and the refetch that makes the seed due again; a dns_error hint says the same."""
+    the file and the requeue that makes those URLs due again (every one, not only the seeds); a
+    dns_error hint requeues the URLs that a failed lookup leaves in error or gone."""
     hint = fetch_hint([{"round": 1, "attempts": 1, "errors": {"refused": 1}}], "cip")
     assert hint is not None and "1 of 1" in hint and "network.allow_networks" in hint
-    assert "cip/crawl.toml" in hint and "batchcrawl inject cip --refetch" in hint
+    assert "cip/crawl.toml" in hint and hint.endswith("batchcrawl requeue cip --status refused")
     dns = fetch_hint([{"round": 1, "attempts": 4, "errors": {"dns_error": 4}}], "cip")
-    assert dns is not None and "batchcrawl inject cip --refetch" in dns
+    assert dns is not None
+    assert dns.endswith("batchcrawl requeue cip --status error --status gone")
 
 
 def test_round_line_says_a_round_in_one_short_line():

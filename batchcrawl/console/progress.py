@@ -338,15 +338,15 @@ def fetch_hint(summaries: Sequence[Mapping[str, Any]], crawl_url: str) -> str | 
     exited for 85 s without a word), or an address the address policy refuses (``refused``:
     a loopback or private address, denied by default; a fresh-user trial's first crawl of a
     site on this machine said only "refused 1"). Each says how to make those URLs due again
-    (``batchcrawl inject --refetch``) once the settings are fixed."""
+    (``batchcrawl requeue``) once the settings are fixed."""
     attempts = sum(int(s.get("attempts", 0)) for s in summaries)
     failed = {k: sum(int((s.get("errors") or {}).get(k, 0)) for s in summaries)
               for k in ("dns_error", "network_error", "refused")}  # fmt: skip
     kind, n = max(failed.items(), key=lambda kv: kv[1])
     if not n or 2 * n < attempts:
         return None
-    again = (f"; then make the seeds due again at once: batchcrawl inject {crawl_url} --refetch "
-             "SEEDS")  # fmt: skip
+    requeued = "--status refused" if kind == "refused" else "--status error --status gone"
+    again = f"; then make those URLs due again at once: batchcrawl requeue {crawl_url} {requeued}"
     if kind == "refused":
         return (
             f"batchcrawl: hint: {n:,} of {attempts:,} fetch attempts were refused by the address "

@@ -28,8 +28,9 @@ from batchcrawl.config import Config
 from batchcrawl.errors import InvalidURL
 from batchcrawl.frontier import drum, runs
 from batchcrawl.frontier.generate import filters_fingerprint
+from batchcrawl.frontier.requeue import queue_again
 from batchcrawl.frontier.runs import iter_buckets
-from batchcrawl.frontier.table import epoch_ms, new_rows, seed_scope
+from batchcrawl.frontier.table import new_rows, seed_scope
 from batchcrawl.records import UrlStatus
 from batchcrawl.scope.filters import FilterChain
 from batchcrawl.store import schemas
@@ -246,19 +247,10 @@ _REQUEUED = (UrlStatus.REFUSED.value, UrlStatus.ROBOTS_DENIED.value)
 
 def _due_now(crawl: CrawlDir, files: runs.BucketFiles, keys: np.ndarray, now: float) -> pa.Table:
     """The frontier rows of the known ``keys`` whose status can be fetched again, due ``now``;
-    a ``refused`` or ``robots_denied`` row queued again."""
+    a ``refused`` or ``robots_denied`` row queued again (:func:`~batchcrawl.frontier.requeue.queue_again`)."""
     rows = schemas.conform("frontier", runs.lookup(crawl, files, keys))
     rows = rows.filter(pc.is_in(rows.column("status"), pa.array(_REFETCHABLE + _REQUEUED)))
-    requeued = pc.is_in(rows.column("status"), pa.array(_REQUEUED))
-    for name, value in (("status", UrlStatus.QUEUED.value), ("reason", None)):
-        i = rows.schema.get_field_index(name)
-        field = rows.schema.field(i)
-        rows = rows.set_column(
-            i, field, pc.if_else(requeued, pa.scalar(value, field.type), rows.column(i))
-        )
-    nft = pa.array([epoch_ms(now)] * rows.num_rows, pa.int64()).cast(pa.timestamp("ms"))
-    i = rows.schema.get_field_index("next_fetch_time")
-    return rows.set_column(i, rows.schema.field(i), nft)
+    return queue_again(rows, pc.is_in(rows.column("status"), pa.array(_REQUEUED)), now)
 
 
 def _untouched_rows(

@@ -1,0 +1,143 @@
+"""Requeue: make URLs that ended in a final status due again, after what ended them was fixed.
+
+A URL the address policy refused (``refused``), robots.txt disallowed (``robots_denied``), that
+was ``gone`` (404/410, other 4xx, ``frontier.max_retries`` transient failures) or is waiting in
+``error`` is not fetched again by itself, or not soon. Once the cause is fixed -- a network added to
+``network.allow_networks``, a site's robots.txt or server repaired -- ``batchcrawl requeue``
+puts those URLs back to ``queued``, due now, with their reason and retry count cleared; the next
+round's fetch checks again (the address policy, robots.txt). Heritrix's "recover" and Nutch's
+``updatedb`` after a CrawlDb edit answer the same need; here it is one DRUM-style pass over the
+frontier's buckets (one bucket in memory at a time), written as delta runs and committed as one
+generation. ``filtered`` URLs are not requeued: the ``[filters]`` decide them, and a change of the
+filters already re-checks the frontier (:func:`batchcrawl.frontier.generate.narrow`).
+
+The caller (the CLI) holds the writer lock, so no round holds a URL on a fetch list meanwhile;
+a URL still leased (``lease_round`` set: a round that stopped before its update, rerun next) is
+left to that round.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from batchcrawl.config import Config
+from batchcrawl.errors import ConfigError
+from batchcrawl.frontier import runs
+from batchcrawl.frontier.generate import recorded_fingerprint
+from batchcrawl.frontier.table import epoch_ms
+from batchcrawl.records import REQUEUABLE_STATUSES, UrlStatus
+from batchcrawl.store import schemas
+from batchcrawl.store.crawldir import CrawlDir
+
+__all__ = ["queue_again", "requeue"]
+
+
+def queue_again(rows: pa.Table, which: pa.Array | pa.ChunkedArray, now: float) -> pa.Table:
+    """``rows`` (frontier rows) due at ``now`` (epoch seconds), and those where ``which`` (bool,
+    one per row) is true back to ``queued`` with ``reason`` null and ``retries`` 0, so a URL that
+    failed ``frontier.max_retries`` times gets them all again."""
+    for name, value in (("status", UrlStatus.QUEUED.value), ("reason", None), ("retries", 0)):
+        i = rows.schema.get_field_index(name)
+        field = rows.schema.field(i)
+        rows = rows.set_column(
+            i, field, pc.if_else(which, pa.scalar(value, field.type), rows.column(i))
+        )
+    nft = pa.array(np.full(rows.num_rows, epoch_ms(now), np.int64)).cast(pa.timestamp("ms"))
+    i = rows.schema.get_field_index("next_fetch_time")
+    return rows.set_column(i, rows.schema.field(i), nft)
+
+
+def requeue(
+    crawl: CrawlDir,
+    cfg: Config,
+    statuses: Iterable[str],
+    *,
+    hosts: Iterable[str] = (),
+    clock: Callable[[], float] = time.time,
+) -> dict[str, Any]:
+    """Put the frontier's URLs in ``statuses`` (of ``hosts``, when given) back to ``queued``, due
+    now, and commit a generation (none when no URL matched).
+
+    Parameters
+    ----------
+    crawl : CrawlDir
+        An existing crawl (its current generation is the parent).
+    cfg : Config
+        Uses ``frontier.drum_batch_bytes`` and the compaction settings (``frontier.max_runs``).
+    statuses : iterable of str
+        :data:`REQUEUABLE_STATUSES` values, e.g. ``["refused"]``.
+    hosts : iterable of str
+        Lower-case host names (punycode, no port) as the frontier's ``host`` column holds them;
+        empty: every host.
+    clock : callable
+        Wall clock, epoch seconds: the URLs are due from ``clock()``.
+
+    Returns
+    -------
+    dict
+        The summary (committed when ``requeued`` > 0): ``step`` ``"requeue"``, ``statuses``,
+        ``hosts``, ``requeued`` (URLs), ``by_status`` (URLs per former status), ``leased_kept``
+        (matching URLs left to the round that holds them), ``generation`` and ``committed``.
+
+    Raises
+    ------
+    ConfigError
+        No status, or one that is not in :data:`REQUEUABLE_STATUSES`.
+    CommitConflict
+        Another writer committed meanwhile (take the lock first).
+    """
+    wanted = tuple(dict.fromkeys(statuses))
+    bad = [s for s in wanted if s not in REQUEUABLE_STATUSES]
+    if not wanted or bad:
+        raise ConfigError(
+            f"cannot requeue status {', '.join(map(repr, bad))}; give one or more of "
+            f"{', '.join(REQUEUABLE_STATUSES)}"
+            if bad
+            else f"no status to requeue; give one or more of {', '.join(REQUEUABLE_STATUSES)}"
+        )
+    only_hosts = sorted({h.strip().lower() for h in hosts if h.strip()})
+    manifest = crawl.manifest()
+    gen = manifest.generation + 1
+    now = clock()
+    by_status: Counter[str] = Counter()
+    leased_kept = 0
+    out: list[runs.BucketFiles] = []
+    for files in runs.bucket_files(manifest):
+        state = runs.read_bucket(crawl, files, ["url_key", "status", "host", "lease_round"])
+        n_rows = state.num_rows
+        match = pc.is_in(state.column("status"), pa.array(wanted))
+        if only_hosts:
+            match = pc.and_(match, pc.is_in(state.column("host"), pa.array(only_hosts)))
+        leased = pc.and_(match, pc.is_valid(state.column("lease_round")))
+        leased_kept += pc.sum(leased).as_py() or 0
+        state = state.filter(pc.and_not(match, leased))
+        if not state.num_rows:
+            out.append(files)
+            continue
+        by_status.update(state.column("status").to_pylist())
+        keys = np.asarray(state.column("url_key").to_numpy(), dtype=np.uint64)
+        rows = schemas.conform("frontier", runs.lookup(crawl, files, keys))
+        again = queue_again(rows, pa.array(np.ones(rows.num_rows, bool)), now)
+        out.append(runs.add_run(crawl, files, gen, again, cfg, bucket_rows=n_rows, compact=True))
+    summary: dict[str, Any] = {
+        "step": "requeue",
+        "statuses": list(wanted),
+        "hosts": only_hosts,
+        "requeued": sum(by_status.values()),
+        "by_status": dict(sorted(by_status.items())),
+        "leased_kept": leased_kept,
+    }
+    fingerprint = recorded_fingerprint(manifest.summary)  # the URLs were not refiltered
+    if fingerprint is not None:
+        summary["filters_fingerprint"] = fingerprint
+    if not summary["requeued"]:
+        return {**summary, "generation": manifest.generation, "committed": False}
+    committed = crawl.commit(manifest, {"frontier": runs.frontier_listing(out)}, summary)
+    return {**summary, "generation": committed.generation, "committed": True}
