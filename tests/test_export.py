@@ -539,3 +539,43 @@ def test_index_refuses_offsets_beyond_32_bits(crawl):
     rows[0]["warc_record_offset"] = 100
     assert ccindex.index_table(pa.Table.from_pylist(rows, schema=table.schema), crawl=NAME,
                                segment="1").num_rows == 1  # fmt: skip
+
+
+def test_an_export_made_before_extract_gets_the_wet_files_and_languages_after_it(crawl, tmp_path):
+    """A fresh-user trial: ``export --tables text,wet,index`` before ``extract`` recorded each
+    round's ``wet`` as done (no files) and its index without ``content_languages``; the export
+    after the extract skipped every round, so the WET files and languages never reached the lake.
+    Now ``wet`` and ``index`` are exported again once the round's ``text`` rows changed."""
+    import shutil
+
+    from batchcrawl.extract import extract_crawl
+
+    copy = CrawlDir.open(str(shutil.copytree(crawl.root, tmp_path / "crawl")))
+    dest = tmp_path / "lake"
+    tables = "text,wet,index"
+
+    def export() -> dict:
+        result = run_cli("export", copy.url, dest, "--tables", tables)
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout.strip().splitlines()[-1])
+
+    before = export()
+    assert before["exported"] == [1, 2] and before["wet_files"] == 0
+    assert "text" not in before["rows"] or before["rows"]["text"] == 0
+    assert extract_crawl(copy)["rows"] > 0
+    after = export()
+    assert after["exported"] == [1, 2] and after["skipped"] == []
+    wets = sorted(dest.glob(f"wet/crawl={NAME}/round=*/*.warc.wet.gz"))
+    assert after["wet_files"] == len(wets) > 0
+    text = copy.read_current("text").to_pylist()
+    assert after["rows"]["text"] == len(text)
+    languages = {(r["warc_filename"], r["warc_record_offset"]): r["content_languages"]
+                 for r in text}  # fmt: skip
+    index = duckdb.sql(
+        f"SELECT content_languages FROM read_parquet('{dest}/index/*/*/*.parquet') "
+        "WHERE subset = 'warc'"
+    ).fetchall()
+    filled = [lang for (lang,) in index if lang is not None]
+    assert len(filled) == sum(v is not None for v in languages.values()) > 0
+    again = export()  # the text did not change since: every round skipped
+    assert again["exported"] == [] and again["skipped"] == [1, 2]

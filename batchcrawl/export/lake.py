@@ -70,6 +70,9 @@ Repeats. A round's manifest records, per file, the rows written and the rows the
 (``excluded``); their sum is the rows read from the crawl, which a later run compares with the
 crawl's files of the round (after a merge of fact files, with the round's rows in the merged
 files), so a repeated export -- filtered or not -- skips every round whose data did not change.
+A round's ``wet`` files and its ``index`` (``content_languages``) come from its ``text`` rows,
+which ``batchcrawl extract`` may write after the round was exported: the manifest records the
+text files each was made from (``text_basis``), and a run exports them again when those changed.
 
 Bad destinations. Before anything is read, ``DEST`` and its manifest folder are created (local
 destinations): a ``DEST`` that is a file or cannot be created or written (``/dev/null/x``, a path
@@ -481,6 +484,7 @@ class Exporter:
                 todo = tuple(t for t in TABLES if t in tables_again)
             else:
                 done = set(previous.get("tables", {})) if previous else set()
+                done -= self._stale_on_text(previous or {}, entries["text"].get(r, []))
                 todo = tuple(t for t in tables if t not in done)
             if not todo:
                 summary["skipped"].append(r)
@@ -534,6 +538,19 @@ class Exporter:
                 return False
         return True
 
+    @staticmethod
+    def _stale_on_text(previous: dict[str, Any], text_entries: list[FileEntry]) -> set[str]:
+        """The tables of a round's earlier export (its manifest ``previous``) made from other
+        ``text`` rows than the crawl's now: ``wet`` (the WET files) and ``index`` (its
+        ``content_languages``) read them, and ``batchcrawl extract`` may run after the export
+        (a fresh-user trial: the round counted as done, and its WET files and languages never
+        reached the lake). Each records the text files it read (``text_basis``); a manifest
+        from before that record counts as made without text."""
+        now = _text_basis(text_entries)
+        basis = previous.get("text_basis") or {}
+        return {t for t in ("wet", "index")
+                if t in previous.get("tables", {}) and basis.get(t, []) != now}  # fmt: skip
+
     def _round_rows(self, table: str, entries: list[FileEntry], r: int) -> int:
         """Rows of round ``r`` in ``entries`` (merged files counted by their ``round`` column)."""
         return self._read_round(table, entries, r, columns=["round"]).num_rows
@@ -569,6 +586,11 @@ class Exporter:
         }
         if (job.previous or {}).get("warc_spans") is not None:  # the index exported before
             record["warc_spans"] = job.previous["warc_spans"]
+        text_entries = entries["text"].get(r, [])
+        record["text_basis"] = {
+            **(job.previous or {}).get("text_basis", {}),
+            **{t: _text_basis(text_entries) for t in ("wet", "index") if t in todo},
+        }
         stats: dict[str, Any] = {
             "rows": {}, "warc_files": 0, "warc_open": [], "wet_files": 0, "cdxj_lines": 0,
             "bytes": 0, "excluded": {},
@@ -912,6 +934,12 @@ class Exporter:
         if leave_out.hosts:
             out["excluded"] = dropped
         return out
+
+
+def _text_basis(text_entries: Sequence[FileEntry]) -> list[list[Any]]:
+    """``[[path, rows], ...]`` (sorted) of a round's ``text`` files: what its exported ``wet``
+    and ``index`` were made from (JSON-comparable, as a manifest holds it)."""
+    return sorted([e.path, e.rows] for e in text_entries)
 
 
 def _source_rows(file_info: Mapping[str, Any]) -> int:
