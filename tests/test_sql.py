@@ -365,3 +365,33 @@ def test_due_soon_gives_the_interval_in_the_largest_unit_that_fits(tmp_path, sec
     crawl.commit(crawl.manifest(), {"frontier": files}, {"step": "inject"})
     due = sql.query(crawl, sql.named_query("due-soon")).to_pylist()
     assert [(r["avg_interval_s"], r["avg_interval"]) for r in due] == [(seconds, shown)]
+
+
+def test_language_queries_count_each_page_once_by_its_newest_capture_with_text():
+    """A fresh-user trial: after a recrawl, ``pages-per-language`` counted every capture, so a
+    90-page French site showed ~90 ``fr`` and ~90 ``(none)`` (its 304 revisits, which have no
+    text). Each page (URL) now counts once, by its newest capture that has text."""
+    import duckdb
+
+    def capture(key, url, t, languages, chars, reason=None):
+        return {"url_key": key, "url": url, "url_host_name": url.split("/")[2], "round": t,
+                "fetch_time": dt.datetime(2026, 1, 1, 0, t), "shard": 0, "record_type":
+                "revisit" if reason else "response", "content_languages": languages,
+                "main_text_length": chars, "reason": reason, "warc_filename": "w.warc.gz",
+                "warc_record_offset": t}  # fmt: skip
+
+    rows = [
+        capture(1, "http://fr.test/a", 1, "fr", 100),
+        capture(1, "http://fr.test/a", 2, None, None, "revisit"),  # a 304 revisit: no text
+        capture(2, "http://fr.test/b", 1, "en", 50),  # English then, French now
+        capture(2, "http://fr.test/b", 3, "fr,en", 80),
+        capture(3, "http://en.test/c", 1, None, None, "no_text"),  # never any text
+    ]
+    schema = schemas.schema("text")
+    text = pa.Table.from_pylist([{f.name: r.get(f.name) for f in schema} for r in rows], schema)
+    con = duckdb.connect()
+    con.register("text", text)
+    per_language = con.execute(sql.named_query("pages-per-language")).fetchall()
+    assert per_language == [("fr", 2, 1, 180), ("(none)", 1, 1, 0)]
+    per_host = con.execute(sql.named_query("languages-per-host")).fetchall()
+    assert per_host == [("en.test", "(none)", 1, 0), ("fr.test", "fr", 2, 180)]
