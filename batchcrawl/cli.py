@@ -512,7 +512,8 @@ def _init_stopped(crawl_url: str, seeds: io.TextIOBase | None, exc: BaseExceptio
     "--refetch",
     is_flag=True,
     help="Also make the URLs of FILE already known due now (refetch), and queue again "
-    "those the address policy or robots.txt kept from being fetched.",
+    "those the address policy or robots.txt kept from being fetched (their hosts' robots.txt "
+    "is read again).",
 )
 @_sets
 def inject(crawl_url: str, seeds: io.TextIOBase, refetch: bool, sets) -> None:
@@ -546,8 +547,10 @@ def inject(crawl_url: str, seeds: io.TextIOBase, refetch: bool, sets) -> None:
 @_sets
 def requeue(crawl_url: str, statuses: tuple[str, ...], hosts: tuple[str, ...], sets) -> None:
     """Make the URLs of CRAWL that ended refused, robots_denied, gone or error due again, once
-    what ended them is fixed (network.allow_networks widened, a site repaired). Their reason and
-    retries are cleared; the next round fetches them and checks again. Prints a JSON summary."""
+    what ended them is fixed (network.allow_networks widened, a site or its robots.txt repaired).
+    Their reason and retries are cleared, and the cached robots.txt of the hosts of robots_denied
+    URLs expires; the next round reads it again, fetches them and checks again. Prints a JSON
+    summary."""
     from batchcrawl.frontier.requeue import requeue as requeue_urls
 
     crawl = _open(crawl_url)

@@ -134,3 +134,54 @@ def test_a_refused_linked_host_is_fetched_once_the_policy_is_widened_and_it_is_r
     finally:
         for s in servers:
             s.stop()
+
+
+def test_requeued_robots_denied_urls_are_checked_against_the_sites_robots_txt_of_now(tmp_path):
+    """A fresh-user trial: after a site's robots.txt stopped disallowing /secret/, requeueing
+    (or ``inject --refetch``) left the URL robots_denied again, checked against the copy cached
+    for ``robots.cache_ttl_s`` (24 h). Requeueing a robots_denied URL now expires its host's
+    copy, so the next round reads robots.txt first and fetches the URL."""
+    from servers.apps import RoutingApp
+
+    app = RoutingApp()
+    server = MultiHostServer(app)
+    server.start()
+    try:
+        base = f"http://r.test:{server.port}"
+        html = b'<html><body><a href="/secret/page.html">s</a></body></html>'
+
+        def robots(body: bytes) -> Response:
+            return Response(200, [("Content-Type", "text/plain")], body)
+
+        app.add("r.test", "/robots.txt", robots(b"User-agent: *\nDisallow: /secret/\n"))
+        app.add("r.test", "/", Response(200, [("Content-Type", "text/html")], html))
+        app.add("r.test", "/secret/page.html", Response(200, [("Content-Type", "text/html")],
+                                                          b"<p>now allowed</p>"))  # fmt: skip
+        crawl = new_crawl(tmp_path / "crawl", round_config(), [f"{base}/"])
+        env = subprocess_env()
+
+        def cli(*args):
+            proc = subprocess.run(cli_command(*args), capture_output=True, text=True, env=env,
+                                  timeout=300)  # fmt: skip
+            assert proc.returncode == 0, proc.stderr[-3000:]
+            return proc
+
+        cli("crawl", crawl.url, "--rounds", "2")
+        secret = f"{base}/secret/page.html"
+        assert {r["url"]: r["status"] for r in frontier_rows(crawl)}[secret] == "robots_denied"
+        app.add("r.test", "/robots.txt", robots(b"User-agent: *\nDisallow:\n"))
+        robots_reads = sum(e.path == "/robots.txt" for e in server.log.entries())
+
+        summary = json.loads(cli("requeue", crawl.url, "--status", "robots_denied").stdout)
+        assert summary["by_status"] == {"robots_denied": 1} and summary["robots_expired"] == 1
+        cli("round", crawl.url)
+        row = {r["url"]: r for r in frontier_rows(crawl)}[secret]
+        assert (row["status"], row["fetch_status"]) == ("fetched", 200)
+        log = server.log.entries()
+        assert sum(e.path == "/robots.txt" for e in log) == robots_reads + 1
+        paths = [e.path for e in log]
+        assert paths.index("/secret/page.html") > max(
+            i for i, p in enumerate(paths) if p == "/robots.txt"
+        )  # robots.txt read again first
+    finally:
+        server.stop()

@@ -28,7 +28,7 @@ from batchcrawl.config import Config
 from batchcrawl.errors import InvalidURL
 from batchcrawl.frontier import drum, runs
 from batchcrawl.frontier.generate import filters_fingerprint
-from batchcrawl.frontier.requeue import queue_again
+from batchcrawl.frontier.requeue import expire_robots, queue_again
 from batchcrawl.frontier.runs import iter_buckets
 from batchcrawl.frontier.table import new_rows, seed_scope
 from batchcrawl.records import UrlStatus
@@ -156,6 +156,7 @@ def inject(
         chain.check(u, h, d, 0, 0) for (_, u), h, d in zip(seeds, hosts, domains, strict=True)
     ]
     offset = _max_seed_seq(crawl, manifest) + 1
+    now = clock()
     rows = new_rows(
         url_key=urls.url_keys(u for _, u in seeds),
         url=[u for _, u in seeds],
@@ -168,9 +169,10 @@ def inject(
         status=[UrlStatus.QUEUED.value if r is None else UrlStatus.FILTERED.value for r in reasons],
         reason=reasons,
         source_url_key=None,
-        next_fetch_time=clock(),
+        next_fetch_time=now,
     )
     gen = manifest.generation + 1
+    robots_hosts: set[str] = set()  # hosts of refetched robots_denied seeds
     new_count: Counter[str] = Counter()
     filtered_lines: list[BadLine] = []  # the new seeds the filters dropped: line and reason
     out: list[runs.BucketFiles] = []
@@ -193,7 +195,8 @@ def inject(
         n_after = len(keys) + added.num_rows  # refetched rows are known: not counted again
         rows_after += n_after
         if refetch:
-            again = _due_now(crawl, files, batch.keys[runs.is_known(keys, batch.keys)], clock())
+            again, denied = _due_now(crawl, files, batch.keys[runs.is_known(keys, batch.keys)], now)
+            robots_hosts |= denied
             new_count["refetch"] += again.num_rows
             added = pa.concat_tables([again, schemas.conform("frontier", added)]).sort_by("url_key")
         out.append(runs.add_run(crawl, files, gen, added, cfg, bucket_rows=n_after))
@@ -221,7 +224,13 @@ def inject(
     }
     if not seeds_new and not new_count["refetch"]:  # the frontier is unchanged: no generation
         return {**summary, "generation": manifest.generation, "committed": False}
-    committed = crawl.commit(manifest, {"frontier": runs.frontier_listing(out)}, summary)
+    listings = {"frontier": runs.frontier_listing(out)}
+    hosts_listing, summary["robots_expired"] = expire_robots(
+        crawl, cfg, manifest, gen, robots_hosts, now
+    )
+    if hosts_listing is not None:
+        listings["hosts"] = hosts_listing
+    committed = crawl.commit(manifest, listings, summary)
     return {**summary, "generation": committed.generation, "committed": True}
 
 
@@ -245,12 +254,18 @@ _REFETCHABLE = ("fetched", "gone", "error", "queued")
 _REQUEUED = (UrlStatus.REFUSED.value, UrlStatus.ROBOTS_DENIED.value)
 
 
-def _due_now(crawl: CrawlDir, files: runs.BucketFiles, keys: np.ndarray, now: float) -> pa.Table:
-    """The frontier rows of the known ``keys`` whose status can be fetched again, due ``now``;
-    a ``refused`` or ``robots_denied`` row queued again (:func:`~batchcrawl.frontier.requeue.queue_again`)."""
+def _due_now(
+    crawl: CrawlDir, files: runs.BucketFiles, keys: np.ndarray, now: float
+) -> tuple[pa.Table, set[str]]:
+    """The frontier rows of the known ``keys`` whose status can be fetched again, due ``now``,
+    a ``refused`` or ``robots_denied`` row queued again
+    (:func:`~batchcrawl.frontier.requeue.queue_again`); and the hosts of the ``robots_denied``
+    ones, whose cached robots.txt is to expire (:func:`~batchcrawl.frontier.requeue.expire_robots`)."""
     rows = schemas.conform("frontier", runs.lookup(crawl, files, keys))
     rows = rows.filter(pc.is_in(rows.column("status"), pa.array(_REFETCHABLE + _REQUEUED)))
-    return queue_again(rows, pc.is_in(rows.column("status"), pa.array(_REQUEUED)), now)
+    denied = rows.filter(pc.equal(rows.column("status"), UrlStatus.ROBOTS_DENIED.value))
+    again = queue_again(rows, pc.is_in(rows.column("status"), pa.array(_REQUEUED)), now)
+    return again, set(denied.column("host").to_pylist())
 
 
 def _untouched_rows(

@@ -5,7 +5,10 @@ was ``gone`` (404/410, other 4xx, ``frontier.max_retries`` transient failures) o
 ``error`` is not fetched again by itself, or not soon. Once the cause is fixed -- a network added to
 ``network.allow_networks``, a site's robots.txt or server repaired -- ``batchcrawl requeue``
 puts those URLs back to ``queued``, due now, with their reason and retry count cleared; the next
-round's fetch checks again (the address policy, robots.txt). Heritrix's "recover" and Nutch's
+round's fetch checks again (the address policy, robots.txt: for the hosts of requeued
+``robots_denied`` URLs, the cached robots.txt in the ``hosts`` table expires now, so the fetch reads
+the site's current robots.txt before their URLs instead of denying them again from a copy that
+stays in force for ``robots.cache_ttl_s``). Heritrix's "recover" and Nutch's
 ``updatedb`` after a CrawlDb edit answer the same need; here it is one DRUM-style pass over the
 frontier's buckets (one bucket in memory at a time), written as delta runs and committed as one
 generation. ``filtered`` URLs are not requeued: the ``[filters]`` decide them, and a change of the
@@ -21,6 +24,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -29,14 +33,15 @@ import pyarrow.compute as pc
 
 from batchcrawl.config import Config
 from batchcrawl.errors import ConfigError
+from batchcrawl.frontier import hosts as hosts_mod
 from batchcrawl.frontier import runs
 from batchcrawl.frontier.generate import recorded_fingerprint
 from batchcrawl.frontier.table import epoch_ms
 from batchcrawl.records import REQUEUABLE_STATUSES, UrlStatus
 from batchcrawl.store import schemas
-from batchcrawl.store.crawldir import CrawlDir
+from batchcrawl.store.crawldir import CrawlDir, FileEntry, Manifest
 
-__all__ = ["queue_again", "requeue"]
+__all__ = ["expire_robots", "queue_again", "requeue"]
 
 
 def queue_again(rows: pa.Table, which: pa.Array | pa.ChunkedArray, now: float) -> pa.Table:
@@ -107,6 +112,7 @@ def requeue(
     gen = manifest.generation + 1
     now = clock()
     by_status: Counter[str] = Counter()
+    robots_hosts: set[str] = set()  # hosts of requeued robots_denied URLs
     leased_kept = 0
     out: list[runs.BucketFiles] = []
     for files in runs.bucket_files(manifest):
@@ -122,10 +128,16 @@ def requeue(
             out.append(files)
             continue
         by_status.update(state.column("status").to_pylist())
+        denied = pc.equal(state.column("status"), UrlStatus.ROBOTS_DENIED.value)
+        robots_hosts.update(state.filter(denied).column("host").to_pylist())
         keys = np.asarray(state.column("url_key").to_numpy(), dtype=np.uint64)
         rows = schemas.conform("frontier", runs.lookup(crawl, files, keys))
         again = queue_again(rows, pa.array(np.ones(rows.num_rows, bool)), now)
         out.append(runs.add_run(crawl, files, gen, again, cfg, bucket_rows=n_rows, compact=True))
+    listings: dict[str, list[FileEntry]] = {"frontier": runs.frontier_listing(out)}
+    hosts_listing, expired = expire_robots(crawl, cfg, manifest, gen, robots_hosts, now)
+    if hosts_listing is not None:
+        listings["hosts"] = hosts_listing
     summary: dict[str, Any] = {
         "step": "requeue",
         "statuses": list(wanted),
@@ -133,11 +145,42 @@ def requeue(
         "requeued": sum(by_status.values()),
         "by_status": dict(sorted(by_status.items())),
         "leased_kept": leased_kept,
+        "robots_expired": expired,
     }
     fingerprint = recorded_fingerprint(manifest.summary)  # the URLs were not refiltered
     if fingerprint is not None:
         summary["filters_fingerprint"] = fingerprint
     if not summary["requeued"]:
         return {**summary, "generation": manifest.generation, "committed": False}
-    committed = crawl.commit(manifest, {"frontier": runs.frontier_listing(out)}, summary)
+    committed = crawl.commit(manifest, listings, summary)
     return {**summary, "generation": committed.generation, "committed": True}
+
+
+def expire_robots(
+    crawl: CrawlDir, cfg: Config, manifest: Manifest, generation: int, hosts: set[str], now: float
+) -> tuple[list[FileEntry] | None, int]:
+    """Expire the cached robots.txt of ``hosts`` (host names as the ``hosts`` table has them) at
+    ``now`` (epoch seconds), for a commit of ``generation`` over ``manifest``: a shard restoring
+    such a host's row fetches robots.txt again before its next URL (RFC 9309 §2.4 lets a crawler
+    refresh it at any time; the expired copy is kept aside, as for any expiry). Writes one
+    ``hosts`` run per shard that holds such a row (uncommitted).
+
+    Returns
+    -------
+    (listing, hosts)
+        The ``hosts`` listing to commit (None: nothing changed) and how many hosts were expired
+        (those without a row, or whose copy expired already, need nothing).
+    """
+    old = list(manifest.tables.get("hosts", ()))
+    rows = hosts_mod.read_hosts_of(crawl, old, hosts) if old and hosts else []
+    at = datetime.fromtimestamp(now, UTC).replace(tzinfo=None)
+    by_shard: dict[int, list[dict[str, Any]]] = {}
+    for row in rows:
+        if row.get("robots_expires") is not None and row["robots_expires"] > at:
+            by_shard.setdefault(int(row["shard"]), []).append({**row, "robots_expires": at})
+    written = [hosts_mod.write_run(crawl, generation, shard, shard_rows)
+               for shard, shard_rows in sorted(by_shard.items())]  # fmt: skip
+    expired = sum(map(len, by_shard.values()))
+    if not expired:
+        return None, 0
+    return hosts_mod.next_listing(crawl, old, written, generation, cfg), expired
