@@ -1015,12 +1015,12 @@ def _run_rounds(
         log.debug("error details", exc_info=True)
         raise fault from None
     elapsed_s = time.monotonic() - started
-    queued = None
+    due = None
     if len(summaries) > 1:  # what is left now, as `status` counts it (README: summary numbers)
-        from batchcrawl.store.status import queued_urls
+        from batchcrawl.store.status import due_urls
 
-        queued = queued_urls(crawl)
-    for line in closing_summary(summaries, elapsed_s, queued):
+        due = due_urls(crawl)
+    for line in closing_summary(summaries, elapsed_s, due):
         click.echo(line, err=True)
     hint = fetch_hint(summaries, crawl.url)
     if hint is not None:
@@ -1028,9 +1028,9 @@ def _run_rounds(
     return summaries
 
 
-#: Seconds a stream stopped by a signal gives the queued count of its closing summary (a scan of
+#: Seconds a stream stopped by a signal gives the due count of its closing summary (a scan of
 #: the frontier: seconds at tens of millions of URLs); the summary goes without it after that.
-QUEUED_STOP_TIMEOUT_S = 0.5
+DUE_COUNT_STOP_TIMEOUT_S = 0.5
 
 
 def _run_stream(
@@ -1071,12 +1071,12 @@ def _run_stream(
 
         raise nothing_due(crawl, crawl.manifest(), time.time())
     _echo_json(summary)
-    from batchcrawl.store.status import queued_urls
+    from batchcrawl.store.status import due_urls
 
     # after a stop signal the count (a scan of the frontier) gets what is left of the 2 s
     stopped_by_signal = summary["stopped_by"] in ("SIGINT", "SIGTERM")
-    queued = queued_urls(crawl, timeout_s=QUEUED_STOP_TIMEOUT_S if stopped_by_signal else None)
-    for line in stream_closing_summary(summary, queued):
+    due = due_urls(crawl, timeout_s=DUE_COUNT_STOP_TIMEOUT_S if stopped_by_signal else None)
+    for line in stream_closing_summary(summary, due):
         click.echo(line, err=True)
     return summary
 

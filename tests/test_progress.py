@@ -154,9 +154,9 @@ def test_closing_summary_leaves_for_later_what_the_last_round_left_and_counts_th
         {"round": 1, "generation": 2, "attempts": 10, "not_fetched": 50, "time_limit_hit": True},
         {"round": 2, "generation": 3, "attempts": 10, "not_fetched": 40, "time_limit_hit": True},
     ]  # fmt: skip
-    text = "\n".join(closing_summary(rounds, elapsed_s=2.0, queued=875))
+    text = "\n".join(closing_summary(rounds, elapsed_s=2.0, due=875))
     assert "left for later 40 (time limit, last round)" in text
-    assert "; queued 875 (batchcrawl status)" in text
+    assert "; due now 875 (batchcrawl status)" in text
 
 
 @pytest.mark.parametrize(
@@ -242,9 +242,9 @@ def test_stream_closing_summary_says_why_it_stopped():
     assert lines[1:] == ["  30 attempts (2.0/s), 27 responses, 22 stored, 4 errors "
                          "(gone 3, network_error 1), 35 new URLs",
                          "  left for later 4 (held at the stop)"]  # fmt: skip
-    one = stream_closing_summary({**summary, "rounds": [3, 3], "checkpoints": 1}, queued=1234)
+    one = stream_closing_summary({**summary, "rounds": [3, 3], "checkpoints": 1}, due=1234)
     assert one[0].startswith("batchcrawl: stream stopped by SIGTERM: micro-batch 3, 1 checkpoint ")
-    assert one[-1] == "  left for later 4 (held at the stop); queued 1,234 (batchcrawl status)"
+    assert one[-1] == "  left for later 4 (held at the stop); due now 1,234 (batchcrawl status)"
     assert len(one) == 3  # issue 34: a stopped stream says it in at most three lines
 
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 
 from crawl_helpers import frontier_row, small_crawl
 
 from batchcrawl.store.crawldir import CrawlDir
-from batchcrawl.store.status import crawl_status, queued_urls
+from batchcrawl.store.status import crawl_status, due_urls
 
 
 def test_status_of_a_small_crawl(tmp_path):
@@ -17,6 +18,7 @@ def test_status_of_a_small_crawl(tmp_path):
     assert st["urls"] == {
         "total": 6,
         "by_status": {"fetched": 3, "error": 1, "gone": 1, "queued": 1},
+        "due_now": 2,  # the queued and the error URL (neither has a time: due since the epoch)
     }
     assert st["hosts"] == {"total": 2, "domains": 2}
     assert st["depth"] == {"0": 1, "1": 1, "2": 4}
@@ -49,21 +51,39 @@ def test_status_of_an_older_generation_and_of_a_new_crawl(tmp_path):
     old = crawl_status(crawl, generation=1)
     assert old["urls"]["total"] == 6 and len(old["generations"]) == 2
     empty = crawl_status(CrawlDir.create(str(tmp_path / "e"), "", buckets=4))
-    assert empty["urls"] == {"total": 0, "by_status": {}}
+    assert empty["urls"] == {"total": 0, "by_status": {}, "due_now": 0}
     assert empty["depth"] == {} and empty["fetched"]["attempts"] == 0
     assert empty["hosts"] == {"total": 0, "domains": 0}
 
 
-def test_queued_urls_is_the_queued_count_of_status(tmp_path):
-    """The closing summary of a multi-round crawl says how many URLs are queued with this
-    function: the number `batchcrawl status` shows (issue 34)."""
+def test_due_urls_is_the_due_count_of_status(tmp_path):
+    """The closing summaries say how many URLs are due with this function: the number `batchcrawl
+    status` shows (issue 34). A fresh-user trial: a stream stopped with 332 refetches due said
+    "queued 0", and status had no line for them; fetched and gone URLs the schedule made due
+    count now, as queued and error ones whose time has come; not those due later, nor final
+    statuses."""
     crawl = small_crawl(tmp_path / "c")
-    assert queued_urls(crawl) == crawl_status(crawl)["urls"]["by_status"]["queued"] == 1
-    assert queued_urls(CrawlDir.create(str(tmp_path / "e"), "", buckets=4)) == 0
+    assert due_urls(crawl) == crawl_status(crawl)["urls"]["due_now"] == 2  # queued and error
+    assert due_urls(CrawlDir.create(str(tmp_path / "e"), "", buckets=4)) == 0
+    past, future = dt.datetime(2026, 1, 1), dt.datetime(2999, 1, 1)
+    rows = []
+    for i, (status, when) in enumerate([
+        ("queued", past), ("queued", future), ("queued", None), ("error", past),
+        ("error", future), ("fetched", past), ("fetched", future), ("fetched", None),
+        ("gone", past), ("robots_denied", past), ("filtered", past), ("refused", None),
+    ]):  # fmt: skip
+        row = frontier_row(i, status=status)
+        row["next_fetch_time"] = when
+        rows.append(row)
+    other = CrawlDir.create(str(tmp_path / "d"), "", buckets=1)
+    files = [other.write_table("frontier", "frontier/gen=1/b.parquet", rows)]
+    other.commit(other.manifest(), {"frontier": files}, {"step": "inject"})
+    # queued past and without a time, error past, fetched past, gone past
+    assert due_urls(other) == crawl_status(other)["urls"]["due_now"] == 5
 
 
-def test_a_queued_count_that_outlasts_its_timeout_is_left_out(tmp_path, monkeypatch):
-    """A stream stopped by a signal counts its queued URLs for at most a timeout (the query scans
+def test_a_due_count_that_outlasts_its_timeout_is_left_out(tmp_path, monkeypatch):
+    """A stream stopped by a signal counts its due URLs for at most a timeout (the query scans
     the whole frontier: seconds at tens of millions of URLs; a stop must end within 2 s, issue
     34): past it DuckDB is interrupted and the count is None. Here the query is one that runs for
     minutes; with no timeout the same crawl's count is there."""
@@ -74,9 +94,7 @@ def test_a_queued_count_that_outlasts_its_timeout_is_left_out(tmp_path, monkeypa
     slow = (
         "SELECT 'queued' AS status, count(*) AS urls FROM range(100000000000) t(i) WHERE i % 7 = 3"
     )
-    monkeypatch.setattr(
-        sql, "named_query", lambda name: slow if name == "status-counts" else real(name)
-    )
-    assert queued_urls(crawl, timeout_s=0.3) is None
+    monkeypatch.setattr(sql, "named_query", lambda name: slow if name == "due-now" else real(name))
+    assert due_urls(crawl, timeout_s=0.3) is None
     monkeypatch.undo()
-    assert queued_urls(crawl, timeout_s=60) == 1
+    assert due_urls(crawl, timeout_s=60) == 2

@@ -300,13 +300,14 @@ def counted(n: int, noun: str) -> str:
 
 
 def closing_summary(summaries: Sequence[Mapping[str, Any]], elapsed_s: float,
-                    queued: int | None = None) -> list[str]:  # fmt: skip
+                    due: int | None = None) -> list[str]:  # fmt: skip
     """The human summary printed on stderr at the end of ``round`` / ``crawl`` (Scrapy's stats
     dump, in a few lines): rounds and generations, attempts, responses, stored, errors by outcome,
     new URLs, pages/s over ``elapsed_s`` seconds, the URLs the last round left for later (its
     time limit; not the rounds' sum: a URL one round left, the next one selects again -- issue 34
-    summed 2,017 where ``status`` counted 875 queued URLs) and, if given, ``queued``: the frontier's
-    queued URLs at the end, as ``batchcrawl status`` counts them."""
+    summed 2,017 where ``status`` counted 875 queued URLs) and, if given, ``due``: the frontier's
+    URLs due at the end, as ``batchcrawl status`` counts them (``due now``;
+    :func:`batchcrawl.store.status.due_urls`)."""
     if not summaries:
         return []
     total = {k: sum(int(s.get(k, 0)) for s in summaries)
@@ -326,7 +327,7 @@ def closing_summary(summaries: Sequence[Mapping[str, Any]], elapsed_s: float,
     why = left_for_later_why(summaries[-1:])
     if len(summaries) > 1:
         why = ", ".join(filter(None, [why, "last round"]))
-    return [head, *_total_rows(total, errors, elapsed_s, why, queued)]
+    return [head, *_total_rows(total, errors, elapsed_s, why, due)]
 
 
 def fetch_hint(summaries: Sequence[Mapping[str, Any]], crawl_url: str) -> str | None:
@@ -392,11 +393,11 @@ def left_for_later_why(summaries: Sequence[Mapping[str, Any]]) -> str:
     return "fetch ended"  # summaries of a version that did not record why
 
 
-def stream_closing_summary(summary: Mapping[str, Any], queued: int | None = None) -> list[str]:
+def stream_closing_summary(summary: Mapping[str, Any], due: int | None = None) -> list[str]:
     """The human summary of a stream's JSON ``summary`` (:func:`batchcrawl.stream.run_stream`),
     in the lines :func:`closing_summary` prints for rounds, headed by why the stream stopped, and,
-    if given, ``queued``: the frontier's queued URLs at the end, as ``batchcrawl status`` counts
-    them ("left for later" counts only what the shards held unfetched at the stop; a fresh-user
+    if given, ``due``: the frontier's URLs due at the end, as ``batchcrawl status`` counts them
+    ("left for later" counts only what the shards held unfetched at the stop; a fresh-user
     trial read 9,456 there against 12,562 queued)."""
     first, last = summary["rounds"]
     elapsed = float(summary.get("elapsed_s", 0.0))
@@ -408,11 +409,11 @@ def stream_closing_summary(summary: Mapping[str, Any], queued: int | None = None
     total = {k: int(summary.get(k, 0))
              for k in ("attempts", "responses", "stored", "new_urls", "not_fetched")}  # fmt: skip
     errors = dict(summary.get("errors") or {})
-    return [head, *_total_rows(total, errors, elapsed, "held at the stop", queued)]
+    return [head, *_total_rows(total, errors, elapsed, "held at the stop", due)]
 
 
 def _total_rows(total: Mapping[str, int], errors: Mapping[str, int], elapsed_s: float,
-                left_why: str, queued: int | None) -> list[str]:  # fmt: skip
+                left_why: str, due: int | None) -> list[str]:  # fmt: skip
     """The two lines under a closing summary's headline: what was fetched, and what is left (issue
     34: at most three lines in all; eight before, one per count)."""
     by = ", ".join(f"{k} {v:,}" for k, v in sorted(errors.items(), key=lambda kv: -kv[1]))
@@ -422,6 +423,6 @@ def _total_rows(total: Mapping[str, int], errors: Mapping[str, int], elapsed_s: 
             f"{counted(sum(errors.values()), 'errors')}" + (f" ({by})" if by else "")
             + f", {counted(total['new_urls'], 'new URLs')}")  # fmt: skip
     left = f"  left for later {total['not_fetched']:,}" + (f" ({left_why})" if left_why else "")
-    if queued is not None:
-        left += f"; queued {queued:,} (batchcrawl status)"
+    if due is not None:
+        left += f"; due now {due:,} (batchcrawl status)"
     return [done, left]

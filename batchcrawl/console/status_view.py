@@ -128,6 +128,7 @@ def status_tables(st: Mapping[str, Any]) -> list[Table]:
         ("committed", _when(st["created"]) + " UTC"),
         ("buckets", st["buckets"]),
         ("URLs", st["urls"]["total"]),
+        ("due now", st["urls"].get("due_now", 0)),
         ("hosts", st["hosts"]["total"]),
         ("domains", st["hosts"]["domains"]),
         ("fetch attempts", st["fetched"]["attempts"]),

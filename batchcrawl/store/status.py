@@ -23,11 +23,14 @@ ROUND_SUMMARY_KEYS = (
 )
 
 
-def queued_urls(crawl: CrawlDir, generation: int | None = None,
-                timeout_s: float | None = None) -> int | None:  # fmt: skip
-    """URLs of ``crawl``'s frontier in status ``queued`` at ``generation`` (default current): the
-    number :func:`crawl_status` gives under ``urls.by_status.queued`` (the named query
-    ``status-counts``), for the closing summary of ``crawl``.
+def due_urls(crawl: CrawlDir, generation: int | None = None,
+             timeout_s: float | None = None) -> int | None:  # fmt: skip
+    """URLs of ``crawl``'s frontier due now at ``generation`` (default current): queued and error
+    URLs whose ``next_fetch_time`` has come and fetched and gone ones the ``[recrawl]`` schedule
+    (or ``inject --refetch``) made due (the named query ``due-now``; the rule of
+    :func:`batchcrawl.frontier.due.due_time`): the number :func:`crawl_status` gives under
+    ``urls.due_now``, for the closing summaries of ``crawl``. (Until a fresh-user trial they
+    counted ``queued`` URLs only, and a stream stopped with 332 refetches due said "queued 0".)
 
     The query reads the whole frontier (seconds for tens of millions of URLs): with
     ``timeout_s`` it is interrupted after that many seconds and None is returned (a stopping
@@ -47,7 +50,7 @@ def queued_urls(crawl: CrawlDir, generation: int | None = None,
         if timer is not None:
             timer.start()
         with sql.reading_generation(crawl, manifest.generation):
-            by_status = dict(con.execute(sql.named_query("status-counts")).fetchall())
+            due = con.execute(sql.named_query("due-now")).fetchall()
     except duckdb.InterruptException:
         if not fired.is_set():  # not the timer's: a second stop signal's
             raise
@@ -56,7 +59,7 @@ def queued_urls(crawl: CrawlDir, generation: int | None = None,
         if timer is not None:
             timer.cancel()
         con.close()
-    return int(by_status.get("queued", 0))
+    return sum(int(n) for _, n in due)
 
 
 #: Response header values rejected at the fetch boundary (``fetched.header_errors``, a
@@ -78,7 +81,7 @@ def crawl_status(crawl: CrawlDir, generation: int | None = None) -> dict[str, An
         JSON-serializable::
 
             {"crawl": url, "generation": 7, "round": 3, "buckets": 64, "created": iso,
-             "urls": {"total": n, "by_status": {"queued": n, ...}},
+             "urls": {"total": n, "by_status": {"queued": n, ...}, "due_now": n},
              "hosts": {"total": n, "domains": n},
              "depth": {"0": n, "1": n, ...},
              "fetched": {"attempts": n, "by_outcome": {"ok": n, ...},
@@ -102,6 +105,7 @@ def crawl_status(crawl: CrawlDir, generation: int | None = None) -> dict[str, An
     try:
         with sql.reading_generation(crawl, manifest.generation):
             by_status = dict(con.execute(sql.named_query("status-counts")).fetchall())
+            due_now = sum(int(n) for _, n in con.execute(sql.named_query("due-now")).fetchall())
             depth = {
                 str(d): n
                 for d, n, _fetched in con.execute(sql.named_query("depth-histogram")).fetchall()
@@ -150,7 +154,7 @@ def crawl_status(crawl: CrawlDir, generation: int | None = None) -> dict[str, An
         "round": manifest.round,
         "buckets": manifest.buckets,
         "created": manifest.created,
-        "urls": {"total": sum(by_status.values()), "by_status": by_status},
+        "urls": {"total": sum(by_status.values()), "by_status": by_status, "due_now": due_now},
         "hosts": {"total": hosts, "domains": domains},
         "depth": depth,
         "fetched": {
