@@ -322,10 +322,12 @@ _BAD_LINES_SHOWN = 5  # bad and filtered seed lines shown on stderr; the JSON li
 
 
 def _not_injected_parts(summary: Mapping[str, Any], dropped: str) -> list[str]:
-    """Why the lines of an inject ``summary`` that did not become queued URLs did not, one part
-    per kind (only the kinds there are); their counts add up to ``lines - queued``."""
+    """Why the lines of an inject ``summary`` that did not become queued URLs (or, with
+    ``--refetch``, known URLs made due again) did not, one part per kind (only the kinds there
+    are); their counts add up to ``lines - queued - refetch``."""
     n_bad, n_skip = summary["bad_lines"], summary["skipped"]
-    n_dup, n_known = summary.get("duplicates", 0), summary.get("seeds_known", 0)
+    n_dup = summary.get("duplicates", 0)
+    n_known = summary.get("seeds_known", 0) - summary.get("refetch", 0)
     return [
         part
         for n, part in (
@@ -366,16 +368,23 @@ def seed_warnings(summary: Mapping[str, Any]) -> list[str]:
     the lines not injected (how many, and why, adding up: bad, dropped by the URL filters,
     duplicate, known, blank or comment), the first few bad and filtered lines with line number
     and reason, and an empty seed file."""
+    from batchcrawl.console.progress import counted
     from batchcrawl.frontier.inject import filtered_text
 
     source = summary.get("source", "-")
     out = []
     dropped = filtered_text(summary)  # "1 dropped by the URL filters (url_length 1)" or ""
     if summary["bad_lines"]:
-        not_injected = summary["lines"] - summary.get("queued", 0)
+        refetch = summary.get("refetch", 0)
+        not_injected = summary["lines"] - summary.get("queued", 0) - refetch
         out.append(
             f"{source}: {not_injected:,} of {summary['lines']:,} lines were not injected: "
             + ", ".join(_not_injected_parts(summary, dropped))
+            + (
+                f" ({counted(refetch, 'known URLs')} made due again by --refetch)"
+                if refetch
+                else ""
+            )
             + "; "
             + (
                 "fix them and inject the file again (the good lines are in, repeats are skipped)"

@@ -884,6 +884,27 @@ def test_seed_warnings_count_every_line_not_injected_and_name_the_filtered_ones(
     assert err[-1] == "  ... and 1 more (bad_line_list, filtered_line_list in the JSON summary)"
 
 
+def test_a_refetch_with_a_bad_line_says_the_known_urls_were_made_due(tmp_path):
+    """A fresh-user trial: a `sql --format csv` file (its "url" header a bad line) given to
+    `inject --refetch` said "3 of 3 lines were not injected: 1 bad line, 2 already in the crawl"
+    although the two known URLs were made due again (`"refetch": 2`)."""
+    crawl_dir = tmp_path / "c"
+    assert run("init", str(crawl_dir)).exit_code == 0
+    first = tmp_path / "seeds.txt"
+    first.write_text("http://a.test/\nhttp://b.test/\n")
+    assert run("inject", str(crawl_dir), str(first)).exit_code == 0
+    csv = tmp_path / "hdr.csv"
+    csv.write_text("url\nhttp://a.test/\nhttp://b.test/\n")
+    result = run("inject", str(crawl_dir), str(csv), "--refetch")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["refetch"] == 2
+    assert result.stderr.splitlines()[0] == (
+        f"batchcrawl: warning: {csv}: 1 of 3 lines were not injected: 1 bad line (2 known URLs "
+        "made due again by --refetch); fix them and inject the file again (the good lines are "
+        "in, repeats are skipped)"
+    )
+
+
 def test_sql_help_names_every_view():
     """The help listed five of the ten views (issue 34, 4th trial)."""
     from batchcrawl.store import schemas
