@@ -18,7 +18,7 @@ CREATE TABLE frontier (
     source_url_key   UBIGINT,            -- page (or redirect) that first linked here; NULL for seeds
     fetch_time       TIMESTAMP_MS,       -- last fetch attempt
     fetch_status     SMALLINT,           -- last HTTP status; NULL when no response
-    content_digest   VARCHAR,            -- 'sha1:BASE32' of the last payload
+    content_digest   VARCHAR,            -- 'sha1:BASE32' of the payload of the capture stored last (a 200, or truncated; not a 304 or a 404 body)
     retries          INTEGER   NOT NULL, -- transient failures since the last success
     next_fetch_time  TIMESTAMP_MS,       -- due from this time (new URLs: discovery time; retries: backoff; fetched/gone: the [recrawl] schedule); NULL = never due by time
     lease_round      INTEGER,            -- round holding the URL on a fetch list; NULL = not leased
@@ -26,7 +26,7 @@ CREATE TABLE frontier (
     fetch_interval_s DOUBLE,             -- current refetch interval of the [recrawl] schedule, seconds; NULL before the first fetch
     etag             VARCHAR,            -- ETag of the last 200/304, sent back as If-None-Match
     last_modified    VARCHAR,            -- Last-Modified of the last 200/304, sent back as If-Modified-Since
-    content_fetch_time TIMESTAMP_MS      -- fetch time of the capture content_digest comes from (the last 200): a 304's WARC-Refers-To-Date
+    content_fetch_time TIMESTAMP_MS      -- fetch time of the response record content_digest comes from (an unchanged 200, written as a revisit, keeps it): a revisit's WARC-Refers-To-Date
 );
 
 -- hosts/gen=G/shard=SS.parquet: per-host state carried across rounds (the workbench's persisted form).

@@ -22,7 +22,7 @@ from batchcrawl.fetch.worker import FetchWorker
 from batchcrawl.frontier.inject import inject
 from batchcrawl.round import run_rounds
 from batchcrawl.store import sql
-from batchcrawl.testing.webserver import Response
+from batchcrawl.testing.webserver import MultiHostServer, Response
 from batchcrawl.urls import canonicalize, domain_of
 
 HTML = [("Content-Type", "text/html; charset=utf-8")]
@@ -56,6 +56,8 @@ class ChangingSite:
                 return Response(304, [("ETag", tag)])
             return Response(200, [*HTML, ("ETag", tag)], f"<p>version {self.epoch}</p>".encode())
         if path == "/b":
+            if self.epoch == 2:  # gone for a while, with a body of its own
+                return Response(404, HTML, b"<p>not here for now</p>")
             if ims == LAST_MODIFIED:
                 return Response(304, [])
             return Response(200, [*HTML, ("Last-Modified", LAST_MODIFIED)], b"<p>b stays</p>")
@@ -83,7 +85,7 @@ def test_refetch_sends_validators_and_304s_become_server_not_modified_revisits(t
     site = ChangingSite()
     cfg = round_config(recrawl={"policy": "adaptive", "interval_s": 86400.0})
     with serve(site) as server:
-        base = server.base_url("f.test")
+        base, port = server.base_url("f.test"), server.port
         urls = {p: canonicalize(base + p) for p in ("/", "/a", "/b", "/c")}
         crawl = new_crawl(tmp_path / "crawl", cfg, [urls["/"]])
         first = run_rounds(crawl.url, cfg, 5)
@@ -147,6 +149,29 @@ def test_refetch_sends_validators_and_304s_become_server_not_modified_revisits(t
         assert check.returncode == 0, check.stdout + check.stderr
     due = sql.query(crawl, sql.named_query("due-soon")).to_pylist()
     assert sum(r["urls"] for r in due if r["status"] == "fetched") == 4
+
+    # A fresh-user trial: an unchanged 200 (a revisit) moved content_fetch_time to the revisit,
+    # so the next revisit referred to a revisit; a 404 replaced content_digest with its body's
+    # while content_fetch_time stayed the 200's. /b is 404 for a round, then back (304 to the
+    # kept Last-Modified); /c is unchanged twice: both revisits refer to the first responses.
+    again = MultiHostServer(site, port=port)  # the crawl's URLs name that port
+    again.start()
+    try:
+        for epoch, want_b in ((2, "gone"), (3, "fetched")):
+            site.epoch = epoch
+            inject(crawl, cfg, [urls["/b"], urls["/c"]], refetch=True)
+            run_rounds(crawl.url, cfg, 1)
+            now = {r["url"]: r for r in frontier_rows(crawl)}
+            assert now[urls["/b"]]["status"] == want_b
+            for p in ("/b", "/c"):
+                assert now[urls[p]]["content_digest"] == before[urls[p]]["content_digest"], p
+                assert now[urls[p]]["content_fetch_time"] == before[urls[p]]["content_fetch_time"]
+    finally:
+        again.stop()
+    last = {(t, h.get("WARC-Target-URI")): h for t, h in _records(crawl, rnd + 2)}
+    for p in ("/b", "/c"):
+        h = last[("revisit", urls[p])]
+        assert h["WARC-Refers-To-Date"] == first_dates[urls[p]], p
 
 
 # -- fetch worker level: Retry-After, X-Robots-Tag, canonical -------------------------------------

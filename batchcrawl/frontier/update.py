@@ -114,6 +114,9 @@ FETCH_FACT_COLUMNS = [
 ]  # fmt: skip
 
 _RETRIED = {Outcome.SERVER_ERROR, Outcome.NETWORK_ERROR, Outcome.DNS_ERROR}
+#: Outcomes whose payload is stored as the URL's capture (``content_digest``,
+#: ``content_fetch_time``): a 200 (or a body cut at its limit), not a 304, an error or a 404 body.
+_CAPTURED = [Outcome.OK.value, Outcome.TRUNCATED.value]
 
 
 def next_status(
@@ -414,17 +417,25 @@ def next_fetch_time(
             nft[i] = now_ms + held_ms
         elif s == UrlStatus.QUEUED.value:  # not_fetched: never tried, due again now
             nft[i] = now_ms
-    captured = np.isin(outcome, [Outcome.OK.value, Outcome.TRUNCATED.value])
+    captured = np.isin(outcome, _CAPTURED)
     validated = captured | (outcome == Outcome.NOT_MODIFIED.value)
     keep = pa.array(~validated)
+    # a capture of the payload already stored was written as a revisit of that capture
+    # (fetch.pages): the capture its digest comes from stays the first one, so the next revisit
+    # refers to the response record, not to a revisit (WARC 1.1 §6.7)
+    repeated = np.asarray(same, dtype=bool) & np.asarray(
+        pc.is_valid(old.column("content_fetch_time")).to_numpy(zero_copy_only=False), dtype=bool
+    )
     return {
         "next_fetch_time": _ms_col(np.nan_to_num(nft).astype(np.int64), ~np.isnan(nft)),
         "fetch_interval_s": pa.array(interval, pa.float64(), mask=np.isnan(interval)),
         "etag": pc.if_else(keep, old.column("etag"), got.column("etag")),
         "last_modified": pc.if_else(keep, old.column("last_modified"), got.column("last_modified")),
         "content_fetch_time": pc.if_else(
-            pa.array(captured), got.column("fetch_time"), old.column("content_fetch_time")
-        ),
+            pa.array(captured & ~repeated),
+            got.column("fetch_time"),
+            old.column("content_fetch_time"),
+        ),  # fmt: skip
     }
 
 
@@ -453,8 +464,12 @@ def _fetch_combine(cfg: Config, now_ms: int, counts: UpdateSummary) -> drum.Comb
             "retries": retries,
             "fetch_time": got.column("fetch_time"),
             "fetch_status": got.column("fetch_status"),
-            "content_digest": pc.coalesce(
-                got.column("content_digest"), old.column("content_digest")
+            # the digest of the last capture stored (200, or truncated), what a revisit of the
+            # URL refers to, with content_fetch_time; a 404's body or a 304 does not replace it
+            "content_digest": pc.if_else(
+                pc.is_in(got.column("outcome"), pa.array(_CAPTURED)),
+                pc.coalesce(got.column("content_digest"), old.column("content_digest")),
+                old.column("content_digest"),
             ),
             "lease_round": pa.nulls(n, pa.int32()),
             "lease_shard": pa.nulls(n, pa.int32()),
