@@ -608,7 +608,7 @@ def sql_command(
     crawl_url, statement, query_name, list_queries, fmt, limit, all_rows, generation, sets
 ) -> None:
     """Run a read-only SQL statement over the views frontier, hosts, fetchlists, fetched, links,
-    edges, content, domainlinks, indegree and text (batchcrawl.store.schemas.TABLES).
+    edges, content, domainlinks, indegree and text (their columns: storage/schema.sql).
 
     The table format prints the first 100 rows (--limit N, --all) and turns results wider than
     the terminal into one block per row; statements separated by ";" print one result each. Statements that write, INSTALL or LOAD extensions, ATTACH
@@ -790,7 +790,9 @@ def report(crawl_url: str, out: str, generation: int | None, sets) -> None:
 @click.option("--dry-run", is_flag=True, help="Count what would be deleted; delete nothing.")
 @_sets
 def gc(crawl_url: str, keep: int | None, dry_run: bool, sets) -> None:
-    """Delete generations older than the last N and every file they alone used. Prints JSON."""
+    """Delete generations older than the last N and every file they alone used, and what rounds
+    that died left behind (files no generation lists, temporary files of unfinished writes).
+    Prints JSON."""
     from batchcrawl.store.gc import gc as run_gc
 
     crawl = _open(crawl_url)
@@ -804,7 +806,13 @@ def gc(crawl_url: str, keep: int | None, dry_run: bool, sets) -> None:
 
 @main.command()
 @_crawl_arg
-@click.option("--all", "force", is_flag=True, help="Compact every bucket that has delta runs.")
+@click.option(
+    "--all",
+    "force",
+    is_flag=True,
+    help="Compact every bucket that has delta runs (default: only those past frontier.max_runs "
+    "or frontier.compact_run_ratio, as rounds do).",
+)
 @_sets
 def compact(crawl_url: str, force: bool, sets) -> None:
     """Merge the frontier's delta runs into new bucket bases and commit. Prints JSON."""
