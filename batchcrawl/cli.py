@@ -608,7 +608,8 @@ def sql_command(
     crawl_url, statement, query_name, list_queries, fmt, limit, all_rows, generation, sets
 ) -> None:
     """Run a read-only SQL statement over the views frontier, hosts, fetchlists, fetched, links,
-    edges, content, domainlinks, indegree and text (their columns: storage/schema.sql).
+    edges, content, domainlinks, indegree and text (their columns: storage/schema.sql), and
+    page_text (text's newest capture with text of each URL).
 
     The table format prints the first 100 rows (--limit N, --all) and turns results wider than
     the terminal into one block per row; statements separated by ";" print one result each. Statements that write, INSTALL or LOAD extensions, ATTACH

@@ -376,6 +376,8 @@ def test_language_queries_count_each_page_once_by_its_newest_capture_with_text()
     text). Each page (URL) now counts once, by its newest capture that has text."""
     import duckdb
 
+    from batchcrawl.store import duckdbfile
+
     def capture(key, url, t, languages, chars, reason=None):
         return {"url_key": key, "url": url, "url_host_name": url.split("/")[2], "round": t,
                 "fetch_time": dt.datetime(2026, 1, 1, 0, t), "shard": 0, "record_type":
@@ -393,7 +395,9 @@ def test_language_queries_count_each_page_once_by_its_newest_capture_with_text()
     schema = schemas.schema("text")
     text = pa.Table.from_pylist([{f.name: r.get(f.name) for f in schema} for r in rows], schema)
     con = duckdb.connect()
-    con.register("text", text)
+    body = "SELECT * FROM text_rows"
+    con.register("text_rows", text)
+    duckdbfile.create_views(con, {"text": body}, "")  # text, then page_text over it
     per_language = con.execute(sql.named_query("pages-per-language")).fetchall()
     assert per_language == [("fr", 2, 1, 180), ("(none)", 1, 1, 0)]
     per_host = con.execute(sql.named_query("languages-per-host")).fetchall()

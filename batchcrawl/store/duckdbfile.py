@@ -132,12 +132,29 @@ def superseded(commits_dir: str, generation: int) -> bool:
     return any(int(m.group(1)) > generation for m in map(COMMIT_RE.match, names) if m)
 
 
+#: Views over a table view (``name: (table, SELECT)``), created after it on every connection and
+#: in ``crawl.duckdb``: ``page_text``, one ``text`` row per URL, its newest capture that has text
+#: (a refetch or a 304 revisit repeats a page; the named queries ``pages-per-language`` and
+#: ``languages-per-host`` count pages, not captures).
+DERIVED_VIEWS = {
+    "page_text": (
+        "text",
+        "SELECT * FROM text QUALIFY row_number() OVER (PARTITION BY url_key ORDER BY "
+        "content_languages IS NULL, main_text_length IS NULL, fetch_time DESC) = 1",
+    ),
+}
+
+
 def create_views(con: Any, views: dict[str, str | None], ddl: str) -> None:
     """``CREATE OR REPLACE VIEW`` each table of ``views`` (table -> ``SELECT``, or None for an
-    empty view typed by the DDL text ``ddl``) on the DuckDB connection ``con``."""
+    empty view typed by the DDL text ``ddl``) on the DuckDB connection ``con``, then the
+    :data:`DERIVED_VIEWS` over those tables."""
     empty = empty_selects(ddl, tuple(t for t, body in views.items() if body is None))
     for table, body in views.items():
         con.execute(f"CREATE OR REPLACE VIEW {table} AS {body or empty[table]}")
+    for name, (table, body) in DERIVED_VIEWS.items():
+        if table in views:
+            con.execute(f"CREATE OR REPLACE VIEW {name} AS {body}")
 
 
 def _main() -> int:
