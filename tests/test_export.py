@@ -530,6 +530,24 @@ def test_subset_of(status, robots, subset):
     assert ccindex.subset_of(status, robots=robots) == subset
 
 
+def test_captures_without_a_fetched_row_are_robotstxt_only_when_they_are_robots_txt():
+    """A fresh-user trial: a sitemap.xml capture (archived, no fetched row) was indexed in the
+    ``robotstxt`` subset. Only /robots.txt is; a sitemap goes by its status, as a page."""
+    from batchcrawl.cdxj import Capture
+
+    def capture(url, status, offset):
+        fields = {"url": url, "status": str(status), "mime": "text/plain", "digest": "sha1:AB"}
+        return Capture("response", "2026-01-01T00:00:00.123456Z", fields, offset, 100)
+
+    caps = [capture("http://a.test/robots.txt", 200, 0), capture("http://a.test/sitemap.xml", 200, 100),
+            capture("http://a.test/gone-sitemap.xml", 404, 200), capture("http://a.test/p", 200, 300)]  # fmt: skip
+    rows = ccindex.robots_rows(caps, "w.warc.gz", known={300})  # the page has a fetched row
+    assert [(r["url_path"], r["subset"]) for r in rows] == [
+        ("/robots.txt", "robotstxt"), ("/sitemap.xml", "warc"),
+        ("/gone-sitemap.xml", "crawldiagnostics"),
+    ]  # fmt: skip
+
+
 def test_index_refuses_offsets_beyond_32_bits(crawl):
     rows = captures(crawl).slice(0, 1).to_pylist()
     rows[0]["warc_record_offset"] = 2**31 - 10

@@ -12,9 +12,10 @@ Rows come from two sources:
 
 * the round's ``fetched`` rows that have a WARC record (a response or revisit record), joined with
   what the row already carries (status, digest, MIME type, charset, truncation, redirect target);
-* WARC captures with no ``fetched`` row: these are robots.txt fetches (the fetch worker archives
-  them but does not list them in ``fetched``), found by scanning the WARC files the round's rows
-  point into (:func:`batchcrawl.cdxj.scan`); they form the ``robotstxt`` subset. A stream's WARC
+* WARC captures with no ``fetched`` row: robots.txt fetches and sitemaps (the fetch worker
+  archives them but does not list them in ``fetched``), found by scanning the WARC files the
+  round's rows point into (:func:`batchcrawl.cdxj.scan`); robots.txt captures form the
+  ``robotstxt`` subset, sitemaps go by their status as pages do. A stream's WARC
   file holds the records of many rounds, so the export gives each round only the captures in its
   byte range of the file (``warc_spans``, :mod:`batchcrawl.export.lake`) and ``known`` holds the
   rows of every round: each robots.txt capture is in one round's index.
@@ -177,7 +178,8 @@ def robots_rows(
     captures: Iterable[Capture], warc_filename: str, known: Collection[int]
 ) -> list[dict[str, Any]]:
     """Index rows (without ``warc_segment``/``crawl``) for the captures of one WARC file that have
-    no ``fetched`` row (robots.txt fetches).
+    no ``fetched`` row: robots.txt fetches (subset ``robotstxt``) and sitemaps (``warc`` or
+    ``crawldiagnostics`` by status, as a page; a fresh-user trial found them in ``robotstxt``).
 
     Parameters
     ----------
@@ -210,7 +212,8 @@ def robots_rows(
             warc_filename=warc_filename,
             warc_record_offset=cap.offset,
             warc_record_length=cap.length,
-            subset=subset_of(int(status), robots=True),
+            # a sitemap fetched for its links has no fetched row either: a capture like a page's
+            subset=subset_of(int(status), robots=row["url_path"] == "/robots.txt"),
         )
         rows.append(row)
     return rows
