@@ -116,6 +116,8 @@ def rounds(d: ReportData) -> Figure:
     ax2.set(title="failed attempts per round", xlabel="round", ylabel="attempts")
     plots.headroom(ax1, max(rates.values()))
     plots.headroom(ax2, max(bottom, default=0))
+    if not per:  # a 0..1 axis with no bar said nothing (fresh-user trial)
+        plots.no_data(ax2, "no failed attempts")
     if per:  # beside the axes, not over them: it covered the tallest bar (issue 34, 2nd trial)
         ax2.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     for ax in (ax1, ax2):
@@ -225,7 +227,8 @@ def frontier(d: ReportData) -> Figure:
         bottom = [b + y for b, y in zip(bottom, ys, strict=True)]
     ax.set(xlabel="generation", ylabel="URLs")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.legend(fontsize=7, loc="upper left", reverse=True)
+    # beside the axes, not over them: it covered the first bar (a fresh-user trial)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, reverse=True)
     return fig
 
 

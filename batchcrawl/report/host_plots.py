@@ -49,15 +49,24 @@ def _status_color(code: int | None) -> str:
 
 
 def hosts(d: ReportData) -> Figure:
-    """The 15 hosts with most fetch attempts (ok vs other) and the 15 with most failed
+    """The 15 hosts with most fetch attempts (ok, redirect or 304, failed) and the 15 with most failed
     attempts, coloured by their most common failure."""
     fig, (ax1, ax2) = plots.new_figure(1, 2, height_in=4.2)
     top = d.tables["top-hosts"][:15][::-1]
     if top:
         names = [plots.shorten(r["host"]) for r in top]
-        ax1.barh(names, [r["ok"] for r in top], color=plots.OUTCOME_COLORS["ok"], label="ok")
-        ax1.barh(names, [r["attempts"] - r["ok"] for r in top], left=[r["ok"] for r in top],
-                 color=plots.OTHER, label="other")  # fmt: skip
+        # ok, then redirects and 304s (answers, not failures: a fresh-user trial's recrawl of
+        # 304s showed as "other"), then failed
+        left = [0] * len(top)
+        for label, ys, color in (
+            ("ok", [r["ok"] for r in top], plots.OUTCOME_COLORS["ok"]),
+            ("redirect, not modified", [r["attempts"] - r["ok"] - r["failed"] for r in top],
+             plots.OUTCOME_COLORS.get("not_modified", plots.OTHER)),
+            ("failed", [r["failed"] for r in top], plots.OUTCOME_COLORS["server_error"]),
+        ):  # fmt: skip
+            if any(ys):
+                ax1.barh(names, ys, left=left, color=color, label=label)
+                left = [a + b for a, b in zip(left, ys, strict=True)]
         ax1.set(title="top hosts by fetch attempts", xlabel="attempts")
         ax1.legend(fontsize=7, loc="lower right")
     else:

@@ -42,6 +42,13 @@ def _cards(d: ReportData) -> list[tuple[str, str]]:
         *((("stream micro-batches", str(micro)),) if micro else ()),
         ("fetch attempts", f"{attempts:,}"),
         ("pages ok", f"{ok:,}"),
+        # the rest of the attempts, so the cards add up (a fresh-user trial: "178 attempts / 90
+        # pages ok / 0 failed" after a recrawl of 304s)
+        *(
+            (("redirects, not modified", f"{attempts - ok - failed:,}"),)
+            if attempts - ok - failed
+            else ()
+        ),
         ("failed", f"{failed:,}"),
         ("known URLs", f"{urls:,}"),
         ("WARC stored", human_bytes(warc)),
