@@ -149,6 +149,7 @@ def gc(
         stats["deleted_bytes"] += int(size or 0)
 
     # Manifests first: once a generation's manifest is gone nobody reads its files.
+    dropped_manifests = {paths.commit_file(gen) for gen in dropped}
     for gen in dropped:
         if not dry_run:
             crawl.fs.rm_file(crawl.path(paths.commit_file(gen)))
@@ -156,8 +157,8 @@ def gc(
     for folder in (*DATA_DIRS, COMMITS_DIR, ""):
         for path, info in _walk(crawl, folder):
             rel = posixpath.relpath(path, crawl.root)
-            if not is_layout_path(folder, rel):
-                continue  # not ours: never touched, never counted
+            if not is_layout_path(folder, rel) or rel in dropped_manifests:
+                continue  # not ours: never touched, never counted; or counted above
             if TMP_MARKER in posixpath.basename(rel) or ".stale-" in posixpath.basename(rel):
                 if now - listing_mtime(info) >= tmp_min_age_s:
                     delete(path, info.get("size", 0))
