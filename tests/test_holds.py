@@ -8,7 +8,6 @@ import datetime as dt
 import io
 import random
 import threading
-import time
 
 import pytest
 from hypothesis import given
@@ -179,84 +178,3 @@ def test_robots_outage_holds_the_host_and_loses_no_url(tmp_path):
     assert all(after[u]["status"] == "fetched" for u in mine)
     rows = sql.query(crawl, "SELECT held_reason FROM hosts WHERE host = 'down.test'").to_pylist()
     assert rows == [{"held_reason": None}]
-
-
-# -- a host that does not answer ---------------------------------------------------------------
-def test_fetches_without_an_answer_hold_the_host_and_an_answer_ends_it():
-    """politeness.unreachable_failures in a row hold the host (fetch.holds, unreachable); an
-    answer of any status ends the hold and the count; once held, the next failure (the probe
-    after the hold) holds it again at once, doubled; errors that are answers or our own refusal
-    count nothing; 0 never holds."""
-    from batchcrawl.fetch.holds import unreachable_wait
-
-    now = [T0]
-    holds = HostHolds(random.Random(3), clock=lambda: now[0])
-    cfg = Config().replace(politeness={"unreachable_failures": 3, "unreachable_backoff_s": 10.0,
-                                       "max_unreachable_backoff_s": 25.0}).politeness  # fmt: skip
-
-    def fetch(status=None, error="connect"):
-        return unreachable_wait(holds, "d.test", status, error, cfg)
-
-    assert [fetch(), fetch(error="timeout")] == [None, None]
-    assert fetch(200) is None  # an answer: the count starts again
-    assert [fetch(error="reset"), fetch(error="dns")] == [None, None]
-    for error in ("refused", "bad_response", "body_short"):  # not "no answer": not counted
-        assert fetch(error=error) is None
-    first = fetch()
-    assert first is not None and 9 <= first <= 11
-    assert holds.get("d.test").reason == "unreachable"
-    row = holds.to_row("d.test")
-    assert (row["held_reason"], row["held_failures"]) == ("unreachable", 1)
-    now[0] += 11  # the hold is over: the probe fails, held again at once, doubled
-    second = fetch(error="timeout")
-    assert second is not None and 18 <= second <= 22 and holds.get("d.test").failures == 2
-    now[0] += 22
-    assert 22.5 <= fetch() <= 25  # capped
-    assert fetch(503) is None and holds.get("d.test") is None  # any answer ends it
-    off = Config().replace(politeness={"unreachable_failures": 0}).politeness
-    assert all(unreachable_wait(holds, "e.test", None, "connect", off) is None for _ in range(9))
-
-
-def test_a_site_that_went_down_is_held_after_a_few_attempts_not_charged_every_url(tmp_path):
-    """A fresh-user trial: with a site down (robots.txt still cached), a round tried every due URL
-    at the host's delay and charged each a retry, so after frontier.max_retries rounds of outage
-    the whole site would be gone. Now politeness.unreachable_failures attempts hold the host;
-    its other URLs wait without a retry, and the next fetch lists leave it out."""
-    from batchcrawl.testing.webserver import MultiHostServer
-
-    pages = [f"/p{i}" for i in range(12)]
-    links = "".join(f'<a href="{p}">{p}</a>' for p in pages).encode()
-
-    def site(host, path, headers):
-        if path == "/robots.txt":
-            return Response(200, [("Content-Type", "text/plain")], b"User-agent: *\nDisallow:\n")
-        return Response(200, [("Content-Type", "text/html")], links if path == "/" else b"<p>x</p>")
-
-    cfg = round_config(
-        politeness={"host_delay_s": 0.05, "ip_delay_s": 0.0, "ip_concurrency": 8,
-                    "unreachable_failures": 3, "unreachable_backoff_s": 60.0},
-        fetch={"shards": 1, "time_limit_s": 4.0},
-        frontier={"buckets": 4, "max_retries": 2},
-        round={"workers": 1},
-    )  # fmt: skip
-    server = MultiHostServer(site).start()
-    try:
-        home = canonicalize(server.base_url("dn.test") + "/")
-        crawl = new_crawl(tmp_path / "crawl", cfg, [home])
-        run_rounds(crawl.url, cfg, 1)  # robots.txt cached, the home page's links queued
-    finally:
-        server.stop()  # the site goes down: connections to its port are refused
-    down = run_rounds(crawl.url, cfg, 1)[0]
-    rows = {r["url"]: r for r in frontier_rows(crawl) if r["url"] != home}
-    assert len(rows) == len(pages)
-    tried = [r for r in rows.values() if r["status"] == "error"]
-    assert len(tried) == 3 and all(r["reason"] == "connect" for r in tried), down["errors"]
-    waiting = [r for r in rows.values() if r["status"] == "queued"]
-    assert len(waiting) == len(pages) - 3 and all(r["retries"] == 0 for r in waiting)
-    held = sql.query(crawl, "SELECT held_reason, held_failures FROM hosts "
-                            "WHERE host = 'dn.test'").to_pylist()  # fmt: skip
-    assert held == [{"held_reason": "unreachable", "held_failures": 1}]
-    # the next fetch list leaves the held host out (its hold lasts 60 s)
-    plan = generate(crawl, crawl.manifest(), 3, cfg, time.time())
-    assert plan.summary["selected"] == 0
-    assert plan.summary["not_selected"]["held:unreachable"] >= len(waiting)

@@ -362,9 +362,7 @@ def fetch_hint(summaries: Sequence[Mapping[str, Any]], crawl_url: str) -> str | 
             "host (network_error: connection refused, reset or timed out): check that the sites "
             "are up and reachable from this machine (a web served here, scripts/"
             "serve_sample_web.py, ends with its --seconds); each failed URL is retried after "
-            "frontier.retry_backoff_s (doubled at each retry, frontier.max_retries times), and a "
-            "host that does not answer politeness.unreachable_failures times in a row is held"
-            + again
+            "frontier.retry_backoff_s (doubled at each retry, frontier.max_retries times)"
         )
     return (
         f"batchcrawl: hint: {n:,} of {attempts:,} fetch attempts found no address for their host "

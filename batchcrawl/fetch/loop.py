@@ -27,7 +27,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from batchcrawl.fetch.holds import hold_host, rate_limit_wait, unreachable_wait
+from batchcrawl.fetch.holds import hold_host, rate_limit_wait
 from batchcrawl.fetch.hostbook import HostBook
 from batchcrawl.fetch.linksink import LinkSink
 from batchcrawl.fetch.outcome import HOST_OK, classify, location_target, retry_after
@@ -274,23 +274,16 @@ class FetchLoop:
         hop = page is not None and self._self_redirect_hop(run, page, result)
         if hop:  # fetched again after the host's delay: the workbench keeps politeness
             vs.push_front(entry)
-        politeness = p.cfg.politeness
-        waits = [
-            w
-            for w in (
-                rate_limit_wait(  # a 429/503 holds the host (issue 31)
-                    p.holds, vs.host, result.status,
-                    retry_after(result, p.wall(), politeness.max_retry_after_s), politeness,
-                ),
-                # fetches without an answer in a row hold it too (fetch.holds, unreachable)
-                unreachable_wait(p.holds, vs.host, result.status, result.error, politeness),
-            )
-            if w is not None
-        ]  # fmt: skip
         wb.release(
             vs,
             result.download_s if result.status is not None or result.ip else None,
-            retry_after_s=max(waits) if waits else None,
+            retry_after_s=rate_limit_wait(  # a 429/503 holds the host (issue 31)
+                p.holds,
+                vs.host,
+                result.status,
+                retry_after(result, p.wall(), p.cfg.politeness.max_retry_after_s),
+                p.cfg.politeness,
+            ),  # fmt: skip
         )
         try:
             if isinstance(entry, SitemapJob):
