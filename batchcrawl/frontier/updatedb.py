@@ -156,7 +156,9 @@ def updatedb(
         first = failed[0][1]
         for name, exc in failed[1:]:  # not lost: named on the error raised, and logged
             first.add_note(f"updatedb: the {name} merge failed too: {exc!r}")
-            log.error("updatedb: the %s merge failed too", name, exc_info=exc)
+            if not isinstance(exc, KeyboardInterrupt):  # a stop (Ctrl-C, SIGTERM) ends every
+                # merge at once and is said by the CLI in one line: no traceback per merge
+                log.error("updatedb: the %s merge failed too", name, exc_info=exc)
         raise first
     return UpdatedbResult(
         done["frontier"].result(), done["content"].result(), done["indegree"].result(), seconds
