@@ -368,7 +368,7 @@ def next_fetch_time(
     -------
     dict of column name -> Arrow array of length n
         ``next_fetch_time`` (and, for fetch results, ``fetch_interval_s``, ``etag``,
-        ``last_modified``, ``content_fetch_time``).
+        ``last_modified``, ``content_digest``, ``content_fetch_time``).
 
     Raises
     ------
@@ -431,6 +431,13 @@ def next_fetch_time(
         "fetch_interval_s": pa.array(interval, pa.float64(), mask=np.isnan(interval)),
         "etag": pc.if_else(keep, old.column("etag"), got.column("etag")),
         "last_modified": pc.if_else(keep, old.column("last_modified"), got.column("last_modified")),
+        # the last stored response, what a revisit of the URL refers to: its digest and time
+        # together (a 404's body or a 304 replaces neither)
+        "content_digest": pc.if_else(
+            pa.array(captured),
+            pc.coalesce(got.column("content_digest"), old.column("content_digest")),
+            old.column("content_digest"),
+        ),
         "content_fetch_time": pc.if_else(
             pa.array(captured & ~repeated),
             got.column("fetch_time"),
@@ -464,13 +471,6 @@ def _fetch_combine(cfg: Config, now_ms: int, counts: UpdateSummary) -> drum.Comb
             "retries": retries,
             "fetch_time": got.column("fetch_time"),
             "fetch_status": got.column("fetch_status"),
-            # the digest of the last capture stored (200, or truncated), what a revisit of the
-            # URL refers to, with content_fetch_time; a 404's body or a 304 does not replace it
-            "content_digest": pc.if_else(
-                pc.is_in(got.column("outcome"), pa.array(_CAPTURED)),
-                pc.coalesce(got.column("content_digest"), old.column("content_digest")),
-                old.column("content_digest"),
-            ),
             "lease_round": pa.nulls(n, pa.int32()),
             "lease_shard": pa.nulls(n, pa.int32()),
             **times,

@@ -50,7 +50,7 @@ def due_urls(crawl: CrawlDir, generation: int | None = None,
         if timer is not None:
             timer.start()
         with sql.reading_generation(crawl, manifest.generation):
-            due = con.execute(sql.named_query("due-now")).fetchall()
+            due = _due_now(con)
     except duckdb.InterruptException:
         if not fired.is_set():  # not the timer's: a second stop signal's
             raise
@@ -59,7 +59,13 @@ def due_urls(crawl: CrawlDir, generation: int | None = None,
         if timer is not None:
             timer.cancel()
         con.close()
-    return sum(int(n) for _, n in due)
+    return due
+
+
+def _due_now(con: Any) -> int:
+    """The frontier's URLs due now on the crawl connection ``con`` (the named query ``due-now``,
+    summed over its statuses)."""
+    return sum(int(n) for _, n in con.execute(sql.named_query("due-now")).fetchall())
 
 
 #: Response header values rejected at the fetch boundary (``fetched.header_errors``, a
@@ -105,7 +111,7 @@ def crawl_status(crawl: CrawlDir, generation: int | None = None) -> dict[str, An
     try:
         with sql.reading_generation(crawl, manifest.generation):
             by_status = dict(con.execute(sql.named_query("status-counts")).fetchall())
-            due_now = sum(int(n) for _, n in con.execute(sql.named_query("due-now")).fetchall())
+            due_now = _due_now(con)
             depth = {
                 str(d): n
                 for d, n, _fetched in con.execute(sql.named_query("depth-histogram")).fetchall()
