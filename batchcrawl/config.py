@@ -262,6 +262,17 @@ class PolitenessSection:
     rate_limit_quiet_s: Annotated[float, Range(0, None)] = 3600.0
     """A host that answers without a rate limit this many seconds after its rate-limit hold ended
     has its back-off reset."""
+    unreachable_failures: Annotated[int, Range(0, 1000)] = 5
+    """This many fetches in a row that get no answer from a host (connection refused, reset or
+    timed out; no address) hold the whole host, so a site that is down does not have every due
+    URL tried and each charged a retry; 0 never holds. Its other URLs go back at once without a
+    retry counted (``host_unreachable``, due when the hold ends); after the hold one URL probes
+    the host, and an answer ends the hold."""
+    unreachable_backoff_s: Annotated[float, _above_zero] = 60.0
+    """First hold of an unreachable host, seconds; doubled at each further failure (+-10 %
+    jitter); kept in the ``hosts`` table across rounds and restarts."""
+    max_unreachable_backoff_s: Annotated[float, _above_zero] = 3600.0
+    """Longest hold of an unreachable host, seconds."""
 
 
 @dataclass(frozen=True)

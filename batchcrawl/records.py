@@ -57,6 +57,9 @@ class Outcome(enum.StrEnum):
         "robots_unavailable"  # robots.txt 5xx/unreachable: not fetched, retry later
     )
     REFUSED = "refused"  # address policy refused the resolved address
+    HOST_UNREACHABLE = (
+        "host_unreachable"  # its host is held after fetches without an answer: retry later
+    )
     NOT_FETCHED = "not_fetched"  # still queued when the round ended (time limit)
 
 

@@ -46,6 +46,7 @@ OUTCOMES = {
     "network_error": (None, "timeout"),
     "not_fetched": (None, None),
     "robots_unavailable": (None, None),
+    "host_unreachable": (None, None),
     "gone": (404, None),
     "not_modified": (304, None),
 }

@@ -8,6 +8,7 @@ import datetime as dt
 import io
 import random
 import threading
+import time
 
 import pytest
 from hypothesis import given
@@ -16,6 +17,7 @@ from rich.console import Console
 from round_helpers import frontier_rows, new_crawl, round_config, serve
 
 from batchcrawl.config import Config, to_toml
+from batchcrawl.console.nothing_due import nothing_due
 from batchcrawl.console.status_view import status_tables
 from batchcrawl.fetch.holds import HostHolds, backoff_s
 from batchcrawl.frontier.generate import generate
@@ -178,3 +180,112 @@ def test_robots_outage_holds_the_host_and_loses_no_url(tmp_path):
     assert all(after[u]["status"] == "fetched" for u in mine)
     rows = sql.query(crawl, "SELECT held_reason FROM hosts WHERE host = 'down.test'").to_pylist()
     assert rows == [{"held_reason": None}]
+
+
+# -- a host that does not answer ---------------------------------------------------------------
+def test_fetches_without_an_answer_hold_the_host_and_an_answer_ends_it():
+    """politeness.unreachable_failures in a row hold the host (fetch.holds, unreachable); an
+    answer of any status ends the hold and the count; once held, the next failure (the probe
+    after the hold) holds it again at once, doubled; errors that are answers or our own refusal
+    count nothing; 0 never holds."""
+    from batchcrawl.fetch.holds import unreachable_wait
+
+    now = [T0]
+    holds = HostHolds(random.Random(3), clock=lambda: now[0])
+    cfg = Config().replace(politeness={"unreachable_failures": 3, "unreachable_backoff_s": 10.0,
+                                       "max_unreachable_backoff_s": 25.0}).politeness  # fmt: skip
+
+    def fetch(status=None, error="connect"):
+        return unreachable_wait(holds, "d.test", status, error, cfg)
+
+    assert [fetch(), fetch(error="timeout")] == [None, None]
+    assert fetch(200) is None  # an answer: the count starts again
+    assert [fetch(error="reset"), fetch(error="dns")] == [None, None]
+    for error in ("refused", "bad_response", "body_short"):  # not "no answer": not counted
+        assert fetch(error=error) is None
+    first = fetch()
+    assert first is not None and 9 <= first <= 11
+    assert holds.get("d.test").reason == "unreachable"
+    row = holds.to_row("d.test")
+    assert (row["held_reason"], row["held_failures"]) == ("unreachable", 1)
+    now[0] += 11  # the hold is over: the probe fails, held again at once, doubled
+    second = fetch(error="timeout")
+    assert second is not None and 18 <= second <= 22 and holds.get("d.test").failures == 2
+    now[0] += 22
+    assert 22.5 <= fetch() <= 25  # capped
+    assert fetch(503) is None and holds.get("d.test") is None  # any answer ends it
+    off = Config().replace(politeness={"unreachable_failures": 0}).politeness
+    assert all(unreachable_wait(holds, "e.test", None, "connect", off) is None for _ in range(9))
+
+
+def test_a_site_that_went_down_is_held_after_a_few_attempts_and_crawled_when_it_is_back(
+    tmp_path,
+):
+    """A fresh-user trial: with a site down (robots.txt still cached), a round tried every due URL
+    at the host's delay and charged each a retry, so after frontier.max_retries rounds of outage
+    the whole site would be gone. Now politeness.unreachable_failures attempts hold the host: its
+    other URLs go back at once as host_unreachable (no retry charged; the round does not wait for
+    the hold: nothing is left not_fetched at its time limit), the next fetch list leaves it out,
+    and once the hold is over and the site is back one probe URL ends the hold and the next round
+    crawls the rest."""
+    from batchcrawl.testing.webserver import MultiHostServer
+
+    pages = [f"/p{i}" for i in range(12)]
+    links = "".join(f'<a href="{p}">{p}</a>' for p in pages).encode()
+
+    def site(host, path, headers):
+        if path == "/robots.txt":
+            return Response(200, [("Content-Type", "text/plain")], b"User-agent: *\nDisallow:\n")
+        return Response(200, [("Content-Type", "text/html")], links if path == "/" else b"<p>x</p>")
+
+    hold_s = 1.5
+    cfg = round_config(
+        politeness={"host_delay_s": 0.05, "ip_delay_s": 0.0, "ip_concurrency": 8,
+                    "unreachable_failures": 3, "unreachable_backoff_s": hold_s},
+        fetch={"shards": 1, "time_limit_s": 60.0},
+        frontier={"buckets": 4, "max_retries": 2},
+        round={"workers": 1},
+    )  # fmt: skip
+    server = MultiHostServer(site).start()
+    port = server.port
+    try:
+        home = canonicalize(server.base_url("dn.test") + "/")
+        crawl = new_crawl(tmp_path / "crawl", cfg, [home])
+        run_rounds(crawl.url, cfg, 1)  # robots.txt cached, the home page's links queued
+    finally:
+        server.stop()  # the site goes down: connections to its port are refused
+    # a fetch list of 8 of the 12 pages: the other 4 stay due meanwhile
+    down = run_rounds(crawl.url, cfg.replace(generate={"max_urls_per_round": 8}), 1)[0]
+    assert down["not_fetched"] == 0  # given back at once, not kept until the time limit
+    rows = {r["url"]: r for r in frontier_rows(crawl) if r["url"] != home}
+    assert len(rows) == len(pages)
+    tried = [r for r in rows.values() if r["status"] == "error"]
+    assert len(tried) == 3 and all(r["reason"] == "connect" for r in tried), down["errors"]
+    waiting = [r for r in rows.values() if r["status"] == "queued"]
+    assert len(waiting) == len(pages) - 3
+    assert (
+        sorted((r["reason"] or "", r["retries"]) for r in waiting)
+        == [("", 0)] * 4 + [("host_unreachable", 0)] * 5
+    )
+    held = sql.query(crawl, "SELECT held_reason, held_failures FROM hosts "
+                            "WHERE host = 'dn.test'").to_pylist()  # fmt: skip
+    assert held == [{"held_reason": "unreachable", "held_failures": 1}]
+    # no fetch list carries the host while its hold is in force (its URLs are due at its end)
+    plan = generate(crawl, crawl.manifest(), 3, cfg, time.time())
+    assert plan.summary["selected"] == 0
+    # ... and a round says why, not "next URL due ... in 0 s"
+    said = str(nothing_due(crawl, crawl.manifest(), time.time()))
+    assert "wait for 1 held host (unreachable: dn.test)" in said, said
+    time.sleep(hold_s * 1.1 + 0.1)  # the hold (jittered by at most 10 %) is over
+    server = MultiHostServer(site, port=port).start()  # the site is back
+    try:
+        probe = run_rounds(crawl.url, cfg, 1)[0]
+        assert probe["attempts"] == 1  # one URL probes the host; its answer ends the hold
+        held = sql.query(crawl, "SELECT held_reason FROM hosts WHERE host = 'dn.test'")
+        assert held.to_pylist() == [{"held_reason": None}]
+        run_rounds(crawl.url, cfg, 1)
+    finally:
+        server.stop()
+    after = {r["url"]: r["status"] for r in frontier_rows(crawl)}
+    # the three tried during the outage wait for their retry (frontier.retry_backoff_s)
+    assert {u: s for u, s in after.items() if s != "fetched"} == {r["url"]: "error" for r in tried}

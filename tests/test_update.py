@@ -39,6 +39,7 @@ EXPECTED = {
     Outcome.NETWORK_ERROR: ("error", "D", "inc"),
     Outcome.DNS_ERROR: ("error", "D", "inc"),
     Outcome.ROBOTS_UNAVAILABLE: ("queued", "robots_unavailable", "keep"),  # a host state
+    Outcome.HOST_UNREACHABLE: ("queued", "host_unreachable", "keep"),  # a host state too
     Outcome.ROBOTS_DENIED: ("robots_denied", None, "keep"),
     Outcome.REFUSED: ("refused", "D", "keep"),
     Outcome.NOT_FETCHED: ("queued", None, "keep"),
@@ -155,6 +156,26 @@ def rows_by_url(crawl: CrawlDir, entries) -> dict[str, dict]:
     """The merged frontier (base + runs, newest wins) of an update's listing."""
     rows = [r for _, t in iter_buckets(crawl, listed(crawl, entries)) for r in t.to_pylist()]
     return {r["url"]: r for r in rows}
+
+
+def test_a_url_given_back_by_an_unreachable_host_waits_for_the_hold_uncharged(crawl):
+    """host_unreachable (fetch.holds): queued again with its retries kept, due at the end of the
+    host's hold (the row's retry_after_s), or politeness.unreachable_backoff_s without one."""
+    c, cfg = crawl
+    cfg = cfg.replace(politeness={"unreachable_backoff_s": 90.0})
+    given = [fetched_row(f"http://s{i}.test/", "host_unreachable") for i in (1, 2)]
+    given[0]["retry_after_s"] = 30.5
+    tried = fetched_row("http://s3.test/", "network_error", error="connect")
+    entries, _ = update(c, c.manifest(), 1, table("fetched", [*given, tried]), table("links", []),
+                        cfg, NOW)  # fmt: skip
+    rows = rows_by_url(c, entries)
+    got = {u: (rows[u]["status"], rows[u]["reason"], rows[u]["retries"], rows[u]["next_fetch_time"])
+           for u in ("http://s1.test/", "http://s2.test/")}  # fmt: skip
+    at = lambda s: (NOW + dt.timedelta(seconds=s)).replace(tzinfo=None)  # noqa: E731
+    assert got == {"http://s1.test/": ("queued", "host_unreachable", 0, at(30.5)),
+                   "http://s2.test/": ("queued", "host_unreachable", 0, at(90.0))}  # fmt: skip
+    s3 = rows["http://s3.test/"]  # the fetch that got no answer is charged
+    assert (s3["status"], s3["reason"], s3["retries"]) == ("error", "connect", 1)
 
 
 def test_update_round(crawl):

@@ -129,6 +129,39 @@ def test_robots_unavailable_gives_back_every_url_of_the_host(web, test_config, d
     assert [e.path for e in web.log.since(mark) if e.host == host] == ["/robots.txt"]
 
 
+def test_a_host_that_stops_answering_is_held_and_its_urls_given_back_uncharged(
+    host_name, test_config, dirfs
+):
+    """politeness.unreachable_failures fetches in a row without an answer hold the host
+    (fetch.holds, unreachable): the rest of its queue goes back at once as host_unreachable
+    with the hold's end as retry_after_s, and URLs that reach it while the hold is in force (a
+    stream's later fetch lists) go back without a connection attempt."""
+    from batchcrawl.testing.webserver import MultiHostServer
+
+    server = MultiHostServer(lambda host, path, headers: _html("<p>up</p>")).start()
+    base = server.base_url(host_name)
+    cfg = test_config.replace(
+        politeness={"unreachable_failures": 2, "unreachable_backoff_s": 600.0},
+        fetch={"threads": 1},
+    )
+    w = _worker(cfg, dirfs, {host_name})
+    try:
+        first = w.run([_item(f"{base}/")], round=1)  # robots.txt read and cached
+        server.stop()  # the host goes down
+        down = w.run([_item(f"{base}/p{i}") for i in range(5)], round=2)
+        later = w.run([_item(f"{base}/q{i}") for i in range(3)], round=3)
+    finally:
+        w.close()
+        server.stop()
+    assert [r["outcome"] for r in first.fetched] == [Outcome.OK]
+    outcomes = [r["outcome"] for r in down.fetched]
+    assert outcomes == [Outcome.NETWORK_ERROR] * 2 + [Outcome.HOST_UNREACHABLE] * 3
+    assert not down.unfetched
+    given = [r for r in down.fetched if r["outcome"] == Outcome.HOST_UNREACHABLE]
+    assert all(r["retry_after_s"] is not None and 500 < r["retry_after_s"] <= 660 for r in given)
+    assert [r["outcome"] for r in later.fetched] == [Outcome.HOST_UNREACHABLE] * 3
+
+
 def test_refused_and_unresolvable_hosts_are_never_contacted(web, test_config, dirfs):
     cfg = test_config.replace(
         network={"resolve": {"*.test": "127.0.0.1", "blocked.test": "10.0.0.1"}}

@@ -3,7 +3,9 @@
 A round with nothing due writes nothing (no fetch lists, no commit) and raises
 :class:`~batchcrawl.errors.NothingDue` (exit 75, not a failure) whose message is
 ``nothing due; next URL due at <time> (in <duration>)``, or ``nothing due`` alone when no URL will
-ever be due again (every URL is fetched, gone, filtered ...).
+ever be due again (every URL is fetched, gone, filtered ...). When URLs are due but their hosts are
+held (:mod:`batchcrawl.frontier.holds`: robots.txt unavailable, rate limited, unreachable), it names
+the holds and when the first one ends instead.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import datetime as dt
 import pyarrow.compute as pc
 
 from batchcrawl.errors import NothingDue
-from batchcrawl.frontier import due
+from batchcrawl.frontier import due, holds
 from batchcrawl.frontier.runs import iter_buckets
 from batchcrawl.store.crawldir import CrawlDir, Manifest
 
@@ -42,10 +44,45 @@ def format_duration(seconds: float) -> str:
 
 
 def nothing_due(crawl: CrawlDir, manifest: Manifest, now_s: float) -> NothingDue:
-    """The :class:`NothingDue` for ``manifest`` at wall clock ``now_s`` (epoch seconds)."""
+    """The :class:`NothingDue` for ``manifest`` at wall clock ``now_s`` (epoch seconds): a
+    selection found nothing to fetch. URLs due by ``now_s`` were left out because their hosts are
+    held: the message says so (a fresh-user trial read "next URL due ... in 0 s")."""
     if not manifest.rows("frontier"):
         return nothing_due_at(manifest, None, now_s)
-    return nothing_due_at(manifest, next_due_ms(crawl, manifest), now_s)
+    at_ms = next_due_ms(crawl, manifest)
+    if at_ms is not None and at_ms <= now_s * 1000:
+        all_holds = holds.host_holds(crawl, manifest)
+        held = holds.in_force(all_holds, now_s)
+        if held:
+            return held_hosts_wait(held, min(all_holds[h][1] for h in held), now_s, crawl.url)
+    return nothing_due_at(manifest, at_ms, now_s)
+
+
+def held_hosts_wait(
+    held: dict[str, str], until_ms: int, now_s: float, crawl_url: str
+) -> NothingDue:
+    """The :class:`NothingDue` of due URLs whose hosts are ``held`` (``{host: reason}``, in
+    force at ``now_s``, epoch seconds), the first hold ending at ``until_ms`` (epoch ms), in the
+    crawl at ``crawl_url``."""
+    reasons: dict[str, list[str]] = {}
+    for host, reason in sorted(held.items()):
+        reasons.setdefault(reason, []).append(host)
+    named = "; ".join(
+        f"{reason}: {', '.join(hosts[:3])}"
+        + (f" and {len(hosts) - 3:,} more" if len(hosts) > 3 else "")
+        for reason, hosts in sorted(reasons.items())
+    )
+    n = len(held)
+    return NothingDue(
+        f"nothing due; the due URLs wait for {n:,} held host{'s' * (n != 1)} ({named}); the "
+        f"first hold ends at {_iso(until_ms)} (in {format_duration(until_ms / 1000 - now_s)}); "
+        f"see batchcrawl sql {crawl_url} --query held-hosts"
+    )
+
+
+def _iso(at_ms: int) -> str:
+    at = dt.datetime.fromtimestamp(at_ms / 1000, dt.UTC)
+    return at.isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def nothing_due_at(manifest: Manifest, at_ms: int | None, now_s: float) -> NothingDue:
@@ -56,8 +93,6 @@ def nothing_due_at(manifest: Manifest, at_ms: int | None, now_s: float) -> Nothi
         return NothingDue("nothing due; the frontier is empty: inject seeds (batchcrawl inject)")
     if at_ms is None:
         return NothingDue("nothing due")
-    at = dt.datetime.fromtimestamp(at_ms / 1000, dt.UTC)
     return NothingDue(
-        f"nothing due; next URL due at {at.isoformat(timespec='seconds').replace('+00:00', 'Z')} "
-        f"(in {format_duration(at_ms / 1000 - now_s)})"
+        f"nothing due; next URL due at {_iso(at_ms)} (in {format_duration(at_ms / 1000 - now_s)})"
     )

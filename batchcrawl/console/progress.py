@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 DONE = tuple(o.value for o in Outcome if o is not Outcome.NOT_FETCHED)
 #: Outcomes counted as errors in the display.
 ERRORS = ("network_error", "server_error", "dns_error", "refused", "robots_unavailable",
-          "http_error", "gone", "redirect_loop")  # fmt: skip
+          "host_unreachable", "http_error", "gone", "redirect_loop")  # fmt: skip
 
 
 def duration(seconds: float | None) -> str:
@@ -362,7 +362,9 @@ def fetch_hint(summaries: Sequence[Mapping[str, Any]], crawl_url: str) -> str | 
             "host (network_error: connection refused, reset or timed out): check that the sites "
             "are up and reachable from this machine (a web served here, scripts/"
             "serve_sample_web.py, ends with its --seconds); each failed URL is retried after "
-            "frontier.retry_backoff_s (doubled at each retry, frontier.max_retries times)"
+            "frontier.retry_backoff_s (doubled at each retry, frontier.max_retries times); a "
+            "host that does not answer politeness.unreachable_failures times in a row is held, "
+            "its other URLs given back uncharged (host_unreachable) until it answers again"
         )
     return (
         f"batchcrawl: hint: {n:,} of {attempts:,} fetch attempts found no address for their host "

@@ -1,6 +1,7 @@
 """Hosts held by the crawl: a state of the host, not a failure of each of its URLs.
 
-Two reasons hold a host: its robots.txt is unavailable, or it asks us to slow down (429/503).
+Three reasons hold a host: its robots.txt is unavailable, it asks us to slow down (429/503), or it
+does not answer at all.
 
 **robots_unavailable.** While a host's robots.txt answers 5xx or cannot be reached (and no good copy is in force), RFC 9309
 §2.3.1.4 has the crawler assume complete disallow: the host is **held**. Its URLs are given back
@@ -20,6 +21,19 @@ server asked and is remembered. The rate limit is forgotten (the back-off resets
 has answered without one ``politeness.rate_limit_quiet_s`` after its hold ended
 (:func:`rate_limit_wait`). Within a round the fetch worker's workbench keeps the host's next
 request after the hold; across rounds generate leaves the host out while the hold is in force.
+
+**unreachable.** ``politeness.unreachable_failures`` fetches in a row that get no answer from the
+host (:data:`NO_ANSWER_ERRORS`: connection refused, reset or timed out, no address) hold the whole
+host, as Heritrix's and BUbiNG's per-host failure counts put a dead host's queue aside: without it a
+site that is down has every due URL tried in each round, each charged a retry, and after
+``frontier.max_retries`` rounds of outage the whole site is ``gone``. The hold waits
+``politeness.unreachable_backoff_s`` (60 s), doubled at each further failure up to
+``max_unreachable_backoff_s`` (an hour), jittered. The host's queued URLs, and any that reach it
+while the hold is in force, are given back at once as ``host_unreachable`` without a retry
+counted, due when the hold ends (kept waiting in the workbench, they held a round open until its
+time limit); across rounds generate leaves the host out, and once the hold is over one URL probes
+the host (a failure holds it again at once, doubled); any answer ends the hold
+(:func:`unreachable_wait`, :meth:`HostHolds.in_force_s`).
 
 A hold is persisted in the ``hosts`` table (``held_reason``, ``held_since``, ``held_until``,
 ``held_failures``) by :meth:`HostHolds.to_row` and restored by :meth:`HostHolds.load_row`, so it
@@ -41,10 +55,17 @@ if TYPE_CHECKING:
     from batchcrawl.config import PolitenessSection, RobotsSection
     from batchcrawl.fetch.robots import RobotsCache, RobotsRules
 
-__all__ = ["HOLD_COLUMNS", "Hold", "HostHolds", "backoff_s", "hold_host", "rate_limit_wait"]
+__all__ = [
+    "HOLD_COLUMNS", "NO_ANSWER_ERRORS", "Hold", "HostHolds", "backoff_s", "hold_host",
+    "rate_limit_wait", "unreachable_wait",
+]  # fmt: skip
 
 #: The ``hosts`` columns of a hold.
 HOLD_COLUMNS = ("held_reason", "held_since", "held_until", "held_failures")
+#: ``FetchResult.error`` values of a fetch the host never answered (:mod:`batchcrawl.fetch.fetcher`):
+#: no connection, a reset or a timeout before the response, no address. Not ``refused`` (our own
+#: address policy), ``bad_response`` (the host answered something) or a body cut short.
+NO_ANSWER_ERRORS = frozenset({"connect", "timeout", "reset", "dns"})
 #: Relative jitter of a back-off: the wait is drawn from ``[1 - JITTER, 1 + JITTER]`` x the step.
 JITTER = 0.1
 
@@ -56,7 +77,7 @@ class Hold:
     Attributes
     ----------
     reason : str
-        Why: ``robots_unavailable`` or ``rate_limit``.
+        Why: ``robots_unavailable``, ``rate_limit`` or ``unreachable``.
     since : float
         The first failure of the current outage.
     until : float
@@ -96,6 +117,7 @@ class HostHolds:
         self._rng = rng
         self._clock = clock
         self._holds: dict[str, Hold] = {}
+        self._no_answer: dict[str, int] = {}  # fetches in a row without an answer, by host
         self._lock = threading.Lock()
 
     def now(self) -> float:
@@ -145,6 +167,31 @@ class HostHolds:
                 return None
             return self._holds.pop(host)
 
+    def no_answer(self, host: str) -> int:
+        """Count a fetch of ``host`` that got no answer; returns how many in a row."""
+        with self._lock:
+            n = self._no_answer[host] = self._no_answer.get(host, 0) + 1
+        return n
+
+    def answered(self, host: str) -> Hold | None:
+        """``host`` answered: its count of fetches without an answer starts again, and an
+        ``unreachable`` hold ends (returned, else None)."""
+        with self._lock:
+            self._no_answer.pop(host, None)
+            hold = self._holds.get(host)
+            if hold is None or hold.reason != "unreachable":
+                return None
+            return self._holds.pop(host)
+
+    def in_force_s(self, host: str, reason: str) -> float | None:
+        """Seconds left of ``host``'s hold for ``reason`` while it is in force (> 0), else None
+        (not held, held for another reason, or the hold is over: the next fetch probes)."""
+        hold = self.get(host)
+        if hold is None or hold.reason != reason:
+            return None
+        left = hold.until - self._clock()
+        return left if left > 0 else None
+
     def get(self, host: str) -> Hold | None:
         """``host``'s hold, or None (also after it ended but before :meth:`clear`: see ``until``)."""
         with self._lock:
@@ -154,6 +201,7 @@ class HostHolds:
         """Drop ``host`` (a worker that no longer serves it; its row keeps the hold)."""
         with self._lock:
             self._holds.pop(host, None)
+            self._no_answer.pop(host, None)
 
     def to_row(self, host: str) -> dict[str, Any]:
         """``host``'s :data:`HOLD_COLUMNS` (naive UTC datetimes; all None when not held)."""
@@ -242,5 +290,32 @@ def rate_limit_wait(
     hold = holds.fail(
         host, "rate_limit", cfg.rate_limit_backoff_s, cfg.max_rate_limit_backoff_s,
         at_least_s=retry_after_s or 0.0, first_s=retry_after_s,
+    )  # fmt: skip
+    return max(0.0, hold.until - holds.now())
+
+
+def unreachable_wait(
+    holds: HostHolds, host: str, status: int | None, error: str | None, cfg: PolitenessSection
+) -> float | None:
+    """Seconds ``host`` must wait after a fetch that ended with HTTP ``status`` (None: no
+    response) and ``FetchResult.error`` ``error`` (module docstring, ``unreachable``).
+
+    Any response ends an ``unreachable`` hold and the count (returns None). A fetch without an
+    answer (:data:`NO_ANSWER_ERRORS`) is counted; the ``cfg.unreachable_failures``-th in a row,
+    or any while the host's last hold was ``unreachable`` (the probe after a hold), holds the
+    host and returns the hold's wait. Other errors, and ``unreachable_failures`` 0, return None.
+    """
+    if status is not None:
+        holds.answered(host)
+        return None
+    if error not in NO_ANSWER_ERRORS or cfg.unreachable_failures <= 0:
+        return None
+    in_a_row = holds.no_answer(host)
+    last = holds.get(host)
+    if in_a_row < cfg.unreachable_failures and (last is None or last.reason != "unreachable"):
+        return None
+    hold = holds.fail(
+        host, "unreachable", cfg.unreachable_backoff_s,
+        max(cfg.max_unreachable_backoff_s, cfg.unreachable_backoff_s),
     )  # fmt: skip
     return max(0.0, hold.until - holds.now())

@@ -24,10 +24,10 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from batchcrawl.fetch.holds import hold_host, rate_limit_wait
+from batchcrawl.fetch.holds import hold_host, rate_limit_wait, unreachable_wait
 from batchcrawl.fetch.hostbook import HostBook
 from batchcrawl.fetch.linksink import LinkSink
 from batchcrawl.fetch.outcome import HOST_OK, classify, location_target, retry_after
@@ -178,6 +178,8 @@ class FetchLoop:
         """Queue ``items`` (per-host breadth-first order) in the workbench: each host resolved
         once and checked by the address policy (failures are recorded at once), robots.txt first
         when the host's origin has no live rules, configured sitemaps after the pages in round 1.
+        A host held ``unreachable`` (:mod:`batchcrawl.fetch.holds`) gets its items back at once
+        as ``host_unreachable``, unresolved and unqueued.
         Returns the entries queued (the run's pending count grows by that much)."""
         p = self.parts
         by_host: dict[str, list[FetchItem]] = {}
@@ -185,6 +187,10 @@ class FetchLoop:
             by_host.setdefault(item.host, []).append(item)
         pending = 0
         for host, host_items in by_host.items():
+            held_s = p.holds.in_force_s(host, "unreachable")
+            if held_s is not None:  # held after fetches without an answer: back at once
+                self._give_back(run, host_items, Outcome.HOST_UNREACHABLE, held_s, pending=False)
+                continue
             try:
                 ip = p.resolver.resolve(host)
             except DNSError as exc:
@@ -245,10 +251,16 @@ class FetchLoop:
         """The one visit path: robots.txt, or a page or sitemap checked against the rules,
         fetched, released and processed. ``vs`` is held by this thread and released here.
         False when a storage fault stops the run."""
+        p, wb = self.parts, self.parts.workbench
+        held_s = p.holds.in_force_s(vs.host, "unreachable")
+        if held_s is not None:  # URLs that reached a host held unreachable: back at once
+            given = self._take_queue(vs, [entry])
+            wb.release(vs, None)  # no request made
+            self._give_back(run, given, Outcome.HOST_UNREACHABLE, held_s)
+            return True
         if isinstance(entry, _RobotsMarker):
             self._fetch_robots(run, vs)  # never raises: any failure is robots_unavailable
             return True
-        p, wb = self.parts, self.parts.workbench
         rules = p.robots.get(robots_origin(entry.url))
         if rules is None:  # another origin of the host, or expired: fetch robots.txt first
             vs.push_front(entry)
@@ -274,17 +286,19 @@ class FetchLoop:
         hop = page is not None and self._self_redirect_hop(run, page, result)
         if hop:  # fetched again after the host's delay: the workbench keeps politeness
             vs.push_front(entry)
+        politeness = p.cfg.politeness
+        # fetches without an answer in a row hold the host (fetch.holds, unreachable): the rest
+        # of its queue goes back at once, after this fetch is recorded
+        held_s = unreachable_wait(p.holds, vs.host, result.status, result.error, politeness)
+        given = self._take_queue(vs, []) if held_s is not None else []
         wb.release(
             vs,
             result.download_s if result.status is not None or result.ip else None,
             retry_after_s=rate_limit_wait(  # a 429/503 holds the host (issue 31)
-                p.holds,
-                vs.host,
-                result.status,
-                retry_after(result, p.wall(), p.cfg.politeness.max_retry_after_s),
-                p.cfg.politeness,
-            ),  # fmt: skip
-        )
+                p.holds, vs.host, result.status,
+                retry_after(result, p.wall(), politeness.max_retry_after_s), politeness,
+            ),
+        )  # fmt: skip
         try:
             if isinstance(entry, SitemapJob):
                 self._sitemap(run, entry, result)
@@ -305,6 +319,9 @@ class FetchLoop:
             else:
                 log.exception("processing %s failed", entry.url)
                 self._failed(run, entry)
+        finally:
+            if given:
+                self._give_back(run, given, Outcome.HOST_UNREACHABLE, held_s)
         return True
 
     # -- pages -------------------------------------------------------------------------------
@@ -433,6 +450,41 @@ class FetchLoop:
             self.record_failure(run, entry, Outcome.NETWORK_ERROR, "internal")
         self._done(run)
 
+    @staticmethod
+    def _take_queue(
+        vs: VisitState[Any], taken: list[Entry], origin: str | None = None
+    ) -> list[FetchItem | SitemapJob]:
+        """Empty ``vs``'s queue (held by this thread) of its pages and sitemaps, after those of
+        ``taken``: all of them, or those of ``origin`` only (the host's other origins and
+        robots.txt markers keep their place). Markers of a whole queue are dropped."""
+        out = [it for it in taken if not isinstance(it, _RobotsMarker)]
+        kept: list[Entry] = []
+        while vs.queue:
+            it = vs.pop()
+            if not isinstance(it, _RobotsMarker) and origin in (None, robots_origin(it.url)):
+                out.append(it)
+            elif origin is not None:  # a marker or another origin keeps its place
+                kept.append(it)
+        for it in reversed(kept):
+            vs.push_front(it)
+        return out
+
+    def _give_back(
+        self, run: RunState, entries: Sequence[FetchItem | SitemapJob], outcome: Outcome,
+        held_s: float | None, *, pending: bool = True,
+    ) -> None:  # fmt: skip
+        """Give back ``entries`` of a held host without a fetch: pages recorded with ``outcome``
+        (no retry counted, due again in ``held_s`` seconds, the hold's end), sitemaps counted
+        ``sitemaps_<outcome>``; done (``pending``: they were counted in the run's pending)."""
+        for it in entries:
+            if isinstance(it, SitemapJob):
+                with self.lock:
+                    run.out.counters[f"sitemaps_{outcome.value}"] += 1
+            else:
+                self.record_failure(run, it, outcome, outcome.value, retry_after_s=held_s)
+        if entries and pending:
+            self._done(run, len(entries))
+
     def _done(self, run: RunState, n: int = 1) -> None:
         with self.lock:
             run.pending -= n
@@ -461,17 +513,7 @@ class FetchLoop:
         rules = entry.rules  # the last good copy while robots.txt is unreachable (RFC 9309 §2.4)
         held = hold_host(p.holds, p.robots, vs.host, origin, rules, p.cfg.robots)
         vs.set_crawl_delay(rules.crawl_delay(p.agent))
-        dropped: list[FetchItem | SitemapJob] = []
-        if rules.unavailable:  # this origin's URLs; the host's other origins keep their place
-            kept: list[Entry] = []
-            while vs.queue:
-                it = vs.pop()
-                if isinstance(it, _RobotsMarker) or robots_origin(it.url) != origin:
-                    kept.append(it)
-                else:
-                    dropped.append(it)
-            for it in reversed(kept):
-                vs.push_front(it)
+        dropped = self._take_queue(vs, [], origin=origin) if rules.unavailable else []
         contacted = any(r.ip for r in chain)
         p.workbench.release(vs, sum(r.download_s for r in chain) if contacted else None)
         with self.lock:
@@ -487,16 +529,7 @@ class FetchLoop:
             with self.lock:
                 run.out.counters.update(counts)
             self._queue_sitemaps(run, vs.host, jobs)  # before dropped items finish: run goes on
-        for it in dropped:
-            if isinstance(it, SitemapJob):
-                with self.lock:
-                    run.out.counters["sitemaps_robots_unavailable"] += 1
-            else:
-                self.record_failure(
-                    run, it, Outcome.ROBOTS_UNAVAILABLE, "robots_unavailable", retry_after_s=held
-                )
-        if dropped:
-            self._done(run, len(dropped))
+        self._give_back(run, dropped, Outcome.ROBOTS_UNAVAILABLE, held)
 
     # -- sitemaps ----------------------------------------------------------------------------
     def _new_sitemaps(self, run: RunState, jobs: list[SitemapJob]) -> list[SitemapJob]:

@@ -714,8 +714,9 @@ def narrow(
         selected, traps.trap_hosts(crawl, manifest), cfg.dedup.trap_max_urls_per_host, held
     )
     counts["trap_throttled"] += throttled
-    # a host whose robots.txt hold is over but whose outage is not (held_reason still set; the
-    # held ones were left out by select) gets one URL: its shard fetches robots.txt again first
+    # a host whose robots.txt or network hold is over but whose outage is not (held_reason still
+    # set; the held ones were left out by select) gets one URL: its shard fetches robots.txt (or
+    # that URL) again first
     probing = {
         h for h, (why, _) in holds.host_holds(crawl, manifest).items() if why in holds.PROBED
     }

@@ -1,12 +1,12 @@
 """Generate's view of held hosts (:mod:`batchcrawl.fetch.holds`): no fetch-list slot for a held host.
 
-A host is held while its robots.txt is unavailable (RFC 9309 §2.3.1.4: complete disallow) or
-after it answered 429/503 (a rate-limit back-off). Its URLs stay due; generate leaves them out before the caps, so they take no slot of
+A host is held while its robots.txt is unavailable (RFC 9309 §2.3.1.4: complete disallow),
+after it answered 429/503 (a rate-limit back-off) or after fetches it did not answer at all. Its URLs stay due; generate leaves them out before the caps, so they take no slot of
 a fetch list, and counts them ``held:<reason>``. Once the hold's ``held_until`` has passed while
-a robots.txt outage is not over (``held_reason`` still set), the host is *probed*: it gets one URL on a
-fetch list (counted ``held_probe`` for the others), which makes its shard fetch robots.txt again;
-a good answer ends the hold and the next round crawls the host normally, another failure holds it
-again with a doubled back-off.
+a robots.txt or network outage is not over (``held_reason`` still set), the host is *probed*: it
+gets one URL on a fetch list (counted ``held_probe`` for the others), which makes its shard fetch
+robots.txt (or that URL) again; a good answer ends the hold and the next round crawls the host
+normally, another failure holds it again with a doubled back-off.
 """
 
 from __future__ import annotations
@@ -25,9 +25,10 @@ from batchcrawl.store.crawldir import CrawlDir, Manifest
 __all__ = ["PROBED", "host_holds", "in_force", "leave_out_held"]
 
 #: Hold reasons whose host gets a single probe URL once the hold is over, until a fetch ends the
-#: hold (a robots.txt outage); a ``rate_limit`` host is crawled at its pace again when its hold
-#: is over (its back-off is remembered by the fetch worker until a quiet period passes).
-PROBED = frozenset({"robots_unavailable"})
+#: hold (a robots.txt outage; a host that did not answer); a ``rate_limit`` host is crawled at its
+#: pace again when its hold is over (its back-off is remembered by the fetch worker until a quiet
+#: period passes).
+PROBED = frozenset({"robots_unavailable", "unreachable"})
 
 
 #: the last generation's holds read by this process: a selection asks twice (its buckets' hold

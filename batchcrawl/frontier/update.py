@@ -28,6 +28,7 @@ server_error        error, or gone after        detail (``503``, ``timeout``,   
 network_error       ``max_retries``             ``dns``); ``max_retries:``
 dns_error                                       prefix when gone
 robots_unavailable  queued                      ``robots_unavailable``          unchanged
+host_unreachable    queued                      ``host_unreachable``            unchanged
 robots_denied       robots_denied               None                            unchanged
 refused             refused                     detail                          unchanged
 not_fetched         queued                      None                            unchanged
@@ -40,8 +41,9 @@ shrunk when the content changed, grown on a 304 or the same digest), a ``gone`` 
 ``recrawl.gone_interval_s``, an ``error`` one after ``retry_backoff_s * 2**(retries-1)`` (or the
 server's ``Retry-After``), a ``robots_unavailable`` one when its host's hold ends (the row's
 ``retry_after_s``: a robots.txt outage is a state of the host, RFC 9309 §2.3.1.4, not a failure of
-the URL, so no retry is counted; ``robots.retry_after_s`` without one), a
-``not_fetched`` one from ``now``; a sitemap ``lastmod`` later than the last capture makes a fetched
+the URL, so no retry is counted; ``robots.retry_after_s`` without one), a ``host_unreachable``
+one likewise (its host did not answer and is held; ``politeness.unreachable_backoff_s`` without
+one), a ``not_fetched`` one from ``now``; a sitemap ``lastmod`` later than the last capture makes a fetched
 URL due now. Other states are not due by time (:func:`batchcrawl.frontier.due.due_time` reads it).
 New URLs are due from ``now``. The lease of every URL touched is cleared.
 
@@ -114,6 +116,8 @@ FETCH_FACT_COLUMNS = [
 ]  # fmt: skip
 
 _RETRIED = {Outcome.SERVER_ERROR, Outcome.NETWORK_ERROR, Outcome.DNS_ERROR}
+#: Outcomes of a URL given back by a held host (fetch.holds): queued again, no retry counted.
+_HELD = {Outcome.ROBOTS_UNAVAILABLE, Outcome.HOST_UNREACHABLE}
 #: Outcomes whose payload is stored as the URL's capture (``content_digest``,
 #: ``content_fetch_time``): a 200 (or a body cut at its limit), not a 304, an error or a 404 body.
 _CAPTURED = [Outcome.OK.value, Outcome.TRUNCATED.value]
@@ -157,7 +161,7 @@ def next_status(
         return UrlStatus.GONE.value, f"redirect_loop:{detail}" if detail else o.value, 0
     if o in (Outcome.GONE, Outcome.HTTP_ERROR):
         return UrlStatus.GONE.value, detail or o.value, 0
-    if o is Outcome.ROBOTS_UNAVAILABLE:  # the host is held; the URL did not fail
+    if o in _HELD:  # the host is held; the URL did not fail
         return UrlStatus.QUEUED.value, o.value, retries
     if o in _RETRIED:
         why = detail or o.value
@@ -358,7 +362,8 @@ def next_fetch_time(
       :meth:`~FetchSchedule.after_failure` from ``now``, or ``now + retry_after_s`` when the server
       sent a usable ``Retry-After`` (RFC 9110 §10.2.3); ``robots_unavailable`` ``now +
       retry_after_s`` (the end of the host's hold), or ``now + robots.retry_after_s`` without
-      one; ``queued`` after ``not_fetched`` ``now``; every other state NULL
+      one; ``host_unreachable`` likewise (``politeness.unreachable_backoff_s`` without one);
+      ``queued`` after ``not_fetched`` ``now``; every other state NULL
       (not due by time).
     * sitemap facts (rows with a ``lastmod`` column, from links tagged ``sitemap``): a ``fetched``
       URL whose ``lastmod`` is later than its last capture is due ``now`` (sitemaps.org); others
@@ -397,6 +402,10 @@ def next_fetch_time(
     )
     after = _ms(got.column("retry_after_s")) * 1000.0  # ms (the column is seconds, fractional)
     nft = np.full(n, np.nan)
+    held_default_s = {  # the wait of a held host's URL given back without the hold's end
+        Outcome.ROBOTS_UNAVAILABLE.value: cfg.robots.retry_after_s,
+        Outcome.HOST_UNREACHABLE.value: cfg.politeness.unreachable_backoff_s,
+    }
     for i in range(n):
         s = status[i]
         if s == UrlStatus.FETCHED.value:
@@ -412,8 +421,8 @@ def next_fetch_time(
                 nft[i] = sched.after_failure(now_ms / 1000.0, int(retries[i])) * 1000.0
             else:
                 nft[i] = now_ms + after[i]
-        elif s == UrlStatus.QUEUED.value and outcome[i] == Outcome.ROBOTS_UNAVAILABLE.value:
-            held_ms = cfg.robots.retry_after_s * 1000.0 if np.isnan(after[i]) else after[i]
+        elif s == UrlStatus.QUEUED.value and outcome[i] in held_default_s:
+            held_ms = held_default_s[outcome[i]] * 1000.0 if np.isnan(after[i]) else after[i]
             nft[i] = now_ms + held_ms
         elif s == UrlStatus.QUEUED.value:  # not_fetched: never tried, due again now
             nft[i] = now_ms

@@ -38,6 +38,7 @@ OUTCOME_COLORS = {
     "dns_error": "#6d4c41",
     "robots_denied": "#6a1b9a",
     "robots_unavailable": "#ba68c8",
+    "host_unreachable": "#d7a4df",
     "refused": "#424242",
     "not_fetched": "#bdbdbd",
 }
