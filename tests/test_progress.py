@@ -310,6 +310,11 @@ def test_fetch_hint_when_most_attempts_found_no_address():
     hint = fetch_hint(down, "news")
     assert hint is not None and "35 of 45" in hint and "network_error" in hint
     assert "check that the sites are up" in hint and "frontier.retry_backoff_s" in hint
+    # a site held unreachable: 5 tried, 295 given back without a request; the hint still shows
+    held = [{"round": 3, "attempts": 300, "errors": {"network_error": 5, "host_unreachable": 295}}]
+    hint = fetch_hint(held, "docs")
+    assert hint is not None and "300 of 300" in hint and "host_unreachable" in hint
+    assert "batchcrawl sql docs --query held-hosts" in hint
 
 
 def test_fetch_hint_when_the_address_policy_refused_most_attempts():

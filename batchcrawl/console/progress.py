@@ -336,13 +336,15 @@ def fetch_hint(summaries: Sequence[Mapping[str, Any]], crawl_url: str) -> str | 
     served on this machine, ``*.test`` hosts, is reached; issue 34: the README's crawl by hand
     gave "errors 20 (dns_error 20)" and exit 0 without a word why), or no connection
     (``network_error``: the site is down or refuses; a fresh-user trial crawled a web that had
-    exited for 85 s without a word), or an address the address policy refuses (``refused``:
+    exited for 85 s without a word; ``host_unreachable`` URLs, given back by a host held after
+    such failures, count with them), or an address the address policy refuses (``refused``:
     a loopback or private address, denied by default; a fresh-user trial's first crawl of a
     site on this machine said only "refused 1"). Each says how to make those URLs due again
     (``batchcrawl requeue``) once the settings are fixed."""
     attempts = sum(int(s.get("attempts", 0)) for s in summaries)
     failed = {k: sum(int((s.get("errors") or {}).get(k, 0)) for s in summaries)
-              for k in ("dns_error", "network_error", "refused")}  # fmt: skip
+              for k in ("dns_error", "network_error", "refused", "host_unreachable")}  # fmt: skip
+    failed["network_error"] += failed.pop("host_unreachable")  # given back by a host held so
     kind, n = max(failed.items(), key=lambda kv: kv[1])
     if not n or 2 * n < attempts:
         return None
@@ -359,12 +361,14 @@ def fetch_hint(summaries: Sequence[Mapping[str, Any]], crawl_url: str) -> str | 
     if kind == "network_error":
         return (
             f"batchcrawl: hint: {n:,} of {attempts:,} fetch attempts got no answer from their "
-            "host (network_error: connection refused, reset or timed out): check that the sites "
+            "host (network_error: connection refused, reset or timed out; host_unreachable: "
+            "not tried, its host held after such failures): check that the sites "
             "are up and reachable from this machine (a web served here, scripts/"
             "serve_sample_web.py, ends with its --seconds); each failed URL is retried after "
             "frontier.retry_backoff_s (doubled at each retry, frontier.max_retries times); a "
-            "host that does not answer politeness.unreachable_failures times in a row is held, "
-            "its other URLs given back uncharged (host_unreachable) until it answers again"
+            "host that does not answer politeness.unreachable_failures times in a row is held "
+            f"(batchcrawl sql {crawl_url} --query held-hosts), its other URLs waiting uncharged until "
+            "it answers again"
         )
     return (
         f"batchcrawl: hint: {n:,} of {attempts:,} fetch attempts found no address for their host "
