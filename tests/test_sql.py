@@ -402,3 +402,23 @@ def test_language_queries_count_each_page_once_by_its_newest_capture_with_text()
     assert per_language == [("fr", 2, 1, 180), ("(none)", 1, 1, 0)]
     per_host = con.execute(sql.named_query("languages-per-host")).fetchall()
     assert per_host == [("en.test", "(none)", 1, 0), ("fr.test", "fr", 2, 180)]
+
+
+def test_mime_types_name_why_a_response_has_no_type(tmp_path):
+    """A recrawl's 304s have no body and no Content-Type: the report's MIME chart showed them as
+    one big "(none)" bar (a fresh-user trial). They are "(not modified)", a redirect without a
+    type "(redirect)", and only other responses without one "(none)"."""
+    crawl = CrawlDir.create(str(tmp_path / "c"), "", buckets=1)
+    parent = crawl.manifest()
+    typed = [
+        {**fetched_row(i, status=s, outcome=o), "content_mime_type": m}
+        for i, (s, o, m) in enumerate([
+            (200, "ok", "text/html"), (304, "not_modified", None), (304, "not_modified", None),
+            (301, "redirect", None), (302, "redirect", "text/html"), (200, "ok", None),
+            (None, "network_error", None),
+        ])
+    ]  # fmt: skip
+    entry = crawl.write_table("fetched", "fetched/round=1/shard=00.parquet", typed)
+    crawl.commit(parent, {"fetched": [entry]}, {"step": "round"}, round=1)
+    got = {r["mime_type"]: r["responses"] for r in rows(crawl, sql.named_query("mime-types"))}
+    assert got == {"text/html": 2, "(not modified)": 2, "(redirect)": 1, "(none)": 1}
