@@ -315,6 +315,10 @@ def test_fetch_hint_when_most_attempts_found_no_address():
     hint = fetch_hint(held, "docs")
     assert hint is not None and "300 of 300" in hint and "host_unreachable" in hint
     assert "batchcrawl sql docs --query held-hosts" in hint
+    # a host name that does not resolve: one URL charged, the others given back (fetch.holds)
+    unresolved = [{"round": 1, "attempts": 20, "errors": {"dns_error": 2, "host_unreachable": 18}}]
+    hint = fetch_hint(unresolved, "docs")
+    assert hint is not None and "20 of 20" in hint and "network.resolve" in hint
 
 
 def test_fetch_hint_when_the_address_policy_refused_most_attempts():

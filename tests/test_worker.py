@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 import sys
+import time
 from datetime import UTC
 
 import ada_url
@@ -174,6 +175,45 @@ def test_refused_and_unresolvable_hosts_are_never_contacted(web, test_config, di
         "http://blocked.test/x": Outcome.REFUSED,
         "http://nowhere.invalid/y": Outcome.DNS_ERROR,
     }
+
+
+def test_a_host_name_that_does_not_resolve_charges_one_url_and_holds_the_host(test_config, dirfs):
+    """One lookup answers for all of a host's URLs: without an address, one URL is charged
+    dns_error and the others go back uncharged as host_unreachable while the host is held; a
+    later run gives them back without a lookup, and the probe after the hold (one URL) holds the
+    host again, doubled. With politeness.unreachable_failures 0 each URL is charged."""
+    host = "nowhere.invalid"
+    items = [_item(f"http://{host}/p{i}") for i in range(4)]
+    cfg = test_config.replace(politeness={"unreachable_backoff_s": 0.2})
+    w = _worker(cfg, dirfs, {host})
+    try:
+        first = w.run(list(items), round=1)
+        held = w.run(list(items[1:]), round=2)
+        hold = w.parts.holds.get(host)
+        while w.parts.holds.in_force_s(host, "unreachable") is not None:
+            time.sleep(0.05)
+        probe = w.run(items[:1], round=3)
+    finally:
+        w.close()
+    assert [r["outcome"] for r in first.fetched] == [Outcome.DNS_ERROR] + [
+        Outcome.HOST_UNREACHABLE
+    ] * 3
+    assert all(r["retry_after_s"] is not None for r in first.fetched[1:])
+    assert [r["outcome"] for r in held.fetched] == [Outcome.HOST_UNREACHABLE] * 3
+    assert [r["outcome"] for r in probe.fetched] == [Outcome.DNS_ERROR]
+    again = w.parts.holds.get(host)
+    assert (hold.reason, hold.failures, again.reason, again.failures) == (
+        "unreachable",
+        1,
+        "unreachable",
+        2,
+    )
+    off = _worker(test_config.replace(politeness={"unreachable_failures": 0}), dirfs, {host})
+    try:
+        each = off.run(list(items), round=1)
+    finally:
+        off.close()
+    assert [r["outcome"] for r in each.fetched] == [Outcome.DNS_ERROR] * 4
 
 
 def test_time_limit_hands_back_unfetched_urls_in_order(web, host_name, test_config, dirfs):

@@ -337,14 +337,16 @@ def fetch_hint(summaries: Sequence[Mapping[str, Any]], crawl_url: str) -> str | 
     gave "errors 20 (dns_error 20)" and exit 0 without a word why), or no connection
     (``network_error``: the site is down or refuses; a fresh-user trial crawled a web that had
     exited for 85 s without a word; ``host_unreachable`` URLs, given back by a host held after
-    such failures, count with them), or an address the address policy refuses (``refused``:
+    failures without an answer or an address, count with the larger of the two), or an address the address policy refuses (``refused``:
     a loopback or private address, denied by default; a fresh-user trial's first crawl of a
     site on this machine said only "refused 1"). Each says how to make those URLs due again
     (``batchcrawl requeue``) once the settings are fixed."""
     attempts = sum(int(s.get("attempts", 0)) for s in summaries)
     failed = {k: sum(int((s.get("errors") or {}).get(k, 0)) for s in summaries)
               for k in ("dns_error", "network_error", "refused", "host_unreachable")}  # fmt: skip
-    failed["network_error"] += failed.pop("host_unreachable")  # given back by a host held so
+    # given back by hosts held after such failures: they count with the larger kind
+    held = failed.pop("host_unreachable")
+    failed[max(("network_error", "dns_error"), key=lambda k: failed[k])] += held
     kind, n = max(failed.items(), key=lambda kv: kv[1])
     if not n or 2 * n < attempts:
         return None

@@ -33,7 +33,9 @@ while the hold is in force, are given back at once as ``host_unreachable`` witho
 counted, due when the hold ends (kept waiting in the workbench, they held a round open until its
 time limit); across rounds generate leaves the host out, and once the hold is over one URL probes
 the host (a failure holds it again at once, doubled); any answer ends the hold
-(:func:`unreachable_wait`, :meth:`HostHolds.in_force_s`).
+(:func:`unreachable_wait`, :meth:`HostHolds.in_force_s`). A host name that does not resolve is
+held at once when more than one of its URLs waits: one lookup answers for them all, so the first
+is charged ``dns_error`` and the others go back as ``host_unreachable`` (:func:`hold_unreachable`).
 
 A hold is persisted in the ``hosts`` table (``held_reason``, ``held_since``, ``held_until``,
 ``held_failures``) by :meth:`HostHolds.to_row` and restored by :meth:`HostHolds.load_row`, so it
@@ -57,7 +59,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "HOLD_COLUMNS", "NO_ANSWER_ERRORS", "Hold", "HostHolds", "backoff_s", "hold_host",
-    "rate_limit_wait", "unreachable_wait",
+    "hold_unreachable", "rate_limit_wait", "unreachable_wait",
 ]  # fmt: skip
 
 #: The ``hosts`` columns of a hold.
@@ -313,6 +315,16 @@ def unreachable_wait(
     in_a_row = holds.no_answer(host)
     last = holds.get(host)
     if in_a_row < cfg.unreachable_failures and (last is None or last.reason != "unreachable"):
+        return None
+    return hold_unreachable(holds, host, cfg)
+
+
+def hold_unreachable(holds: HostHolds, host: str, cfg: PolitenessSection) -> float | None:
+    """Hold ``host`` ``unreachable`` now (the next back-off step of
+    ``cfg.unreachable_backoff_s`` doubling to ``cfg.max_unreachable_backoff_s``) and return the
+    hold's seconds; None (no hold) when ``cfg.unreachable_failures`` is 0. Also for a failure
+    that answers for the whole host at once: its name did not resolve."""
+    if cfg.unreachable_failures <= 0:
         return None
     hold = holds.fail(
         host, "unreachable", cfg.unreachable_backoff_s,

@@ -27,7 +27,13 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from batchcrawl.fetch.holds import hold_host, rate_limit_wait, unreachable_wait
+from batchcrawl.fetch.entries import ROBOTS, Entry, RobotsMarker, take_queue
+from batchcrawl.fetch.holds import (
+    hold_host,
+    hold_unreachable,
+    rate_limit_wait,
+    unreachable_wait,
+)
 from batchcrawl.fetch.hostbook import HostBook
 from batchcrawl.fetch.linksink import LinkSink
 from batchcrawl.fetch.outcome import HOST_OK, classify, location_target, retry_after
@@ -51,18 +57,6 @@ from batchcrawl.store.faults import storage_fault
 from batchcrawl.urls import domain_of, host_of, url_key
 
 log = logging.getLogger(__name__)
-
-
-class _RobotsMarker:
-    """The placeholder put at the front of a host's FIFO: "fetch robots.txt now"."""
-
-    def __repr__(self) -> str:
-        return "ROBOTS"
-
-
-ROBOTS = _RobotsMarker()
-#: what a visit state's FIFO holds
-Entry = FetchItem | SitemapJob | _RobotsMarker
 
 
 class FetchLoop:
@@ -194,8 +188,7 @@ class FetchLoop:
             try:
                 ip = p.resolver.resolve(host)
             except DNSError as exc:
-                for item in host_items:
-                    self.record_failure(run, item, Outcome.DNS_ERROR, "dns", str(exc))
+                self._unresolved(run, host, host_items, str(exc))
                 continue
             refused = p.policy.check(ip)
             if refused is not None:
@@ -254,11 +247,11 @@ class FetchLoop:
         p, wb = self.parts, self.parts.workbench
         held_s = p.holds.in_force_s(vs.host, "unreachable")
         if held_s is not None:  # URLs that reached a host held unreachable: back at once
-            given = self._take_queue(vs, [entry])
+            given = take_queue(vs, [entry])
             wb.release(vs, None)  # no request made
             self._give_back(run, given, Outcome.HOST_UNREACHABLE, held_s)
             return True
-        if isinstance(entry, _RobotsMarker):
+        if isinstance(entry, RobotsMarker):
             self._fetch_robots(run, vs)  # never raises: any failure is robots_unavailable
             return True
         rules = p.robots.get(robots_origin(entry.url))
@@ -290,7 +283,7 @@ class FetchLoop:
         # fetches without an answer in a row hold the host (fetch.holds, unreachable): the rest
         # of its queue goes back at once, after this fetch is recorded
         held_s = unreachable_wait(p.holds, vs.host, result.status, result.error, politeness)
-        given = self._take_queue(vs, []) if held_s is not None else []
+        given = take_queue(vs, []) if held_s is not None else []
         wb.release(
             vs,
             result.download_s if result.status is not None or result.ip else None,
@@ -450,24 +443,22 @@ class FetchLoop:
             self.record_failure(run, entry, Outcome.NETWORK_ERROR, "internal")
         self._done(run)
 
-    @staticmethod
-    def _take_queue(
-        vs: VisitState[Any], taken: list[Entry], origin: str | None = None
-    ) -> list[FetchItem | SitemapJob]:
-        """Empty ``vs``'s queue (held by this thread) of its pages and sitemaps, after those of
-        ``taken``: all of them, or those of ``origin`` only (the host's other origins and
-        robots.txt markers keep their place). Markers of a whole queue are dropped."""
-        out = [it for it in taken if not isinstance(it, _RobotsMarker)]
-        kept: list[Entry] = []
-        while vs.queue:
-            it = vs.pop()
-            if not isinstance(it, _RobotsMarker) and origin in (None, robots_origin(it.url)):
-                out.append(it)
-            elif origin is not None:  # a marker or another origin keeps its place
-                kept.append(it)
-        for it in reversed(kept):
-            vs.push_front(it)
-        return out
+    def _unresolved(self, run: RunState, host: str, items: list[FetchItem], why: str) -> None:
+        """No address for ``host``: one lookup answers for all its ``items``, so the first is
+        charged ``dns_error`` and, when more wait (or the host's last hold was ``unreachable``:
+        this is its probe), the host is held ``unreachable`` and they go back uncharged as
+        ``host_unreachable`` (:func:`~batchcrawl.fetch.holds.hold_unreachable`; with
+        ``politeness.unreachable_failures`` 0 each is charged ``dns_error``)."""
+        p = self.parts
+        last = p.holds.get(host)
+        probe = last is not None and last.reason == "unreachable"
+        held_s = (
+            hold_unreachable(p.holds, host, p.cfg.politeness) if len(items) > 1 or probe else None
+        )
+        for item in items if held_s is None else items[:1]:
+            self.record_failure(run, item, Outcome.DNS_ERROR, "dns", why)
+        if held_s is not None:
+            self._give_back(run, items[1:], Outcome.HOST_UNREACHABLE, held_s, pending=False)
 
     def _give_back(
         self, run: RunState, entries: Sequence[FetchItem | SitemapJob], outcome: Outcome,
@@ -513,7 +504,7 @@ class FetchLoop:
         rules = entry.rules  # the last good copy while robots.txt is unreachable (RFC 9309 §2.4)
         held = hold_host(p.holds, p.robots, vs.host, origin, rules, p.cfg.robots)
         vs.set_crawl_delay(rules.crawl_delay(p.agent))
-        dropped = self._take_queue(vs, [], origin=origin) if rules.unavailable else []
+        dropped = take_queue(vs, [], origin=origin) if rules.unavailable else []
         contacted = any(r.ip for r in chain)
         p.workbench.release(vs, sum(r.download_s for r in chain) if contacted else None)
         with self.lock:
