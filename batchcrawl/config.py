@@ -262,6 +262,10 @@ class PolitenessSection:
     rate_limit_quiet_s: Annotated[float, Range(0, None)] = 3600.0
     """A host that answers without a rate limit this many seconds after its rate-limit hold ended
     has its back-off reset."""
+    rate_limit_wait_in_round_s: Annotated[float, Range(0, None)] = 10.0
+    """A rate-limit hold up to this many seconds keeps the host's URLs waiting in the round; a
+    longer one gives them back at once (``rate_limited``, no retry counted, due when the hold
+    ends), so a round whose last host answers 503 does not wait out its back-off."""
     unreachable_failures: Annotated[int, Range(0, 1000)] = 5
     """This many fetches in a row that get no answer from a host (connection refused, reset or
     timed out; no address) hold the whole host, so a site that is down does not have every due

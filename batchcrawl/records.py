@@ -60,6 +60,7 @@ class Outcome(enum.StrEnum):
     HOST_UNREACHABLE = (
         "host_unreachable"  # its host is held after fetches without an answer: retry later
     )
+    RATE_LIMITED = "rate_limited"  # its host is held after a 429/503 (a long hold): retry later
     NOT_FETCHED = "not_fetched"  # still queued when the round ended (time limit)
 
 

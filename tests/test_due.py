@@ -47,6 +47,7 @@ OUTCOMES = {
     "not_fetched": (None, None),
     "robots_unavailable": (None, None),
     "host_unreachable": (None, None),
+    "rate_limited": (None, None),
     "gone": (404, None),
     "not_modified": (304, None),
 }

@@ -310,3 +310,51 @@ def test_the_back_off_survives_a_sigkill(tmp_path):
     assert sum(e.host == "calm.test" for e in log) >= 3  # the calm host was fetched meanwhile
     assert crawl.manifest().generation > generation
     assert sql.query(crawl, query).to_pylist() == held
+
+
+def test_a_long_rate_limit_gives_the_hosts_urls_back_and_a_short_one_waits(tmp_path):
+    """A fresh-user trial: a one-site crawl whose site answered 503 without Retry-After kept its
+    round open through the back-off (60 s, 120 s, ... until the round's time limit, an hour).
+    A hold longer than politeness.rate_limit_wait_in_round_s gives the host's other URLs back at
+    once as rate_limited (no retry counted, due when the hold ends), also those that reach it
+    later while the hold is in force; a hold within it (Retry-After: 1) waits in the round."""
+    from batchcrawl.testing.webserver import MultiHostServer
+
+    def site(host, path, headers):
+        if path == "/robots.txt":
+            return Response(404, [("Content-Type", "text/plain")], b"")
+        if host.startswith("busy") or (host.startswith("brief") and path == "/p0"):
+            extra = [("Retry-After", "1")] if host.startswith("brief") else []
+            return Response(503, [("Content-Type", "text/plain"), *extra], b"busy")
+        return Response(200, [("Content-Type", "text/html")], b"<p>ok</p>")
+
+    cfg = Config().replace(
+        network={"resolve": {"*.test": "127.0.0.1"}, "allow_networks": ["127.0.0.0/8"],
+                 "system_dns": False},
+        politeness={"host_delay_s": 0.05, "ip_delay_s": 0.0, "ip_concurrency": 8},
+        fetch={"threads": 2},
+    )  # fmt: skip
+    server = MultiHostServer(site).start()
+    fs = DirFileSystem(str(tmp_path), fsspec.filesystem("file"))
+
+    def items(host, n):
+        return [_item(canonicalize(f"{server.base_url(host)}/p{i}")) for i in range(n)]
+
+    w = FetchWorker(cfg, 0, fs, seed_hosts={"busy.test", "brief.test"},
+                    seed_domains=["busy.test", "brief.test"])  # fmt: skip
+    try:
+        first = w.run(items("busy.test", 4) + items("brief.test", 3), round=1)
+        later = w.run(items("busy.test", 2), round=2)
+    finally:
+        w.close()
+        server.stop()
+    busy = [(r["url"].rsplit("/", 1)[1], r["outcome"]) for r in first.fetched
+            if "busy" in r["url"]]  # fmt: skip
+    assert busy == [("p0", "server_error"), ("p1", "rate_limited"), ("p2", "rate_limited"),
+                    ("p3", "rate_limited")]  # fmt: skip
+    given = [r for r in first.fetched if r["outcome"] == "rate_limited"]
+    assert all(50 <= r["retry_after_s"] <= 66 for r in given)  # the 60 s back-off, jittered
+    brief = sorted(r["outcome"] for r in first.fetched if "brief" in r["url"])
+    assert brief == ["ok", "ok", "server_error"]  # waited 1 s in the round, then fetched
+    assert not first.unfetched
+    assert [r["outcome"] for r in later.fetched] == ["rate_limited"] * 2

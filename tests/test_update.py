@@ -40,6 +40,7 @@ EXPECTED = {
     Outcome.DNS_ERROR: ("error", "D", "inc"),
     Outcome.ROBOTS_UNAVAILABLE: ("queued", "robots_unavailable", "keep"),  # a host state
     Outcome.HOST_UNREACHABLE: ("queued", "host_unreachable", "keep"),  # a host state too
+    Outcome.RATE_LIMITED: ("queued", "rate_limited", "keep"),  # and so is this
     Outcome.ROBOTS_DENIED: ("robots_denied", None, "keep"),
     Outcome.REFUSED: ("refused", "D", "keep"),
     Outcome.NOT_FETCHED: ("queued", None, "keep"),

@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 DONE = tuple(o.value for o in Outcome if o is not Outcome.NOT_FETCHED)
 #: Outcomes counted as errors in the display.
 ERRORS = ("network_error", "server_error", "dns_error", "refused", "robots_unavailable",
-          "host_unreachable", "http_error", "gone", "redirect_loop")  # fmt: skip
+          "host_unreachable", "rate_limited", "http_error", "gone", "redirect_loop")  # fmt: skip
 
 
 def duration(seconds: float | None) -> str:

@@ -20,7 +20,10 @@ never less than the server's ``Retry-After``. A first one *with* ``Retry-After``
 server asked and is remembered. The rate limit is forgotten (the back-off resets) once the host
 has answered without one ``politeness.rate_limit_quiet_s`` after its hold ended
 (:func:`rate_limit_wait`). Within a round the fetch worker's workbench keeps the host's next
-request after the hold; across rounds generate leaves the host out while the hold is in force.
+request after a hold of up to ``politeness.rate_limit_wait_in_round_s`` (10 s); a longer one
+gives the host's queued URLs back at once as ``rate_limited`` (no retry counted, due when the
+hold ends), so a round whose last host answers 503 does not wait out the back-off. Across rounds
+generate leaves the host out while the hold is in force.
 
 **unreachable.** ``politeness.unreachable_failures`` fetches in a row that get no answer from the
 host (:data:`NO_ANSWER_ERRORS`: connection refused, reset or timed out, no address) hold the whole
@@ -35,7 +38,7 @@ time limit); across rounds generate leaves the host out, and once the hold is ov
 the host (a failure holds it again at once, doubled); any answer ends the hold
 (:func:`unreachable_wait`, :meth:`HostHolds.in_force_s`). A host name that does not resolve is
 held at once when more than one of its URLs waits: one lookup answers for them all, so the first
-is charged ``dns_error`` and the others go back as ``host_unreachable`` (:func:`hold_unreachable`).
+is charged ``dns_error`` and the others go back as ``host_unreachable`` (:func:`hold_unresolved`).
 
 A hold is persisted in the ``hosts`` table (``held_reason``, ``held_since``, ``held_until``,
 ``held_failures``) by :meth:`HostHolds.to_row` and restored by :meth:`HostHolds.load_row`, so it
@@ -59,7 +62,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "HOLD_COLUMNS", "NO_ANSWER_ERRORS", "Hold", "HostHolds", "backoff_s", "hold_host",
-    "hold_unreachable", "rate_limit_wait", "unreachable_wait",
+    "hold_unreachable", "hold_unresolved", "rate_limit_wait", "unreachable_wait",
 ]  # fmt: skip
 
 #: The ``hosts`` columns of a hold.
@@ -331,3 +334,15 @@ def hold_unreachable(holds: HostHolds, host: str, cfg: PolitenessSection) -> flo
         max(cfg.max_unreachable_backoff_s, cfg.unreachable_backoff_s),
     )  # fmt: skip
     return max(0.0, hold.until - holds.now())
+
+
+def hold_unresolved(
+    holds: HostHolds, host: str, waiting: int, cfg: PolitenessSection
+) -> float | None:
+    """``host``'s name did not resolve while ``waiting`` of its URLs were to be fetched: hold it
+    ``unreachable`` (:func:`hold_unreachable`) when more than one waits, or when its last hold
+    was ``unreachable`` (this was its probe), and return the hold's seconds; else None."""
+    last = holds.get(host)
+    if waiting > 1 or (last is not None and last.reason == "unreachable"):
+        return hold_unreachable(holds, host, cfg)
+    return None

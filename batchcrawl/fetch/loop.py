@@ -30,7 +30,7 @@ from typing import Any
 from batchcrawl.fetch.entries import ROBOTS, Entry, RobotsMarker, take_queue
 from batchcrawl.fetch.holds import (
     hold_host,
-    hold_unreachable,
+    hold_unresolved,
     rate_limit_wait,
     unreachable_wait,
 )
@@ -172,8 +172,8 @@ class FetchLoop:
         """Queue ``items`` (per-host breadth-first order) in the workbench: each host resolved
         once and checked by the address policy (failures are recorded at once), robots.txt first
         when the host's origin has no live rules, configured sitemaps after the pages in round 1.
-        A host held ``unreachable`` (:mod:`batchcrawl.fetch.holds`) gets its items back at once
-        as ``host_unreachable``, unresolved and unqueued.
+        A host held ``unreachable`` or for a long rate limit (:meth:`_held_back`) gets its items
+        back at once, unresolved and unqueued.
         Returns the entries queued (the run's pending count grows by that much)."""
         p = self.parts
         by_host: dict[str, list[FetchItem]] = {}
@@ -181,9 +181,8 @@ class FetchLoop:
             by_host.setdefault(item.host, []).append(item)
         pending = 0
         for host, host_items in by_host.items():
-            held_s = p.holds.in_force_s(host, "unreachable")
-            if held_s is not None:  # held after fetches without an answer: back at once
-                self._give_back(run, host_items, Outcome.HOST_UNREACHABLE, held_s, pending=False)
+            if (held := self._held_back(host)) is not None:  # not queued: back at once
+                self._give_back(run, host_items, *held, pending=False)
                 continue
             try:
                 ip = p.resolver.resolve(host)
@@ -245,11 +244,10 @@ class FetchLoop:
         fetched, released and processed. ``vs`` is held by this thread and released here.
         False when a storage fault stops the run."""
         p, wb = self.parts, self.parts.workbench
-        held_s = p.holds.in_force_s(vs.host, "unreachable")
-        if held_s is not None:  # URLs that reached a host held unreachable: back at once
+        if (held := self._held_back(vs.host)) is not None:  # URLs that reached a held host
             given = take_queue(vs, [entry])
             wb.release(vs, None)  # no request made
-            self._give_back(run, given, Outcome.HOST_UNREACHABLE, held_s)
+            self._give_back(run, given, *held)
             return True
         if isinstance(entry, RobotsMarker):
             self._fetch_robots(run, vs)  # never raises: any failure is robots_unavailable
@@ -280,18 +278,21 @@ class FetchLoop:
         if hop:  # fetched again after the host's delay: the workbench keeps politeness
             vs.push_front(entry)
         politeness = p.cfg.politeness
-        # fetches without an answer in a row hold the host (fetch.holds, unreachable): the rest
-        # of its queue goes back at once, after this fetch is recorded
-        held_s = unreachable_wait(p.holds, vs.host, result.status, result.error, politeness)
-        given = take_queue(vs, []) if held_s is not None else []
+        limited_s = rate_limit_wait(  # a 429/503 holds the host (issue 31)
+            p.holds, vs.host, result.status,
+            retry_after(result, p.wall(), politeness.max_retry_after_s), politeness,
+        )  # fmt: skip
+        # fetches without an answer in a row hold the host too (fetch.holds, unreachable); the
+        # queue of a host so held, or held long for a rate limit, goes back at once after this
+        # fetch is recorded: the round does not wait for the host
+        unreachable_wait(p.holds, vs.host, result.status, result.error, politeness)
+        held = self._held_back(vs.host)
+        given = take_queue(vs, []) if held is not None else []
         wb.release(
             vs,
             result.download_s if result.status is not None or result.ip else None,
-            retry_after_s=rate_limit_wait(  # a 429/503 holds the host (issue 31)
-                p.holds, vs.host, result.status,
-                retry_after(result, p.wall(), politeness.max_retry_after_s), politeness,
-            ),
-        )  # fmt: skip
+            retry_after_s=limited_s,
+        )
         try:
             if isinstance(entry, SitemapJob):
                 self._sitemap(run, entry, result)
@@ -313,8 +314,8 @@ class FetchLoop:
                 log.exception("processing %s failed", entry.url)
                 self._failed(run, entry)
         finally:
-            if given:
-                self._give_back(run, given, Outcome.HOST_UNREACHABLE, held_s)
+            if held is not None and given:
+                self._give_back(run, given, *held)
         return True
 
     # -- pages -------------------------------------------------------------------------------
@@ -447,18 +448,25 @@ class FetchLoop:
         """No address for ``host``: one lookup answers for all its ``items``, so the first is
         charged ``dns_error`` and, when more wait (or the host's last hold was ``unreachable``:
         this is its probe), the host is held ``unreachable`` and they go back uncharged as
-        ``host_unreachable`` (:func:`~batchcrawl.fetch.holds.hold_unreachable`; with
+        ``host_unreachable`` (:func:`~batchcrawl.fetch.holds.hold_unresolved`; with
         ``politeness.unreachable_failures`` 0 each is charged ``dns_error``)."""
-        p = self.parts
-        last = p.holds.get(host)
-        probe = last is not None and last.reason == "unreachable"
-        held_s = (
-            hold_unreachable(p.holds, host, p.cfg.politeness) if len(items) > 1 or probe else None
-        )
+        held_s = hold_unresolved(self.parts.holds, host, len(items), self.parts.cfg.politeness)
         for item in items if held_s is None else items[:1]:
             self.record_failure(run, item, Outcome.DNS_ERROR, "dns", why)
         if held_s is not None:
             self._give_back(run, items[1:], Outcome.HOST_UNREACHABLE, held_s, pending=False)
+
+    def _held_back(self, host: str) -> tuple[Outcome, float] | None:
+        """``(outcome, seconds left)`` when ``host``'s URLs go back to the frontier rather than
+        wait in the workbench (:mod:`batchcrawl.fetch.holds`): held ``unreachable``, or held for
+        a rate limit longer than ``politeness.rate_limit_wait_in_round_s``; else None."""
+        holds = self.parts.holds
+        if (left := holds.in_force_s(host, "unreachable")) is not None:
+            return Outcome.HOST_UNREACHABLE, left
+        left = holds.in_force_s(host, "rate_limit")
+        if left is not None and left > self.parts.cfg.politeness.rate_limit_wait_in_round_s:
+            return Outcome.RATE_LIMITED, left
+        return None
 
     def _give_back(
         self, run: RunState, entries: Sequence[FetchItem | SitemapJob], outcome: Outcome,

@@ -29,6 +29,7 @@ network_error       ``max_retries``             ``dns``); ``max_retries:``
 dns_error                                       prefix when gone
 robots_unavailable  queued                      ``robots_unavailable``          unchanged
 host_unreachable    queued                      ``host_unreachable``            unchanged
+rate_limited        queued                      ``rate_limited``                unchanged
 robots_denied       robots_denied               None                            unchanged
 refused             refused                     detail                          unchanged
 not_fetched         queued                      None                            unchanged
@@ -43,7 +44,8 @@ server's ``Retry-After``), a ``robots_unavailable`` one when its host's hold end
 ``retry_after_s``: a robots.txt outage is a state of the host, RFC 9309 §2.3.1.4, not a failure of
 the URL, so no retry is counted; ``robots.retry_after_s`` without one), a ``host_unreachable``
 one likewise (its host did not answer and is held; ``politeness.unreachable_backoff_s`` without
-one), a ``not_fetched`` one from ``now``; a sitemap ``lastmod`` later than the last capture makes a fetched
+one), a ``rate_limited`` one likewise (``politeness.rate_limit_backoff_s``), a ``not_fetched``
+one from ``now``; a sitemap ``lastmod`` later than the last capture makes a fetched
 URL due now. Other states are not due by time (:func:`batchcrawl.frontier.due.due_time` reads it).
 New URLs are due from ``now``. The lease of every URL touched is cleared.
 
@@ -117,7 +119,7 @@ FETCH_FACT_COLUMNS = [
 
 _RETRIED = {Outcome.SERVER_ERROR, Outcome.NETWORK_ERROR, Outcome.DNS_ERROR}
 #: Outcomes of a URL given back by a held host (fetch.holds): queued again, no retry counted.
-_HELD = {Outcome.ROBOTS_UNAVAILABLE, Outcome.HOST_UNREACHABLE}
+_HELD = {Outcome.ROBOTS_UNAVAILABLE, Outcome.HOST_UNREACHABLE, Outcome.RATE_LIMITED}
 #: Outcomes whose payload is stored as the URL's capture (``content_digest``,
 #: ``content_fetch_time``): a 200 (or a body cut at its limit), not a 304, an error or a 404 body.
 _CAPTURED = [Outcome.OK.value, Outcome.TRUNCATED.value]
@@ -362,7 +364,8 @@ def next_fetch_time(
       :meth:`~FetchSchedule.after_failure` from ``now``, or ``now + retry_after_s`` when the server
       sent a usable ``Retry-After`` (RFC 9110 §10.2.3); ``robots_unavailable`` ``now +
       retry_after_s`` (the end of the host's hold), or ``now + robots.retry_after_s`` without
-      one; ``host_unreachable`` likewise (``politeness.unreachable_backoff_s`` without one);
+      one; ``host_unreachable`` and ``rate_limited`` likewise (``politeness.unreachable_backoff_s``,
+      ``rate_limit_backoff_s`` without one);
       ``queued`` after ``not_fetched`` ``now``; every other state NULL
       (not due by time).
     * sitemap facts (rows with a ``lastmod`` column, from links tagged ``sitemap``): a ``fetched``
@@ -405,6 +408,7 @@ def next_fetch_time(
     held_default_s = {  # the wait of a held host's URL given back without the hold's end
         Outcome.ROBOTS_UNAVAILABLE.value: cfg.robots.retry_after_s,
         Outcome.HOST_UNREACHABLE.value: cfg.politeness.unreachable_backoff_s,
+        Outcome.RATE_LIMITED.value: cfg.politeness.rate_limit_backoff_s,
     }
     for i in range(n):
         s = status[i]

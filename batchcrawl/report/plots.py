@@ -39,6 +39,7 @@ OUTCOME_COLORS = {
     "robots_denied": "#6a1b9a",
     "robots_unavailable": "#ba68c8",
     "host_unreachable": "#d7a4df",
+    "rate_limited": "#e57373",
     "refused": "#424242",
     "not_fetched": "#bdbdbd",
 }

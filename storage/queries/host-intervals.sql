@@ -5,7 +5,7 @@ WITH gaps AS (
                      lag(fetch_time) OVER (PARTITION BY url_host_name, round ORDER BY fetch_time),
                      fetch_time) / 1000.0 AS gap_s
     FROM fetched
-    WHERE outcome NOT IN ('robots_denied', 'robots_unavailable', 'host_unreachable', 'refused', 'dns_error', 'not_fetched')
+    WHERE outcome NOT IN ('robots_denied', 'robots_unavailable', 'host_unreachable', 'rate_limited', 'refused', 'dns_error', 'not_fetched')
 )
 SELECT g.host,
        count(*)            AS gaps,
