@@ -17,7 +17,7 @@ from rich.console import Console
 from round_helpers import frontier_rows, new_crawl, round_config, serve
 
 from batchcrawl.config import Config, to_toml
-from batchcrawl.console.nothing_due import nothing_due
+from batchcrawl.console.nothing_due import nothing_due, nothing_due_held
 from batchcrawl.console.status_view import status_tables
 from batchcrawl.fetch.holds import HostHolds, backoff_s
 from batchcrawl.frontier.generate import generate
@@ -276,6 +276,11 @@ def test_a_site_that_went_down_is_held_after_a_few_attempts_and_crawled_when_it_
     # ... and a round says why, not "next URL due ... in 0 s"
     said = str(nothing_due(crawl, crawl.manifest(), time.time()))
     assert "wait for 1 held host (unreachable: dn.test)" in said, said
+    # nothing due yet at all (the pre-check before a cluster starts): the hold is named too
+    later_ms = int((time.time() + 600) * 1000)
+    said = str(nothing_due_held(crawl, crawl.manifest(), later_ms, time.time()))
+    assert said.startswith("nothing due; next URL due at ") and "(in 9 min 5" in said, said
+    assert "; 1 held host (unreachable: dn.test); the first hold ends at" in said, said
     time.sleep(hold_s * 1.1 + 0.1)  # the hold (jittered by at most 10 %) is over
     server = MultiHostServer(site, port=port).start()  # the site is back
     try:

@@ -45,25 +45,37 @@ def format_duration(seconds: float) -> str:
 
 def nothing_due(crawl: CrawlDir, manifest: Manifest, now_s: float) -> NothingDue:
     """The :class:`NothingDue` for ``manifest`` at wall clock ``now_s`` (epoch seconds): a
-    selection found nothing to fetch. URLs due by ``now_s`` were left out because their hosts are
-    held: the message says so (a fresh-user trial read "next URL due ... in 0 s")."""
+    selection found nothing to fetch. Hosts held now (:mod:`batchcrawl.frontier.holds`) are
+    named, with when the first hold ends: when URLs due by ``now_s`` were left out for them, as
+    the reason (a fresh-user trial read "next URL due ... in 0 s"), else after the next due
+    time (a trial's site was down and rounds said only when the next URL was due)."""
     if not manifest.rows("frontier"):
         return nothing_due_at(manifest, None, now_s)
-    at_ms = next_due_ms(crawl, manifest)
-    if at_ms is not None and at_ms <= now_s * 1000:
-        all_holds = holds.host_holds(crawl, manifest)
-        held = holds.in_force(all_holds, now_s)
-        if held:
-            return held_hosts_wait(held, min(all_holds[h][1] for h in held), now_s, crawl.url)
-    return nothing_due_at(manifest, at_ms, now_s)
+    return nothing_due_held(crawl, manifest, next_due_ms(crawl, manifest), now_s)
 
 
-def held_hosts_wait(
-    held: dict[str, str], until_ms: int, now_s: float, crawl_url: str
+def nothing_due_held(
+    crawl: CrawlDir, manifest: Manifest, at_ms: int | None, now_s: float
 ) -> NothingDue:
-    """The :class:`NothingDue` of due URLs whose hosts are ``held`` (``{host: reason}``, in
-    force at ``now_s``, epoch seconds), the first hold ending at ``until_ms`` (epoch ms), in the
-    crawl at ``crawl_url``."""
+    """:func:`nothing_due` with the frontier's next due time ``at_ms`` (epoch ms; None: never)
+    computed by the caller."""
+    all_holds = holds.host_holds(crawl, manifest)
+    held = holds.in_force(all_holds, now_s)
+    if not held:
+        return nothing_due_at(manifest, at_ms, now_s)
+    until_ms = min(all_holds[h][1] for h in held)
+    ends = (
+        f"the first hold ends at {_iso(until_ms)} (in {format_duration(until_ms / 1000 - now_s)}); "
+        f"see batchcrawl sql {crawl.url} --query held-hosts"
+    )
+    if at_ms is not None and at_ms <= now_s * 1000:
+        return NothingDue(f"nothing due; the due URLs wait for {held_hosts(held)}; {ends}")
+    return NothingDue(f"{nothing_due_at(manifest, at_ms, now_s)}; {held_hosts(held)}; {ends}")
+
+
+def held_hosts(held: dict[str, str]) -> str:
+    """``held`` (``{host: reason}``) in a few words: ``2 held hosts (unreachable: a.test, b.test)``,
+    at most three hosts named per reason."""
     reasons: dict[str, list[str]] = {}
     for host, reason in sorted(held.items()):
         reasons.setdefault(reason, []).append(host)
@@ -73,11 +85,7 @@ def held_hosts_wait(
         for reason, hosts in sorted(reasons.items())
     )
     n = len(held)
-    return NothingDue(
-        f"nothing due; the due URLs wait for {n:,} held host{'s' * (n != 1)} ({named}); the "
-        f"first hold ends at {_iso(until_ms)} (in {format_duration(until_ms / 1000 - now_s)}); "
-        f"see batchcrawl sql {crawl_url} --query held-hosts"
-    )
+    return f"{n:,} held host{'s' * (n != 1)} ({named})"
 
 
 def _iso(at_ms: int) -> str:

@@ -29,7 +29,7 @@ import numpy as np
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from batchcrawl.console.nothing_due import nothing_due_at
+from batchcrawl.console.nothing_due import nothing_due_at, nothing_due_held
 from batchcrawl.errors import NothingDue
 from batchcrawl.frontier import due
 from batchcrawl.frontier.runs import KEY, bucket_files, newest_wins, read_file
@@ -127,4 +127,4 @@ def nothing_due_now(crawl: CrawlDir, now_s: float) -> NothingDue | None:
     known, at = earliest_indexed_due_ms(crawl, manifest)
     if not known or (at is not None and at <= now_ms and any_due(crawl, manifest, now_ms)):
         return None
-    return nothing_due_at(manifest, next_due_ms(crawl, manifest), now_s)
+    return nothing_due_held(crawl, manifest, next_due_ms(crawl, manifest), now_s)
