@@ -557,9 +557,9 @@ def inject(crawl_url: str, seeds: io.TextIOBase, refetch: bool, sets) -> None:
 def requeue(crawl_url: str, statuses: tuple[str, ...], hosts: tuple[str, ...], sets) -> None:
     """Make the URLs of CRAWL that ended refused, robots_denied, gone or error due again, once
     what ended them is fixed (network.allow_networks widened, a site or its robots.txt repaired).
-    Their reason and retries are cleared, and the cached robots.txt of the hosts of robots_denied
-    URLs expires; the next round reads it again, fetches them and checks again. Prints a JSON
-    summary."""
+    Their reason and retries are cleared, the cached robots.txt of the hosts of robots_denied
+    URLs expires (the next round reads it again, fetches them and checks again), and their hosts'
+    holds (down, rate limited: see the held-hosts query) end. Prints a JSON summary."""
     from batchcrawl.frontier.requeue import requeue as requeue_urls
 
     crawl = _open(crawl_url)
@@ -574,9 +574,11 @@ def requeue(crawl_url: str, statuses: tuple[str, ...], hosts: tuple[str, ...], s
         from batchcrawl.console.progress import counted
 
         former = ", ".join(f"{k} {n:,}" for k, n in summary["by_status"].items())
+        released = summary.get("holds_released", 0)
+        ended = f"; the holds of {counted(released, 'hosts')} ended" if released else ""
         click.echo(f"batchcrawl: {counted(summary['requeued'], 'URLs')} queued again ({former}), "
-                   f"due now: the next round fetches them (generation {summary['generation']})",
-                   err=True)  # fmt: skip
+                   f"due now: the next round fetches them (generation {summary['generation']})"
+                   f"{ended}", err=True)  # fmt: skip
     else:
         click.echo(f"batchcrawl: no URL is {which}: nothing to requeue", err=True)
 

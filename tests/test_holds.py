@@ -294,3 +294,48 @@ def test_a_site_that_went_down_is_held_after_a_few_attempts_and_crawled_when_it_
     after = {r["url"]: r["status"] for r in frontier_rows(crawl)}
     # the three tried during the outage wait for their retry (frontier.retry_backoff_s)
     assert {u: s for u, s in after.items() if s != "fetched"} == {r["url"]: "error" for r in tried}
+
+
+def test_requeue_of_a_held_hosts_urls_ends_its_hold(tmp_path):
+    """A fresh-user trial: with the site back, `batchcrawl requeue --status error --host H`
+    said its URLs were due now, but the host stayed held and the next round fetched nothing.
+    requeue ends the holds of the hosts it requeues: the next round fetches them at once."""
+    from batchcrawl.fetch.holds import HOLD_COLUMNS
+    from batchcrawl.frontier import requeue
+    from batchcrawl.testing.webserver import MultiHostServer
+
+    assert requeue._HOLD_COLUMNS == HOLD_COLUMNS
+    links = "".join(f'<a href="/p{i}">p{i}</a>' for i in range(12)).encode()
+
+    def site(host, path, headers):
+        if path == "/robots.txt":
+            return Response(200, [("Content-Type", "text/plain")], b"User-agent: *\nDisallow:\n")
+        return Response(200, [("Content-Type", "text/html")], links if path == "/" else b"<p>x</p>")
+
+    cfg = round_config(
+        politeness={"host_delay_s": 0.05, "ip_delay_s": 0.0, "ip_concurrency": 8,
+                    "unreachable_failures": 3, "unreachable_backoff_s": 600.0},
+        fetch={"shards": 1, "time_limit_s": 60.0},
+        frontier={"buckets": 4},
+        round={"workers": 1},
+    )  # fmt: skip
+    server = MultiHostServer(site).start()
+    port = server.port
+    try:
+        home = canonicalize(server.base_url("dn.test") + "/")
+        crawl = new_crawl(tmp_path / "crawl", cfg, [home])
+        run_rounds(crawl.url, cfg, 1)
+    finally:
+        server.stop()
+    run_rounds(crawl.url, cfg.replace(generate={"max_urls_per_round": 8}), 1)  # 3 tried, 5 back
+    server = MultiHostServer(site, port=port).start()  # the site is back
+    try:
+        summary = requeue.requeue(crawl, cfg, ["error"], hosts=["dn.test"])
+        assert (summary["requeued"], summary["holds_released"]) == (3, 1)
+        held = sql.query(crawl, "SELECT held_reason FROM hosts WHERE host = 'dn.test'")
+        assert held.to_pylist() == [{"held_reason": None}]
+        back = run_rounds(crawl.url, cfg, 1)[0]
+    finally:
+        server.stop()
+    # the 3 requeued and the 4 never listed; the 5 given back wait for the hold's end (600 s)
+    assert (back["attempts"], back["stored"]) == (7, 7), back

@@ -28,7 +28,7 @@ from batchcrawl.config import Config
 from batchcrawl.errors import InvalidURL
 from batchcrawl.frontier import drum, runs
 from batchcrawl.frontier.generate import filters_fingerprint
-from batchcrawl.frontier.requeue import expire_robots, queue_again
+from batchcrawl.frontier.requeue import queue_again, release_hosts
 from batchcrawl.frontier.runs import iter_buckets
 from batchcrawl.frontier.table import new_rows, seed_scope
 from batchcrawl.records import UrlStatus
@@ -225,8 +225,8 @@ def inject(
     if not seeds_new and not new_count["refetch"]:  # the frontier is unchanged: no generation
         return {**summary, "generation": manifest.generation, "committed": False}
     listings = {"frontier": runs.frontier_listing(out)}
-    hosts_listing, summary["robots_expired"] = expire_robots(
-        crawl, cfg, manifest, gen, robots_hosts, now
+    hosts_listing, summary["robots_expired"], _ = release_hosts(
+        crawl, cfg, manifest, gen, robots_hosts, set(), now
     )
     if hosts_listing is not None:
         listings["hosts"] = hosts_listing
@@ -260,7 +260,7 @@ def _due_now(
     """The frontier rows of the known ``keys`` whose status can be fetched again, due ``now``,
     a ``refused`` or ``robots_denied`` row queued again
     (:func:`~batchcrawl.frontier.requeue.queue_again`); and the hosts of the ``robots_denied``
-    ones, whose cached robots.txt is to expire (:func:`~batchcrawl.frontier.requeue.expire_robots`)."""
+    ones, whose cached robots.txt is to expire (:func:`~batchcrawl.frontier.requeue.release_hosts`)."""
     rows = schemas.conform("frontier", runs.lookup(crawl, files, keys))
     rows = rows.filter(pc.is_in(rows.column("status"), pa.array(_REFETCHABLE + _REQUEUED)))
     denied = rows.filter(pc.equal(rows.column("status"), UrlStatus.ROBOTS_DENIED.value))

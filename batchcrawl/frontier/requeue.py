@@ -8,7 +8,8 @@ puts those URLs back to ``queued``, due now, with their reason and retry count c
 round's fetch checks again (the address policy, robots.txt: for the hosts of requeued
 ``robots_denied`` URLs, the cached robots.txt in the ``hosts`` table expires now, so the fetch reads
 the site's current robots.txt before their URLs instead of denying them again from a copy that
-stays in force for ``robots.cache_ttl_s``). Heritrix's "recover" and Nutch's
+stays in force for ``robots.cache_ttl_s``; a host held for an outage or a rate limit,
+:mod:`batchcrawl.fetch.holds`, is released: the user says its cause was fixed). Heritrix's "recover" and Nutch's
 ``updatedb`` after a CrawlDb edit answer the same need; here it is one DRUM-style pass over the
 frontier's buckets (one bucket in memory at a time), written as delta runs and committed as one
 generation. ``filtered`` URLs are not requeued: the ``[filters]`` decide them, and a change of the
@@ -41,7 +42,10 @@ from batchcrawl.records import REQUEUABLE_STATUSES, UrlStatus
 from batchcrawl.store import schemas
 from batchcrawl.store.crawldir import CrawlDir, FileEntry, Manifest
 
-__all__ = ["expire_robots", "queue_again", "requeue"]
+__all__ = ["queue_again", "release_hosts", "requeue"]
+
+#: The ``hosts`` columns of a hold (``batchcrawl.fetch.holds.HOLD_COLUMNS``; storage/schema.sql).
+_HOLD_COLUMNS = ("held_reason", "held_since", "held_until", "held_failures")
 
 
 def queue_again(rows: pa.Table, which: pa.Array | pa.ChunkedArray, now: float) -> pa.Table:
@@ -113,6 +117,7 @@ def requeue(
     now = clock()
     by_status: Counter[str] = Counter()
     robots_hosts: set[str] = set()  # hosts of requeued robots_denied URLs
+    requeued_hosts: set[str] = set(only_hosts)  # their holds end
     leased_kept = 0
     out: list[runs.BucketFiles] = []
     for files in runs.bucket_files(manifest):
@@ -130,12 +135,15 @@ def requeue(
         by_status.update(state.column("status").to_pylist())
         denied = pc.equal(state.column("status"), UrlStatus.ROBOTS_DENIED.value)
         robots_hosts.update(state.filter(denied).column("host").to_pylist())
+        requeued_hosts.update(state.column("host").to_pylist())
         keys = np.asarray(state.column("url_key").to_numpy(), dtype=np.uint64)
         rows = schemas.conform("frontier", runs.lookup(crawl, files, keys))
         again = queue_again(rows, pa.array(np.ones(rows.num_rows, bool)), now)
         out.append(runs.add_run(crawl, files, gen, again, cfg, bucket_rows=n_rows, compact=True))
     listings: dict[str, list[FileEntry]] = {"frontier": runs.frontier_listing(out)}
-    hosts_listing, expired = expire_robots(crawl, cfg, manifest, gen, robots_hosts, now)
+    hosts_listing, expired, released = release_hosts(
+        crawl, cfg, manifest, gen, robots_hosts, requeued_hosts if by_status else set(), now
+    )
     if hosts_listing is not None:
         listings["hosts"] = hosts_listing
     summary: dict[str, Any] = {
@@ -146,6 +154,7 @@ def requeue(
         "by_status": dict(sorted(by_status.items())),
         "leased_kept": leased_kept,
         "robots_expired": expired,
+        "holds_released": released,
     }
     fingerprint = recorded_fingerprint(manifest.summary)  # the URLs were not refiltered
     if fingerprint is not None:
@@ -156,31 +165,47 @@ def requeue(
     return {**summary, "generation": committed.generation, "committed": True}
 
 
-def expire_robots(
-    crawl: CrawlDir, cfg: Config, manifest: Manifest, generation: int, hosts: set[str], now: float
-) -> tuple[list[FileEntry] | None, int]:
-    """Expire the cached robots.txt of ``hosts`` (host names as the ``hosts`` table has them) at
-    ``now`` (epoch seconds), for a commit of ``generation`` over ``manifest``: a shard restoring
-    such a host's row fetches robots.txt again before its next URL (RFC 9309 §2.4 lets a crawler
-    refresh it at any time; the expired copy is kept aside, as for any expiry). Writes one
-    ``hosts`` run per shard that holds such a row (uncommitted).
+def release_hosts(
+    crawl: CrawlDir, cfg: Config, manifest: Manifest, generation: int, robots: set[str],
+    held: set[str], now: float,
+) -> tuple[list[FileEntry] | None, int, int]:  # fmt: skip
+    """Expire the cached robots.txt of the hosts ``robots`` and end the holds of the hosts
+    ``held`` (host names as the ``hosts`` table has them) at ``now`` (epoch seconds), for a
+    commit of ``generation`` over ``manifest``. A shard restoring an expired row fetches
+    robots.txt again before its next URL (RFC 9309 §2.4 lets a crawler refresh it at any time;
+    the expired copy is kept aside, as for any expiry); a released host
+    (:mod:`batchcrawl.fetch.holds`: ``unreachable``, ``rate_limit``, ``robots_unavailable``, whose
+    cached robots.txt expires with it) is no longer left out by generate and is fetched at its
+    normal pace. Writes one ``hosts`` run per shard that holds such a row (uncommitted).
 
     Returns
     -------
-    (listing, hosts)
-        The ``hosts`` listing to commit (None: nothing changed) and how many hosts were expired
-        (those without a row, or whose copy expired already, need nothing).
+    (listing, expired, released)
+        The ``hosts`` listing to commit (None: nothing changed), how many hosts' robots.txt
+        expired and how many holds ended (hosts without a row, whose copy expired already or
+        that are not held need nothing).
     """
     old = list(manifest.tables.get("hosts", ()))
-    rows = hosts_mod.read_hosts_of(crawl, old, hosts) if old and hosts else []
+    wanted = robots | held
+    rows = hosts_mod.read_hosts_of(crawl, old, wanted) if old and wanted else []
     at = datetime.fromtimestamp(now, UTC).replace(tzinfo=None)
     by_shard: dict[int, list[dict[str, Any]]] = {}
+    expired = released = 0
     for row in rows:
-        if row.get("robots_expires") is not None and row["robots_expires"] > at:
-            by_shard.setdefault(int(row["shard"]), []).append({**row, "robots_expires": at})
+        change: dict[str, Any] = {}
+        release = row["host"] in held and row.get("held_reason") is not None
+        if release:
+            change.update(dict.fromkeys(_HOLD_COLUMNS))
+            released += 1
+        if (row["host"] in robots or (release and row["held_reason"] == "robots_unavailable")) and (
+            row.get("robots_expires") is not None and row["robots_expires"] > at
+        ):
+            change["robots_expires"] = at
+            expired += 1
+        if change:
+            by_shard.setdefault(int(row["shard"]), []).append({**row, **change})
     written = [hosts_mod.write_run(crawl, generation, shard, shard_rows)
                for shard, shard_rows in sorted(by_shard.items())]  # fmt: skip
-    expired = sum(map(len, by_shard.values()))
-    if not expired:
-        return None, 0
-    return hosts_mod.next_listing(crawl, old, written, generation, cfg), expired
+    if not by_shard:
+        return None, 0, 0
+    return hosts_mod.next_listing(crawl, old, written, generation, cfg), expired, released
