@@ -270,17 +270,6 @@ def test_a_site_that_went_down_is_held_after_a_few_attempts_and_crawled_when_it_
     held = sql.query(crawl, "SELECT held_reason, held_failures FROM hosts "
                             "WHERE host = 'dn.test'").to_pylist()  # fmt: skip
     assert held == [{"held_reason": "unreachable", "held_failures": 1}]
-    # no fetch list carries the host while its hold is in force (its URLs are due at its end)
-    plan = generate(crawl, crawl.manifest(), 3, cfg, time.time())
-    assert plan.summary["selected"] == 0
-    # ... and a round says why, not "next URL due ... in 0 s"
-    said = str(nothing_due(crawl, crawl.manifest(), time.time()))
-    assert "wait for 1 held host (unreachable: dn.test)" in said, said
-    # nothing due yet at all (the pre-check before a cluster starts): the hold is named too
-    later_ms = int((time.time() + 600) * 1000)
-    said = str(nothing_due_held(crawl, crawl.manifest(), later_ms, time.time()))
-    assert said.startswith("nothing due; next URL due at ") and "(in 9 min 5" in said, said
-    assert "; 1 held host (unreachable: dn.test); the first hold ends at" in said, said
     time.sleep(hold_s * 1.1 + 0.1)  # the hold (jittered by at most 10 %) is over
     server = MultiHostServer(site, port=port).start()  # the site is back
     try:
@@ -328,6 +317,20 @@ def test_requeue_of_a_held_hosts_urls_ends_its_hold(tmp_path):
     finally:
         server.stop()
     run_rounds(crawl.url, cfg.replace(generate={"max_urls_per_round": 8}), 1)  # 3 tried, 5 back
+    # no fetch list carries the host while its hold is in force
+    plan = generate(crawl, crawl.manifest(), 3, cfg, time.time())
+    assert plan.summary["selected"] == 0
+    assert plan.summary["not_selected"]["held:unreachable"] == 4  # the 4 due, never listed
+    # ... and a round says why, not "next URL due ... in 0 s"
+    said = str(nothing_due(crawl, crawl.manifest(), time.time()))
+    assert "wait for 1 held host (unreachable: dn.test)" in said, said
+    urls = crawl_status(crawl)["urls"]  # status says so too
+    assert (urls["due_now"], urls["due_now_on_held_hosts"]) == (4, 4)
+    # nothing due yet at all (the pre-check before a cluster starts): the hold is named too
+    later_ms = int((time.time() + 600) * 1000)
+    said = str(nothing_due_held(crawl, crawl.manifest(), later_ms, time.time()))
+    assert said.startswith("nothing due; next URL due at ") and "(in 9 min 5" in said, said
+    assert "; 1 held host (unreachable: dn.test); the first hold ends at" in said, said
     server = MultiHostServer(site, port=port).start()  # the site is back
     try:
         summary = requeue.requeue(crawl, cfg, ["error"], hosts=["dn.test"])

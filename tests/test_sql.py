@@ -158,7 +158,10 @@ NAMED_EXPECTED = {
     "due-soon": [],
     # no due times here: queued and error URLs are due since the epoch (tests/test_status.py
     # checks every status with times)
-    "due-now": [{"status": "error", "urls": 1}, {"status": "queued", "urls": 1}],
+    "due-now": [
+        {"status": "error", "urls": 1, "on_held_hosts": 0},
+        {"status": "queued", "urls": 1, "on_held_hosts": 0},
+    ],  # fmt: skip
     "probable-traps": [],  # no trap here; tests/test_quality_round.py checks a flagged host
     "held-hosts": [],  # no host held here; tests/test_holds.py checks a held host
     "status-counts": [

@@ -19,6 +19,7 @@ def test_status_of_a_small_crawl(tmp_path):
         "total": 6,
         "by_status": {"fetched": 3, "error": 1, "gone": 1, "queued": 1},
         "due_now": 2,  # the queued and the error URL (neither has a time: due since the epoch)
+        "due_now_on_held_hosts": 0,
     }
     assert st["hosts"] == {"total": 2, "domains": 2}
     assert st["depth"] == {"0": 1, "1": 1, "2": 4}
@@ -51,7 +52,9 @@ def test_status_of_an_older_generation_and_of_a_new_crawl(tmp_path):
     old = crawl_status(crawl, generation=1)
     assert old["urls"]["total"] == 6 and len(old["generations"]) == 2
     empty = crawl_status(CrawlDir.create(str(tmp_path / "e"), "", buckets=4))
-    assert empty["urls"] == {"total": 0, "by_status": {}, "due_now": 0}
+    assert empty["urls"] == {
+        "total": 0, "by_status": {}, "due_now": 0, "due_now_on_held_hosts": 0
+    }  # fmt: skip
     assert empty["depth"] == {} and empty["fetched"]["attempts"] == 0
     assert empty["hosts"] == {"total": 0, "domains": 0}
 

@@ -31,6 +31,13 @@ GENERATION_COLUMNS = (
 )
 
 
+def _due(urls: dict[str, Any]) -> int | str:
+    """The "due now" count, with how many of them wait for held hosts (a fresh-user trial read
+    "due now 19" while rounds said nothing was due: their host was held)."""
+    due, held = int(urls.get("due_now", 0)), int(urls.get("due_now_on_held_hosts", 0))
+    return f"{due:,} ({held:,} on held hosts)" if held else due
+
+
 def _table(title: str | None, headers: Iterable[str], numeric: Iterable[str] = ()) -> Table:
     """A compact table: no outer edge, a rule under the header, long cells fold onto new lines."""
     out = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False,
@@ -128,7 +135,7 @@ def status_tables(st: Mapping[str, Any]) -> list[Table]:
         ("committed", _when(st["created"]) + " UTC"),
         ("buckets", st["buckets"]),
         ("URLs", st["urls"]["total"]),
-        ("due now", st["urls"].get("due_now", 0)),
+        ("due now", _due(st["urls"])),
         ("hosts", st["hosts"]["total"]),
         ("domains", st["hosts"]["domains"]),
         ("fetch attempts", st["fetched"]["attempts"]),

@@ -65,7 +65,14 @@ def due_urls(crawl: CrawlDir, generation: int | None = None,
 def _due_now(con: Any) -> int:
     """The frontier's URLs due now on the crawl connection ``con`` (the named query ``due-now``,
     summed over its statuses)."""
-    return sum(int(n) for _, n in con.execute(sql.named_query("due-now")).fetchall())
+    return _due_counts(con)[0]
+
+
+def _due_counts(con: Any) -> tuple[int, int]:
+    """``(due now, of them on hosts held now)`` on the crawl connection ``con`` (the named query
+    ``due-now``, summed over its statuses)."""
+    rows = con.execute(sql.named_query("due-now")).fetchall()
+    return sum(int(r[1]) for r in rows), sum(int(r[2]) for r in rows)
 
 
 #: Response header values rejected at the fetch boundary (``fetched.header_errors``, a
@@ -87,7 +94,8 @@ def crawl_status(crawl: CrawlDir, generation: int | None = None) -> dict[str, An
         JSON-serializable::
 
             {"crawl": url, "generation": 7, "round": 3, "buckets": 64, "created": iso,
-             "urls": {"total": n, "by_status": {"queued": n, ...}, "due_now": n},
+             "urls": {"total": n, "by_status": {"queued": n, ...}, "due_now": n,
+                      "due_now_on_held_hosts": n},
              "hosts": {"total": n, "domains": n},
              "depth": {"0": n, "1": n, ...},
              "fetched": {"attempts": n, "by_outcome": {"ok": n, ...},
@@ -111,7 +119,7 @@ def crawl_status(crawl: CrawlDir, generation: int | None = None) -> dict[str, An
     try:
         with sql.reading_generation(crawl, manifest.generation):
             by_status = dict(con.execute(sql.named_query("status-counts")).fetchall())
-            due_now = _due_now(con)
+            due_now, due_held = _due_counts(con)
             depth = {
                 str(d): n
                 for d, n, _fetched in con.execute(sql.named_query("depth-histogram")).fetchall()
@@ -160,7 +168,12 @@ def crawl_status(crawl: CrawlDir, generation: int | None = None) -> dict[str, An
         "round": manifest.round,
         "buckets": manifest.buckets,
         "created": manifest.created,
-        "urls": {"total": sum(by_status.values()), "by_status": by_status, "due_now": due_now},
+        "urls": {
+            "total": sum(by_status.values()),
+            "by_status": by_status,
+            "due_now": due_now,
+            "due_now_on_held_hosts": due_held,
+        },
         "hosts": {"total": hosts, "domains": domains},
         "depth": depth,
         "fetched": {
