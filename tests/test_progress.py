@@ -227,7 +227,7 @@ def test_stream_lines_come_every_interval_with_the_stream_totals(caplog):
         p.update(stream_snap(40.0, 160, micro_batch=8))  # 5 s after the last line: none
     lines = [r.getMessage() for r in caplog.records]
     assert lines == [
-        "stream: micro-batch 7, 140 pages (4.0/s), 1 error, 40 new URLs, held per shard 12 30, "
+        "stream: micro-batch 7, 140 pages (4.0/s), 1 error, 40 new URLs, queued per shard 12 30, "
         "2 checkpoints (generation 5), elapsed 35s"
     ]
 
@@ -241,10 +241,12 @@ def test_stream_closing_summary_says_why_it_stopped():
                         "(last generation 11) in 15s")  # fmt: skip
     assert lines[1:] == ["  30 attempts (2.0/s), 27 responses, 22 stored, 4 errors "
                          "(gone 3, network_error 1), 35 new URLs",
-                         "  left for later 4 (held at the stop)"]  # fmt: skip
+                         "  left for later 4 (queued in the shards at the stop)"]  # fmt: skip
     one = stream_closing_summary({**summary, "rounds": [3, 3], "checkpoints": 1}, due=1234)
     assert one[0].startswith("batchcrawl: stream stopped by SIGTERM: micro-batch 3, 1 checkpoint ")
-    assert one[-1] == "  left for later 4 (held at the stop); due now 1,234 (batchcrawl status)"
+    assert one[-1] == (
+        "  left for later 4 (queued in the shards at the stop); due now 1,234 (batchcrawl status)"
+    )
     assert len(one) == 3  # issue 34: a stopped stream says it in at most three lines
 
 

@@ -244,8 +244,9 @@ class RoundProgress:
 
 def stream_line(snap: Mapping[str, Any]) -> str:
     """One log line about a stream snapshot, e.g. ``stream: micro-batch 7, 1,234 pages (45.6/s),
-    3 errors, 5,000 new URLs, held per shard 12 30, 2 checkpoints (generation 9), elapsed 1m05s``
-    (pages: attempts of the committed micro-batches)."""
+    3 errors, 5,000 new URLs, queued per shard 12 30, 2 checkpoints (generation 9), elapsed 1m05s``
+    (pages: attempts of the committed micro-batches; queued: URLs each shard has been given and
+    not fetched yet, not to be mistaken for a held host's)."""
     elapsed = float(snap.get("elapsed_s", 0.0))
     attempts = int(snap.get("attempts", 0))
     rate = attempts / elapsed if elapsed > 0 else 0.0
@@ -254,7 +255,7 @@ def stream_line(snap: Mapping[str, Any]) -> str:
     held = " ".join(str(n) for _, n in sorted(snap.get("held", {}).items()))
     return (f"stream: micro-batch {snap.get('micro_batch')}, {counted(attempts, 'pages')} "
             f"({rate:,.1f}/s), {counted(errors, 'errors')}, "
-            f"{counted(int(snap.get('new_urls', 0)), 'new URLs')}, held per shard "
+            f"{counted(int(snap.get('new_urls', 0)), 'new URLs')}, queued per shard "
             f"{held or '-'}, {snap.get('checkpoints', 0)} checkpoints (generation "
             f"{snap.get('generation')}), elapsed {duration(elapsed)}")  # fmt: skip
 
@@ -417,7 +418,7 @@ def stream_closing_summary(summary: Mapping[str, Any], due: int | None = None) -
     total = {k: int(summary.get(k, 0))
              for k in ("attempts", "responses", "stored", "new_urls", "not_fetched")}  # fmt: skip
     errors = dict(summary.get("errors") or {})
-    return [head, *_total_rows(total, errors, elapsed, "held at the stop", due)]
+    return [head, *_total_rows(total, errors, elapsed, "queued in the shards at the stop", due)]
 
 
 def _total_rows(total: Mapping[str, int], errors: Mapping[str, int], elapsed_s: float,
