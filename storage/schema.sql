@@ -49,7 +49,7 @@ CREATE TABLE hosts (
     held_reason       VARCHAR,            -- the host is held (batchcrawl.fetch.holds): 'robots_unavailable' (robots.txt 5xx or unreachable, RFC 9309 §2.3.1.4), 'rate_limit' (429/503; remembered until politeness.rate_limit_quiet_s after held_until), 'unreachable' (politeness.unreachable_failures fetches in a row without an answer; ended by any answer); NULL: not held (or a row written before holds)
     held_since        TIMESTAMP_MS,       -- first failure of the current outage
     held_until        TIMESTAMP_MS,       -- no request to the host and no fetch list carrying its URLs before this time (back-off doubling up to robots.max_hold_s / politeness.max_rate_limit_backoff_s, jittered)
-    held_failures     INTEGER,            -- consecutive failures of the outage
+    held_failures     INTEGER,            -- consecutive failures of the outage; not held (held_reason NULL): the fetches in a row the host did not answer, counted toward politeness.unreachable_failures across rounds
     content_signal    VARCHAR             -- robots.txt Content-Signal for our agent's group, normalized ('search=yes,ai-train=no'; contentsignals.org); NULL: none (or a row written before the column)
 );
 

@@ -218,6 +218,28 @@ def test_fetches_without_an_answer_hold_the_host_and_an_answer_ends_it():
     assert all(unreachable_wait(holds, "e.test", None, "connect", off) is None for _ in range(9))
 
 
+def test_the_count_of_fetches_without_an_answer_goes_on_across_rounds():
+    """A fresh-user trial's hung site: each round made one attempt that timed out (its tail cut
+    the rest), and the count started again in every round process, so the host was never held.
+    The count is kept in the hosts row (held_failures with no held_reason) and restored."""
+    from batchcrawl.fetch.holds import unreachable_wait
+
+    cfg = Config().replace(politeness={"unreachable_failures": 3}).politeness
+    rounds = [HostHolds(random.Random(i), clock=lambda: T0) for i in range(3)]
+    row = dict.fromkeys(("held_reason", "held_since", "held_until", "held_failures"))
+    waits = []
+    for holds in rounds:  # one worker process per round
+        holds.load_row("hung.test", row)
+        waits.append(unreachable_wait(holds, "hung.test", None, "timeout", cfg))
+        row = holds.to_row("hung.test")
+    assert waits[:2] == [None, None] and waits[2] is not None
+    assert (row["held_reason"], row["held_failures"]) == ("unreachable", 1)
+    after = HostHolds(random.Random(9), clock=lambda: T0)
+    after.load_row("ok.test", {**dict.fromkeys(row), "held_failures": 2})
+    assert unreachable_wait(after, "ok.test", 200, None, cfg) is None  # an answer: count reset
+    assert after.to_row("ok.test")["held_failures"] is None
+
+
 def test_a_site_that_went_down_is_held_after_a_few_attempts_and_crawled_when_it_is_back(
     tmp_path,
 ):

@@ -209,10 +209,14 @@ class HostHolds:
             self._no_answer.pop(host, None)
 
     def to_row(self, host: str) -> dict[str, Any]:
-        """``host``'s :data:`HOLD_COLUMNS` (naive UTC datetimes; all None when not held)."""
+        """``host``'s :data:`HOLD_COLUMNS` (naive UTC datetimes; all None when not held, but
+        ``held_failures``: the fetches in a row it did not answer, if any, so the count goes on
+        across rounds and restarts)."""
         hold = self.get(host)
         if hold is None:
-            return dict.fromkeys(HOLD_COLUMNS)
+            with self._lock:
+                in_a_row = self._no_answer.get(host)
+            return {**dict.fromkeys(HOLD_COLUMNS), "held_failures": in_a_row}
         return {
             "held_reason": hold.reason,
             "held_since": _utc(hold.since),
@@ -221,9 +225,13 @@ class HostHolds:
         }
 
     def load_row(self, host: str, row: Mapping[str, Any]) -> Hold | None:
-        """Restore ``host``'s hold from its ``hosts`` row; a row written before the hold columns
-        (or with none) restores nothing."""
+        """Restore ``host``'s hold from its ``hosts`` row, or without one its count of fetches in
+        a row without an answer; a row written before the hold columns (or with none) restores
+        nothing."""
         if row.get("held_until") is None or row.get("held_reason") is None:
+            if row.get("held_failures"):
+                with self._lock:
+                    self._no_answer[host] = int(row["held_failures"])
             return None
         since = row.get("held_since") or row["held_until"]
         hold = Hold(
