@@ -240,6 +240,44 @@ def test_the_count_of_fetches_without_an_answer_goes_on_across_rounds():
     assert after.to_row("ok.test")["held_failures"] is None
 
 
+#: Pages linked from the home page of :func:`_twelve_pages`.
+PAGES = 12
+_LINKS = "".join(f'<a href="/p{i}">p{i}</a>' for i in range(PAGES)).encode()
+
+
+def _twelve_pages(host, path, headers):
+    """A site: robots.txt allows all; the home page links /p0 ... /p11."""
+    if path == "/robots.txt":
+        return Response(200, [("Content-Type", "text/plain")], b"User-agent: *\nDisallow:\n")
+    return Response(200, [("Content-Type", "text/html")], _LINKS if path == "/" else b"<p>x</p>")
+
+
+def _site_gone_down(tmp_path, hold_s: float, **frontier):
+    """A crawl of :func:`_twelve_pages` on ``dn.test`` (one round: robots.txt cached, the links
+    queued); then the site goes down (its port refuses) and a round lists 8 of the 12 pages, of
+    which 3 are tried (``unreachable_failures`` 3) and 5 given back with a hold of ``hold_s``.
+    Returns (crawl, config, home URL, the site's port, that round's summary)."""
+    from batchcrawl.testing.webserver import MultiHostServer
+
+    cfg = round_config(
+        politeness={"host_delay_s": 0.05, "ip_delay_s": 0.0, "ip_concurrency": 8,
+                    "unreachable_failures": 3, "unreachable_backoff_s": hold_s},
+        fetch={"shards": 1, "time_limit_s": 60.0},
+        frontier={"buckets": 4, **frontier},
+        round={"workers": 1},
+    )  # fmt: skip
+    server = MultiHostServer(_twelve_pages).start()
+    port = server.port
+    try:
+        home = canonicalize(server.base_url("dn.test") + "/")
+        crawl = new_crawl(tmp_path / "crawl", cfg, [home])
+        run_rounds(crawl.url, cfg, 1)
+    finally:
+        server.stop()
+    down = run_rounds(crawl.url, cfg.replace(generate={"max_urls_per_round": 8}), 1)[0]
+    return crawl, cfg, home, port, down
+
+
 def test_a_site_that_went_down_is_held_after_a_few_attempts_and_crawled_when_it_is_back(
     tmp_path,
 ):
@@ -252,39 +290,15 @@ def test_a_site_that_went_down_is_held_after_a_few_attempts_and_crawled_when_it_
     crawls the rest."""
     from batchcrawl.testing.webserver import MultiHostServer
 
-    pages = [f"/p{i}" for i in range(12)]
-    links = "".join(f'<a href="{p}">{p}</a>' for p in pages).encode()
-
-    def site(host, path, headers):
-        if path == "/robots.txt":
-            return Response(200, [("Content-Type", "text/plain")], b"User-agent: *\nDisallow:\n")
-        return Response(200, [("Content-Type", "text/html")], links if path == "/" else b"<p>x</p>")
-
     hold_s = 1.5
-    cfg = round_config(
-        politeness={"host_delay_s": 0.05, "ip_delay_s": 0.0, "ip_concurrency": 8,
-                    "unreachable_failures": 3, "unreachable_backoff_s": hold_s},
-        fetch={"shards": 1, "time_limit_s": 60.0},
-        frontier={"buckets": 4, "max_retries": 2},
-        round={"workers": 1},
-    )  # fmt: skip
-    server = MultiHostServer(site).start()
-    port = server.port
-    try:
-        home = canonicalize(server.base_url("dn.test") + "/")
-        crawl = new_crawl(tmp_path / "crawl", cfg, [home])
-        run_rounds(crawl.url, cfg, 1)  # robots.txt cached, the home page's links queued
-    finally:
-        server.stop()  # the site goes down: connections to its port are refused
-    # a fetch list of 8 of the 12 pages: the other 4 stay due meanwhile
-    down = run_rounds(crawl.url, cfg.replace(generate={"max_urls_per_round": 8}), 1)[0]
+    crawl, cfg, home, port, down = _site_gone_down(tmp_path, hold_s, max_retries=2)
     assert down["not_fetched"] == 0  # given back at once, not kept until the time limit
     rows = {r["url"]: r for r in frontier_rows(crawl) if r["url"] != home}
-    assert len(rows) == len(pages)
+    assert len(rows) == PAGES
     tried = [r for r in rows.values() if r["status"] == "error"]
     assert len(tried) == 3 and all(r["reason"] == "connect" for r in tried), down["errors"]
     waiting = [r for r in rows.values() if r["status"] == "queued"]
-    assert len(waiting) == len(pages) - 3
+    assert len(waiting) == PAGES - 3
     assert (
         sorted((r["reason"] or "", r["retries"]) for r in waiting)
         == [("", 0)] * 4 + [("host_unreachable", 0)] * 5
@@ -293,7 +307,7 @@ def test_a_site_that_went_down_is_held_after_a_few_attempts_and_crawled_when_it_
                             "WHERE host = 'dn.test'").to_pylist()  # fmt: skip
     assert held == [{"held_reason": "unreachable", "held_failures": 1}]
     time.sleep(hold_s * 1.1 + 0.1)  # the hold (jittered by at most 10 %) is over
-    server = MultiHostServer(site, port=port).start()  # the site is back
+    server = MultiHostServer(_twelve_pages, port=port).start()  # the site is back
     try:
         probe = run_rounds(crawl.url, cfg, 1)[0]
         assert probe["attempts"] == 1  # one URL probes the host; its answer ends the hold
@@ -316,29 +330,7 @@ def test_requeue_of_a_held_hosts_urls_ends_its_hold(tmp_path):
     from batchcrawl.testing.webserver import MultiHostServer
 
     assert requeue._HOLD_COLUMNS == HOLD_COLUMNS
-    links = "".join(f'<a href="/p{i}">p{i}</a>' for i in range(12)).encode()
-
-    def site(host, path, headers):
-        if path == "/robots.txt":
-            return Response(200, [("Content-Type", "text/plain")], b"User-agent: *\nDisallow:\n")
-        return Response(200, [("Content-Type", "text/html")], links if path == "/" else b"<p>x</p>")
-
-    cfg = round_config(
-        politeness={"host_delay_s": 0.05, "ip_delay_s": 0.0, "ip_concurrency": 8,
-                    "unreachable_failures": 3, "unreachable_backoff_s": 600.0},
-        fetch={"shards": 1, "time_limit_s": 60.0},
-        frontier={"buckets": 4},
-        round={"workers": 1},
-    )  # fmt: skip
-    server = MultiHostServer(site).start()
-    port = server.port
-    try:
-        home = canonicalize(server.base_url("dn.test") + "/")
-        crawl = new_crawl(tmp_path / "crawl", cfg, [home])
-        run_rounds(crawl.url, cfg, 1)
-    finally:
-        server.stop()
-    run_rounds(crawl.url, cfg.replace(generate={"max_urls_per_round": 8}), 1)  # 3 tried, 5 back
+    crawl, cfg, _, port, _ = _site_gone_down(tmp_path, 600.0)  # 3 tried, 5 given back
     # no fetch list carries the host while its hold is in force
     plan = generate(crawl, crawl.manifest(), 3, cfg, time.time())
     assert plan.summary["selected"] == 0
@@ -353,7 +345,7 @@ def test_requeue_of_a_held_hosts_urls_ends_its_hold(tmp_path):
     said = str(nothing_due_held(crawl, crawl.manifest(), later_ms, time.time()))
     assert said.startswith("nothing due; next URL due at ") and "(in 9 min 5" in said, said
     assert "; 1 held host (unreachable: dn.test); the first hold ends at" in said, said
-    server = MultiHostServer(site, port=port).start()  # the site is back
+    server = MultiHostServer(_twelve_pages, port=port).start()  # the site is back
     try:
         summary = requeue.requeue(crawl, cfg, ["error"], hosts=["dn.test"])
         assert (summary["requeued"], summary["holds_released"]) == (3, 1)
