@@ -39,6 +39,11 @@ REQUEUABLE_STATUSES = (
 )
 
 
+#: The ``hosts`` columns of a host's hold (storage/schema.sql; :mod:`batchcrawl.fetch.holds`
+#: writes them, :mod:`batchcrawl.frontier.requeue` clears them).
+HOLD_COLUMNS = ("held_reason", "held_since", "held_until", "held_failures")
+
+
 class Outcome(enum.StrEnum):
     """Result of one fetch attempt (column ``fetched.outcome``)."""
 

@@ -325,11 +325,9 @@ def test_requeue_of_a_held_hosts_urls_ends_its_hold(tmp_path):
     """A fresh-user trial: with the site back, `batchcrawl requeue --status error --host H`
     said its URLs were due now, but the host stayed held and the next round fetched nothing.
     requeue ends the holds of the hosts it requeues: the next round fetches them at once."""
-    from batchcrawl.fetch.holds import HOLD_COLUMNS
     from batchcrawl.frontier import requeue
     from batchcrawl.testing.webserver import MultiHostServer
 
-    assert requeue._HOLD_COLUMNS == HOLD_COLUMNS
     crawl, cfg, _, port, _ = _site_gone_down(tmp_path, 600.0)  # 3 tried, 5 given back
     # no fetch list carries the host while its hold is in force
     plan = generate(crawl, crawl.manifest(), 3, cfg, time.time())
@@ -341,9 +339,9 @@ def test_requeue_of_a_held_hosts_urls_ends_its_hold(tmp_path):
     urls = crawl_status(crawl)["urls"]  # status says so too
     assert (urls["due_now"], urls["due_now_on_held_hosts"]) == (4, 4)
     # nothing due yet at all (the pre-check before a cluster starts): the hold is named too
-    later_ms = int((time.time() + 600) * 1000)
-    said = str(nothing_due_held(crawl, crawl.manifest(), later_ms, time.time()))
-    assert said.startswith("nothing due; next URL due at ") and "(in 9 min 5" in said, said
+    now = float(int(time.time()))  # one clock (whole ms) for the due time and the message
+    said = str(nothing_due_held(crawl, crawl.manifest(), int((now + 600) * 1000), now))
+    assert said.startswith("nothing due; next URL due at ") and "(in 10 min);" in said, said
     assert "; 1 held host (unreachable: dn.test); the first hold ends at" in said, said
     server = MultiHostServer(_twelve_pages, port=port).start()  # the site is back
     try:

@@ -36,7 +36,7 @@ while the hold is in force, are given back at once as ``host_unreachable`` witho
 counted, due when the hold ends (kept waiting in the workbench, they held a round open until its
 time limit); across rounds generate leaves the host out, and once the hold is over one URL probes
 the host (a failure holds it again at once, doubled); any answer ends the hold
-(:func:`unreachable_wait`, :meth:`HostHolds.in_force_s`). A host name that does not resolve is
+(:func:`unreachable_wait`, :meth:`HostHolds.in_force`). A host name that does not resolve is
 held at once when more than one of its URLs waits: one lookup answers for them all, so the first
 is charged ``dns_error`` and the others go back as ``host_unreachable`` (:func:`hold_unresolved`).
 
@@ -56,6 +56,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from batchcrawl.records import HOLD_COLUMNS
+
 if TYPE_CHECKING:
     from batchcrawl.config import PolitenessSection, RobotsSection
     from batchcrawl.fetch.robots import RobotsCache, RobotsRules
@@ -65,8 +67,6 @@ __all__ = [
     "hold_unreachable", "hold_unresolved", "rate_limit_wait", "unreachable_wait",
 ]  # fmt: skip
 
-#: The ``hosts`` columns of a hold.
-HOLD_COLUMNS = ("held_reason", "held_since", "held_until", "held_failures")
 #: ``FetchResult.error`` values of a fetch the host never answered (:mod:`batchcrawl.fetch.fetcher`):
 #: no connection, a reset or a timeout before the response, no address. Not ``refused`` (our own
 #: address policy), ``bad_response`` (the host answered something) or a body cut short.
@@ -188,14 +188,16 @@ class HostHolds:
                 return None
             return self._holds.pop(host)
 
-    def in_force_s(self, host: str, reason: str) -> float | None:
-        """Seconds left of ``host``'s hold for ``reason`` while it is in force (> 0), else None
-        (not held, held for another reason, or the hold is over: the next fetch probes)."""
-        hold = self.get(host)
-        if hold is None or hold.reason != reason:
+    def in_force(self, host: str) -> tuple[str, float] | None:
+        """``(reason, seconds left)`` of ``host``'s hold while it is in force, else None (not
+        held, or the hold is over: the next fetch probes). One lookup: the fetch loop asks for
+        every page."""
+        with self._lock:
+            hold = self._holds.get(host)
+        if hold is None:
             return None
         left = hold.until - self._clock()
-        return left if left > 0 else None
+        return (hold.reason, left) if left > 0 else None
 
     def get(self, host: str) -> Hold | None:
         """``host``'s hold, or None (also after it ended but before :meth:`clear`: see ``until``)."""

@@ -460,11 +460,13 @@ class FetchLoop:
         """``(outcome, seconds left)`` when ``host``'s URLs go back to the frontier rather than
         wait in the workbench (:mod:`batchcrawl.fetch.holds`): held ``unreachable``, or held for
         a rate limit longer than ``politeness.rate_limit_wait_in_round_s``; else None."""
-        holds = self.parts.holds
-        if (left := holds.in_force_s(host, "unreachable")) is not None:
+        held = self.parts.holds.in_force(host)
+        if held is None:
+            return None
+        reason, left = held
+        if reason == "unreachable":
             return Outcome.HOST_UNREACHABLE, left
-        left = holds.in_force_s(host, "rate_limit")
-        if left is not None and left > self.parts.cfg.politeness.rate_limit_wait_in_round_s:
+        if reason == "rate_limit" and left > self.parts.cfg.politeness.rate_limit_wait_in_round_s:
             return Outcome.RATE_LIMITED, left
         return None
 

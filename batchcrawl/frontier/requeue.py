@@ -38,14 +38,11 @@ from batchcrawl.frontier import hosts as hosts_mod
 from batchcrawl.frontier import runs
 from batchcrawl.frontier.generate import recorded_fingerprint
 from batchcrawl.frontier.table import epoch_ms
-from batchcrawl.records import REQUEUABLE_STATUSES, UrlStatus
+from batchcrawl.records import HOLD_COLUMNS, REQUEUABLE_STATUSES, UrlStatus
 from batchcrawl.store import schemas
 from batchcrawl.store.crawldir import CrawlDir, FileEntry, Manifest
 
 __all__ = ["queue_again", "release_hosts", "requeue"]
-
-#: The ``hosts`` columns of a hold (``batchcrawl.fetch.holds.HOLD_COLUMNS``; storage/schema.sql).
-_HOLD_COLUMNS = ("held_reason", "held_since", "held_until", "held_failures")
 
 
 def queue_again(rows: pa.Table, which: pa.Array | pa.ChunkedArray, now: float) -> pa.Table:
@@ -195,7 +192,7 @@ def release_hosts(
         change: dict[str, Any] = {}
         release = row["host"] in held and row.get("held_reason") is not None
         if release:
-            change.update(dict.fromkeys(_HOLD_COLUMNS))
+            change.update(dict.fromkeys(HOLD_COLUMNS))
             released += 1
         if (row["host"] in robots or (release and row["held_reason"] == "robots_unavailable")) and (
             row.get("robots_expires") is not None and row["robots_expires"] > at
