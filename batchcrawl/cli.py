@@ -551,10 +551,22 @@ def inject(crawl_url: str, seeds: io.TextIOBase, refetch: bool, sets) -> None:
     "hosts",
     multiple=True,
     metavar="HOST",
-    help="Only the URLs of this host, as the frontier's host column has it (repeat for several).",
+    help="Only the URLs of this host, as the frontier's host column has it (repeat for several); "
+    "the URLs its hold gave back are due now too.",
+)
+@click.option(
+    "--reason",
+    "reasons",
+    multiple=True,
+    metavar="PREFIX",
+    help="Only URLs whose reason starts with PREFIX, e.g. 404 or max_retries:connect (an "
+    "outage's gone URLs; repeat for several).",
 )
 @_sets
-def requeue(crawl_url: str, statuses: tuple[str, ...], hosts: tuple[str, ...], sets) -> None:
+def requeue(
+    crawl_url: str, statuses: tuple[str, ...], hosts: tuple[str, ...], reasons: tuple[str, ...],
+    sets,
+) -> None:  # fmt: skip
     """Make the URLs of CRAWL that ended refused, robots_denied, gone or error due again, once
     what ended them is fixed (network.allow_networks widened, a site or its robots.txt repaired).
     Their reason and retries are cleared, the cached robots.txt of the hosts of robots_denied
@@ -565,15 +577,21 @@ def requeue(crawl_url: str, statuses: tuple[str, ...], hosts: tuple[str, ...], s
     crawl = _open(crawl_url)
     cfg = load_crawl_config(crawl, sets)
     with _lock(crawl, "requeue"):
-        summary = requeue_urls(crawl, cfg, statuses, hosts=hosts)
+        summary = requeue_urls(crawl, cfg, statuses, hosts=hosts, reasons=reasons)
     _echo_json(summary)
     which = " or ".join(summary["statuses"]) + (
         f" of {', '.join(summary['hosts'])}" if summary["hosts"] else ""
     )
+    if summary["reasons"]:
+        which += f" with a reason starting {' or '.join(map(repr, summary['reasons']))}"
     if summary["committed"]:
         from batchcrawl.console.progress import counted
 
-        former = ", ".join(f"{k} {n:,}" for k, n in summary["by_status"].items())
+        former = ", ".join(
+            [f"{k} {n:,}" for k, n in summary["by_status"].items()]
+            + ([f"given back by a held host {summary['given_back']:,}"]
+               if summary["given_back"] else [])
+        )  # fmt: skip
         released = summary.get("holds_released", 0)
         ended = f"; the holds of {counted(released, 'hosts')} ended" if released else ""
         click.echo(f"batchcrawl: {counted(summary['requeued'], 'URLs')} queued again ({former}), "

@@ -69,6 +69,11 @@ class Outcome(enum.StrEnum):
     NOT_FETCHED = "not_fetched"  # still queued when the round ended (time limit)
 
 
+#: Outcomes of a URL that a held host gave back unfetched (:mod:`batchcrawl.fetch.holds`): it
+#: stays ``queued`` with the outcome as its ``reason``, due when the hold ends, no retry counted.
+GIVEN_BACK_OUTCOMES = (Outcome.ROBOTS_UNAVAILABLE, Outcome.HOST_UNREACHABLE, Outcome.RATE_LIMITED)
+
+
 @dataclass(frozen=True, slots=True)
 class FetchItem:
     """One URL of a fetch list, as a fetch worker receives it (a ``fetchlists`` row).

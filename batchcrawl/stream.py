@@ -68,6 +68,7 @@ from batchcrawl.engine.report import ShardReport
 from batchcrawl.engine.rerun import crash_rerun
 from batchcrawl.engine.select import select
 from batchcrawl.engine.shard import StreamShardActor
+from batchcrawl.engine.summary import attempt_counts
 from batchcrawl.frontier import generate as gen_mod
 from batchcrawl.politeness import policy_of
 from batchcrawl.round import Crawler
@@ -218,17 +219,11 @@ class Stream:
             "generation": self.manifest.generation,
             "checkpoints": self.commits,
             "rerun_after_crash": self.rerun.cold,
-            "attempts": self.totals["attempts"],
-            "responses": self.totals["responses"],
+            **attempt_counts(dict(sorted(self.outcomes.items()))),
             "stored": self.totals["stored"],
             "new_urls": self.totals["new_urls"],
             "outcomes": dict(sorted(self.outcomes.items())),
             "not_fetched": self.totals["not_fetched"],
-            "errors": {
-                k: v
-                for k, v in sorted(self.outcomes.items())
-                if k not in ("ok", "redirect", "not_modified")
-            },
             "not_selected": dict(sorted((k, v) for k, v in self.dropped.items() if v)),
             "beast_delayed": self.totals["beast_delayed"],
             "content": dict(self.content),

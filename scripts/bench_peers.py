@@ -45,8 +45,10 @@ the crawler's launch to launch + T (start-up included, shutdown excluded):
   that exited included: ``RUSAGE_CHILDREN`` around the wait); ``peak_rss_mb``: the largest summed
   RSS of the tree, sampled every 0.5 s; ``rss_at_peak_mb`` splits that peak by process role
   (``driver``: scheduler, nannies and client; ``worker``: the Dask workers together; ``refresh``:
-  the crawl.duckdb child; :func:`process_role`), ``role_peak_rss_mb`` gives each role's own peak
-  (one process).
+  the crawl.duckdb child; :func:`process_role`), ``file_at_peak_mb`` how much of it was
+  file-backed (shared libraries' pages: pyarrow's alone are ~60 MiB in each Python process, held
+  once by the machine but counted in every process's RSS), ``role_peak_rss_mb`` gives each role's
+  own peak (one process).
 * ``cpu_ms_per_page_by_role``: the tree's CPU per page split by process role (each process's
   user + system CPU at its last sample; ``unsampled``: the rest of ``cpu_s``, processes that
   lived less than a sample or CPU after the last one); ``fetch_cpu_ms_per_page`` (batchcrawl): the
@@ -127,13 +129,17 @@ class TreeRss(threading.Thread):
     """Samples the summed RSS of process ``pid`` and its descendants every ``interval_s``.
 
     ``peak``: the largest summed RSS (bytes); ``at_peak``: ``{role: bytes}`` of that sample
-    (:func:`process_role`, summed per role, ``worker`` over all workers); ``role_peaks``: the
-    largest RSS each role reached in any sample (bytes)."""
+    (:func:`process_role`, summed per role, ``worker`` over all workers); ``file_at_peak``: how
+    much of that sample's RSS was file-backed (``RssFile`` + ``RssShmem``: shared libraries'
+    pages, which every process counts again although the machine holds them once; the rest is
+    each process's own anonymous memory); ``role_peaks``: the largest RSS each role reached in
+    any sample (bytes)."""
 
     def __init__(self, pid: int, interval_s: float = 0.5) -> None:
         super().__init__(daemon=True)
         self.pid, self.interval_s, self.peak = pid, interval_s, 0
         self.at_peak: dict[str, int] = {}
+        self.file_at_peak = 0
         self.role_peaks: dict[str, int] = {}
         self.cpu: dict[int, tuple[str, float]] = {}  # pid -> (role, CPU seconds at last sample)
         self.stop = threading.Event()
@@ -148,24 +154,26 @@ class TreeRss(threading.Thread):
         except psutil.Error:
             return
         while not self.stop.wait(self.interval_s):
-            total, by_role = 0, {}
+            total, shared, by_role = 0, 0, {}
             try:
                 tree = [root, *root.children(recursive=True)]
             except psutil.Error:  # the root exited
                 return
             for p in tree:
                 try:  # the role each time: a forked child execs another program
-                    rss = p.memory_info().rss
+                    mem = p.memory_info()
+                    rss = mem.rss
                     role = process_role(p, self.pid, root_cmd)
                     times = p.cpu_times()
                     self.cpu[p.pid] = (role, times.user + times.system)
                 except psutil.Error:  # exited between listing and reading
                     continue
                 total += rss
+                shared += mem.shared
                 by_role[role] = by_role.get(role, 0) + rss
                 self.role_peaks[role] = max(self.role_peaks.get(role, 0), rss)
             if total > self.peak:
-                self.peak, self.at_peak = total, by_role
+                self.peak, self.at_peak, self.file_at_peak = total, by_role, shared
 
 
 @dataclass
@@ -179,6 +187,8 @@ class Run:
     returncode: int
     #: ``{role: MiB}`` at the tree's peak and each role's own peak (:class:`TreeRss`)
     rss_at_peak_mb: dict[str, float]
+    #: MiB of the peak that were file-backed pages (shared libraries), counted once per process
+    file_at_peak_mb: float
     role_peak_rss_mb: dict[str, float]
     #: ``{role: CPU seconds}`` of the sampled processes (:class:`TreeRss`)
     cpu_s_by_role: dict[str, float]
@@ -223,6 +233,7 @@ def run_crawler(cmd: list[str], seconds: float, stop_after_s: float, out: Path) 
         peak_rss_mb=sampler.peak / 2**20,
         returncode=proc.returncode,
         rss_at_peak_mb={k: round(v / 2**20, 1) for k, v in sampler.at_peak.items()},
+        file_at_peak_mb=round(sampler.file_at_peak / 2**20, 1),
         role_peak_rss_mb={k: round(v / 2**20, 1) for k, v in sampler.role_peaks.items()},
         cpu_s_by_role=_by_role(sampler.cpu.values()),
     )
@@ -274,6 +285,7 @@ def score(
         },
         "peak_rss_mb": round(run.peak_rss_mb, 1),
         "rss_at_peak_mb": run.rss_at_peak_mb,
+        "file_at_peak_mb": run.file_at_peak_mb,
         "role_peak_rss_mb": run.role_peak_rss_mb,
         "politeness_violations": len(violations),
         "politeness_bound": bound,

@@ -297,6 +297,9 @@ def test_a_site_that_went_down_is_held_after_a_few_attempts_and_crawled_when_it_
     assert len(rows) == PAGES
     tried = [r for r in rows.values() if r["status"] == "error"]
     assert len(tried) == 3 and all(r["reason"] == "connect" for r in tried), down["errors"]
+    # the summary counts 3 attempts (connections tried) and 5 URLs given back, not 8 attempts
+    assert (down["attempts"], down["given_back"]) == (3, 5), down
+    assert down["errors"] == {"network_error": 3} and down["outcomes"]["host_unreachable"] == 5
     waiting = [r for r in rows.values() if r["status"] == "queued"]
     assert len(waiting) == PAGES - 3
     assert (
@@ -324,7 +327,8 @@ def test_a_site_that_went_down_is_held_after_a_few_attempts_and_crawled_when_it_
 def test_requeue_of_a_held_hosts_urls_ends_its_hold(tmp_path):
     """A fresh-user trial: with the site back, `batchcrawl requeue --status error --host H`
     said its URLs were due now, but the host stayed held and the next round fetched nothing.
-    requeue ends the holds of the hosts it requeues: the next round fetches them at once."""
+    requeue ends the holds of the hosts it requeues, and makes the URLs the named host's hold
+    gave back due now: the next round fetches the whole site at once."""
     from batchcrawl.frontier import requeue
     from batchcrawl.testing.webserver import MultiHostServer
 
@@ -336,8 +340,10 @@ def test_requeue_of_a_held_hosts_urls_ends_its_hold(tmp_path):
     # ... and a round says why, not "next URL due ... in 0 s"
     said = str(nothing_due(crawl, crawl.manifest(), time.time()))
     assert "wait for 1 held host (unreachable: dn.test)" in said, said
-    urls = crawl_status(crawl)["urls"]  # status says so too
-    assert (urls["due_now"], urls["due_now_on_held_hosts"]) == (4, 4)
+    st = crawl_status(crawl)  # status says so too
+    assert (st["urls"]["due_now"], st["urls"]["due_now_on_held_hosts"]) == (4, 4)
+    # and counts the 5 URLs given back apart from the attempts (the home page, 3 connections)
+    assert (st["fetched"]["attempts"], st["fetched"]["given_back"]) == (4, 5), st["fetched"]
     # nothing due yet at all (the pre-check before a cluster starts): the hold is named too
     now = float(int(time.time()))  # one clock (whole ms) for the due time and the message
     said = str(nothing_due_held(crawl, crawl.manifest(), int((now + 600) * 1000), now))
@@ -346,11 +352,12 @@ def test_requeue_of_a_held_hosts_urls_ends_its_hold(tmp_path):
     server = MultiHostServer(_twelve_pages, port=port).start()  # the site is back
     try:
         summary = requeue.requeue(crawl, cfg, ["error"], hosts=["dn.test"])
-        assert (summary["requeued"], summary["holds_released"]) == (3, 1)
+        # the 3 in error, and the 5 the hold gave back (due at its end, 10 min away)
+        assert (summary["requeued"], summary["given_back"], summary["holds_released"]) == (8, 5, 1)
         held = sql.query(crawl, "SELECT held_reason FROM hosts WHERE host = 'dn.test'")
         assert held.to_pylist() == [{"held_reason": None}]
         back = run_rounds(crawl.url, cfg, 1)[0]
     finally:
         server.stop()
-    # the 3 requeued and the 4 never listed; the 5 given back wait for the hold's end (600 s)
-    assert (back["attempts"], back["stored"]) == (7, 7), back
+    # the 8 requeued and the 4 never listed: the whole site
+    assert (back["attempts"], back["stored"]) == (12, 12), back

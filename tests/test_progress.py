@@ -145,6 +145,13 @@ def test_closing_summary_adds_up_the_rounds():
     assert lines[2] == "  left for later 3 (time limit, last round)"
     assert len(lines) == 3 and "queued" not in text
     assert closing_summary([], 1.0) == []
+    # a site that went down: 5 connections tried, 295 URLs given back by its held host
+    down = [{"round": 6, "generation": 8, "attempts": 5, "given_back": 295, "responses": 0,
+             "stored": 0, "new_urls": 0, "not_fetched": 0, "errors": {"network_error": 5}}]  # fmt: skip
+    assert closing_summary(down, elapsed_s=2.0)[1] == (
+        "  5 attempts (2.5/s), 0 responses, 0 stored, 5 errors (network_error 5), "
+        "295 given back by held hosts, 0 new URLs"
+    )
 
 
 def test_closing_summary_leaves_for_later_what_the_last_round_left_and_counts_the_queue():
@@ -317,6 +324,11 @@ def test_fetch_hint_when_most_attempts_found_no_address():
     hint = fetch_hint(held, "docs")
     assert hint is not None and "300 of 300" in hint and "host_unreachable" in hint
     assert "batchcrawl sql docs --query held-hosts" in hint
+    # the same round as summaries count it now: 5 attempts, 295 URLs given back
+    held = [{"round": 3, "attempts": 5, "given_back": 295, "errors": {"network_error": 5},
+             "outcomes": {"network_error": 5, "host_unreachable": 295}}]  # fmt: skip
+    hint = fetch_hint(held, "docs")
+    assert hint is not None and "300 of 300 fetch attempts and URLs given back" in hint
     # a host name that does not resolve: one URL charged, the others given back (fetch.holds)
     unresolved = [{"round": 1, "attempts": 20, "errors": {"dns_error": 2, "host_unreachable": 18}}]
     hint = fetch_hint(unresolved, "docs")

@@ -71,6 +71,56 @@ def test_requeue_only_the_given_hosts_and_never_a_leased_url(tmp_path):
     assert rows[URLS["refused"]]["status"] == "refused"  # another host
 
 
+def test_requeue_by_reason_prefix_tells_an_outages_gone_urls_from_404s(tmp_path):
+    crawl, cfg = make_crawl(tmp_path)
+    urls = {"http://a.test/1": "max_retries:connect", "http://a.test/2": "404",
+            "http://b.test/3": "max_retries:timeout", "http://b.test/4": None}  # fmt: skip
+    inject(crawl, cfg, list(urls))
+    mark(crawl, 4, {u: {"status": "gone", "reason": why, "next_fetch_time": None}
+                    for u, why in urls.items()})  # fmt: skip
+    summary = requeue(crawl, cfg, ["gone"], reasons=["max_retries:connect"], clock=lambda: NOW)
+    assert (summary["requeued"], summary["reasons"]) == (1, ["max_retries:connect"])
+    rows = rows_by_url(crawl)
+    assert [u for u in urls if rows[u]["status"] == "queued"] == ["http://a.test/1"]
+    summary = requeue(crawl, cfg, ["gone"], reasons=["max_retries:", "nothing"])
+    assert summary["requeued"] == 1  # b.test/3; the 404 and the URL without a reason stay gone
+    rows = rows_by_url(crawl)
+    assert {u for u in urls if rows[u]["status"] == "gone"} == {
+        "http://a.test/2",
+        "http://b.test/4",
+    }
+
+
+def test_requeue_of_a_host_makes_the_urls_its_hold_gave_back_due_now(tmp_path):
+    """A host held ``unreachable`` gave its queued URLs back, due when the hold ends (up to an
+    hour away); ``requeue --host`` says its outage is over: they are due now, the hold ends, and
+    another host's given-back URLs and plain queued URLs are left as they were."""
+    crawl, cfg = make_crawl(tmp_path)
+    later = datetime.fromtimestamp(NOW + 3600)
+    marks = {
+        "http://a.test/down": {"status": "error", "reason": "connect", "retries": 1},
+        "http://a.test/back": {"status": "queued", "reason": "host_unreachable"},
+        "http://a.test/slow": {"status": "queued", "reason": "rate_limited"},
+        "http://a.test/new": {"status": "queued", "reason": None},
+        "http://b.test/back": {"status": "queued", "reason": "host_unreachable"},
+    }
+    inject(crawl, cfg, list(marks))
+    mark(crawl, 4, {u: {**m, "next_fetch_time": later} for u, m in marks.items()})
+    summary = requeue(crawl, cfg, ["error"], hosts=["a.test"], clock=lambda: NOW)
+    assert summary["committed"] and summary["requeued"] == 3
+    assert (summary["by_status"], summary["given_back"]) == ({"error": 1}, 2)
+    rows = rows_by_url(crawl)
+    for u in ("http://a.test/down", "http://a.test/back", "http://a.test/slow"):
+        assert (rows[u]["status"], rows[u]["reason"]) == ("queued", None)
+        assert rows[u]["next_fetch_time"] == datetime.fromtimestamp(NOW)
+    for u in ("http://a.test/new", "http://b.test/back"):  # not given back by a.test's hold
+        assert rows[u]["next_fetch_time"] == later
+    assert rows["http://b.test/back"]["reason"] == "host_unreachable"
+    # without --host, nothing of any host's given-back URLs is touched
+    summary = requeue(crawl, cfg, ["error"], clock=lambda: NOW)
+    assert not summary["committed"] and summary["given_back"] == 0
+
+
 def test_requeue_commits_nothing_when_no_url_matches_and_refuses_other_statuses(tmp_path):
     crawl, cfg = _crawl_with_every_status(tmp_path)
     before = crawl.manifest().generation

@@ -25,6 +25,7 @@ def test_status_of_a_small_crawl(tmp_path):
     assert st["depth"] == {"0": 1, "1": 1, "2": 4}
     assert st["fetched"] == {
         "attempts": 5,
+        "given_back": 0,
         "by_outcome": {"ok": 3, "gone": 1, "network_error": 1},
         "header_rejected": {},
     }

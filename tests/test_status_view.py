@@ -42,7 +42,11 @@ def big_status(generations: int = 25) -> dict:
         "urls": {"total": 9_876_543_210, "by_status": {"queued": 9_876_543_200, "gone": 10}},
         "hosts": {"total": 12_345_678, "domains": 1_234_567},
         "depth": {str(i): 10**i for i in range(12)},
-        "fetched": {"attempts": 5, "by_outcome": {"robots_unavailable": 5}},
+        "fetched": {
+            "attempts": 5,
+            "given_back": 5_000_000,
+            "by_outcome": {"ok": 5, "robots_unavailable": 5_000_000},
+        },
         "generations": gens,
     }
 
@@ -59,6 +63,8 @@ def test_status_of_a_big_crawl_fits_80_columns_without_cutting_anything():
     assert len(rows) == MAX_GENERATIONS and rows[-1][0] == "24"
     assert "12.3M" in rows[-1] and rows[-1][-1] == "86,399.2*"
     assert "5 older generations: see --format json" in text
+    # URLs a held host gave back are no attempt: a line of their own
+    assert [line.split()[-1] for line in lines if "given back by held hosts" in line] == ["5.0M"]
 
 
 def test_the_width_check_can_fail():

@@ -312,7 +312,7 @@ def closing_summary(summaries: Sequence[Mapping[str, Any]], elapsed_s: float,
     if not summaries:
         return []
     total = {k: sum(int(s.get(k, 0)) for s in summaries)
-             for k in ("attempts", "responses", "stored", "new_urls")}  # fmt: skip
+             for k in ("attempts", "given_back", "responses", "stored", "new_urls")}  # fmt: skip
     total["not_fetched"] = int(summaries[-1].get("not_fetched", 0))
     errors: dict[str, int] = {}
     for s in summaries:
@@ -342,11 +342,16 @@ def fetch_hint(summaries: Sequence[Mapping[str, Any]], crawl_url: str) -> str | 
     a loopback or private address, denied by default; a fresh-user trial's first crawl of a
     site on this machine said only "refused 1"). Each says how to make those URLs due again
     (``batchcrawl requeue``) once the settings are fixed."""
-    attempts = sum(int(s.get("attempts", 0)) for s in summaries)
+    # the URLs given back count here: a down site's round is 5 attempts and 295 given back
+    given = sum(int(s.get("given_back", 0)) for s in summaries)
+    attempts = sum(int(s.get("attempts", 0)) for s in summaries) + given
+    tried = "fetch attempts" if not given else "fetch attempts and URLs given back"
     failed = {k: sum(int((s.get("errors") or {}).get(k, 0)) for s in summaries)
-              for k in ("dns_error", "network_error", "refused", "host_unreachable")}  # fmt: skip
-    # given back by hosts held after such failures: they count with the larger kind
-    held = failed.pop("host_unreachable")
+              for k in ("dns_error", "network_error", "refused")}  # fmt: skip
+    # given back by hosts held after such failures: they count with the larger kind (a summary
+    # older than ``given_back`` has them among its errors)
+    held = sum(int((s.get("outcomes") or s.get("errors") or {}).get("host_unreachable", 0))
+               for s in summaries)  # fmt: skip
     failed[max(("network_error", "dns_error"), key=lambda k: failed[k])] += held
     kind, n = max(failed.items(), key=lambda kv: kv[1])
     if not n or 2 * n < attempts:
@@ -355,7 +360,7 @@ def fetch_hint(summaries: Sequence[Mapping[str, Any]], crawl_url: str) -> str | 
     again = f"; then make those URLs due again at once: batchcrawl requeue {crawl_url} {requeued}"
     if kind == "refused":
         return (
-            f"batchcrawl: hint: {n:,} of {attempts:,} fetch attempts were refused by the address "
+            f"batchcrawl: hint: {n:,} of {attempts:,} {tried} were refused by the address "
             "policy (refused: the host's address is in network.deny_networks; loopback and "
             "private networks are denied by default). To crawl a site on this machine or a "
             "private network, list its network in network.allow_networks (as configs/"
@@ -363,7 +368,7 @@ def fetch_hint(summaries: Sequence[Mapping[str, Any]], crawl_url: str) -> str | 
         )
     if kind == "network_error":
         return (
-            f"batchcrawl: hint: {n:,} of {attempts:,} fetch attempts got no answer from their "
+            f"batchcrawl: hint: {n:,} of {attempts:,} {tried} got no answer from their "
             "host (network_error: connection refused, reset or timed out; host_unreachable: "
             "not tried, its host held after such failures): check that the sites "
             "are up and reachable from this machine (a web served here, scripts/"
@@ -374,7 +379,7 @@ def fetch_hint(summaries: Sequence[Mapping[str, Any]], crawl_url: str) -> str | 
             "it answers again"
         )
     return (
-        f"batchcrawl: hint: {n:,} of {attempts:,} fetch attempts found no address for their host "
+        f"batchcrawl: hint: {n:,} of {attempts:,} {tried} found no address for their host "
         "(dns_error): check the seed URLs' host names and this machine's DNS. A web served on "
         "this machine (scripts/serve_sample_web.py: *.test hosts) needs the [network] settings "
         "of configs/local-web.toml (network.resolve): give that file at init (batchcrawl init "
@@ -415,8 +420,8 @@ def stream_closing_summary(summary: Mapping[str, Any], due: int | None = None) -
     head = (f"batchcrawl: stream stopped by {summary['stopped_by']}: {batches}, {n} "
             f"checkpoint{'' if n == 1 else 's'} (last generation {summary['generation']}) in "
             f"{duration(elapsed)}")  # fmt: skip
-    total = {k: int(summary.get(k, 0))
-             for k in ("attempts", "responses", "stored", "new_urls", "not_fetched")}  # fmt: skip
+    total = {k: int(summary.get(k, 0)) for k in
+             ("attempts", "given_back", "responses", "stored", "new_urls", "not_fetched")}  # fmt: skip
     errors = dict(summary.get("errors") or {})
     return [head, *_total_rows(total, errors, elapsed, "queued in the shards at the stop", due)]
 
@@ -430,6 +435,8 @@ def _total_rows(total: Mapping[str, int], errors: Mapping[str, int], elapsed_s: 
     done = (f"  {counted(total['attempts'], 'attempts')} ({rate:,.1f}/s), "
             f"{counted(total['responses'], 'responses')}, {total['stored']:,} stored, "
             f"{counted(sum(errors.values()), 'errors')}" + (f" ({by})" if by else "")
+            + (f", {total['given_back']:,} given back by held hosts"
+               if total.get("given_back") else "")
             + f", {counted(total['new_urls'], 'new URLs')}")  # fmt: skip
     left = f"  left for later {total['not_fetched']:,}" + (f" ({left_why})" if left_why else "")
     if due is not None:

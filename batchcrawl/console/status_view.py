@@ -139,7 +139,9 @@ def status_tables(st: Mapping[str, Any]) -> list[Table]:
         ("hosts", st["hosts"]["total"]),
         ("domains", st["hosts"]["domains"]),
         ("fetch attempts", st["fetched"]["attempts"]),
-    ):
+        *([("given back by held hosts", given)] if (given := st["fetched"].get("given_back"))
+          else []),
+    ):  # fmt: skip
         overview.add_row(name, _num(value))
     depth = _table("URLs by depth", ["depth", "URLs"], numeric=["depth", "URLs"])
     for k, v in st["depth"].items():

@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 from batchcrawl.engine.report import ShardReport
 from batchcrawl.fetch.worker import ShardRun
 from batchcrawl.frontier.runs import BucketFiles
 from batchcrawl.frontier.update import UpdateResult
+from batchcrawl.records import GIVEN_BACK_OUTCOMES
 from batchcrawl.store.crawldir import ROUND_STEP
 
 
@@ -62,6 +64,19 @@ def _ended_early(shard_result: ShardReport) -> bool:
     return bool(shard_result.counters.get("tail_cut"))
 
 
+def attempt_counts(outcomes: Mapping[str, int]) -> dict[str, Any]:
+    """What a round's or a stream's fetch ``outcomes`` (outcome value -> URLs) count as:
+    ``attempts`` (every URL tried, robots-denied too), ``given_back`` (URLs a held host gave
+    back unfetched, :data:`~batchcrawl.records.GIVEN_BACK_OUTCOMES`: no attempt and no error),
+    ``responses`` (attempts a server answered) and ``errors`` (outcome -> attempts that failed)."""
+    return {
+        "attempts": sum(v for k, v in outcomes.items() if k not in _GIVEN_BACK),
+        "given_back": sum(v for k, v in outcomes.items() if k in _GIVEN_BACK),
+        "responses": sum(v for k, v in outcomes.items() if k in _RESPONSE_OUTCOMES),
+        "errors": {k: v for k, v in outcomes.items() if k not in _NOT_ERRORS},
+    }
+
+
 def round_summary(
     rnd: int,
     generation: int,
@@ -87,13 +102,12 @@ def round_summary(
         "round": rnd,
         "generation": generation,
         # what each counts (README): every attempt (robots-denied too), those answered by a
-        # server, those whose content was stored (the frontier's ``fetched`` status)
-        "attempts": sum(outcomes.values()),
-        "responses": sum(v for k, v in outcomes.items() if k in _RESPONSE_OUTCOMES),
+        # server, those whose content was stored (the frontier's ``fetched`` status); the URLs
+        # a held host gave back unfetched are no attempt (a site that went down: "300 attempts,
+        # 300 errors" were 5 connections and 295 URLs given back)
+        **attempt_counts(outcomes),
         "stored": sum(v for k, v in outcomes.items() if k in _STORED_OUTCOMES),
         "new_urls": update_summary["links"].get("new_queued", 0),
-        "errors": {k: v for k, v in outcomes.items() if k not in ("ok", "redirect",
-                                                                 "not_modified")},
         "outcomes": outcomes,
         "not_fetched": sum(r.unfetched for r in shard_results),
         # WARC files a stream keeps open across this checkpoint: shard -> [file, committed end in
@@ -148,3 +162,7 @@ _RESPONSE_OUTCOMES = frozenset(
 )  # fmt: skip
 #: Outcomes after which the URL's status is ``fetched`` (frontier/update.py's transition table).
 _STORED_OUTCOMES = frozenset(("ok", "truncated", "not_modified"))
+#: Outcomes of URLs a held host gave back unfetched (counted ``given_back``, not as attempts).
+_GIVEN_BACK = frozenset(o.value for o in GIVEN_BACK_OUTCOMES)
+#: Outcomes that are neither an error nor given back.
+_NOT_ERRORS = frozenset(("ok", "redirect", "not_modified")) | _GIVEN_BACK

@@ -9,7 +9,10 @@ round's fetch checks again (the address policy, robots.txt: for the hosts of req
 ``robots_denied`` URLs, the cached robots.txt in the ``hosts`` table expires now, so the fetch reads
 the site's current robots.txt before their URLs instead of denying them again from a copy that
 stays in force for ``robots.cache_ttl_s``; a host held for an outage or a rate limit,
-:mod:`batchcrawl.fetch.holds`, is released: the user says its cause was fixed). Heritrix's "recover" and Nutch's
+:mod:`batchcrawl.fetch.holds`, is released: the user says its cause was fixed, and the URLs of a
+host named with ``--host`` that its hold gave back are due now too). ``--reason`` narrows it to
+reasons that start with a prefix, so an outage's ``gone`` (``max_retries:connect``) can be told
+from a 404. Heritrix's "recover" and Nutch's
 ``updatedb`` after a CrawlDb edit answer the same need; here it is one DRUM-style pass over the
 frontier's buckets (one bucket in memory at a time), written as delta runs and committed as one
 generation. ``filtered`` URLs are not requeued: the ``[filters]`` decide them, and a change of the
@@ -38,7 +41,7 @@ from batchcrawl.frontier import hosts as hosts_mod
 from batchcrawl.frontier import runs
 from batchcrawl.frontier.generate import recorded_fingerprint
 from batchcrawl.frontier.table import epoch_ms
-from batchcrawl.records import HOLD_COLUMNS, REQUEUABLE_STATUSES, UrlStatus
+from batchcrawl.records import GIVEN_BACK_OUTCOMES, HOLD_COLUMNS, REQUEUABLE_STATUSES, UrlStatus
 from batchcrawl.store import schemas
 from batchcrawl.store.crawldir import CrawlDir, FileEntry, Manifest
 
@@ -66,10 +69,18 @@ def requeue(
     statuses: Iterable[str],
     *,
     hosts: Iterable[str] = (),
+    reasons: Iterable[str] = (),
     clock: Callable[[], float] = time.time,
 ) -> dict[str, Any]:
-    """Put the frontier's URLs in ``statuses`` (of ``hosts``, when given) back to ``queued``, due
-    now, and commit a generation (none when no URL matched).
+    """Put the frontier's URLs in ``statuses`` (of ``hosts``, when given; with a reason that
+    starts with one of ``reasons``, when given) back to ``queued``, due now, and commit a
+    generation (none when no URL matched).
+
+    Named ``hosts`` are released: their holds end (:func:`release_hosts`), and the URLs their
+    holds gave back (``queued`` with reason ``robots_unavailable``, ``host_unreachable`` or
+    ``rate_limited``, due when the hold they were given back under ends, up to
+    ``politeness.max_unreachable_backoff_s`` away) are due now with them: the user says the
+    host's outage is over.
 
     Parameters
     ----------
@@ -81,7 +92,10 @@ def requeue(
         :data:`REQUEUABLE_STATUSES` values, e.g. ``["refused"]``.
     hosts : iterable of str
         Lower-case host names (punycode, no port) as the frontier's ``host`` column holds them;
-        empty: every host.
+        empty: every host (and no given-back URL).
+    reasons : iterable of str
+        Prefixes of the frontier's ``reason`` column (``"404"``, ``"max_retries:connect"``,
+        ``"max_retries:"``); empty: any reason. A URL without a reason matches none.
     clock : callable
         Wall clock, epoch seconds: the URLs are due from ``clock()``.
 
@@ -89,8 +103,10 @@ def requeue(
     -------
     dict
         The summary (committed when ``requeued`` > 0): ``step`` ``"requeue"``, ``statuses``,
-        ``hosts``, ``requeued`` (URLs), ``by_status`` (URLs per former status), ``leased_kept``
-        (matching URLs left to the round that holds them), ``generation`` and ``committed``.
+        ``hosts``, ``reasons``, ``requeued`` (URLs), ``by_status`` (URLs per former status),
+        ``given_back`` (of them, URLs the named hosts' holds had given back), ``leased_kept``
+        (matching URLs left to the round that holds them), ``robots_expired``,
+        ``holds_released``, ``generation`` and ``committed``.
 
     Raises
     ------
@@ -109,27 +125,30 @@ def requeue(
             else f"no status to requeue; give one or more of {', '.join(REQUEUABLE_STATUSES)}"
         )
     only_hosts = sorted({h.strip().lower() for h in hosts if h.strip()})
+    prefixes = tuple(dict.fromkeys(r for r in reasons if r))
     manifest = crawl.manifest()
     gen = manifest.generation + 1
     now = clock()
     by_status: Counter[str] = Counter()
+    given_back = 0
     robots_hosts: set[str] = set()  # hosts of requeued robots_denied URLs
     requeued_hosts: set[str] = set(only_hosts)  # their holds end
     leased_kept = 0
     out: list[runs.BucketFiles] = []
+    columns = ["url_key", "status", "host", "lease_round", "reason"]
     for files in runs.bucket_files(manifest):
-        state = runs.read_bucket(crawl, files, ["url_key", "status", "host", "lease_round"])
+        state = runs.read_bucket(crawl, files, columns)
         n_rows = state.num_rows
-        match = pc.is_in(state.column("status"), pa.array(wanted))
-        if only_hosts:
-            match = pc.and_(match, pc.is_in(state.column("host"), pa.array(only_hosts)))
+        match, held = _matches(state, wanted, only_hosts, prefixes)
         leased = pc.and_(match, pc.is_valid(state.column("lease_round")))
         leased_kept += pc.sum(leased).as_py() or 0
         state = state.filter(pc.and_not(match, leased))
         if not state.num_rows:
             out.append(files)
             continue
-        by_status.update(state.column("status").to_pylist())
+        was_held = held.filter(pc.and_not(match, leased))
+        given_back += pc.sum(was_held).as_py() or 0
+        by_status.update(state.filter(pc.invert(was_held)).column("status").to_pylist())
         denied = pc.equal(state.column("status"), UrlStatus.ROBOTS_DENIED.value)
         robots_hosts.update(state.filter(denied).column("host").to_pylist())
         requeued_hosts.update(state.column("host").to_pylist())
@@ -138,8 +157,9 @@ def requeue(
         again = queue_again(rows, pa.array(np.ones(rows.num_rows, bool)), now)
         out.append(runs.add_run(crawl, files, gen, again, cfg, bucket_rows=n_rows, compact=True))
     listings: dict[str, list[FileEntry]] = {"frontier": runs.frontier_listing(out)}
+    requeued = sum(by_status.values()) + given_back
     hosts_listing, expired, released = release_hosts(
-        crawl, cfg, manifest, gen, robots_hosts, requeued_hosts if by_status else set(), now
+        crawl, cfg, manifest, gen, robots_hosts, requeued_hosts if requeued else set(), now
     )
     if hosts_listing is not None:
         listings["hosts"] = hosts_listing
@@ -147,8 +167,10 @@ def requeue(
         "step": "requeue",
         "statuses": list(wanted),
         "hosts": only_hosts,
-        "requeued": sum(by_status.values()),
+        "reasons": list(prefixes),
+        "requeued": requeued,
         "by_status": dict(sorted(by_status.items())),
+        "given_back": given_back,
         "leased_kept": leased_kept,
         "robots_expired": expired,
         "holds_released": released,
@@ -160,6 +182,34 @@ def requeue(
         return {**summary, "generation": manifest.generation, "committed": False}
     committed = crawl.commit(manifest, listings, summary)
     return {**summary, "generation": committed.generation, "committed": True}
+
+
+def _matches(
+    state: pa.Table, statuses: tuple[str, ...], hosts: list[str], prefixes: tuple[str, ...]
+) -> tuple[pa.Array, pa.Array]:
+    """``(match, given_back)`` of a bucket's rows (``status``, ``host``, ``reason`` columns),
+    boolean and never null: the rows to requeue, and of them those a hold of one of ``hosts``
+    gave back (``queued`` with a :data:`~batchcrawl.records.GIVEN_BACK_OUTCOMES` reason; only
+    when ``hosts`` are named)."""
+    status, reason = state.column("status"), state.column("reason")
+    match = pc.is_in(status, pa.array(statuses))
+    given_back = pa.array(np.zeros(state.num_rows, bool))
+    if hosts:
+        given_back = pc.and_(
+            pc.equal(status, UrlStatus.QUEUED.value),
+            pc.is_in(reason, pa.array([o.value for o in GIVEN_BACK_OUTCOMES])),
+        )
+        of_hosts = pc.is_in(state.column("host"), pa.array(hosts))
+        match = pc.and_(pc.or_(match, given_back), of_hosts)
+        given_back = pc.and_(given_back, of_hosts)
+    if prefixes:
+        why = pc.fill_null(reason, "\x00")  # no reason matches no prefix
+        starts = [pc.starts_with(why, pattern=p) for p in prefixes]
+        chosen = starts[0]
+        for more in starts[1:]:
+            chosen = pc.or_(chosen, more)
+        match, given_back = pc.and_(match, chosen), pc.and_(given_back, chosen)
+    return pc.fill_null(match, False), pc.fill_null(given_back, False)
 
 
 def release_hosts(

@@ -90,7 +90,7 @@ from batchcrawl.frontier.runs import BucketFiles, Mapper, thread_mapper
 from batchcrawl.frontier.schedule import Change, FetchSchedule
 from batchcrawl.frontier.summaries import UpdateSummary
 from batchcrawl.frontier.table import FrontierError, epoch_ms, new_rows
-from batchcrawl.records import Outcome, UrlStatus
+from batchcrawl.records import GIVEN_BACK_OUTCOMES, Outcome, UrlStatus
 from batchcrawl.store import schemas, shuffle
 from batchcrawl.store.crawldir import CrawlDir, FileEntry, Manifest
 from batchcrawl.store.shuffle import Partitioned, read_partition
@@ -119,7 +119,7 @@ FETCH_FACT_COLUMNS = [
 
 _RETRIED = {Outcome.SERVER_ERROR, Outcome.NETWORK_ERROR, Outcome.DNS_ERROR}
 #: Outcomes of a URL given back by a held host (fetch.holds): queued again, no retry counted.
-_HELD = {Outcome.ROBOTS_UNAVAILABLE, Outcome.HOST_UNREACHABLE, Outcome.RATE_LIMITED}
+_HELD = frozenset(GIVEN_BACK_OUTCOMES)
 #: Outcomes whose payload is stored as the URL's capture (``content_digest``,
 #: ``content_fetch_time``): a 200 (or a body cut at its limit), not a 304, an error or a 404 body.
 _CAPTURED = [Outcome.OK.value, Outcome.TRUNCATED.value]

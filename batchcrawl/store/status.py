@@ -8,8 +8,11 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from batchcrawl.records import GIVEN_BACK_OUTCOMES
 from batchcrawl.store import sql
 from batchcrawl.store.crawldir import CrawlDir
+
+_GIVEN_BACK = frozenset(o.value for o in GIVEN_BACK_OUTCOMES)
 
 #: Summary keys of a round's manifest copied into the ``rounds`` list when present.
 ROUND_SUMMARY_KEYS = (
@@ -98,7 +101,7 @@ def crawl_status(crawl: CrawlDir, generation: int | None = None) -> dict[str, An
                       "due_now_on_held_hosts": n},
              "hosts": {"total": n, "domains": n},
              "depth": {"0": n, "1": n, ...},
-             "fetched": {"attempts": n, "by_outcome": {"ok": n, ...},
+             "fetched": {"attempts": n, "given_back": n, "by_outcome": {"ok": n, ...},
                          "header_rejected": {"last_modified": n, ...}},
              "traps": [{"host": h, "trap": "near", "pages_fetched": n, "queued": n}, ...],
              "held": [{"host": h, "reason": "robots_unavailable", "since": iso, "until": iso,
@@ -177,7 +180,9 @@ def crawl_status(crawl: CrawlDir, generation: int | None = None) -> dict[str, An
         "hosts": {"total": hosts, "domains": domains},
         "depth": depth,
         "fetched": {
-            "attempts": sum(by_outcome.values()),
+            "attempts": sum(v for k, v in by_outcome.items() if k not in _GIVEN_BACK),
+            # URLs a held host gave back unfetched (by_outcome keeps their outcomes)
+            "given_back": sum(v for k, v in by_outcome.items() if k in _GIVEN_BACK),
             "by_outcome": by_outcome,
             "header_rejected": header_rejected,
         },
