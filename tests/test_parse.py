@@ -383,6 +383,12 @@ def test_encoding_for_label():
     assert encoding_for_label(" UTF8 ") == "utf-8"
     assert encoding_for_label(b"latin1") == "cp1252"
     assert encoding_for_label("no-such-charset") is None
+    # the Encoding Standard decodes GBK (labels gbk, gb2312, ...) with the gb18030 decoder,
+    # whatever codec the installed w3lib resolves them to (2.6: Python's narrower gbk)
+    for label in ("gbk", "GB2312", "x-gbk", "gb18030"):
+        assert encoding_for_label(label) == "gb18030", label
+    euro_in_gb18030 = "€".encode("gb18030")  # a byte pair gb18030 has and Python's gbk has not
+    assert euro_in_gb18030.decode(encoding_for_label("gbk")) == "€"
     assert encoding_for_label("") is None
 
 

@@ -20,6 +20,11 @@ BOMS = (
     (codecs.BOM_UTF16_LE, "utf-16-le"),
 )
 _CHARSET_PARAM = re.compile(r";\s*charset\s*=\s*[\"']?([^\"';\s]+)", re.IGNORECASE)
+#: Python codecs narrower than the WHATWG decoder of the encoding they name: the Encoding Standard
+#: (§10.1.1) decodes GBK with the gb18030 decoder, a superset (w3lib up to 2.5 resolved the
+#: ``gbk`` and ``gb2312`` labels to gb18030; 2.6 resolves them to Python's gbk, which fails on
+#: the bytes gb18030 adds)
+_WHATWG_DECODER = {"gbk": "gb18030"}
 
 
 def detect_encoding(body: bytes, content_type: str | None) -> tuple[str, str, int]:
@@ -68,7 +73,8 @@ def encoding_for_label(label: str | bytes) -> str | None:
         return None
     if resolved is None:
         return None
-    return codecs.lookup(resolved).name
+    name = codecs.lookup(resolved).name
+    return _WHATWG_DECODER.get(name, name)
 
 
 _WS = b" \t\n\x0c\r"
