@@ -47,8 +47,9 @@ the crawler's launch to launch + T (start-up included, shutdown excluded):
   (``driver``: scheduler, nannies and client; ``worker``: the Dask workers together; ``refresh``:
   the crawl.duckdb child; :func:`process_role`), ``file_at_peak_mb`` how much of it was
   file-backed (shared libraries' pages: pyarrow's alone are ~60 MiB in each Python process, held
-  once by the machine but counted in every process's RSS), ``role_peak_rss_mb`` gives each role's
-  own peak (one process).
+  once by the machine but counted in every process's RSS), ``peak_pss_mb`` the largest summed
+  PSS (the same pages divided among the processes that map them: the tree's memory counted once),
+  ``role_peak_rss_mb`` gives each role's own peak (one process).
 * ``cpu_ms_per_page_by_role``: the tree's CPU per page split by process role (each process's
   user + system CPU at its last sample; ``unsampled``: the rest of ``cpu_s``, processes that
   lived less than a sample or CPU after the last one); ``fetch_cpu_ms_per_page`` (batchcrawl): the
@@ -132,14 +133,16 @@ class TreeRss(threading.Thread):
     (:func:`process_role`, summed per role, ``worker`` over all workers); ``file_at_peak``: how
     much of that sample's RSS was file-backed (``RssFile`` + ``RssShmem``: shared libraries'
     pages, which every process counts again although the machine holds them once; the rest is
-    each process's own anonymous memory); ``role_peaks``: the largest RSS each role reached in
-    any sample (bytes)."""
+    each process's own anonymous memory); ``pss_peak``: the largest summed PSS (each shared page
+    divided among the processes that map it: the tree's memory counted once; bytes);
+    ``role_peaks``: the largest RSS each role reached in any sample (bytes)."""
 
     def __init__(self, pid: int, interval_s: float = 0.5) -> None:
         super().__init__(daemon=True)
         self.pid, self.interval_s, self.peak = pid, interval_s, 0
         self.at_peak: dict[str, int] = {}
         self.file_at_peak = 0
+        self.pss_peak = 0
         self.role_peaks: dict[str, int] = {}
         self.cpu: dict[int, tuple[str, float]] = {}  # pid -> (role, CPU seconds at last sample)
         self.stop = threading.Event()
@@ -154,7 +157,7 @@ class TreeRss(threading.Thread):
         except psutil.Error:
             return
         while not self.stop.wait(self.interval_s):
-            total, shared, by_role = 0, 0, {}
+            total, shared, pss, by_role = 0, 0, 0, {}
             try:
                 tree = [root, *root.children(recursive=True)]
             except psutil.Error:  # the root exited
@@ -170,10 +173,25 @@ class TreeRss(threading.Thread):
                     continue
                 total += rss
                 shared += mem.shared
+                pss += _pss(p.pid)
                 by_role[role] = by_role.get(role, 0) + rss
                 self.role_peaks[role] = max(self.role_peaks.get(role, 0), rss)
             if total > self.peak:
                 self.peak, self.at_peak, self.file_at_peak = total, by_role, shared
+            self.pss_peak = max(self.pss_peak, pss)
+
+
+def _pss(pid: int) -> int:
+    """Process ``pid``'s proportional set size in bytes (``/proc/PID/smaps_rollup``), 0 when it
+    cannot be read (exited, or a kernel without the file)."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
 
 
 @dataclass
@@ -189,6 +207,8 @@ class Run:
     rss_at_peak_mb: dict[str, float]
     #: MiB of the peak that were file-backed pages (shared libraries), counted once per process
     file_at_peak_mb: float
+    #: the largest summed PSS, MiB (shared pages divided among the processes mapping them)
+    peak_pss_mb: float
     role_peak_rss_mb: dict[str, float]
     #: ``{role: CPU seconds}`` of the sampled processes (:class:`TreeRss`)
     cpu_s_by_role: dict[str, float]
@@ -234,6 +254,7 @@ def run_crawler(cmd: list[str], seconds: float, stop_after_s: float, out: Path) 
         returncode=proc.returncode,
         rss_at_peak_mb={k: round(v / 2**20, 1) for k, v in sampler.at_peak.items()},
         file_at_peak_mb=round(sampler.file_at_peak / 2**20, 1),
+        peak_pss_mb=round(sampler.pss_peak / 2**20, 1),
         role_peak_rss_mb={k: round(v / 2**20, 1) for k, v in sampler.role_peaks.items()},
         cpu_s_by_role=_by_role(sampler.cpu.values()),
     )
@@ -286,6 +307,7 @@ def score(
         "peak_rss_mb": round(run.peak_rss_mb, 1),
         "rss_at_peak_mb": run.rss_at_peak_mb,
         "file_at_peak_mb": run.file_at_peak_mb,
+        "peak_pss_mb": run.peak_pss_mb,
         "role_peak_rss_mb": run.role_peak_rss_mb,
         "politeness_violations": len(violations),
         "politeness_bound": bound,

@@ -4,7 +4,10 @@ the sample web, the nginx configuration, and reading request start times from ng
 from __future__ import annotations
 
 import http.client
+import importlib.util
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -107,3 +110,37 @@ def test_nginx_serves_what_the_sample_web_app_answers(tmp_path: Path) -> None:
     log = list(parse_access_log(server.access_log))
     assert len(log) == checked + 2
     assert [(e["host"], e["path"]) for e in log[:3]] == cases[:3]
+
+
+def _bench_peers():
+    spec = importlib.util.spec_from_file_location(
+        "bench_peers", Path(__file__).resolve().parents[1] / "scripts" / "bench_peers.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("bench_peers", module)  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_tree_memory_sampler_splits_the_peak_and_counts_shared_pages_once() -> None:
+    """bench_peers' sampler over a real process tree: a parent holding 64 MiB of its own memory and
+    a child importing the same libraries. The RSS sum counts the libraries' pages in each
+    process, PSS divides them: PSS <= RSS, the file-backed share is below the peak, and the
+    parent's own 64 MiB are in both."""
+    bench = _bench_peers()
+    script = (
+        "import subprocess, sys, time\n"
+        "held = bytearray(64 << 20)\n"
+        "for i in range(0, len(held), 4096): held[i] = 1\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(3)'])\n"
+        "time.sleep(3); child.wait()\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script])
+    sampler = bench.TreeRss(proc.pid, interval_s=0.2)
+    sampler.start()
+    proc.wait()
+    sampler.stop.set()
+    sampler.join()
+    assert sampler.peak >= 64 << 20 and sampler.at_peak["driver"] >= 64 << 20
+    assert 0 < sampler.file_at_peak < sampler.peak
+    assert 64 << 20 <= sampler.pss_peak <= sampler.peak
