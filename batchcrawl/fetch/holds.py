@@ -36,7 +36,9 @@ while the hold is in force, are given back at once as ``host_unreachable`` witho
 counted, due when the hold ends (kept waiting in the workbench, they held a round open until its
 time limit); across rounds generate leaves the host out, and once the hold is over one URL probes
 the host (a failure holds it again at once, doubled); any answer ends the hold
-(:func:`unreachable_wait`, :meth:`HostHolds.in_force`). A host name that does not resolve is
+(:func:`unreachable_wait`, :meth:`HostHolds.in_force`). The fetches that failed before the hold
+(and a failed probe) stay charged, but are due when the hold ends, not after the retry back-off
+(:func:`due_at_hold_end`). A host name that does not resolve is
 held at once when more than one of its URLs waits: one lookup answers for them all, so the first
 is charged ``dns_error`` and the others go back as ``host_unreachable`` (:func:`hold_unresolved`).
 
@@ -63,7 +65,7 @@ if TYPE_CHECKING:
     from batchcrawl.fetch.robots import RobotsCache, RobotsRules
 
 __all__ = [
-    "HOLD_COLUMNS", "NO_ANSWER_ERRORS", "Hold", "HostHolds", "backoff_s", "hold_host",
+    "HOLD_COLUMNS", "NO_ANSWER_ERRORS", "Hold", "HostHolds", "backoff_s", "due_at_hold_end", "hold_host",
     "hold_unreachable", "hold_unresolved", "rate_limit_wait", "unreachable_wait",
 ]  # fmt: skip
 
@@ -330,6 +332,25 @@ def unreachable_wait(
     if in_a_row < cfg.unreachable_failures and (last is None or last.reason != "unreachable"):
         return None
     return hold_unreachable(holds, host, cfg)
+
+
+def due_at_hold_end(rows: list[dict[str, Any]], host: str, wait_s: float) -> int:
+    """A hold of ``host`` ``unreachable`` just began, ``wait_s`` seconds long: its fetches
+    without an answer among ``rows`` (a run's ``fetched`` rows not yet spilled) are due again when
+    the hold ends (``retry_after_s``), not after ``frontier.retry_backoff_s`` (an hour, doubling).
+    They stay charged a retry, but once the host answers again the failures that revealed its
+    outage are fetched with the rest of the site: before, a crawl whose site came back could end
+    with those pages missing for hours (a trial: 82 of 90). Returns how many rows changed."""
+    changed = 0
+    for row in rows:
+        if (
+            row["url_host_name"] == host
+            and row.get("error") in NO_ANSWER_ERRORS
+            and row.get("retry_after_s") is None
+        ):
+            row["retry_after_s"] = wait_s
+            changed += 1
+    return changed
 
 
 def hold_unreachable(holds: HostHolds, host: str, cfg: PolitenessSection) -> float | None:

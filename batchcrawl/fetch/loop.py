@@ -29,6 +29,7 @@ from typing import Any
 
 from batchcrawl.fetch.entries import ROBOTS, Entry, RobotsMarker, take_queue
 from batchcrawl.fetch.holds import (
+    due_at_hold_end,
     hold_host,
     hold_unresolved,
     rate_limit_wait,
@@ -282,17 +283,13 @@ class FetchLoop:
             p.holds, vs.host, result.status,
             retry_after(result, p.wall(), politeness.max_retry_after_s), politeness,
         )  # fmt: skip
-        # fetches without an answer in a row hold the host too (fetch.holds, unreachable); the
-        # queue of a host so held, or held long for a rate limit, goes back at once after this
-        # fetch is recorded: the round does not wait for the host
-        unreachable_wait(p.holds, vs.host, result.status, result.error, politeness)
+        # fetches without an answer in a row hold the host too (fetch.holds); the queue of a host
+        # so held, or long rate limited, goes back once this fetch is recorded: no round waits
+        down_s = unreachable_wait(p.holds, vs.host, result.status, result.error, politeness)
         held = self._held_back(vs.host)
         given = take_queue(vs, []) if held is not None else []
-        wb.release(
-            vs,
-            result.download_s if result.status is not None or result.ip else None,
-            retry_after_s=limited_s,
-        )
+        answered = result.status is not None or result.ip
+        wb.release(vs, result.download_s if answered else None, retry_after_s=limited_s)
         try:
             if isinstance(entry, SitemapJob):
                 self._sitemap(run, entry, result)
@@ -314,6 +311,9 @@ class FetchLoop:
                 log.exception("processing %s failed", entry.url)
                 self._failed(run, entry)
         finally:
+            if down_s is not None:  # its failures so far are due when the hold ends
+                with self.lock:
+                    due_at_hold_end(run.out.fetched, vs.host, down_s)
             if held is not None and given:
                 self._give_back(run, given, *held)
         return True
@@ -451,8 +451,8 @@ class FetchLoop:
         ``host_unreachable`` (:func:`~batchcrawl.fetch.holds.hold_unresolved`; with
         ``politeness.unreachable_failures`` 0 each is charged ``dns_error``)."""
         held_s = hold_unresolved(self.parts.holds, host, len(items), self.parts.cfg.politeness)
-        for item in items if held_s is None else items[:1]:
-            self.record_failure(run, item, Outcome.DNS_ERROR, "dns", why)
+        for item in items if held_s is None else items[:1]:  # due when a hold ends, if one
+            self.record_failure(run, item, Outcome.DNS_ERROR, "dns", why, retry_after_s=held_s)
         if held_s is not None:
             self._give_back(run, items[1:], Outcome.HOST_UNREACHABLE, held_s, pending=False)
 
