@@ -1055,9 +1055,9 @@ def _run_rounds(
     elapsed_s = time.monotonic() - started
     due = None
     if len(summaries) > 1:  # what is left now, as `status` counts it (README: summary numbers)
-        from batchcrawl.store.status import due_urls
+        from batchcrawl.store.status import due_counts
 
-        due = due_urls(crawl)
+        due = due_counts(crawl)
     for line in closing_summary(summaries, elapsed_s, due):
         click.echo(line, err=True)
     hint = fetch_hint(summaries, crawl.url)
@@ -1082,7 +1082,7 @@ def _run_stream(
     A lost worker or a full disk ends in one line, as for rounds
     (:func:`batchcrawl.console.faults.round_fault`): the last checkpoint is intact."""
     _raise_if_nothing_due(crawl)
-    from batchcrawl.console.progress import StreamProgress, stream_closing_summary
+    from batchcrawl.console.progress import StreamProgress, fetch_hint, stream_closing_summary
     from batchcrawl.console.signals import stop_requested
     from batchcrawl.stream import run_stream
 
@@ -1109,13 +1109,16 @@ def _run_stream(
 
         raise nothing_due(crawl, crawl.manifest(), time.time())
     _echo_json(summary)
-    from batchcrawl.store.status import due_urls
+    from batchcrawl.store.status import due_counts
 
     # after a stop signal the count (a scan of the frontier) gets what is left of the 2 s
     stopped_by_signal = summary["stopped_by"] in ("SIGINT", "SIGTERM")
-    due = due_urls(crawl, timeout_s=DUE_COUNT_STOP_TIMEOUT_S if stopped_by_signal else None)
+    due = due_counts(crawl, timeout_s=DUE_COUNT_STOP_TIMEOUT_S if stopped_by_signal else None)
     for line in stream_closing_summary(summary, due):
         click.echo(line, err=True)
+    hint = fetch_hint([summary], crawl.url)  # a stream's site that went down: as for rounds
+    if hint is not None:
+        click.echo(hint, err=True)
     return summary
 
 

@@ -72,6 +72,9 @@ class Outcome(enum.StrEnum):
 #: Outcomes of a URL that a held host gave back unfetched (:mod:`batchcrawl.fetch.holds`): it
 #: stays ``queued`` with the outcome as its ``reason``, due when the hold ends, no retry counted.
 GIVEN_BACK_OUTCOMES = (Outcome.ROBOTS_UNAVAILABLE, Outcome.HOST_UNREACHABLE, Outcome.RATE_LIMITED)
+#: Their values (``fetched.outcome``): summaries and ``status`` count them ``given_back``, not as
+#: attempts or errors.
+GIVEN_BACK = frozenset(o.value for o in GIVEN_BACK_OUTCOMES)
 
 
 @dataclass(frozen=True, slots=True)

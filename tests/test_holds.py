@@ -366,3 +366,25 @@ def test_requeue_of_a_held_hosts_urls_ends_its_hold(tmp_path):
         server.stop()
     # the 8 requeued and the 4 never listed: the whole site
     assert (back["attempts"], back["stored"]) == (12, 12), back
+
+
+def test_a_stream_on_a_site_that_went_down_says_so_like_a_round(tmp_path):
+    """A fresh-user trial: a stream whose site had gone down stopped with "due now 417 (batchcrawl
+    status)" after "nothing due", and no hint, where a round printed one. Now, its hold over and
+    the site still down, the stream's probe fails, and its closing lines say the due URLs wait on
+    a held host and end with the outage hint."""
+    import subprocess
+
+    from round_helpers import cli_command, subprocess_env
+
+    hold_s = 1.5
+    crawl, *_ = _site_gone_down(tmp_path, hold_s)  # the down round: 3 tried, 5 given back
+    time.sleep(hold_s * 1.1 + 0.1)  # the hold is over; the site is still down
+    proc = subprocess.run(
+        cli_command("crawl", crawl.url, "--stream", "--max-seconds", "30"),
+        capture_output=True, text=True, env=subprocess_env(), timeout=300,
+    )  # fmt: skip
+    err = proc.stderr
+    assert proc.returncode == 0, err
+    assert "(network_error" in err and "(all on held hosts, batchcrawl status)" in err, err
+    assert "batchcrawl: hint:" in err and "got no answer from their host" in err, err

@@ -152,6 +152,14 @@ def test_closing_summary_adds_up_the_rounds():
         "  5 attempts (2.5/s), 0 responses, 0 stored, 5 errors (network_error 5), "
         "295 given back by held hosts, 0 new URLs"
     )
+    # what is due waits for a held host: said, not "due now 295" after "nothing due"
+    assert closing_summary(down, 2.0, (295, 295))[2].endswith(
+        "due now 295 (all on held hosts, batchcrawl status)"
+    )
+    assert closing_summary(down, 2.0, (300, 295))[2].endswith(
+        "due now 300 (295 on held hosts, batchcrawl status)"
+    )
+    assert closing_summary(down, 2.0, (7, 0))[2].endswith("due now 7 (batchcrawl status)")
 
 
 def test_closing_summary_leaves_for_later_what_the_last_round_left_and_counts_the_queue():

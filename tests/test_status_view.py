@@ -64,7 +64,13 @@ def test_status_of_a_big_crawl_fits_80_columns_without_cutting_anything():
     assert "12.3M" in rows[-1] and rows[-1][-1] == "86,399.2*"
     assert "5 older generations: see --format json" in text
     # URLs a held host gave back are no attempt: a line of their own
-    assert [line.split()[-1] for line in lines if "given back by held hosts" in line] == ["5.0M"]
+    given = [ln.split()[-1] for ln in lines if ln.strip().startswith("given back by held hosts")]
+    assert given == ["5.0M"]
+    # and their own table: the attempts' shares add up to the attempts (a trial: 1,046 of 541)
+    at = next(i for i, ln in enumerate(lines) if "URLs given back by held hosts" in ln)
+    assert any("robots_unavailable" in ln and "100.0%" in ln for ln in lines[at : at + 6])
+    attempts_at = next(i for i, ln in enumerate(lines) if "fetch attempts by outcome" in ln)
+    assert not any("robots_unavailable" in ln for ln in lines[attempts_at:at])
 
 
 def test_the_width_check_can_fail():
@@ -107,3 +113,23 @@ def test_a_streams_generations_are_checkpoints_not_rounds():
     assert "checkpoint: a stream's; its round is the micro-batch it ended" in text
     plain = render(status_tables(big_status(4)))
     assert "micro-batch" not in "\n".join(plain) and "checkpoint" not in "\n".join(plain)
+
+
+def test_held_hosts_table_names_holds_and_marks_a_hold_that_is_over():
+    """A fresh-user trial read ``held_failures`` (holds in a row) as failures, and a hold whose
+    time had passed as in force: the column says holds, and an ended hold is marked."""
+    from datetime import datetime
+
+    from batchcrawl.console.status_view import held_table
+
+    held = [
+        {"host": "down.test", "reason": "unreachable", "since": "2026-12-07T10:00:00",
+         "until": "2026-12-07T10:02:00", "failures": 2, "outage_s": 95.0, "queued": 40},
+        {"host": "slow.test", "reason": "rate_limit", "since": "2026-12-07T10:00:00",
+         "until": "2026-12-07T11:00:00", "failures": 1, "outage_s": 95.0, "queued": 3},
+    ]  # fmt: skip
+    text = "\n".join(render([held_table(held, now=datetime(2026, 12, 7, 10, 30))]))
+    assert "holds" in text and "failures" not in text
+    assert "2026-12-07 10:02*" in text and "2026-12-07 11:00*" not in text
+    assert "* hold over: the host's next fetch probes it" in text
+    assert "hold over" not in "\n".join(render([held_table(held, now=datetime(2026, 12, 7, 9, 0))]))

@@ -301,7 +301,7 @@ def counted(n: int, noun: str) -> str:
 
 
 def closing_summary(summaries: Sequence[Mapping[str, Any]], elapsed_s: float,
-                    due: int | None = None) -> list[str]:  # fmt: skip
+                    due: int | tuple[int, int] | None = None) -> list[str]:  # fmt: skip
     """The human summary printed on stderr at the end of ``round`` / ``crawl`` (Scrapy's stats
     dump, in a few lines): rounds and generations, attempts, responses, stored, errors by outcome,
     new URLs, pages/s over ``elapsed_s`` seconds, the URLs the last round left for later (its
@@ -407,7 +407,8 @@ def left_for_later_why(summaries: Sequence[Mapping[str, Any]]) -> str:
     return "fetch ended"  # summaries of a version that did not record why
 
 
-def stream_closing_summary(summary: Mapping[str, Any], due: int | None = None) -> list[str]:
+def stream_closing_summary(summary: Mapping[str, Any],
+                           due: int | tuple[int, int] | None = None) -> list[str]:  # fmt: skip
     """The human summary of a stream's JSON ``summary`` (:func:`batchcrawl.stream.run_stream`),
     in the lines :func:`closing_summary` prints for rounds, headed by why the stream stopped, and,
     if given, ``due``: the frontier's URLs due at the end, as ``batchcrawl status`` counts them
@@ -427,7 +428,7 @@ def stream_closing_summary(summary: Mapping[str, Any], due: int | None = None) -
 
 
 def _total_rows(total: Mapping[str, int], errors: Mapping[str, int], elapsed_s: float,
-                left_why: str, due: int | None) -> list[str]:  # fmt: skip
+                left_why: str, due: int | tuple[int, int] | None) -> list[str]:  # fmt: skip
     """The two lines under a closing summary's headline: what was fetched, and what is left (issue
     34: at most three lines in all; eight before, one per count)."""
     by = ", ".join(f"{k} {v:,}" for k, v in sorted(errors.items(), key=lambda kv: -kv[1]))
@@ -439,6 +440,8 @@ def _total_rows(total: Mapping[str, int], errors: Mapping[str, int], elapsed_s: 
                if total.get("given_back") else "")
             + f", {counted(total['new_urls'], 'new URLs')}")  # fmt: skip
     left = f"  left for later {total['not_fetched']:,}" + (f" ({left_why})" if left_why else "")
-    if due is not None:
-        left += f"; due now {due:,} (batchcrawl status)"
+    if due is not None:  # with the URLs due on held hosts, which wait for the hold's end
+        n, held = due if isinstance(due, tuple) else (due, 0)
+        on_held = ("all" if held == n else f"{held:,}") + " on held hosts, " if held else ""
+        left += f"; due now {n:,} ({on_held}batchcrawl status)"
     return [done, left]

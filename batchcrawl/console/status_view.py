@@ -9,11 +9,13 @@ and the generations table keeps a fixed set of short columns (per-outcome error 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from rich import box
 from rich.table import Table
 
+from batchcrawl.records import GIVEN_BACK
 from batchcrawl.store.crawldir import STREAM_STEP
 
 #: Generations shown in the table (the newest); older ones are counted in its caption.
@@ -143,6 +145,7 @@ def status_tables(st: Mapping[str, Any]) -> list[Table]:
           else []),
     ):  # fmt: skip
         overview.add_row(name, _num(value))
+    outcomes = st["fetched"]["by_outcome"]
     depth = _table("URLs by depth", ["depth", "URLs"], numeric=["depth", "URLs"])
     for k, v in st["depth"].items():
         depth.add_row(str(k), _num(v))
@@ -150,8 +153,22 @@ def status_tables(st: Mapping[str, Any]) -> list[Table]:
         overview,
         _shares("URLs by status", "status", st["urls"]["by_status"], "URLs"),
         depth,
-        _shares("fetch attempts by outcome", "outcome", st["fetched"]["by_outcome"], "attempts"),
+        _shares(
+            "fetch attempts by outcome",
+            "outcome",
+            {k: v for k, v in outcomes.items() if k not in GIVEN_BACK},
+            "attempts",
+        ),
     ]
+    if given:  # no attempt: their own table (a trial read the shares of both as one, 1,046 of 541)
+        tables.append(
+            _shares(
+                "URLs given back by held hosts",
+                "outcome",
+                {k: v for k, v in outcomes.items() if k in GIVEN_BACK},
+                "URLs",
+            )
+        )
     rejected = st["fetched"].get("header_rejected")
     if rejected:  # values a server sent that no table keeps (batchcrawl.fetch.fields)
         tables.append(_shares("header values rejected", "header field", rejected, "responses"))
@@ -162,18 +179,27 @@ def status_tables(st: Mapping[str, Any]) -> list[Table]:
     return [*tables, generations_table(st["generations"])]
 
 
-def held_table(held: list[Mapping[str, Any]]) -> Table:
+def held_table(held: list[Mapping[str, Any]], now: datetime | None = None) -> Table:
     """Hosts held by the crawl (``hosts.held_reason``, :mod:`batchcrawl.fetch.holds`): why, how
-    long the outage has lasted, failures in a row, until when, URLs waiting."""
+    long since the hold began, holds in a row (``held_failures``: each failed retry doubles the
+    next), until when (``*``: over at ``now``, naive UTC; the host's next fetch probes it), URLs
+    waiting. (A trial read the count of holds as failures, and an ended hold as in force.)"""
+    now = now or datetime.now(UTC).replace(tzinfo=None)
     t = _table(
-        "held hosts", ["host", "why", "outage", "failures", "until (UTC)", "queued"],
-        numeric=["outage", "failures", "queued"],
+        "held hosts", ["host", "why", "held for", "holds", "until (UTC)", "queued"],
+        numeric=["held for", "holds", "queued"],
     )  # fmt: skip
+    over = False
     for r in held:
+        ended = datetime.fromisoformat(str(r["until"])) <= now
+        over |= ended
         t.add_row(
             str(r["host"]), str(r["reason"]), f"{_num(r['outage_s'])} s", _num(r["failures"]),
-            _when(r["until"]), _num(r["queued"]),
+            _when(r["until"]) + ("*" if ended else ""), _num(r["queued"]),
         )  # fmt: skip
+    if over:
+        t.caption = "* hold over: the host's next fetch probes it"
+        t.caption_justify = "left"
     return t
 
 

@@ -11,7 +11,7 @@ from batchcrawl.engine.report import ShardReport
 from batchcrawl.fetch.worker import ShardRun
 from batchcrawl.frontier.runs import BucketFiles
 from batchcrawl.frontier.update import UpdateResult
-from batchcrawl.records import GIVEN_BACK_OUTCOMES
+from batchcrawl.records import GIVEN_BACK
 from batchcrawl.store.crawldir import ROUND_STEP
 
 
@@ -70,8 +70,8 @@ def attempt_counts(outcomes: Mapping[str, int]) -> dict[str, Any]:
     back unfetched, :data:`~batchcrawl.records.GIVEN_BACK_OUTCOMES`: no attempt and no error),
     ``responses`` (attempts a server answered) and ``errors`` (outcome -> attempts that failed)."""
     return {
-        "attempts": sum(v for k, v in outcomes.items() if k not in _GIVEN_BACK),
-        "given_back": sum(v for k, v in outcomes.items() if k in _GIVEN_BACK),
+        "attempts": sum(v for k, v in outcomes.items() if k not in GIVEN_BACK),
+        "given_back": sum(v for k, v in outcomes.items() if k in GIVEN_BACK),
         "responses": sum(v for k, v in outcomes.items() if k in _RESPONSE_OUTCOMES),
         "errors": {k: v for k, v in outcomes.items() if k not in _NOT_ERRORS},
     }
@@ -163,6 +163,5 @@ _RESPONSE_OUTCOMES = frozenset(
 #: Outcomes after which the URL's status is ``fetched`` (frontier/update.py's transition table).
 _STORED_OUTCOMES = frozenset(("ok", "truncated", "not_modified"))
 #: Outcomes of URLs a held host gave back unfetched (counted ``given_back``, not as attempts).
-_GIVEN_BACK = frozenset(o.value for o in GIVEN_BACK_OUTCOMES)
 #: Outcomes that are neither an error nor given back.
-_NOT_ERRORS = frozenset(("ok", "redirect", "not_modified")) | _GIVEN_BACK
+_NOT_ERRORS = frozenset(("ok", "redirect", "not_modified")) | GIVEN_BACK

@@ -41,7 +41,7 @@ from batchcrawl.frontier import hosts as hosts_mod
 from batchcrawl.frontier import runs
 from batchcrawl.frontier.generate import recorded_fingerprint
 from batchcrawl.frontier.table import epoch_ms
-from batchcrawl.records import GIVEN_BACK_OUTCOMES, HOLD_COLUMNS, REQUEUABLE_STATUSES, UrlStatus
+from batchcrawl.records import GIVEN_BACK, HOLD_COLUMNS, REQUEUABLE_STATUSES, UrlStatus
 from batchcrawl.store import schemas
 from batchcrawl.store.crawldir import CrawlDir, FileEntry, Manifest
 
@@ -189,7 +189,7 @@ def _matches(
 ) -> tuple[pa.Array, pa.Array]:
     """``(match, given_back)`` of a bucket's rows (``status``, ``host``, ``reason`` columns),
     boolean and never null: the rows to requeue, and of them those a hold of one of ``hosts``
-    gave back (``queued`` with a :data:`~batchcrawl.records.GIVEN_BACK_OUTCOMES` reason; only
+    gave back (``queued`` with a :data:`~batchcrawl.records.GIVEN_BACK` reason; only
     when ``hosts`` are named)."""
     status, reason = state.column("status"), state.column("reason")
     match = pc.is_in(status, pa.array(statuses))
@@ -197,7 +197,7 @@ def _matches(
     if hosts:
         given_back = pc.and_(
             pc.equal(status, UrlStatus.QUEUED.value),
-            pc.is_in(reason, pa.array([o.value for o in GIVEN_BACK_OUTCOMES])),
+            pc.is_in(reason, pa.array(sorted(GIVEN_BACK))),
         )
         of_hosts = pc.is_in(state.column("host"), pa.array(hosts))
         match = pc.and_(pc.or_(match, given_back), of_hosts)

@@ -8,11 +8,9 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from batchcrawl.records import GIVEN_BACK_OUTCOMES
+from batchcrawl.records import GIVEN_BACK
 from batchcrawl.store import sql
 from batchcrawl.store.crawldir import CrawlDir
-
-_GIVEN_BACK = frozenset(o.value for o in GIVEN_BACK_OUTCOMES)
 
 #: Summary keys of a round's manifest copied into the ``rounds`` list when present.
 ROUND_SUMMARY_KEYS = (
@@ -28,12 +26,23 @@ ROUND_SUMMARY_KEYS = (
 
 def due_urls(crawl: CrawlDir, generation: int | None = None,
              timeout_s: float | None = None) -> int | None:  # fmt: skip
+    """URLs of ``crawl``'s frontier due now (:func:`due_counts`' first number), or None when the
+    count ran out of ``timeout_s``."""
+    counts = due_counts(crawl, generation, timeout_s)
+    return None if counts is None else counts[0]
+
+
+def due_counts(crawl: CrawlDir, generation: int | None = None,
+               timeout_s: float | None = None) -> tuple[int, int] | None:  # fmt: skip
     """URLs of ``crawl``'s frontier due now at ``generation`` (default current): queued and error
     URLs whose ``next_fetch_time`` has come and fetched and gone ones the ``[recrawl]`` schedule
     (or ``inject --refetch``) made due (the named query ``due-now``; the rule of
     :func:`batchcrawl.frontier.due.due_time`): the number :func:`crawl_status` gives under
     ``urls.due_now``, for the closing summaries of ``crawl``. (Until a fresh-user trial they
     counted ``queued`` URLs only, and a stream stopped with 332 refetches due said "queued 0".)
+    Returns ``(due now, of them on hosts held now)``: URLs a held host waits with are due but
+    not fetched until its hold ends (a trial read "due now 417" after "nothing due", all 417 on
+    a host that was down).
 
     The query reads the whole frontier (seconds for tens of millions of URLs): with
     ``timeout_s`` it is interrupted after that many seconds and None is returned (a stopping
@@ -53,7 +62,7 @@ def due_urls(crawl: CrawlDir, generation: int | None = None,
         if timer is not None:
             timer.start()
         with sql.reading_generation(crawl, manifest.generation):
-            due = _due_now(con)
+            due = _due_counts(con)
     except duckdb.InterruptException:
         if not fired.is_set():  # not the timer's: a second stop signal's
             raise
@@ -63,12 +72,6 @@ def due_urls(crawl: CrawlDir, generation: int | None = None,
             timer.cancel()
         con.close()
     return due
-
-
-def _due_now(con: Any) -> int:
-    """The frontier's URLs due now on the crawl connection ``con`` (the named query ``due-now``,
-    summed over its statuses)."""
-    return _due_counts(con)[0]
 
 
 def _due_counts(con: Any) -> tuple[int, int]:
@@ -139,7 +142,7 @@ def crawl_status(crawl: CrawlDir, generation: int | None = None) -> dict[str, An
             held = [
                 {"host": h, "reason": r, "since": since.isoformat(), "until": until.isoformat(),
                  "failures": k, "outage_s": round(float(s), 3), "queued": q}
-                for h, r, since, until, k, s, q in con.execute(
+                for h, r, since, until, k, s, q, _ in con.execute(
                     sql.named_query("held-hosts")
                 ).fetchall()
             ]  # fmt: skip
@@ -180,9 +183,9 @@ def crawl_status(crawl: CrawlDir, generation: int | None = None) -> dict[str, An
         "hosts": {"total": hosts, "domains": domains},
         "depth": depth,
         "fetched": {
-            "attempts": sum(v for k, v in by_outcome.items() if k not in _GIVEN_BACK),
+            "attempts": sum(v for k, v in by_outcome.items() if k not in GIVEN_BACK),
             # URLs a held host gave back unfetched (by_outcome keeps their outcomes)
-            "given_back": sum(v for k, v in by_outcome.items() if k in _GIVEN_BACK),
+            "given_back": sum(v for k, v in by_outcome.items() if k in GIVEN_BACK),
             "by_outcome": by_outcome,
             "header_rejected": header_rejected,
         },
