@@ -1116,7 +1116,9 @@ def _run_stream(
     due = due_counts(crawl, timeout_s=DUE_COUNT_STOP_TIMEOUT_S if stopped_by_signal else None)
     for line in stream_closing_summary(summary, due):
         click.echo(line, err=True)
-    hint = fetch_hint([summary], crawl.url)  # a stream's site that went down: as for rounds
+    # a stream's site that went down: as for rounds; not after a stop signal, whose own cuts of
+    # the fetches in flight are the errors then (and a stop says at most three lines, issue 34)
+    hint = None if stopped_by_signal else fetch_hint([summary], crawl.url)
     if hint is not None:
         click.echo(hint, err=True)
     return summary
